@@ -1,0 +1,250 @@
+//! Time: the [`Clock`] trait, the default [`MonotonicClock`] and the [`ManualClock`]
+//! that tests advance by hand.
+//!
+//! Every limiter reads time through a clock, and algorithms receive it as a [`Nanos`]
+//! value, so a test can drive any limiter through virtual time without sleeping.
+
+use std::fmt;
+use std::ops::{Add, Sub};
+use std::time::{Duration, Instant};
+
+use crate::sync::{AtomicU64, Ordering};
+
+/// A point on a clock's timeline: nanoseconds since the clock's origin.
+///
+/// `u64` nanoseconds cover more than 580 years; arithmetic on `Nanos` saturates
+/// instead of overflowing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Nanos(u64);
+
+impl Nanos {
+    /// The clock's origin.
+    pub const ZERO: Nanos = Nanos(0);
+    /// The last representable instant.
+    pub const MAX: Nanos = Nanos(u64::MAX);
+
+    /// A point `nanos` nanoseconds after the origin.
+    pub const fn new(nanos: u64) -> Nanos {
+        Nanos(nanos)
+    }
+
+    /// A point `d` after the origin, saturating at [`Nanos::MAX`].
+    pub fn from_duration(d: Duration) -> Nanos {
+        Nanos(duration_to_nanos(d))
+    }
+
+    /// Nanoseconds since the origin.
+    pub const fn as_u64(self) -> u64 {
+        self.0
+    }
+
+    /// The time since the origin as a [`Duration`].
+    pub const fn as_duration(self) -> Duration {
+        Duration::from_nanos(self.0)
+    }
+
+    /// The time from `earlier` to `self`, or zero if `earlier` is later.
+    pub const fn saturating_since(self, earlier: Nanos) -> Duration {
+        Duration::from_nanos(self.0.saturating_sub(earlier.0))
+    }
+}
+
+impl Add<Duration> for Nanos {
+    type Output = Nanos;
+    fn add(self, rhs: Duration) -> Nanos {
+        Nanos(self.0.saturating_add(duration_to_nanos(rhs)))
+    }
+}
+
+impl Sub<Duration> for Nanos {
+    type Output = Nanos;
+    fn sub(self, rhs: Duration) -> Nanos {
+        Nanos(self.0.saturating_sub(duration_to_nanos(rhs)))
+    }
+}
+
+impl fmt::Display for Nanos {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.as_duration())
+    }
+}
+
+/// Converts a duration to whole nanoseconds, saturating at `u64::MAX` (584 years).
+pub(crate) fn duration_to_nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// A source of time for limiters.
+///
+/// Clones of a clock share one timeline. Time never goes backwards.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::clock::{Clock, ManualClock};
+///
+/// let clock = ManualClock::new();
+/// let t0 = clock.now();
+/// clock.advance(Duration::from_millis(5));
+/// assert_eq!(clock.now().saturating_since(t0), Duration::from_millis(5));
+/// ```
+pub trait Clock: Clone + Send + Sync + fmt::Debug + 'static {
+    /// The current time on this clock's timeline.
+    fn now(&self) -> Nanos;
+}
+
+/// The default clock: monotonic, measured from the moment it was created.
+///
+/// It reads [`std::time::Instant`], which on Linux is `CLOCK_MONOTONIC` through the
+/// vDSO: no system call, unaffected by changes to the wall clock.
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::clock::{Clock, MonotonicClock};
+///
+/// let clock = MonotonicClock::new();
+/// let a = clock.now();
+/// let b = clock.now();
+/// assert!(b >= a);
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct MonotonicClock {
+    origin: Instant,
+}
+
+impl MonotonicClock {
+    /// A clock whose origin is now.
+    pub fn new() -> MonotonicClock {
+        MonotonicClock {
+            origin: Instant::now(),
+        }
+    }
+
+    /// The `std` instant at which this clock reads [`Nanos::ZERO`].
+    pub fn origin(&self) -> Instant {
+        self.origin
+    }
+}
+
+impl Default for MonotonicClock {
+    fn default() -> Self {
+        MonotonicClock::new()
+    }
+}
+
+impl Clock for MonotonicClock {
+    #[inline]
+    fn now(&self) -> Nanos {
+        Nanos(duration_to_nanos(self.origin.elapsed()))
+    }
+}
+
+/// A clock that moves only when told to; clones share one time.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::clock::{Clock, ManualClock, Nanos};
+///
+/// let clock = ManualClock::new();
+/// let shared = clock.clone();
+/// shared.advance(Duration::from_secs(1));
+/// assert_eq!(clock.now(), Nanos::new(1_000_000_000));
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct ManualClock {
+    now: crate::sync::Arc<AtomicU64>,
+}
+
+impl ManualClock {
+    /// A manual clock at [`Nanos::ZERO`].
+    pub fn new() -> ManualClock {
+        ManualClock::default()
+    }
+
+    /// A manual clock starting at `start`.
+    pub fn starting_at(start: Nanos) -> ManualClock {
+        let clock = ManualClock::new();
+        clock.now.store(start.0, Ordering::SeqCst);
+        clock
+    }
+
+    /// Moves time forward by `d` (saturating at [`Nanos::MAX`]).
+    pub fn advance(&self, d: Duration) {
+        let d = duration_to_nanos(d);
+        let _ = self
+            .now
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |t| {
+                Some(t.saturating_add(d))
+            });
+    }
+
+    /// Sets the time to `t`, if `t` is not earlier than the current time.
+    ///
+    /// Returns `false`, and leaves the clock alone, when `t` is in the past: a clock
+    /// never goes backwards.
+    pub fn set(&self, t: Nanos) -> bool {
+        self.now.fetch_max(t.0, Ordering::SeqCst) <= t.0
+    }
+}
+
+impl Clock for ManualClock {
+    #[inline]
+    fn now(&self) -> Nanos {
+        Nanos(self.now.load(Ordering::SeqCst))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manual_clock_clones_share_time() {
+        let a = ManualClock::new();
+        let b = a.clone();
+        a.advance(Duration::from_nanos(7));
+        assert_eq!(b.now(), Nanos::new(7));
+    }
+
+    #[test]
+    fn manual_clock_never_goes_backwards() {
+        let c = ManualClock::starting_at(Nanos::new(100));
+        assert!(!c.set(Nanos::new(50)));
+        assert_eq!(c.now(), Nanos::new(100));
+        assert!(c.set(Nanos::new(150)));
+        assert_eq!(c.now(), Nanos::new(150));
+    }
+
+    #[test]
+    fn manual_clock_saturates() {
+        let c = ManualClock::starting_at(Nanos::new(u64::MAX - 1));
+        c.advance(Duration::from_secs(10));
+        assert_eq!(c.now(), Nanos::MAX);
+    }
+
+    #[test]
+    fn nanos_arithmetic_saturates() {
+        assert_eq!(Nanos::MAX + Duration::from_secs(1), Nanos::MAX);
+        assert_eq!(Nanos::ZERO - Duration::from_secs(1), Nanos::ZERO);
+        assert_eq!(
+            Nanos::from_duration(Duration::MAX),
+            Nanos::MAX,
+            "durations past 584 years saturate"
+        );
+    }
+
+    #[test]
+    fn monotonic_clock_is_monotonic() {
+        let c = MonotonicClock::new();
+        let mut last = c.now();
+        for _ in 0..1000 {
+            let t = c.now();
+            assert!(t >= last);
+            last = t;
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! The one answer every algorithm gives: admitted with how much is left, denied until a
+//! time, or denied for ever.
+
+use std::fmt;
+use std::time::Duration;
+
+/// What a limiter decided for a request of `n` permits.
+///
+/// `Ok` means the permits were granted (or, for a peek, would be). `Err` tells *not
+/// now* ([`Denied::Limited`], with a `retry_after`) apart from *never*
+/// ([`Denied::Insufficient`]: more than the limiter can ever grant at once).
+pub type Decision = Result<Admitted, Denied>;
+
+/// A granted request, and the limiter's state just after it.
+///
+/// These are the values HTTP rate-limit headers report.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{Limiter, Quota};
+/// use tollgate::algorithm::Gcra;
+/// use tollgate::clock::ManualClock;
+///
+/// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(10)?), ManualClock::new());
+/// let admitted = limiter.try_acquire(3)?;
+/// assert_eq!(admitted.limit(), 10);
+/// assert_eq!(admitted.remaining(), 7);
+/// assert_eq!(admitted.reset_after(), Duration::from_millis(300));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Admitted {
+    limit: u64,
+    remaining: u64,
+    reset_after: Duration,
+}
+
+impl Admitted {
+    /// A decision with these values.
+    pub const fn new(limit: u64, remaining: u64, reset_after: Duration) -> Admitted {
+        Admitted {
+            limit,
+            remaining,
+            reset_after,
+        }
+    }
+
+    /// The most permits the limiter can grant at one instant.
+    pub const fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// Permits that could still be granted right now.
+    pub const fn remaining(&self) -> u64 {
+        self.remaining
+    }
+
+    /// How long until the limiter is back to its full, untouched state.
+    pub const fn reset_after(&self) -> Duration {
+        self.reset_after
+    }
+}
+
+/// A request that was not granted, and nothing was consumed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Denied {
+    /// Not now: the same request may succeed after [`Limited::retry_after`].
+    Limited(Limited),
+    /// Never: the request asks for more than the limiter can grant at once.
+    Insufficient(InsufficientCapacity),
+}
+
+impl Denied {
+    /// How long to wait before the same request can succeed, or `None` if it never can.
+    pub const fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Denied::Limited(l) => Some(l.retry_after),
+            Denied::Insufficient(_) => None,
+        }
+    }
+
+    /// Whether the request can never succeed.
+    pub const fn is_never(&self) -> bool {
+        matches!(self, Denied::Insufficient(_))
+    }
+
+    /// Whether the request may succeed later.
+    pub const fn is_limited(&self) -> bool {
+        matches!(self, Denied::Limited(_))
+    }
+}
+
+impl fmt::Display for Denied {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Denied::Limited(l) => l.fmt(f),
+            Denied::Insufficient(i) => i.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for Denied {}
+
+impl From<Limited> for Denied {
+    fn from(l: Limited) -> Denied {
+        Denied::Limited(l)
+    }
+}
+
+impl From<InsufficientCapacity> for Denied {
+    fn from(i: InsufficientCapacity) -> Denied {
+        Denied::Insufficient(i)
+    }
+}
+
+/// Rate-limited: retry after a while.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Limited {
+    retry_after: Duration,
+    limit: u64,
+    remaining: u64,
+    reset_after: Duration,
+}
+
+impl Limited {
+    /// A denial with these values.
+    pub const fn new(
+        retry_after: Duration,
+        limit: u64,
+        remaining: u64,
+        reset_after: Duration,
+    ) -> Limited {
+        Limited {
+            retry_after,
+            limit,
+            remaining,
+            reset_after,
+        }
+    }
+
+    /// How long until the same request can succeed, if nothing else consumes permits
+    /// meanwhile.
+    pub const fn retry_after(&self) -> Duration {
+        self.retry_after
+    }
+
+    /// The most permits the limiter can grant at one instant.
+    pub const fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// Permits that could be granted right now (fewer than were asked for).
+    pub const fn remaining(&self) -> u64 {
+        self.remaining
+    }
+
+    /// How long until the limiter is back to its full, untouched state.
+    pub const fn reset_after(&self) -> Duration {
+        self.reset_after
+    }
+}
+
+impl fmt::Display for Limited {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "rate limited, retry after {:?}", self.retry_after)
+    }
+}
+
+/// The request asks for more permits than the limiter can ever grant at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct InsufficientCapacity {
+    requested: u64,
+    capacity: u64,
+}
+
+impl InsufficientCapacity {
+    /// A denial of `requested` by a limiter that grants at most `capacity` at once.
+    pub const fn new(requested: u64, capacity: u64) -> InsufficientCapacity {
+        InsufficientCapacity {
+            requested,
+            capacity,
+        }
+    }
+
+    /// How many permits were asked for.
+    pub const fn requested(&self) -> u64 {
+        self.requested
+    }
+
+    /// The most the limiter can grant at once.
+    pub const fn capacity(&self) -> u64 {
+        self.capacity
+    }
+}
+
+impl fmt::Display for InsufficientCapacity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "requested {} permits, but at most {} can ever be granted at once",
+            self.requested, self.capacity
+        )
+    }
+}
+
+impl std::error::Error for InsufficientCapacity {}
+
+/// A grant of permits whose use may lie in the future: the caller must wait
+/// [`Reservation::wait`] before acting.
+///
+/// The permits are already counted against the limit; that is how a reservation
+/// prepays future time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Reservation {
+    wait: Duration,
+    permits: u64,
+}
+
+impl Reservation {
+    /// A reservation of `permits`, usable after `wait`.
+    pub const fn new(permits: u64, wait: Duration) -> Reservation {
+        Reservation { wait, permits }
+    }
+
+    /// How long the caller must wait before using the permits.
+    pub const fn wait(&self) -> Duration {
+        self.wait
+    }
+
+    /// How many permits were reserved.
+    pub const fn permits(&self) -> u64 {
+        self.permits
+    }
+
+    /// Whether the permits may be used at once.
+    pub fn is_immediate(&self) -> bool {
+        self.wait.is_zero()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn denied_tells_never_from_not_now() {
+        let never: Denied = InsufficientCapacity::new(11, 10).into();
+        assert!(never.is_never());
+        assert_eq!(never.retry_after(), None);
+        assert_eq!(
+            never.to_string(),
+            "requested 11 permits, but at most 10 can ever be granted at once"
+        );
+        let later: Denied = Limited::new(Duration::from_millis(5), 10, 0, Duration::ZERO).into();
+        assert!(later.is_limited());
+        assert_eq!(later.retry_after(), Some(Duration::from_millis(5)));
+    }
+}

@@ -1,0 +1,171 @@
+//! Errors from building or reconfiguring a limiter.
+//!
+//! Being rate-limited is not an error of this kind: it is a [`Denied`](crate::Denied)
+//! decision.
+
+use std::fmt;
+
+/// A parameter that would make a limiter panic, overflow, wait forever or let
+/// everything through.
+///
+/// Returned at construction and on reconfiguration, never at decision time.
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::{ConfigError, Quota};
+///
+/// assert_eq!(
+///     Quota::per_second(0).unwrap_err(),
+///     ConfigError::Zero { parameter: "count" }
+/// );
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The parameter must be greater than zero.
+    Zero {
+        /// Which parameter.
+        parameter: &'static str,
+    },
+    /// The parameter must not be negative.
+    Negative {
+        /// Which parameter.
+        parameter: &'static str,
+        /// The value given.
+        value: f64,
+    },
+    /// The parameter was NaN.
+    NotANumber {
+        /// Which parameter.
+        parameter: &'static str,
+    },
+    /// The parameter was infinite where that means nothing.
+    Infinite {
+        /// Which parameter.
+        parameter: &'static str,
+    },
+    /// The parameter, or a product computed from it, does not fit the limiter's
+    /// arithmetic.
+    Overflow {
+        /// Which parameter.
+        parameter: &'static str,
+    },
+    /// The parameter is out of its allowed range.
+    OutOfRange {
+        /// Which parameter.
+        parameter: &'static str,
+        /// What the range is, in words.
+        expected: &'static str,
+    },
+}
+
+impl ConfigError {
+    /// The name of the offending parameter.
+    pub fn parameter(&self) -> &'static str {
+        match *self {
+            ConfigError::Zero { parameter }
+            | ConfigError::Negative { parameter, .. }
+            | ConfigError::NotANumber { parameter }
+            | ConfigError::Infinite { parameter }
+            | ConfigError::Overflow { parameter }
+            | ConfigError::OutOfRange { parameter, .. } => parameter,
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::Zero { parameter } => write!(f, "{parameter} must be greater than zero"),
+            ConfigError::Negative { parameter, value } => {
+                write!(f, "{parameter} must not be negative (got {value})")
+            }
+            ConfigError::NotANumber { parameter } => write!(f, "{parameter} is NaN"),
+            ConfigError::Infinite { parameter } => write!(f, "{parameter} must be finite"),
+            ConfigError::Overflow { parameter } => write!(f, "{parameter} is too large"),
+            ConfigError::OutOfRange {
+                parameter,
+                expected,
+            } => write!(f, "{parameter} must be {expected}"),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Checks that a float parameter is a finite number greater than zero.
+pub(crate) fn positive_finite(parameter: &'static str, value: f64) -> Result<f64, ConfigError> {
+    if value.is_nan() {
+        Err(ConfigError::NotANumber { parameter })
+    } else if value < 0.0 {
+        Err(ConfigError::Negative { parameter, value })
+    } else if value == 0.0 {
+        Err(ConfigError::Zero { parameter })
+    } else if value.is_infinite() {
+        Err(ConfigError::Infinite { parameter })
+    } else {
+        Ok(value)
+    }
+}
+
+/// Checks that a float parameter is a finite number, zero allowed.
+pub(crate) fn non_negative_finite(parameter: &'static str, value: f64) -> Result<f64, ConfigError> {
+    if value == 0.0 {
+        Ok(0.0)
+    } else {
+        positive_finite(parameter, value)
+    }
+}
+
+/// Checks that an integer parameter is not zero.
+pub(crate) fn non_zero(parameter: &'static str, value: u64) -> Result<u64, ConfigError> {
+    if value == 0 {
+        Err(ConfigError::Zero { parameter })
+    } else {
+        Ok(value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn float_checks_name_the_problem() {
+        assert_eq!(
+            positive_finite("rate", f64::NAN),
+            Err(ConfigError::NotANumber { parameter: "rate" })
+        );
+        assert_eq!(
+            positive_finite("rate", -1.0),
+            Err(ConfigError::Negative {
+                parameter: "rate",
+                value: -1.0
+            })
+        );
+        assert_eq!(
+            positive_finite("rate", 0.0),
+            Err(ConfigError::Zero { parameter: "rate" })
+        );
+        assert_eq!(
+            positive_finite("rate", f64::INFINITY),
+            Err(ConfigError::Infinite { parameter: "rate" })
+        );
+        assert_eq!(non_negative_finite("warmup", 0.0), Ok(0.0));
+        assert_eq!(
+            non_negative_finite("warmup", f64::NEG_INFINITY),
+            Err(ConfigError::Negative {
+                parameter: "warmup",
+                value: f64::NEG_INFINITY
+            })
+        );
+    }
+
+    #[test]
+    fn display_is_lowercase_and_names_the_parameter() {
+        let e = ConfigError::Zero { parameter: "count" };
+        assert_eq!(e.to_string(), "count must be greater than zero");
+        assert_eq!(e.parameter(), "count");
+    }
+}

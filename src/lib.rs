@@ -1,0 +1,49 @@
+//! tollgate: rate limiting and permits.
+//!
+//! - **Exact algorithms** as pure state machines: GCRA token bucket, leaky bucket,
+//!   fixed window, sliding log and counter, Guava's smooth limiters, Resilience4j's
+//!   refresh-period limiter, concurrency permits and all-or-nothing combinations.
+//! - **Time through a [`Clock`](clock::Clock)**: a monotonic clock in production, a
+//!   [`ManualClock`](clock::ManualClock) in tests.
+//! - **Decisions that say why**: [`Admitted`] with what remains, or [`Denied`] with a
+//!   `retry_after`, or *never* when a request exceeds what can ever be granted.
+//! - **Keyed limiting** with memory bounded by configuration.
+//!
+//! # Examples
+//!
+//! ```
+//! use std::time::Duration;
+//! use tollgate::{Limiter, Quota};
+//! use tollgate::algorithm::Gcra;
+//! use tollgate::clock::ManualClock;
+//!
+//! let clock = ManualClock::new();
+//! let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(5)?), clock.clone());
+//! for _ in 0..5 {
+//!     assert!(limiter.try_acquire(1).is_ok());
+//! }
+//! let denied = limiter.try_acquire(1).unwrap_err();
+//! assert_eq!(denied.retry_after(), Some(Duration::from_millis(200)));
+//! # Ok::<(), tollgate::ConfigError>(())
+//! ```
+#![warn(
+    missing_docs,
+    missing_debug_implementations,
+    rust_2018_idioms,
+    unreachable_pub
+)]
+#![forbid(unsafe_code)]
+
+pub mod algorithm;
+pub mod clock;
+mod decision;
+pub mod engine;
+mod error;
+mod limiter;
+mod quota;
+mod sync;
+
+pub use decision::{Admitted, Decision, Denied, InsufficientCapacity, Limited, Reservation};
+pub use error::ConfigError;
+pub use limiter::Limiter;
+pub use quota::Quota;
