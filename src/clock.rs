@@ -6,7 +6,7 @@
 
 use std::fmt;
 use std::ops::{Add, Sub};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::sync::{AtomicU64, Ordering};
 
@@ -92,6 +92,10 @@ pub(crate) fn duration_to_nanos(d: Duration) -> u64 {
 pub trait Clock: Clone + Send + Sync + fmt::Debug + 'static {
     /// The current time on this clock's timeline.
     fn now(&self) -> Nanos;
+
+    /// The Unix time at which this clock read [`Nanos::ZERO`], for limits aligned to
+    /// wall-clock windows (envoy aligns windows to the Unix epoch).
+    fn unix_origin(&self) -> Duration;
 }
 
 /// The default clock: monotonic, measured from the moment it was created.
@@ -112,6 +116,7 @@ pub trait Clock: Clone + Send + Sync + fmt::Debug + 'static {
 #[derive(Clone, Copy, Debug)]
 pub struct MonotonicClock {
     origin: Instant,
+    unix_origin: Duration,
 }
 
 impl MonotonicClock {
@@ -119,6 +124,10 @@ impl MonotonicClock {
     pub fn new() -> MonotonicClock {
         MonotonicClock {
             origin: Instant::now(),
+            // A wall clock before 1970 is a broken host; treat it as the epoch.
+            unix_origin: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default(),
         }
     }
 
@@ -138,6 +147,10 @@ impl Clock for MonotonicClock {
     #[inline]
     fn now(&self) -> Nanos {
         Nanos(duration_to_nanos(self.origin.elapsed()))
+    }
+
+    fn unix_origin(&self) -> Duration {
+        self.unix_origin
     }
 }
 
@@ -195,6 +208,11 @@ impl Clock for ManualClock {
     #[inline]
     fn now(&self) -> Nanos {
         Nanos(self.now.load(Ordering::SeqCst))
+    }
+
+    /// A manual clock reads Unix time: [`Nanos::ZERO`] is the epoch.
+    fn unix_origin(&self) -> Duration {
+        Duration::ZERO
     }
 }
 
