@@ -154,7 +154,8 @@ impl<A: WordAlgorithm> Atomic<A> {
 
     fn write_config(&self, algorithm: &A) {
         let version = self.version.load(Ordering::Relaxed);
-        self.version.store(version.wrapping_add(1), Ordering::Relaxed);
+        self.version
+            .store(version.wrapping_add(1), Ordering::Relaxed);
         std::sync::atomic::fence(Ordering::Release);
         for (slot, word) in self.config.iter().zip(algorithm.to_words()) {
             slot.store(word, Ordering::Relaxed);
@@ -233,12 +234,11 @@ impl<A: WordAlgorithm> Cell<A> for Atomic<A> {
             // Publish the configuration first: a decision racing with this update then
             // sees the new configuration with either the old or the new state.
             self.write_config(&alg);
-            match self.state.0.compare_exchange(
-                current,
-                next,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
+            match self
+                .state
+                .0
+                .compare_exchange(current, next, Ordering::AcqRel, Ordering::Acquire)
+            {
                 Ok(_) => return result,
                 Err(actual) => current = actual,
             }

@@ -52,8 +52,9 @@ impl Quota {
                 parameter: "period",
             });
         }
-        let period_nanos = u64::try_from(period.as_nanos())
-            .map_err(|_| ConfigError::Overflow { parameter: "period" })?;
+        let period_nanos = u64::try_from(period.as_nanos()).map_err(|_| ConfigError::Overflow {
+            parameter: "period",
+        })?;
         if count > period_nanos {
             return Err(ConfigError::OutOfRange {
                 parameter: "count",
@@ -219,7 +220,9 @@ mod tests {
     fn overflowing_period_is_an_error() {
         assert_eq!(
             Quota::with_period(Duration::MAX),
-            Err(ConfigError::Overflow { parameter: "period" })
+            Err(ConfigError::Overflow {
+                parameter: "period"
+            })
         );
     }
 

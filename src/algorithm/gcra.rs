@@ -76,16 +76,12 @@ impl Gcra {
                 expected: "at most one per nanosecond of the period",
             });
         }
-        let burst = max_burst
-            .checked_add(1)
-            .ok_or(ConfigError::Overflow {
-                parameter: "max_burst",
-            })?;
-        let tolerance = interval
-            .checked_mul(burst)
-            .ok_or(ConfigError::Overflow {
-                parameter: "max_burst",
-            })?;
+        let burst = max_burst.checked_add(1).ok_or(ConfigError::Overflow {
+            parameter: "max_burst",
+        })?;
+        let tolerance = interval.checked_mul(burst).ok_or(ConfigError::Overflow {
+            parameter: "max_burst",
+        })?;
         Ok(Gcra {
             interval,
             tolerance,
@@ -260,9 +256,7 @@ impl Algorithm for Gcra {
     fn refund(&self, tat: &mut u64, now: Nanos, n: u64) {
         let now = now.as_u64();
         if *tat > now {
-            *tat = tat
-                .saturating_sub(n.saturating_mul(self.interval))
-                .max(now);
+            *tat = tat.saturating_sub(n.saturating_mul(self.interval)).max(now);
         }
     }
 

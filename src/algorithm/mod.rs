@@ -24,7 +24,7 @@ use crate::clock::Nanos;
 use crate::decision::{Decision, Denied, Reservation};
 use crate::engine::Cell;
 
-// mod all_of;
+mod all_of;
 // mod concurrency;
 // mod fixed_window;
 mod gcra;
@@ -34,7 +34,7 @@ mod gcra;
 // mod sliding_log;
 // mod smooth;
 
-// pub use all_of::AllOf;
+pub use all_of::AllOf;
 // pub use concurrency::Concurrency;
 // pub use fixed_window::{Alignment, FixedWindow};
 pub use gcra::{CellReply, Gcra};

@@ -1,0 +1,235 @@
+//! Several rules combined, all-or-nothing: a request passes only if every rule admits
+//! it, and a denial by one rule consumes nothing from the others.
+
+use std::time::Duration;
+
+use super::{check_capacity, Algorithm};
+use crate::clock::Nanos;
+use crate::decision::{Admitted, Decision, Denied, Reservation};
+use crate::engine::Locked;
+use crate::error::ConfigError;
+
+/// Every rule must admit: for example 100 per second **and** 20 per 100 ms.
+///
+/// Rules are checked first without consuming anything; only if all admit are the
+/// permits taken from each. A denial reports the rule that makes the caller wait
+/// longest, so retrying after its `retry_after` is not denied by another rule for the
+/// same reason.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{Limiter, Quota};
+/// use tollgate::algorithm::{AllOf, Gcra};
+/// use tollgate::clock::ManualClock;
+///
+/// let rules = AllOf::new(vec![
+///     Gcra::new(Quota::per_second(100)?),
+///     Gcra::new(Quota::new(20, Duration::from_millis(100))?),
+/// ])?;
+/// let limiter = Limiter::with_clock(rules, ManualClock::new());
+/// assert!(limiter.try_acquire(20).is_ok());
+/// // The 20/100ms rule is spent; the 100/s rule keeps the 80 it still has.
+/// assert!(limiter.try_acquire(1).is_err());
+/// # Ok::<(), tollgate::ConfigError>(())
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct AllOf<A> {
+    rules: Vec<A>,
+}
+
+impl<A: Algorithm> AllOf<A> {
+    /// Combines `rules`, all of which must admit.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Zero`] for an empty list: no rule would mean no limit.
+    pub fn new(rules: Vec<A>) -> Result<AllOf<A>, ConfigError> {
+        if rules.is_empty() {
+            return Err(ConfigError::Zero { parameter: "rules" });
+        }
+        Ok(AllOf { rules })
+    }
+
+    /// The rules, in order.
+    pub fn rules(&self) -> &[A] {
+        &self.rules
+    }
+
+    /// Mutable access to one rule, for reconfiguring it; the state is kept.
+    pub fn rule_mut(&mut self, index: usize) -> Option<&mut A> {
+        self.rules.get_mut(index)
+    }
+
+    /// Checks every rule without consuming; the tightest admission, or the denial
+    /// that waits longest.
+    fn check(&self, states: &[A::State], now: Nanos, n: u64) -> Decision {
+        let mut tightest: Option<Admitted> = None;
+        let mut denial: Option<Denied> = None;
+        for (rule, state) in self.rules.iter().zip(states) {
+            match rule.peek(state, now, n) {
+                Ok(a) => {
+                    tightest = Some(match tightest {
+                        Some(t) => tighter(t, a),
+                        None => a,
+                    })
+                }
+                Err(d) => denial = Some(later_denial(denial, d)),
+            }
+        }
+        match (denial, tightest) {
+            (Some(d), _) => Err(d),
+            (None, Some(a)) => Ok(a),
+            // `new` refuses an empty list.
+            (None, None) => Ok(Admitted::new(0, 0, Duration::ZERO)),
+        }
+    }
+}
+
+/// The admission with fewer permits left, and the later full reset of the two.
+fn tighter(a: Admitted, b: Admitted) -> Admitted {
+    let reset = a.reset_after().max(b.reset_after());
+    let (limit, remaining) = if b.remaining() < a.remaining() {
+        (b.limit(), b.remaining())
+    } else {
+        (a.limit(), a.remaining())
+    };
+    Admitted::new(limit, remaining, reset)
+}
+
+/// "Never" outranks "not now"; among "not now", the longer wait wins.
+fn later_denial(current: Option<Denied>, new: Denied) -> Denied {
+    match (current, new) {
+        (None, d) => d,
+        (Some(d @ Denied::Insufficient(_)), _) => d,
+        (Some(_), d @ Denied::Insufficient(_)) => d,
+        (Some(Denied::Limited(a)), Denied::Limited(b)) => {
+            if b.retry_after() > a.retry_after() {
+                Denied::Limited(b)
+            } else {
+                Denied::Limited(a)
+            }
+        }
+    }
+}
+
+impl<A: Algorithm> Algorithm for AllOf<A> {
+    type State = Vec<A::State>;
+    type Cell = Locked<Self>;
+
+    fn initial_state(&self, now: Nanos) -> Vec<A::State> {
+        self.rules.iter().map(|r| r.initial_state(now)).collect()
+    }
+
+    fn acquire(&self, states: &mut Vec<A::State>, now: Nanos, n: u64) -> Decision {
+        check_capacity(n, self.capacity())?;
+        let decision = self.check(states, now, n)?;
+        for (rule, state) in self.rules.iter().zip(states.iter_mut()) {
+            // Each rule admitted this exact request in `check`; a pure rule decides
+            // the same again.
+            let _ = rule.acquire(state, now, n);
+        }
+        Ok(decision)
+    }
+
+    fn peek(&self, states: &Vec<A::State>, now: Nanos, n: u64) -> Decision {
+        check_capacity(n, self.capacity())?;
+        self.check(states, now, n)
+    }
+
+    /// Immediate reservations only. Booking each rule at its own future time would let
+    /// uses bunch up once delayed to the latest rule's time, breaking the earlier
+    /// rules' limits; a denial's `retry_after` tells when to come back.
+    fn reserve(
+        &self,
+        states: &mut Vec<A::State>,
+        now: Nanos,
+        n: u64,
+        _max_wait: Duration,
+    ) -> Result<Reservation, Denied> {
+        self.acquire(states, now, n)
+            .map(|_| Reservation::new(n, Duration::ZERO))
+    }
+
+    fn refund(&self, states: &mut Vec<A::State>, now: Nanos, n: u64) {
+        for (rule, state) in self.rules.iter().zip(states.iter_mut()) {
+            rule.refund(state, now, n);
+        }
+    }
+
+    fn capacity(&self) -> u64 {
+        self.rules.iter().map(A::capacity).min().unwrap_or(0)
+    }
+
+    fn idle_at(&self, states: &Vec<A::State>) -> Nanos {
+        self.rules
+            .iter()
+            .zip(states)
+            .map(|(r, s)| r.idle_at(s))
+            .max()
+            .unwrap_or(Nanos::ZERO)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algorithm::Gcra;
+    use crate::Quota;
+
+    fn two_rules() -> AllOf<Gcra> {
+        AllOf::new(vec![
+            Gcra::new(Quota::per_second(100).unwrap()),
+            Gcra::new(Quota::new(20, Duration::from_millis(100)).unwrap()),
+        ])
+        .unwrap()
+    }
+
+    #[test]
+    fn empty_rules_are_an_error() {
+        assert_eq!(
+            AllOf::<Gcra>::new(vec![]),
+            Err(ConfigError::Zero { parameter: "rules" })
+        );
+    }
+
+    #[test]
+    fn a_denial_by_one_rule_consumes_nothing_from_the_others() {
+        let all = two_rules();
+        let mut s = all.initial_state(Nanos::ZERO);
+        all.acquire(&mut s, Nanos::ZERO, 20).unwrap();
+        let before = s.clone();
+        assert!(all.acquire(&mut s, Nanos::ZERO, 1).is_err());
+        assert_eq!(s, before);
+    }
+
+    #[test]
+    fn reports_the_tightest_rule() {
+        let all = two_rules();
+        let mut s = all.initial_state(Nanos::ZERO);
+        let a = all.acquire(&mut s, Nanos::ZERO, 5).unwrap();
+        assert_eq!((a.limit(), a.remaining()), (20, 15));
+    }
+
+    #[test]
+    fn denial_waits_for_the_slowest_rule() {
+        let all = AllOf::new(vec![
+            Gcra::new(Quota::per_second(10).unwrap().burst(1).unwrap()),
+            Gcra::new(Quota::per_second(1).unwrap().burst(1).unwrap()),
+        ])
+        .unwrap();
+        let mut s = all.initial_state(Nanos::ZERO);
+        all.acquire(&mut s, Nanos::ZERO, 1).unwrap();
+        let d = all.acquire(&mut s, Nanos::ZERO, 1).unwrap_err();
+        assert_eq!(d.retry_after(), Some(Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn capacity_is_the_smallest_rule() {
+        let all = two_rules();
+        assert_eq!(all.capacity(), 20);
+        let mut s = all.initial_state(Nanos::ZERO);
+        assert!(all.acquire(&mut s, Nanos::ZERO, 21).unwrap_err().is_never());
+    }
+}

@@ -1,0 +1,41 @@
+//! Combined rules: all-or-nothing against independent rules.
+
+use std::time::Duration;
+
+use proptest::prelude::*;
+use tollgate::algorithm::{Algorithm, AllOf, Gcra};
+use tollgate::clock::Nanos;
+use tollgate::Quota;
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// The combination admits exactly when every rule alone would, and a denial
+    /// leaves every rule's state untouched.
+    #[test]
+    fn admits_iff_every_rule_admits(
+        rules in prop::collection::vec((1u64..20, 1u64..200, 1u64..6), 1..4),
+        ops in prop::collection::vec((0u64..50_000_000, 0u64..6), 1..100),
+    ) {
+        let rules: Vec<Gcra> = rules
+            .into_iter()
+            .map(|(count, ms, burst)| {
+                Gcra::new(Quota::new(count, Duration::from_millis(ms)).unwrap().burst(burst).unwrap())
+            })
+            .collect();
+        let all = AllOf::new(rules.clone()).unwrap();
+        let mut state = all.initial_state(Nanos::ZERO);
+        let mut now = 0;
+        for (advance, n) in ops {
+            now += advance;
+            let t = Nanos::new(now);
+            let each_admits = rules.iter().zip(&state).all(|(r, s)| r.peek(s, t, n).is_ok());
+            let before = state.clone();
+            let decision = all.acquire(&mut state, t, n);
+            prop_assert_eq!(decision.is_ok(), each_admits);
+            if decision.is_err() {
+                prop_assert_eq!(&state, &before, "a combined denial changed a rule's state");
+            }
+        }
+    }
+}
