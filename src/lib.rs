@@ -47,3 +47,8 @@ pub use decision::{Admitted, Decision, Denied, InsufficientCapacity, Limited, Re
 pub use error::ConfigError;
 pub use limiter::Limiter;
 pub use quota::Quota;
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
