@@ -32,7 +32,7 @@ mod gcra;
 // mod refresh_period;
 // mod sliding_counter;
 // mod sliding_log;
-// mod smooth;
+mod smooth;
 
 pub use all_of::AllOf;
 // pub use concurrency::Concurrency;
@@ -42,7 +42,7 @@ pub use gcra::{CellReply, Gcra};
 // pub use refresh_period::RefreshPeriod;
 // pub use sliding_counter::SlidingCounter;
 // pub use sliding_log::SlidingLog;
-// pub use smooth::{SmoothBursty, SmoothWarmingUp};
+pub use smooth::{SmoothBursty, SmoothState, SmoothWarmingUp};
 
 /// A rate-limiting algorithm: immutable configuration (`self`) over a mutable
 /// [`State`](Algorithm::State).
