@@ -14,14 +14,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         bucket.try_acquire(1)
     });
 
-    println!("\nTwo rules at once: 10 per second AND 3 per 100 ms; a request every 25 ms for 0.5 s");
+    println!(
+        "\nTwo rules at once: 10 per second AND 3 per 100 ms; a request every 25 ms for 0.5 s"
+    );
     let rules = Limiter::new(AllOf::new(vec![
         Gcra::new(Quota::per_second(10)?),
         Gcra::new(Quota::new(3, Duration::from_millis(100))?),
     ])?);
-    drive(Duration::from_millis(25), Duration::from_millis(500), |_| {
-        rules.try_acquire(1)
-    });
+    drive(
+        Duration::from_millis(25),
+        Duration::from_millis(500),
+        |_| rules.try_acquire(1),
+    );
 
     println!("\nAsking for more than a limiter can ever grant is an error, not a wait:");
     match bucket.try_acquire(4) {
