@@ -41,9 +41,11 @@ pub mod engine;
 mod error;
 mod limiter;
 mod quota;
+pub mod semaphore;
 mod sync;
 
 pub use decision::{Admitted, Decision, Denied, InsufficientCapacity, Limited, Reservation};
 pub use error::ConfigError;
 pub use limiter::Limiter;
 pub use quota::Quota;
+pub use semaphore::Semaphore;
