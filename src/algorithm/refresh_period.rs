@@ -48,7 +48,7 @@ use crate::error::{non_zero, ConfigError};
 /// // The next permits come with the next cycle, 100 ms on: within the timeout.
 /// let later = r4j.reserve_permission(&mut state, Nanos::ZERO, 2)?;
 /// assert_eq!(later.wait(), ms(100));
-/// // Two more would wait 200 ms: over the timeout, so denied at once.
+/// // Another would wait 200 ms: over the timeout, so denied at once.
 /// let denied = r4j.reserve_permission(&mut state, Nanos::ZERO, 1).unwrap_err();
 /// assert_eq!(denied.retry_after(), Some(ms(50)));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -340,7 +340,8 @@ impl RefreshPeriod {
     /// limit per cycle passed, capped at the limit.
     fn current(&self, state: &RefreshPeriodState, now: Nanos) -> Current {
         let elapsed = now.as_u64().saturating_sub(state.start.as_u64());
-        // A `now` before the active cycle (a clock read late) stays in that cycle.
+        // A `now` from before the active cycle (a clock read that lost a race)
+        // stays in that cycle.
         let cycle = (elapsed / self.period).max(state.active_cycle);
         let mut permits = i128::from(state.active_permissions);
         if cycle != state.active_cycle {
