@@ -41,12 +41,14 @@ pub mod engine;
 mod error;
 mod limiter;
 mod quota;
+pub mod semaphore;
 mod sync;
 
 pub use decision::{Admitted, Decision, Denied, InsufficientCapacity, Limited, Reservation};
 pub use error::ConfigError;
 pub use limiter::Limiter;
 pub use quota::Quota;
+pub use semaphore::Semaphore;
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]

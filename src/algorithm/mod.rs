@@ -25,21 +25,21 @@ use crate::decision::{Decision, Denied, Reservation};
 use crate::engine::Cell;
 
 mod all_of;
-// mod concurrency;
+mod concurrency;
 // mod fixed_window;
 mod gcra;
 // mod leaky_bucket;
-// mod refresh_period;
+mod refresh_period;
 // mod sliding_counter;
 // mod sliding_log;
 mod smooth;
 
 pub use all_of::AllOf;
-// pub use concurrency::Concurrency;
+pub use concurrency::Concurrency;
 // pub use fixed_window::{Alignment, FixedWindow};
 pub use gcra::{CellReply, Gcra};
 // pub use leaky_bucket::LeakyBucket;
-// pub use refresh_period::RefreshPeriod;
+pub use refresh_period::{RefreshPeriod, RefreshPeriodState};
 // pub use sliding_counter::SlidingCounter;
 // pub use sliding_log::SlidingLog;
 pub use smooth::{SmoothBursty, SmoothState, SmoothWarmingUp};

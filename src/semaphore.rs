@@ -1,0 +1,382 @@
+//! A counting semaphore whose permits are RAII guards, like tokio's `Semaphore`, on
+//! the lock-free [`Concurrency`] algorithm.
+//!
+//! Only the non-blocking `try_` methods exist so far.
+
+use std::fmt;
+
+use crate::algorithm::Concurrency;
+use crate::clock::Nanos;
+use crate::decision::Denied;
+use crate::engine::{Atomic, Cell};
+use crate::error::ConfigError;
+use crate::sync::Arc;
+
+/// Time plays no part in a concurrency limit.
+const NOW: Nanos = Nanos::ZERO;
+
+/// A limit on how many permits are held at once. A permit is a guard that gives
+/// its permits back when dropped.
+///
+/// Acquiring and releasing are one compare-and-swap each, without a lock.
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::Semaphore;
+///
+/// let semaphore = Semaphore::new(2)?;
+/// let first = semaphore.try_acquire(1)?;
+/// let second = semaphore.try_acquire(1)?;
+/// assert!(semaphore.try_acquire(1).is_err());
+/// drop(first);
+/// assert_eq!(semaphore.available_permits(), 1);
+/// # drop(second);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Semaphore {
+    cell: Atomic<Concurrency>,
+}
+
+impl Semaphore {
+    /// A semaphore with `permits` permits, all available.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Zero`] if `permits` is zero.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::Semaphore;
+    ///
+    /// let semaphore = Semaphore::new(10)?;
+    /// assert_eq!(semaphore.available_permits(), 10);
+    /// assert!(Semaphore::new(0).is_err());
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn new(permits: u64) -> Result<Semaphore, ConfigError> {
+        Ok(Semaphore {
+            cell: Atomic::new(Concurrency::new(permits)?, NOW),
+        })
+    }
+
+    /// Takes `n` permits if that many are available now, and never waits. `n == 0`
+    /// always succeeds, with a permit holding nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`Denied::Insufficient`] if `n` exceeds [`max_permits`](Semaphore::max_permits);
+    /// [`Denied::Limited`] if fewer than `n` are available. Its `retry_after` is zero:
+    /// permits come back when their holders drop them, not after a time.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::Semaphore;
+    ///
+    /// let semaphore = Semaphore::new(3)?;
+    /// let permit = semaphore.try_acquire(2)?;
+    /// assert_eq!(permit.num_permits(), 2);
+    /// assert!(semaphore.try_acquire(2).unwrap_err().is_limited());
+    /// assert!(semaphore.try_acquire(4).unwrap_err().is_never());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn try_acquire(&self, n: u64) -> Result<Permit<'_>, Denied> {
+        self.cell.acquire(NOW, n)?;
+        Ok(Permit {
+            semaphore: self,
+            permits: n,
+        })
+    }
+
+    /// As [`try_acquire`](Semaphore::try_acquire), with a permit that owns a
+    /// reference to the semaphore, so it can move into a spawned task or thread.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Semaphore::try_acquire).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::Semaphore;
+    ///
+    /// let semaphore = Arc::new(Semaphore::new(1)?);
+    /// let permit = semaphore.try_acquire_owned(1)?;
+    /// std::thread::spawn(move || {
+    ///     // ... work while holding the permit ...
+    ///     drop(permit);
+    /// })
+    /// .join()
+    /// .unwrap();
+    /// assert_eq!(semaphore.available_permits(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn try_acquire_owned(self: &Arc<Self>, n: u64) -> Result<OwnedPermit, Denied> {
+        self.cell.acquire(NOW, n)?;
+        Ok(OwnedPermit {
+            semaphore: Arc::clone(self),
+            permits: n,
+        })
+    }
+
+    /// Permits that can be acquired now: zero while more are held than a lowered
+    /// maximum allows.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::Semaphore;
+    ///
+    /// let semaphore = Semaphore::new(5)?;
+    /// let _permit = semaphore.try_acquire(2)?;
+    /// assert_eq!(semaphore.available_permits(), 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn available_permits(&self) -> u64 {
+        let (concurrency, in_use) = self.cell.snapshot();
+        concurrency.max().saturating_sub(in_use)
+    }
+
+    /// The most permits held at once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::Semaphore;
+    ///
+    /// assert_eq!(Semaphore::new(5)?.max_permits(), 5);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn max_permits(&self) -> u64 {
+        self.cell.snapshot().0.max()
+    }
+
+    /// Changes the most permits held at once. Permits already held stay valid: if
+    /// more are held than the new maximum, acquisitions fail until enough are
+    /// dropped.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Zero`] if `max` is zero; nothing changes then.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::Semaphore;
+    ///
+    /// let semaphore = Semaphore::new(4)?;
+    /// let held = semaphore.try_acquire(3)?;
+    /// semaphore.set_max_permits(2)?;
+    /// assert_eq!(semaphore.available_permits(), 0);
+    /// drop(held);
+    /// assert_eq!(semaphore.available_permits(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn set_max_permits(&self, max: u64) -> Result<(), ConfigError> {
+        let new = Concurrency::new(max)?;
+        self.cell
+            .update(&mut |concurrency, _in_use| *concurrency = new);
+        Ok(())
+    }
+
+    fn release(&self, n: u64) {
+        if n > 0 {
+            self.cell.refund(NOW, n);
+        }
+    }
+}
+
+impl fmt::Debug for Semaphore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (concurrency, in_use) = self.cell.snapshot();
+        f.debug_struct("Semaphore")
+            .field("max_permits", &concurrency.max())
+            .field("in_use", &in_use)
+            .finish()
+    }
+}
+
+/// Permits borrowed from a [`Semaphore`], given back when dropped.
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::Semaphore;
+///
+/// let semaphore = Semaphore::new(1)?;
+/// {
+///     let _permit = semaphore.try_acquire(1)?;
+///     assert_eq!(semaphore.available_permits(), 0);
+/// }
+/// assert_eq!(semaphore.available_permits(), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[must_use = "permits are given back as soon as the guard is dropped"]
+pub struct Permit<'a> {
+    semaphore: &'a Semaphore,
+    permits: u64,
+}
+
+impl Permit<'_> {
+    /// How many permits this guard holds.
+    pub fn num_permits(&self) -> u64 {
+        self.permits
+    }
+
+    /// Keeps the permits taken for good: the semaphore never gets them back.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::Semaphore;
+    ///
+    /// let semaphore = Semaphore::new(2)?;
+    /// semaphore.try_acquire(1)?.forget();
+    /// assert_eq!(semaphore.available_permits(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn forget(mut self) {
+        self.permits = 0;
+    }
+}
+
+impl Drop for Permit<'_> {
+    fn drop(&mut self) {
+        self.semaphore.release(self.permits);
+    }
+}
+
+impl fmt::Debug for Permit<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Permit")
+            .field("permits", &self.permits)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Permits from a [`Semaphore`] held through an `Arc`, given back when dropped.
+/// Being `'static`, it can move into spawned threads and tasks.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use tollgate::Semaphore;
+///
+/// let semaphore = Arc::new(Semaphore::new(3)?);
+/// let permit = semaphore.try_acquire_owned(2)?;
+/// assert_eq!(permit.num_permits(), 2);
+/// assert!(Arc::ptr_eq(permit.semaphore(), &semaphore));
+/// drop(permit);
+/// assert_eq!(semaphore.available_permits(), 3);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[must_use = "permits are given back as soon as the guard is dropped"]
+pub struct OwnedPermit {
+    semaphore: Arc<Semaphore>,
+    permits: u64,
+}
+
+impl OwnedPermit {
+    /// How many permits this guard holds.
+    pub fn num_permits(&self) -> u64 {
+        self.permits
+    }
+
+    /// The semaphore the permits came from.
+    pub fn semaphore(&self) -> &Arc<Semaphore> {
+        &self.semaphore
+    }
+
+    /// Keeps the permits taken for good: the semaphore never gets them back.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::Semaphore;
+    ///
+    /// let semaphore = Arc::new(Semaphore::new(2)?);
+    /// semaphore.try_acquire_owned(2)?.forget();
+    /// assert_eq!(semaphore.available_permits(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn forget(mut self) {
+        self.permits = 0;
+    }
+}
+
+impl Drop for OwnedPermit {
+    fn drop(&mut self) {
+        self.semaphore.release(self.permits);
+    }
+}
+
+impl fmt::Debug for OwnedPermit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnedPermit")
+            .field("permits", &self.permits)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dropping_a_permit_returns_its_permits() {
+        let s = Semaphore::new(3).unwrap();
+        let p = s.try_acquire(2).unwrap();
+        assert_eq!(s.available_permits(), 1);
+        drop(p);
+        assert_eq!(s.available_permits(), 3);
+    }
+
+    #[test]
+    fn forgotten_permits_stay_taken() {
+        let s = Semaphore::new(3).unwrap();
+        s.try_acquire(2).unwrap().forget();
+        assert_eq!(s.available_permits(), 1);
+    }
+
+    #[test]
+    fn zero_permits_always_succeed_and_return_nothing() {
+        let s = Semaphore::new(1).unwrap();
+        let _held = s.try_acquire(1).unwrap();
+        let empty = s.try_acquire(0).unwrap();
+        assert_eq!(empty.num_permits(), 0);
+        drop(empty);
+        assert_eq!(s.available_permits(), 0);
+    }
+
+    #[test]
+    fn set_max_permits_zero_is_an_error_and_changes_nothing() {
+        let s = Semaphore::new(2).unwrap();
+        assert_eq!(
+            s.set_max_permits(0),
+            Err(ConfigError::Zero { parameter: "max" })
+        );
+        assert_eq!(s.max_permits(), 2);
+    }
+
+    #[test]
+    fn raising_max_permits_frees_more_at_once() {
+        let s = Semaphore::new(1).unwrap();
+        let _held = s.try_acquire(1).unwrap();
+        s.set_max_permits(3).unwrap();
+        assert_eq!(s.available_permits(), 2);
+        assert!(s.try_acquire(2).is_ok());
+    }
+
+    #[test]
+    fn debug_shows_max_and_in_use() {
+        let s = Semaphore::new(2).unwrap();
+        let p = s.try_acquire(1).unwrap();
+        assert_eq!(format!("{s:?}"), "Semaphore { max_permits: 2, in_use: 1 }");
+        assert_eq!(format!("{p:?}"), "Permit { permits: 1, .. }");
+    }
+}
