@@ -39,11 +39,13 @@ pub mod clock;
 mod decision;
 pub mod engine;
 mod error;
+pub mod keyed;
 mod limiter;
 mod quota;
 mod sync;
 
 pub use decision::{Admitted, Decision, Denied, InsufficientCapacity, Limited, Reservation};
 pub use error::ConfigError;
+pub use keyed::{KeyedConfig, KeyedLimiter};
 pub use limiter::Limiter;
 pub use quota::Quota;
