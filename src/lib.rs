@@ -39,6 +39,7 @@ pub mod clock;
 mod decision;
 pub mod engine;
 mod error;
+pub mod keyed;
 mod limiter;
 mod quota;
 pub mod semaphore;
@@ -46,6 +47,7 @@ mod sync;
 
 pub use decision::{Admitted, Decision, Denied, InsufficientCapacity, Limited, Reservation};
 pub use error::ConfigError;
+pub use keyed::{KeyedConfig, KeyedLimiter};
 pub use limiter::Limiter;
 pub use quota::Quota;
 pub use semaphore::Semaphore;

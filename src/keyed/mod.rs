@@ -1,0 +1,512 @@
+//! A limiter per key (user, IP address, route), in a sharded map whose memory is
+//! bounded by configuration.
+//!
+//! [`KeyedLimiter`] stores one [`Algorithm::State`] per key and shares one
+//! configuration among all keys. Keys whose state has returned to that of a fresh key
+//! are evicted; a flood of unique keys cannot grow memory past
+//! [`KeyedConfig::max_keys`], and cannot push out the keys being limited either: see
+//! [`KeyedConfig`] for the policy when the bound is reached.
+
+mod config;
+mod shard;
+
+use std::borrow::Borrow;
+use std::fmt;
+use std::hash::{BuildHasher, Hash, RandomState};
+use std::time::Duration;
+
+use crate::algorithm::Algorithm;
+use crate::clock::{Clock, MonotonicClock, Nanos};
+use crate::decision::{Decision, Denied, Reservation};
+use crate::error::ConfigError;
+use crate::sync::Mutex;
+
+pub use config::{KeyedConfig, MAX_SHARDS};
+use shard::Shard;
+
+/// A rate limiter per key, with at most [`KeyedConfig::max_keys`] keys in memory.
+///
+/// Each key gets its own limit under one shared configuration, as if each had its own
+/// [`Limiter`](crate::Limiter). Keys live in shards, each behind its own lock on its own
+/// cache line; a decision reads the clock once, hashes the key once, takes one shard
+/// lock, looks the key up and runs the algorithm. Deciding for a key already present
+/// allocates nothing.
+///
+/// Keys are hashed with the standard library's randomly seeded SipHash, so keys chosen
+/// by an attacker (IP addresses, user names) cannot be crafted to collide.
+///
+/// # Memory bound and eviction
+///
+/// A key becomes evictable once it is idle: from [`Algorithm::idle_at`] on, a fresh
+/// key would admit nothing more than the stored one, so forgetting it changes no
+/// decision. Shards sweep idle keys when they are full or have doubled since their last
+/// sweep, and [`sweep`](KeyedLimiter::sweep) evicts every idle key at once.
+///
+/// **When the bound is reached and every key is live, a new key is denied**, with
+/// [`Denied::Limited`] whose `retry_after` is the time until a key of its shard
+/// becomes idle (`remaining` 0); keys already present keep working. A live key is never
+/// evicted: that would reset its limit, and whoever can send requests under many new
+/// keys could reset everyone else's. Each shard holds its share of `max_keys`, so a
+/// shard may fill up slightly before the whole limiter does.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{KeyedConfig, KeyedLimiter, Quota};
+/// use tollgate::algorithm::Gcra;
+/// use tollgate::clock::ManualClock;
+///
+/// let clock = ManualClock::new();
+/// let limiter: KeyedLimiter<String, Gcra, ManualClock> = KeyedLimiter::with_clock(
+///     Gcra::new(Quota::per_second(2)?),
+///     KeyedConfig::new(10_000),
+///     clock.clone(),
+/// )?;
+/// assert!(limiter.try_acquire("alice", 2).is_ok());
+/// assert!(limiter.try_acquire("alice", 1).is_err());
+/// assert!(limiter.try_acquire("bob", 1).is_ok(), "bob has his own limit");
+///
+/// clock.advance(Duration::from_secs(1));
+/// assert_eq!(limiter.sweep(), 2, "both are back to a fresh state");
+/// assert!(limiter.is_empty());
+/// # Ok::<(), tollgate::ConfigError>(())
+/// ```
+pub struct KeyedLimiter<K, A: Algorithm, C: Clock = MonotonicClock> {
+    shards: Box<[PaddedShard<K, A>]>,
+    hasher: RandomState,
+    max_keys: usize,
+    /// The configuration the shards copy. Its lock is held through a reconfiguration
+    /// so that two cannot interleave shard by shard; decisions never take it.
+    algorithm: Mutex<A>,
+    clock: C,
+}
+
+/// A shard under its lock, on cache lines of its own so that threads working on
+/// neighbouring shards do not slow each other down.
+#[repr(align(128))]
+struct PaddedShard<K, A: Algorithm>(Mutex<Shard<K, A>>);
+
+impl<K, A> KeyedLimiter<K, A>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    A: Algorithm,
+{
+    /// A keyed limiter on the default monotonic clock.
+    ///
+    /// # Errors
+    ///
+    /// As [`KeyedConfig::validate`]: [`ConfigError::Zero`] for `max_keys` or `shards`
+    /// of zero, [`ConfigError::OutOfRange`] for a shard count that is not a power of
+    /// two or exceeds 16384.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::net::IpAddr;
+    /// use tollgate::{KeyedConfig, KeyedLimiter, Quota};
+    /// use tollgate::algorithm::Gcra;
+    ///
+    /// let per_ip: KeyedLimiter<IpAddr, Gcra> =
+    ///     KeyedLimiter::new(Gcra::new(Quota::per_second(10)?), KeyedConfig::new(100_000))?;
+    /// let ip: IpAddr = "192.0.2.1".parse().unwrap();
+    /// assert!(per_ip.try_acquire(&ip, 1).is_ok());
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn new(algorithm: A, config: KeyedConfig) -> Result<KeyedLimiter<K, A>, ConfigError> {
+        KeyedLimiter::with_clock(algorithm, config, MonotonicClock::new())
+    }
+}
+
+/// # Deciding
+impl<K, A, C> KeyedLimiter<K, A, C>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    A: Algorithm,
+    C: Clock,
+{
+    /// A keyed limiter reading time from `clock`.
+    ///
+    /// # Errors
+    ///
+    /// As [`KeyedLimiter::new`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{KeyedConfig, KeyedLimiter, Quota};
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::clock::ManualClock;
+    ///
+    /// let limiter: KeyedLimiter<u64, Gcra, ManualClock> = KeyedLimiter::with_clock(
+    ///     Gcra::new(Quota::per_second(1)?),
+    ///     KeyedConfig::new(1_000),
+    ///     ManualClock::new(),
+    /// )?;
+    /// assert!(limiter.try_acquire(&7, 1).is_ok());
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn with_clock(
+        algorithm: A,
+        config: KeyedConfig,
+        clock: C,
+    ) -> Result<KeyedLimiter<K, A, C>, ConfigError> {
+        let shards = config.shard_count()?;
+        let max_keys = config.max_keys;
+        let shards = (0..shards)
+            .map(|index| {
+                let capacity = config::shard_capacity(max_keys, shards, index);
+                PaddedShard(Mutex::new(Shard::new(algorithm.clone(), capacity)))
+            })
+            .collect();
+        Ok(KeyedLimiter {
+            shards,
+            hasher: RandomState::new(),
+            max_keys,
+            algorithm: Mutex::new(algorithm),
+            clock,
+        })
+    }
+
+    /// Takes `n` permits for `key` now if its limit allows, and never waits.
+    ///
+    /// A key not seen before starts fresh. `key` may be any borrowed form of `K`, such
+    /// as `&str` for `String` keys; it is copied into an owned key only when a new key
+    /// is stored.
+    ///
+    /// # Errors
+    ///
+    /// [`Denied::Limited`] with a `retry_after` when the key's permits are not
+    /// available now, or when `key` is new and its shard is full of live keys;
+    /// [`Denied::Insufficient`] when `n` exceeds what the algorithm can ever grant at
+    /// once. A denied request consumes nothing and stores no key.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{KeyedConfig, KeyedLimiter, Quota};
+    /// use tollgate::algorithm::Gcra;
+    ///
+    /// let limiter: KeyedLimiter<String, Gcra> =
+    ///     KeyedLimiter::new(Gcra::new(Quota::per_minute(3)?), KeyedConfig::new(1_000))?;
+    /// assert_eq!(limiter.try_acquire("alice", 1)?.remaining(), 2);
+    /// assert_eq!(limiter.try_acquire("bob", 3)?.remaining(), 0);
+    /// assert!(limiter.try_acquire("bob", 1).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn try_acquire<Q>(&self, key: &Q, n: u64) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: ?Sized + Hash + Eq + ToOwned<Owned = K>,
+    {
+        let now = self.clock.now();
+        let hash = self.hasher.hash_one(key);
+        self.shard(hash)
+            .lock()
+            .acquire(&self.hasher, hash, key, now, n)
+    }
+
+    /// Decides on `n` permits for `key` as [`try_acquire`](KeyedLimiter::try_acquire)
+    /// would, without consuming any and without storing a new key.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](KeyedLimiter::try_acquire).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{KeyedConfig, KeyedLimiter, Quota};
+    /// use tollgate::algorithm::Gcra;
+    ///
+    /// let limiter: KeyedLimiter<String, Gcra> =
+    ///     KeyedLimiter::new(Gcra::new(Quota::per_second(5)?), KeyedConfig::new(1_000))?;
+    /// assert_eq!(limiter.peek("carol", 1)?.remaining(), 4);
+    /// assert!(limiter.is_empty(), "a peek stores nothing");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn peek<Q>(&self, key: &Q, n: u64) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: ?Sized + Hash + Eq,
+    {
+        let now = self.clock.now();
+        let hash = self.hasher.hash_one(key);
+        self.shard(hash)
+            .lock()
+            .peek(&self.hasher, hash, key, now, n)
+    }
+
+    /// Books `n` permits for `key` now, for use after the returned wait, if that wait
+    /// is at most `max_wait`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Limiter::reserve`](crate::Limiter::reserve), and [`Denied::Limited`] when
+    /// `key` is new and its shard is full of live keys.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{KeyedConfig, KeyedLimiter, Quota};
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::clock::ManualClock;
+    ///
+    /// let limiter: KeyedLimiter<String, Gcra, ManualClock> = KeyedLimiter::with_clock(
+    ///     Gcra::new(Quota::per_second(10)?.burst(1)?),
+    ///     KeyedConfig::new(1_000),
+    ///     ManualClock::new(),
+    /// )?;
+    /// assert!(limiter.reserve("job", 1, Duration::ZERO)?.is_immediate());
+    /// let later = limiter.reserve("job", 1, Duration::from_secs(1))?;
+    /// assert_eq!(later.wait(), Duration::from_millis(100));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reserve<Q>(&self, key: &Q, n: u64, max_wait: Duration) -> Result<Reservation, Denied>
+    where
+        K: Borrow<Q>,
+        Q: ?Sized + Hash + Eq + ToOwned<Owned = K>,
+    {
+        let now = self.clock.now();
+        let hash = self.hasher.hash_one(key);
+        self.shard(hash)
+            .lock()
+            .reserve(&self.hasher, hash, key, now, n, max_wait)
+    }
+
+    /// Gives back `n` permits taken for `key` earlier and not used. A key not stored
+    /// is already at its fresh state, so refunding it does nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{KeyedConfig, KeyedLimiter, Quota};
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::clock::ManualClock;
+    ///
+    /// let limiter: KeyedLimiter<String, Gcra, ManualClock> = KeyedLimiter::with_clock(
+    ///     Gcra::new(Quota::per_second(2)?),
+    ///     KeyedConfig::new(1_000),
+    ///     ManualClock::new(),
+    /// )?;
+    /// limiter.try_acquire("dave", 2)?;
+    /// limiter.refund("dave", 1);
+    /// assert!(limiter.try_acquire("dave", 1).is_ok());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn refund<Q>(&self, key: &Q, n: u64)
+    where
+        K: Borrow<Q>,
+        Q: ?Sized + Hash + Eq,
+    {
+        let now = self.clock.now();
+        let hash = self.hasher.hash_one(key);
+        self.shard(hash).lock().refund(hash, key, now, n)
+    }
+
+    /// The clock this limiter reads.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// The current time on the limiter's clock.
+    pub fn now(&self) -> Nanos {
+        self.clock.now()
+    }
+
+    #[inline]
+    fn shard(&self, hash: u64) -> &Mutex<Shard<K, A>> {
+        // hashbrown indexes buckets with the low bits and tags them with the top seven,
+        // so the shard comes from bits in between.
+        let index = (hash >> 32) as usize & (self.shards.len() - 1);
+        &self.shards[index].0
+    }
+}
+
+/// # Reconfiguring, sweeping and inspecting
+impl<K, A, C> KeyedLimiter<K, A, C>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    A: Algorithm,
+    C: Clock,
+{
+    /// Changes the configuration of every key at run time, keeping each key's state.
+    ///
+    /// `f` runs once, on a copy of the current configuration; the result is then
+    /// installed shard by shard, so for a moment some keys decide under the old
+    /// configuration and others under the new one, each switching at once.
+    ///
+    /// # Errors
+    ///
+    /// Whatever `f` returns; on `Err` nothing changes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{KeyedConfig, KeyedLimiter, Quota};
+    /// use tollgate::algorithm::{Algorithm, Gcra};
+    ///
+    /// let limiter: KeyedLimiter<String, Gcra> =
+    ///     KeyedLimiter::new(Gcra::new(Quota::per_second(1)?), KeyedConfig::new(1_000))?;
+    /// limiter.reconfigure(|gcra| {
+    ///     gcra.set_quota(Quota::per_second(100)?);
+    ///     Ok::<(), tollgate::ConfigError>(())
+    /// })?;
+    /// assert_eq!(limiter.algorithm().capacity(), 100);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn reconfigure<E>(&self, f: impl FnOnce(&mut A) -> Result<(), E>) -> Result<(), E> {
+        let mut current = self.algorithm.lock();
+        let mut next = current.clone();
+        f(&mut next)?;
+        for shard in self.shards.iter() {
+            shard.0.lock().set_algorithm(next.clone());
+        }
+        *current = next;
+        Ok(())
+    }
+
+    /// Evicts every idle key now, and returns how many were evicted.
+    ///
+    /// Shards also sweep by themselves as keys arrive, so calling this is optional;
+    /// it returns memory sooner after a burst of one-off keys. It locks one shard at
+    /// a time and scans it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{KeyedConfig, KeyedLimiter, Quota};
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::clock::ManualClock;
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter: KeyedLimiter<u32, Gcra, ManualClock> = KeyedLimiter::with_clock(
+    ///     Gcra::new(Quota::per_second(10)?),
+    ///     KeyedConfig::new(1_000),
+    ///     clock.clone(),
+    /// )?;
+    /// limiter.try_acquire(&1, 1)?; // idle after 100 ms
+    /// limiter.try_acquire(&2, 5)?; // idle after 500 ms
+    /// clock.advance(Duration::from_millis(100));
+    /// assert_eq!(limiter.sweep(), 1);
+    /// assert_eq!(limiter.len(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn sweep(&self) -> usize {
+        let now = self.clock.now();
+        self.shards
+            .iter()
+            .map(|shard| shard.0.lock().sweep(&self.hasher, now))
+            .sum()
+    }
+
+    /// How many keys are stored, idle ones not yet swept included. Shards are counted
+    /// one after another, so under concurrent use this is approximate; it never
+    /// exceeds [`max_keys`](KeyedLimiter::max_keys).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{KeyedConfig, KeyedLimiter, Quota};
+    /// use tollgate::algorithm::Gcra;
+    ///
+    /// let limiter: KeyedLimiter<u32, Gcra> =
+    ///     KeyedLimiter::new(Gcra::new(Quota::per_second(10)?), KeyedConfig::new(1_000))?;
+    /// limiter.try_acquire(&1, 1)?;
+    /// limiter.try_acquire(&2, 1)?;
+    /// assert_eq!(limiter.len(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|shard| shard.0.lock().len()).sum()
+    }
+
+    /// Whether no key is stored.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{KeyedConfig, KeyedLimiter, Quota};
+    /// use tollgate::algorithm::Gcra;
+    ///
+    /// let limiter: KeyedLimiter<u32, Gcra> =
+    ///     KeyedLimiter::new(Gcra::new(Quota::per_second(10)?), KeyedConfig::new(1_000))?;
+    /// assert!(limiter.is_empty());
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.shards.iter().all(|shard| shard.0.lock().len() == 0)
+    }
+
+    /// The most keys stored at once, as configured.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{KeyedConfig, KeyedLimiter, Quota};
+    /// use tollgate::algorithm::Gcra;
+    ///
+    /// let limiter: KeyedLimiter<u32, Gcra> =
+    ///     KeyedLimiter::new(Gcra::new(Quota::per_second(10)?), KeyedConfig::new(500))?;
+    /// assert_eq!(limiter.max_keys(), 500);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn max_keys(&self) -> usize {
+        self.max_keys
+    }
+
+    /// How many shards the keys are spread over.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{KeyedConfig, KeyedLimiter, Quota};
+    /// use tollgate::algorithm::Gcra;
+    ///
+    /// let config = KeyedConfig::new(3).shards(8);
+    /// let limiter: KeyedLimiter<u32, Gcra> =
+    ///     KeyedLimiter::new(Gcra::new(Quota::per_second(10)?), config)?;
+    /// assert_eq!(limiter.shards(), 2, "no more shards than keys");
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn shards(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// A copy of the current configuration.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{KeyedConfig, KeyedLimiter, Quota};
+    /// use tollgate::algorithm::Gcra;
+    ///
+    /// let gcra = Gcra::new(Quota::per_second(10)?);
+    /// let limiter: KeyedLimiter<u32, Gcra> = KeyedLimiter::new(gcra, KeyedConfig::new(10))?;
+    /// assert_eq!(limiter.algorithm(), gcra);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn algorithm(&self) -> A {
+        self.algorithm.lock().clone()
+    }
+}
+
+impl<K, A, C> fmt::Debug for KeyedLimiter<K, A, C>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    A: Algorithm,
+    C: Clock,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedLimiter")
+            .field("algorithm", &self.algorithm())
+            .field("len", &self.len())
+            .field("max_keys", &self.max_keys)
+            .field("shards", &self.shards.len())
+            .field("clock", &self.clock)
+            .finish_non_exhaustive()
+    }
+}

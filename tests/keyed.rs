@@ -1,0 +1,492 @@
+//! KeyedLimiter: independence of keys, the memory bound, eviction, and agreement with
+//! one plain `Limiter` per key under virtual time.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use tollgate::algorithm::{Algorithm, Gcra};
+use tollgate::clock::{Clock, ManualClock, MonotonicClock};
+use tollgate::{ConfigError, Denied, KeyedConfig, KeyedLimiter, Limiter, Quota};
+
+fn gcra(per_second: u64, burst: u64) -> Gcra {
+    Gcra::new(Quota::per_second(per_second).unwrap().burst(burst).unwrap())
+}
+
+fn keyed<K>(
+    algorithm: Gcra,
+    config: KeyedConfig,
+) -> (KeyedLimiter<K, Gcra, ManualClock>, ManualClock)
+where
+    K: std::hash::Hash + Eq + Clone + Send + Sync + 'static,
+{
+    let clock = ManualClock::new();
+    let limiter = KeyedLimiter::with_clock(algorithm, config, clock.clone()).unwrap();
+    (limiter, clock)
+}
+
+#[test]
+fn keys_have_independent_limits() {
+    let (limiter, clock) = keyed::<u32>(gcra(10, 3), KeyedConfig::new(100));
+    for remaining in [2, 1, 0] {
+        assert_eq!(limiter.try_acquire(&1, 1).unwrap().remaining(), remaining);
+    }
+    let denied = limiter.try_acquire(&1, 1).unwrap_err();
+    assert_eq!(denied.retry_after(), Some(Duration::from_millis(100)));
+    assert_eq!(limiter.try_acquire(&2, 3).unwrap().remaining(), 0);
+    assert_eq!(limiter.peek(&3, 1).unwrap().remaining(), 2);
+    clock.advance(Duration::from_millis(100));
+    assert!(limiter.try_acquire(&1, 1).is_ok());
+    assert!(limiter.try_acquire(&1, 1).is_err());
+    assert_eq!(limiter.len(), 2);
+}
+
+#[test]
+fn idle_keys_are_evicted() {
+    let (limiter, clock) = keyed::<u32>(gcra(10, 10), KeyedConfig::new(1_000));
+    for key in 0..50 {
+        limiter.try_acquire(&key, 1 + u64::from(key % 5)).unwrap();
+    }
+    assert_eq!(limiter.len(), 50);
+    assert_eq!(limiter.sweep(), 0, "nothing is idle yet");
+    clock.advance(Duration::from_millis(100));
+    assert_eq!(
+        limiter.sweep(),
+        10,
+        "keys that took one permit are idle after 100 ms"
+    );
+    clock.advance(Duration::from_millis(400));
+    assert_eq!(limiter.sweep(), 40);
+    assert!(limiter.is_empty());
+}
+
+#[test]
+fn idle_keys_leave_below_the_bound_without_an_explicit_sweep() {
+    let (limiter, clock) = keyed::<u32>(gcra(10, 1), KeyedConfig::new(100_000).shards(1));
+    for round in 0..20 {
+        for key in 0..100 {
+            limiter.try_acquire(&(round * 100 + key), 1).unwrap();
+        }
+        clock.advance(Duration::from_millis(100));
+    }
+    assert!(limiter.len() <= 100, "{}", limiter.len());
+}
+
+#[test]
+fn evicting_an_idle_key_changes_no_decision() {
+    let (limiter, clock) = keyed::<u32>(gcra(10, 2), KeyedConfig::new(10));
+    limiter.try_acquire(&1, 2).unwrap();
+    clock.advance(Duration::from_millis(250));
+    let before = limiter.peek(&1, 2).unwrap();
+    assert_eq!(limiter.sweep(), 1);
+    assert_eq!(limiter.peek(&1, 2).unwrap(), before);
+}
+
+#[test]
+fn a_flood_of_unique_keys_stays_within_max_keys() {
+    // Keys live one second after a request; the flood lasts half a second.
+    let (limiter, clock) = keyed::<u32>(gcra(1, 2), KeyedConfig::new(1_000));
+    limiter.try_acquire(&u32::MAX, 1).unwrap();
+    let mut admitted = 0;
+    for key in 0..100_000 {
+        if limiter.try_acquire(&key, 1).is_ok() {
+            admitted += 1;
+        }
+        if key % 100 == 0 {
+            assert!(limiter.len() <= 1_000);
+        }
+        clock.advance(Duration::from_micros(5));
+    }
+    assert_eq!(limiter.len(), 1_000);
+    assert_eq!(
+        admitted, 999,
+        "every shard filled to its share, and no further"
+    );
+    // The key present before the flood was neither lost nor reset: it still has the
+    // one permit it had left, and no more.
+    assert!(limiter.try_acquire(&u32::MAX, 1).is_ok());
+    assert!(limiter.try_acquire(&u32::MAX, 1).is_err());
+}
+
+#[test]
+fn a_flood_of_short_lived_keys_recycles_memory() {
+    // Keys are idle 1 ms after their request and arrive every 10 us: about 100 live.
+    let (limiter, clock) = keyed::<u32>(gcra(1_000, 1), KeyedConfig::new(1_000));
+    let mut denied = 0;
+    for key in 0..100_000 {
+        denied += usize::from(limiter.try_acquire(&key, 1).is_err());
+        assert!(key % 1_000 != 0 || limiter.len() <= 1_000);
+        clock.advance(Duration::from_micros(10));
+    }
+    assert!(limiter.len() <= 1_000);
+    assert_eq!(denied, 0, "idle keys made room for every newcomer");
+}
+
+#[test]
+fn full_bound_denies_new_keys_until_the_next_key_is_idle() {
+    let (limiter, clock) = keyed::<String>(gcra(1, 1), KeyedConfig::new(2).shards(1));
+    limiter.try_acquire("a", 1).unwrap(); // idle at 1 s
+    clock.advance(Duration::from_millis(500));
+    limiter.try_acquire("b", 1).unwrap(); // idle at 1.5 s
+    clock.advance(Duration::from_millis(100));
+
+    let denied = limiter.try_acquire("c", 1).unwrap_err();
+    let Denied::Limited(limited) = denied else {
+        panic!("expected Limited, got {denied:?}");
+    };
+    assert_eq!(limited.retry_after(), Duration::from_millis(400));
+    assert_eq!(limited.remaining(), 0);
+    assert_eq!(limited.limit(), 1);
+    assert_eq!(
+        limiter
+            .reserve("c", 1, Duration::from_secs(10))
+            .unwrap_err()
+            .retry_after(),
+        Some(Duration::from_millis(400))
+    );
+    assert_eq!(limiter.peek("c", 1).unwrap_err(), denied);
+    assert!(
+        limiter.peek("c", 0).is_ok(),
+        "a peek of nothing always succeeds"
+    );
+    assert!(
+        limiter.try_acquire("c", 2).unwrap_err().is_never(),
+        "never stays never"
+    );
+    assert!(
+        limiter.try_acquire("b", 1).is_err(),
+        "b keeps its own limit"
+    );
+    assert_eq!(limiter.len(), 2);
+
+    clock.advance(Duration::from_millis(400));
+    assert!(
+        limiter.try_acquire("c", 1).is_ok(),
+        "a was idle and made room"
+    );
+    assert_eq!(limiter.len(), 2);
+}
+
+#[test]
+fn reconfigure_applies_to_every_key_and_keeps_their_states() {
+    let (limiter, _clock) = keyed::<u32>(gcra(1, 1), KeyedConfig::new(100));
+    for key in 0..10 {
+        limiter.try_acquire(&key, 1).unwrap();
+    }
+    limiter
+        .reconfigure(|alg| {
+            *alg = gcra(1, 2);
+            Ok::<(), ConfigError>(())
+        })
+        .unwrap();
+    assert_eq!(limiter.algorithm(), gcra(1, 2));
+    for key in 0..10 {
+        // One permit of the new burst of two was already taken.
+        assert_eq!(limiter.try_acquire(&key, 1).unwrap().remaining(), 0);
+        assert!(limiter.try_acquire(&key, 1).is_err());
+    }
+    assert_eq!(limiter.try_acquire(&10, 2).unwrap().remaining(), 0);
+}
+
+#[test]
+fn failed_reconfigure_changes_nothing() {
+    let (limiter, _clock) = keyed::<u32>(gcra(1, 1), KeyedConfig::new(100));
+    let result = limiter.reconfigure(|alg| {
+        alg.set_quota(Quota::per_second(0)?);
+        Ok(())
+    });
+    assert_eq!(result, Err(ConfigError::Zero { parameter: "count" }));
+    assert_eq!(limiter.algorithm(), gcra(1, 1));
+    assert_eq!(limiter.try_acquire(&1, 1).unwrap().limit(), 1);
+}
+
+#[test]
+fn borrowed_str_finds_string_keys() {
+    let (limiter, _clock) = keyed::<String>(gcra(1, 2), KeyedConfig::new(100));
+    limiter.try_acquire("alice", 1).unwrap();
+    let owned = String::from("alice");
+    assert_eq!(limiter.try_acquire(&owned, 1).unwrap().remaining(), 0);
+    assert!(limiter.try_acquire("alice", 1).is_err());
+    assert!(limiter.peek("alice", 1).is_err());
+    limiter.refund("alice", 1);
+    assert!(limiter.try_acquire("alice", 1).is_ok());
+    assert_eq!(limiter.len(), 1);
+}
+
+#[test]
+fn peek_and_zero_permits_store_no_key() {
+    let (limiter, _clock) = keyed::<u32>(gcra(1, 1), KeyedConfig::new(100));
+    assert!(limiter.peek(&1, 1).is_ok());
+    assert!(limiter.try_acquire(&2, 0).is_ok());
+    assert!(limiter.reserve(&3, 0, Duration::ZERO).is_ok());
+    assert!(limiter.try_acquire(&4, 5).unwrap_err().is_never());
+    limiter.refund(&5, 1);
+    assert!(limiter.is_empty());
+}
+
+#[test]
+fn reservations_book_per_key() {
+    let (limiter, clock) = keyed::<u32>(gcra(10, 1), KeyedConfig::new(100));
+    assert!(limiter
+        .reserve(&1, 1, Duration::ZERO)
+        .unwrap()
+        .is_immediate());
+    let later = limiter.reserve(&1, 1, Duration::from_secs(1)).unwrap();
+    assert_eq!(later.wait(), Duration::from_millis(100));
+    let too_long = limiter
+        .reserve(&1, 1, Duration::from_millis(150))
+        .unwrap_err();
+    assert_eq!(too_long.retry_after(), Some(Duration::from_millis(50)));
+    assert!(limiter
+        .reserve(&2, 1, Duration::ZERO)
+        .unwrap()
+        .is_immediate());
+    clock.advance(Duration::from_millis(200));
+    assert_eq!(limiter.sweep(), 2);
+}
+
+#[test]
+fn bad_configurations_are_typed_errors() {
+    let build = |config: KeyedConfig| {
+        KeyedLimiter::<u32, Gcra>::new(gcra(1, 1), config).map(|l| l.max_keys())
+    };
+    assert_eq!(
+        build(KeyedConfig::new(0)),
+        Err(ConfigError::Zero {
+            parameter: "max_keys"
+        })
+    );
+    assert_eq!(
+        build(KeyedConfig::new(10).shards(0)),
+        Err(ConfigError::Zero {
+            parameter: "shards"
+        })
+    );
+    for shards in [3, 12, 1 << 15] {
+        assert!(matches!(
+            build(KeyedConfig::new(10).shards(shards)),
+            Err(ConfigError::OutOfRange {
+                parameter: "shards",
+                ..
+            })
+        ));
+        assert!(KeyedConfig::new(10).shards(shards).validate().is_err());
+    }
+    assert_eq!(build(KeyedConfig::new(1).shards(1 << 14)), Ok(1));
+    assert_eq!(build(KeyedConfig::new(usize::MAX)), Ok(usize::MAX));
+}
+
+#[test]
+fn shards_never_outnumber_keys() {
+    let limiter =
+        KeyedLimiter::<u32, Gcra>::new(gcra(1, 1), KeyedConfig::new(5).shards(64)).unwrap();
+    assert_eq!(limiter.shards(), 4);
+    assert_eq!(limiter.max_keys(), 5);
+    let limiter = KeyedLimiter::<u32, Gcra>::new(gcra(1, 1), KeyedConfig::new(1)).unwrap();
+    assert_eq!(limiter.shards(), 1);
+}
+
+#[test]
+fn limiters_are_send_and_sync() {
+    fn send_sync<T: Send + Sync + 'static>() {}
+    send_sync::<KeyedLimiter<String, Gcra>>();
+    send_sync::<KeyedLimiter<std::net::IpAddr, Gcra, ManualClock>>();
+    send_sync::<KeyedLimiter<u64, Gcra, MonotonicClock>>();
+    send_sync::<KeyedConfig>();
+}
+
+#[test]
+fn threads_share_one_limit_per_key() {
+    let limiter = std::sync::Arc::new(
+        KeyedLimiter::<u32, Gcra, ManualClock>::with_clock(
+            Gcra::new(Quota::per_hour(100).unwrap()),
+            KeyedConfig::new(64),
+            ManualClock::new(),
+        )
+        .unwrap(),
+    );
+    let admitted: u64 = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                let limiter = &limiter;
+                scope.spawn(move || {
+                    (0..1_000)
+                        .map(|i| u64::from(limiter.try_acquire(&(i % 8), 1).is_ok()))
+                        .sum::<u64>()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    assert_eq!(
+        admitted,
+        8 * 100,
+        "each of 8 keys granted exactly its burst"
+    );
+}
+
+#[test]
+fn debug_shows_the_shape_not_the_keys() {
+    let (limiter, _clock) = keyed::<u32>(gcra(1, 1), KeyedConfig::new(10).shards(2));
+    limiter.try_acquire(&1, 1).unwrap();
+    let text = format!("{limiter:?}");
+    assert!(text.contains("len: 1"), "{text}");
+    assert!(text.contains("max_keys: 10"), "{text}");
+    assert!(text.contains("shards: 2"), "{text}");
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Acquire(u8, u64),
+    Peek(u8, u64),
+    Reserve(u8, u64, u64),
+    Refund(u8, u64),
+    Advance(u64),
+    Sweep,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0u8..12, 0u64..5).prop_map(|(k, n)| Op::Acquire(k, n)),
+        1 => (0u8..12, 0u64..5).prop_map(|(k, n)| Op::Peek(k, n)),
+        1 => (0u8..12, 0u64..5, 0u64..400).prop_map(|(k, n, w)| Op::Reserve(k, n, w)),
+        1 => (0u8..12, 0u64..3).prop_map(|(k, n)| Op::Refund(k, n)),
+        3 => (0u64..300).prop_map(Op::Advance),
+        1 => Just(Op::Sweep),
+    ]
+}
+
+fn quota() -> impl Strategy<Value = Gcra> {
+    (1u64..20, 1u64..5).prop_map(|(per_second, burst)| gcra(per_second, burst))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// With room for every key, a keyed limiter decides exactly as one `Limiter` per
+    /// key would, evictions included.
+    #[test]
+    fn matches_one_limiter_per_key(
+        alg in quota(),
+        shards in prop::sample::select(vec![1usize, 2, 4, 8]),
+        ops in prop::collection::vec(op(), 1..200),
+    ) {
+        let clock = ManualClock::new();
+        let limiter: KeyedLimiter<u8, Gcra, ManualClock> =
+            KeyedLimiter::with_clock(alg, KeyedConfig::new(64).shards(shards), clock.clone()).unwrap();
+        let mut reference: HashMap<u8, Limiter<Gcra, ManualClock>> = HashMap::new();
+        for op in ops {
+            match op {
+                Op::Acquire(k, n) => {
+                    let expected = reference_limiter(&mut reference, &clock, alg, k).try_acquire(n);
+                    prop_assert_eq!(limiter.try_acquire(&k, n), expected);
+                }
+                Op::Peek(k, n) => {
+                    let expected = reference_limiter(&mut reference, &clock, alg, k).peek(n);
+                    prop_assert_eq!(limiter.peek(&k, n), expected);
+                }
+                Op::Reserve(k, n, w) => {
+                    let w = Duration::from_millis(w);
+                    let expected = reference_limiter(&mut reference, &clock, alg, k).reserve(n, w);
+                    prop_assert_eq!(limiter.reserve(&k, n, w), expected);
+                }
+                Op::Refund(k, n) => {
+                    reference_limiter(&mut reference, &clock, alg, k).refund(n);
+                    limiter.refund(&k, n);
+                }
+                Op::Advance(ms) => clock.advance(Duration::from_millis(ms)),
+                Op::Sweep => {
+                    limiter.sweep();
+                    let now = clock.now();
+                    let live = reference
+                        .values()
+                        .filter(|l| alg.idle_at(&l.state()) > now)
+                        .count();
+                    prop_assert_eq!(limiter.len(), live, "exactly the live keys remain");
+                }
+            }
+            prop_assert!(limiter.len() <= 12);
+        }
+    }
+
+    /// However keys come and go, the limiter never holds more than `max_keys`, and
+    /// never admits what one `Limiter` per key would deny.
+    #[test]
+    fn never_exceeds_max_keys_nor_over_admits(
+        alg in quota(),
+        max_keys in 1usize..10,
+        shards in prop::sample::select(vec![1usize, 2, 4]),
+        ops in prop::collection::vec(op(), 1..200),
+    ) {
+        let clock = ManualClock::new();
+        let limiter: KeyedLimiter<u8, Gcra, ManualClock> = KeyedLimiter::with_clock(
+            alg,
+            KeyedConfig::new(max_keys).shards(shards),
+            clock.clone(),
+        )
+        .unwrap();
+        let mut reference: HashMap<u8, Limiter<Gcra, ManualClock>> = HashMap::new();
+        for op in ops {
+            match op {
+                Op::Acquire(k, n) => {
+                    let model = reference_limiter(&mut reference, &clock, alg, k);
+                    let expected = model.peek(n);
+                    let got = limiter.try_acquire(&k, n);
+                    match (&got, &expected) {
+                        (Ok(_), _) => {
+                            prop_assert_eq!(&got, &expected);
+                            model.try_acquire(n).unwrap();
+                        }
+                        (Err(d), Ok(_)) => {
+                            // Turned away only for lack of room, never for ever.
+                            prop_assert!(d.is_limited());
+                            prop_assert!(d.retry_after().unwrap() > Duration::ZERO);
+                            if shards == 1 {
+                                prop_assert_eq!(limiter.len(), max_keys);
+                            }
+                        }
+                        (Err(_), Err(_)) => prop_assert_eq!(&got, &expected),
+                    }
+                }
+                Op::Peek(k, n) => {
+                    let expected = reference_limiter(&mut reference, &clock, alg, k).peek(n);
+                    let got = limiter.peek(&k, n);
+                    if got.is_ok() {
+                        prop_assert_eq!(got, expected);
+                    }
+                }
+                Op::Reserve(k, n, w) => {
+                    let w = Duration::from_millis(w);
+                    let model = reference_limiter(&mut reference, &clock, alg, k);
+                    let mut state = model.state();
+                    let expected = alg.reserve(&mut state, clock.now(), n, w);
+                    let got = limiter.reserve(&k, n, w);
+                    if got.is_ok() {
+                        prop_assert_eq!(got, expected);
+                        model.reserve(n, w).unwrap();
+                    }
+                }
+                Op::Refund(k, n) => {
+                    reference_limiter(&mut reference, &clock, alg, k).refund(n);
+                    limiter.refund(&k, n);
+                }
+                Op::Advance(ms) => clock.advance(Duration::from_millis(ms)),
+                Op::Sweep => {
+                    limiter.sweep();
+                }
+            }
+            prop_assert!(limiter.len() <= max_keys, "{} > {}", limiter.len(), max_keys);
+        }
+    }
+}
+
+fn reference_limiter<'a>(
+    reference: &'a mut HashMap<u8, Limiter<Gcra, ManualClock>>,
+    clock: &ManualClock,
+    alg: Gcra,
+    key: u8,
+) -> &'a Limiter<Gcra, ManualClock> {
+    reference
+        .entry(key)
+        .or_insert_with(|| Limiter::with_clock(alg, clock.clone()))
+}
