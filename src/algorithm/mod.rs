@@ -26,7 +26,7 @@ use crate::engine::Cell;
 
 // mod all_of;
 // mod concurrency;
-// mod fixed_window;
+mod fixed_window;
 mod gcra;
 // mod leaky_bucket;
 // mod refresh_period;
@@ -36,7 +36,7 @@ mod gcra;
 
 // pub use all_of::AllOf;
 // pub use concurrency::Concurrency;
-// pub use fixed_window::{Alignment, FixedWindow};
+pub use fixed_window::{Aligned, FirstHit, FirstHitState, FixedWindow};
 pub use gcra::{CellReply, Gcra};
 // pub use leaky_bucket::LeakyBucket;
 // pub use refresh_period::RefreshPeriod;
