@@ -31,7 +31,7 @@ mod gcra;
 // mod leaky_bucket;
 // mod refresh_period;
 // mod sliding_counter;
-// mod sliding_log;
+mod sliding_log;
 // mod smooth;
 
 // pub use all_of::AllOf;
@@ -41,7 +41,7 @@ pub use gcra::{CellReply, Gcra};
 // pub use leaky_bucket::LeakyBucket;
 // pub use refresh_period::RefreshPeriod;
 // pub use sliding_counter::SlidingCounter;
-// pub use sliding_log::SlidingLog;
+pub use sliding_log::SlidingLog;
 // pub use smooth::{SmoothBursty, SmoothWarmingUp};
 
 /// A rate-limiting algorithm: immutable configuration (`self`) over a mutable
