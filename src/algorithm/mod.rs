@@ -30,7 +30,7 @@ mod fixed_window;
 mod gcra;
 // mod leaky_bucket;
 // mod refresh_period;
-// mod sliding_counter;
+mod sliding_counter;
 mod sliding_log;
 // mod smooth;
 
@@ -40,7 +40,7 @@ pub use fixed_window::{Aligned, FirstHit, FirstHitState, FixedWindow};
 pub use gcra::{CellReply, Gcra};
 // pub use leaky_bucket::LeakyBucket;
 // pub use refresh_period::RefreshPeriod;
-// pub use sliding_counter::SlidingCounter;
+pub use sliding_counter::{SlidingCounter, SlidingCounterState};
 pub use sliding_log::SlidingLog;
 // pub use smooth::{SmoothBursty, SmoothWarmingUp};
 
