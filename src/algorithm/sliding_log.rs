@@ -3,9 +3,21 @@
 //!
 //! The decision at `t` counts entries newer than `t - W` (entries later than `t`, from
 //! reservations or from a thread that read the clock later, count too, which can only
-//! deny more). A request needs the `(limit - n + 1)`-th newest entry to have expired, so
-//! only the newest `limit` entries ever matter: the log keeps no more, which bounds a
-//! key's memory even when blocked attempts are counted.
+//! deny more). A request needs the `(limit - n + 1)`-th newest entry to have expired.
+//!
+//! Memory is bounded at `2 × limit` entries:
+//!
+//! - Expired entries are dropped, but the newest `limit` always stay. Whenever anything
+//!   was dropped, `limit` newer entries remain, so a decision on an older clock
+//!   reading (a thread that read the clock before another took the lock) that would
+//!   need a dropped entry finds the window full anyway. (A refund in between can
+//!   remove those newer entries; only then can such a late decision miss a permit.)
+//! - Counting blocked attempts could grow the log without end, so past the bound a
+//!   blocked attempt replaces the oldest entries. Every entry still stands for a permit
+//!   taken at or before its time, which keeps the log exact after refunds too.
+//! - Reservations never push out an unexpired entry (refunding one would uncover
+//!   permits the log had forgotten), which limits them to about one window's worth of
+//!   permits ahead.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -22,7 +34,11 @@ use crate::error::{non_zero, ConfigError};
 /// (ClassDojo's rolling-rate-limiter).
 ///
 /// The state is the log itself, a `VecDeque<u64>` of nanosecond timestamps, oldest
-/// first, one entry per permit and never more than `limit` entries (8 bytes each).
+/// first, one entry per permit, at most `2 × limit` entries of 8 bytes.
+///
+/// Reservations are booked at the earliest time they fit, as entries in the future,
+/// provided the log stays within its bound: about one window's worth of permits can
+/// be booked ahead. [`refund`](Algorithm::refund) removes the newest entries.
 ///
 /// # Examples
 ///
@@ -51,8 +67,8 @@ pub struct SlidingLog {
 }
 
 impl SlidingLog {
-    /// The largest limit: one key's log holds up to `limit` entries of 8 bytes, so this
-    /// caps it at 8 MB.
+    /// The largest limit: one key's log holds up to `2 × limit` entries of 8 bytes, so
+    /// this caps it at 16 MB.
     pub const MAX_LIMIT: u64 = 1_000_000;
 
     /// At most `limit` permits in any window of length `window`, no minimum gap, blocked
@@ -284,18 +300,26 @@ impl SlidingLog {
         .into()
     }
 
-    /// Records `n` entries at `at`, drops what no decision from `now` on needs.
+    /// The most entries the log holds.
+    fn bound(&self) -> usize {
+        // limit <= MAX_LIMIT, so this fits.
+        2 * self.limit as usize
+    }
+
+    /// Records `n` entries at `at` and drops expired entries beyond the newest
+    /// `limit` (which also keeps the newest for the gap). Only blocked attempts may
+    /// meet the bound: they then replace the oldest entries.
     fn record(&self, log: &mut VecDeque<u64>, now: u64, at: u64, n: u64) {
-        // Expired entries, but the newest while its gap runs.
-        while let Some(&t) = log.front() {
-            let expired = t.saturating_add(self.window) <= now;
-            if !expired || (log.len() == 1 && t.saturating_add(self.min_gap) > now) {
-                break;
-            }
-            log.pop_front();
+        let limit = self.limit as usize;
+        while log.len() > limit {
+            match log.front() {
+                Some(&t) if t.saturating_add(self.window) <= now => log.pop_front(),
+                _ => break,
+            };
         }
-        // Only the newest `limit` entries are kept, so more copies than that are moot.
-        let copies = n.min(self.limit) as usize;
+        let keep = log.len().max(self.bound());
+        // n <= limit, so this fits.
+        let copies = n as usize;
         let position = log.partition_point(|&t| t <= at);
         if position == log.len() {
             log.extend(std::iter::repeat(at).take(copies));
@@ -305,7 +329,7 @@ impl SlidingLog {
             log.extend(std::iter::repeat(at).take(copies));
             log.extend(later);
         }
-        let excess = log.len().saturating_sub(self.limit as usize);
+        let excess = log.len().saturating_sub(keep);
         log.drain(..excess);
     }
 }
@@ -367,8 +391,16 @@ impl Algorithm for SlidingLog {
         let at = self.allowed_at(log, now, n);
         let wait = at - now;
         let max_wait = duration_to_nanos(max_wait);
-        if wait > max_wait {
-            return Err(self.limited(log, now, wait - max_wait));
+        let mut retry = wait.saturating_sub(max_wait);
+        // Room in the log: at most bound - n entries may remain unexpired.
+        let active = self.active(log, now) as usize;
+        let room = self.bound() - n as usize;
+        if active > room {
+            let must_expire = log[log.len() - room - 1];
+            retry = retry.max(must_expire.saturating_add(self.window).saturating_sub(now));
+        }
+        if wait > max_wait || active > room {
+            return Err(self.limited(log, now, retry));
         }
         self.record(log, now, at, n);
         Ok(Reservation::new(n, Duration::from_nanos(wait)))
@@ -444,13 +476,47 @@ mod tests {
     }
 
     #[test]
-    fn keeps_at_most_limit_entries() {
+    fn keeps_at_most_twice_the_limit() {
         let l = log(3, 1000).count_blocked(true);
         let mut s = l.initial_state(at(0));
         for t in 0..50 {
             let _ = l.acquire(&mut s, at(t), 2);
         }
-        assert!(s.len() <= 3);
+        assert_eq!(s.len(), 6);
+        assert_eq!(entries(&s), [47, 47, 48, 48, 49, 49]);
+    }
+
+    /// Regression: with only the newest `limit` entries kept, a reservation pushed out
+    /// permits taken now, and refunding it let the window admit them twice.
+    #[test]
+    fn refunding_a_reservation_uncovers_nothing_forgotten() {
+        let l = log(5, 1000);
+        let mut s = l.initial_state(at(0));
+        l.acquire(&mut s, at(0), 4).unwrap();
+        l.reserve(&mut s, at(0), 5, ms(1000)).unwrap();
+        l.refund(&mut s, at(0), 3);
+        // 4 taken at 0 still count: 2 more would make 6 in [0, 1000).
+        assert!(l.acquire(&mut s, at(0), 2).is_err());
+        assert_eq!(entries(&s), [0, 0, 0, 0, 1000, 1000]);
+        assert_eq!(l.acquire(&mut s, at(1000), 3).unwrap().remaining(), 0);
+    }
+
+    #[test]
+    fn reservations_book_about_one_window_ahead() {
+        let l = log(2, 1000);
+        let mut s = l.initial_state(at(0));
+        l.acquire(&mut s, at(0), 2).unwrap();
+        assert_eq!(
+            l.reserve(&mut s, at(0), 2, ms(5000)).unwrap().wait(),
+            ms(1000)
+        );
+        // A third window's worth would need 6 entries in the log: wait for 2 to expire.
+        let denied = l.reserve(&mut s, at(0), 2, ms(5000)).unwrap_err();
+        assert_eq!(denied.retry_after(), Some(ms(1000)));
+        assert_eq!(
+            l.reserve(&mut s, at(1000), 2, ms(5000)).unwrap().wait(),
+            ms(1000)
+        );
     }
 
     #[test]
@@ -507,7 +573,7 @@ mod tests {
         assert_eq!(entries(&s), [0, 1000]);
         assert!(l.acquire(&mut s, at(1999), 1).is_err());
         assert!(l.acquire(&mut s, at(2000), 1).is_ok());
-        assert_eq!(entries(&s), [2000]);
+        assert_eq!(entries(&s), [0, 1000, 2000], "the newest `limit` stay");
     }
 
     #[test]
@@ -518,7 +584,7 @@ mod tests {
         l.acquire(&mut s, at(300), 1).unwrap();
         let r = l.reserve(&mut s, at(400), 2, ms(1000)).unwrap();
         assert_eq!(r.wait(), ms(900));
-        assert_eq!(entries(&s), [1300, 1300]);
+        assert_eq!(entries(&s), [0, 300, 1300, 1300]);
         // Nothing fits before the booking leaves the window.
         let denied = l.acquire(&mut s, at(1300), 1).unwrap_err();
         assert_eq!(denied.retry_after(), Some(ms(1000)));
@@ -536,6 +602,19 @@ mod tests {
         assert_eq!(entries(&s), [499, 500]);
         let denied = l.acquire(&mut s, at(499), 1).unwrap_err();
         assert_eq!(denied.retry_after(), Some(ms(1000)));
+    }
+
+    /// Regression: dropping expired entries eagerly let a decision on an older clock
+    /// reading (a thread that read the clock before another took the lock) miss them.
+    #[test]
+    fn an_older_clock_reading_still_sees_recent_entries() {
+        let l = log(3, 1000);
+        let mut s = l.initial_state(at(0));
+        l.acquire(&mut s, at(0), 2).unwrap();
+        l.acquire(&mut s, at(1010), 1).unwrap();
+        assert!(l.acquire(&mut s, at(999), 1).is_err());
+        assert!(l.acquire(&mut s, at(1010), 2).is_ok());
+        assert_eq!(entries(&s), [0, 0, 1010, 1010, 1010]);
     }
 
     #[test]
@@ -581,7 +660,7 @@ mod tests {
         assert!(l.acquire(&mut s, at(500), 1).is_err());
         l.set_window(ms(400)).unwrap();
         assert!(l.acquire(&mut s, at(500), 1).is_ok());
-        assert_eq!(s.len(), 1);
+        assert_eq!(entries(&s), [0, 500]);
     }
 
     #[test]
