@@ -127,7 +127,6 @@ proptest! {
         let mut state = log.initial_state(Nanos::ZERO);
         // (time of use, permits) of every granted request.
         let mut granted: Vec<(u64, u64)> = Vec::new();
-        let mut now = 0;
         let mut clock = 0;
         for (advance, kind, n, max_wait, late) in ops {
             clock += advance;

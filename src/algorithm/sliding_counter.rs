@@ -206,20 +206,18 @@ impl SlidingCounter {
         let (n, current, previous) = (u128::from(n), u128::from(s.current), u128::from(s.previous));
         // In this window: previous × (W − e) ≤ (limit − current − n) × W.
         if let Some(spare) = limit.checked_sub(current + n) {
-            if previous > 0 {
-                let span = spare * w / previous;
-                if span >= 1 && span < w {
+            // W − e ≤ span; no previous count would have fitted already.
+            if let Some(span) = (spare * w).checked_div(previous) {
+                if (1..w).contains(&span) {
                     return saturate(next - span).max(rolled.at);
                 }
             }
         }
         // In the next one, where the current count becomes the previous one:
         // current × (W − e) ≤ (limit − n) × W, with e ≤ W always a solution.
-        let e = if current == 0 {
-            0
-        } else {
-            w.saturating_sub((limit - n) * w / current)
-        };
+        let e = ((limit - n) * w)
+            .checked_div(current)
+            .map_or(0, |span| w.saturating_sub(span));
         saturate(next.saturating_add(e))
     }
 
