@@ -10,6 +10,14 @@
 //!
 //! Both count bookings window by window: a count above `limit` is reservations carried
 //! into the next windows, each filled up to `limit` in turn.
+//!
+//! The aligned state word holds the window index in its high bits and the count in
+//! the low bits. The index is stored whole, never modulo some power of two: a keyed
+//! limiter learns from [`idle_at`](Algorithm::idle_at) when it may evict, from the
+//! word alone, and a wrapped index could not tell it. That bounds the limit by the
+//! window's length ([`FixedWindow::max_limit`]). A decision on a clock reading older
+//! than the stored window (another thread read the clock later and committed first) is
+//! made in the stored window, which can only deny more.
 
 use std::time::Duration;
 
@@ -115,7 +123,8 @@ impl FixedWindow<Aligned> {
     ///
     /// The window index and the count share one `u64` exactly (no index ever wraps),
     /// which bounds the limit by the window's length: see
-    /// [`max_limit`](FixedWindow::max_limit).
+    /// [`max_limit`](FixedWindow::max_limit). Reservations book ahead as far as the
+    /// count's bits hold (for a limit well below the maximum, thousands of windows).
     ///
     /// # Errors
     ///
