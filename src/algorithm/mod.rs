@@ -26,22 +26,22 @@ use crate::engine::Cell;
 
 mod all_of;
 mod concurrency;
-// mod fixed_window;
+mod fixed_window;
 mod gcra;
-// mod leaky_bucket;
+mod leaky_bucket;
 mod refresh_period;
-// mod sliding_counter;
-// mod sliding_log;
+mod sliding_counter;
+mod sliding_log;
 mod smooth;
 
 pub use all_of::AllOf;
 pub use concurrency::Concurrency;
-// pub use fixed_window::{Alignment, FixedWindow};
+pub use fixed_window::{Aligned, FirstHit, FirstHitState, FixedWindow};
 pub use gcra::{CellReply, Gcra};
-// pub use leaky_bucket::LeakyBucket;
+pub use leaky_bucket::{Departure, LeakyBucket};
 pub use refresh_period::{RefreshPeriod, RefreshPeriodState};
-// pub use sliding_counter::SlidingCounter;
-// pub use sliding_log::SlidingLog;
+pub use sliding_counter::{SlidingCounter, SlidingCounterState};
+pub use sliding_log::SlidingLog;
 pub use smooth::{SmoothBursty, SmoothState, SmoothWarmingUp};
 
 /// A rate-limiting algorithm: immutable configuration (`self`) over a mutable

@@ -1,0 +1,537 @@
+//! Leaky bucket: a constant outflow of one unit every `T`, and at most `capacity`
+//! units in the bucket.
+//!
+//! The whole state is one number, the time at which the bucket will be empty. The
+//! level at `now` is `(empty_at − now) / T`, rounded up so that a unit still draining
+//! counts. The same state serves two readings:
+//!
+//! - a **meter** ([`acquire`](Algorithm::acquire)): a request pours in `n` units and
+//!   goes at once if they fit, and is rejected if the bucket would overflow, as
+//!   Shopify's and GitHub's API limits do;
+//! - a **queue** ([`LeakyBucket::schedule`], [`reserve`](Algorithm::reserve)):
+//!   requests leave one unit every `T` in arrival order, waiting their turn, and are
+//!   rejected when the queue already holds `capacity` units, as nginx `limit_req`
+//!   does (its `burst` is `capacity - 1`).
+
+use std::time::Duration;
+
+use super::{check_capacity, Algorithm};
+use crate::clock::{duration_to_nanos, Nanos};
+use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
+use crate::engine::{Atomic, WordAlgorithm, CONFIG_WORDS};
+use crate::error::{non_zero, ConfigError};
+use crate::quota::Quota;
+
+/// A leaky bucket of `capacity` units that drains one unit every
+/// `drain.emission_interval()`; a meter through [`acquire`](Algorithm::acquire), a
+/// departure schedule through [`schedule`](LeakyBucket::schedule). Its state is one
+/// `u64`, so a [`Limiter`](crate::Limiter) over it is lock-free.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{Limiter, Quota};
+/// use tollgate::algorithm::LeakyBucket;
+/// use tollgate::clock::ManualClock;
+///
+/// let clock = ManualClock::new();
+/// let bucket = LeakyBucket::new(3, Quota::per_second(10)?)?;
+/// let limiter = Limiter::with_clock(bucket, clock.clone());
+/// assert!(limiter.try_acquire(3).is_ok());
+/// let denied = limiter.try_acquire(1).unwrap_err();
+/// assert_eq!(denied.retry_after(), Some(Duration::from_millis(100)));
+/// # Ok::<(), tollgate::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LeakyBucket {
+    /// Nanoseconds per unit drained, at least 1.
+    interval: u64,
+    capacity: u64,
+    /// `capacity × interval`: the most time the bucket takes to drain.
+    depth: u64,
+}
+
+/// When a request scheduled on a [`LeakyBucket`] leaves the queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Departure {
+    at: Nanos,
+    wait: Duration,
+}
+
+impl Departure {
+    /// The time the request leaves: when the units ahead of it have drained.
+    pub fn at(&self) -> Nanos {
+        self.at
+    }
+
+    /// How long the request waits from its arrival.
+    pub fn wait(&self) -> Duration {
+        self.wait
+    }
+
+    /// Whether the request leaves on arrival.
+    pub fn is_immediate(&self) -> bool {
+        self.wait.is_zero()
+    }
+}
+
+impl LeakyBucket {
+    /// A bucket of `capacity` units, leaking one unit every
+    /// `drain.emission_interval()`. The quota's burst plays no part: the capacity is
+    /// the burst.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Zero`] for a zero capacity, [`ConfigError::Overflow`] if draining
+    /// a full bucket takes more than 584 years.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Quota;
+    /// use tollgate::algorithm::{Algorithm, LeakyBucket};
+    ///
+    /// let bucket = LeakyBucket::new(20, Quota::per_second(5)?)?;
+    /// assert_eq!(bucket.capacity(), 20);
+    /// assert_eq!(bucket.drain_interval(), Duration::from_millis(200));
+    /// assert!(LeakyBucket::new(0, Quota::per_second(5)?).is_err());
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn new(capacity: u64, drain: Quota) -> Result<LeakyBucket, ConfigError> {
+        let capacity = non_zero("capacity", capacity)?;
+        LeakyBucket::checked(capacity, drain.interval_nanos())
+    }
+
+    fn checked(capacity: u64, interval: u64) -> Result<LeakyBucket, ConfigError> {
+        let depth = capacity
+            .checked_mul(interval)
+            .ok_or(ConfigError::Overflow {
+                parameter: "capacity",
+            })?;
+        Ok(LeakyBucket {
+            interval,
+            capacity,
+            depth,
+        })
+    }
+
+    /// Changes the drain rate. The state is a time, so the queue keeps its departure
+    /// times: what is queued drains by the same instant; the level, read in units of
+    /// the new interval, changes.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Overflow`] if draining a full bucket would take more than 584
+    /// years; on error nothing changes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Quota;
+    /// use tollgate::algorithm::LeakyBucket;
+    ///
+    /// let mut bucket = LeakyBucket::new(20, Quota::per_second(5)?)?;
+    /// bucket.set_drain(Quota::per_second(50)?)?;
+    /// assert_eq!(bucket.drain_interval(), Duration::from_millis(20));
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn set_drain(&mut self, drain: Quota) -> Result<(), ConfigError> {
+        *self = LeakyBucket::checked(self.capacity, drain.interval_nanos())?;
+        Ok(())
+    }
+
+    /// Changes the capacity, keeping the state: a bucket above the new capacity
+    /// admits nothing until it has drained below it.
+    ///
+    /// # Errors
+    ///
+    /// As [`LeakyBucket::new`]; on error nothing changes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::Quota;
+    /// use tollgate::algorithm::{Algorithm, LeakyBucket};
+    ///
+    /// let mut bucket = LeakyBucket::new(20, Quota::per_second(5)?)?;
+    /// bucket.set_capacity(40)?;
+    /// assert_eq!(bucket.capacity(), 40);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn set_capacity(&mut self, capacity: u64) -> Result<(), ConfigError> {
+        let capacity = non_zero("capacity", capacity)?;
+        *self = LeakyBucket::checked(capacity, self.interval)?;
+        Ok(())
+    }
+
+    /// The time one unit takes to drain.
+    pub fn drain_interval(&self) -> Duration {
+        Duration::from_nanos(self.interval)
+    }
+
+    /// Units in the bucket at `now`, counting one still draining.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::Quota;
+    /// use tollgate::algorithm::{Algorithm, LeakyBucket};
+    /// use tollgate::clock::Nanos;
+    ///
+    /// let bucket = LeakyBucket::new(5, Quota::per_second(10)?)?;
+    /// let mut state = bucket.initial_state(Nanos::ZERO);
+    /// bucket.acquire(&mut state, Nanos::ZERO, 3)?;
+    /// assert_eq!(bucket.queue_len(&state, Nanos::new(150_000_000)), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn queue_len(&self, empty_at: &u64, now: Nanos) -> u64 {
+        empty_at
+            .saturating_sub(now.as_u64())
+            .div_ceil(self.interval)
+    }
+
+    /// How long a request scheduled at `now` would wait: until the bucket is empty.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Quota;
+    /// use tollgate::algorithm::{Algorithm, LeakyBucket};
+    /// use tollgate::clock::Nanos;
+    ///
+    /// let bucket = LeakyBucket::new(5, Quota::per_second(10)?)?;
+    /// let mut state = bucket.initial_state(Nanos::ZERO);
+    /// bucket.acquire(&mut state, Nanos::ZERO, 3)?;
+    /// assert_eq!(bucket.expected_wait(&state, Nanos::ZERO), Duration::from_millis(300));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn expected_wait(&self, empty_at: &u64, now: Nanos) -> Duration {
+        Duration::from_nanos(empty_at.saturating_sub(now.as_u64()))
+    }
+
+    /// Queues a request of `n` units at `now`: it leaves when the units ahead of it
+    /// have drained, and its own units drain one every interval after that. Requests
+    /// leave in arrival order.
+    ///
+    /// `n == 0` tells when a request would leave, without queueing anything.
+    ///
+    /// # Errors
+    ///
+    /// [`Denied::Limited`] when the queue already holds more than `capacity - n` units
+    /// (its `retry_after` is when there will be room); [`Denied::Insufficient`] when
+    /// `n` exceeds the capacity. A denied request queues nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Quota;
+    /// use tollgate::algorithm::{Algorithm, LeakyBucket};
+    /// use tollgate::clock::Nanos;
+    ///
+    /// // nginx `limit_req rate=10r/s burst=2`: a queue of 3 requests.
+    /// let bucket = LeakyBucket::new(3, Quota::per_second(10)?)?;
+    /// let mut state = bucket.initial_state(Nanos::ZERO);
+    /// let waits: Vec<_> = (0..3)
+    ///     .map(|_| bucket.schedule(&mut state, Nanos::ZERO, 1).map(|d| d.wait()))
+    ///     .collect::<Result<_, _>>()?;
+    /// assert_eq!(waits, [Duration::ZERO, Duration::from_millis(100), Duration::from_millis(200)]);
+    /// let full = bucket.schedule(&mut state, Nanos::ZERO, 1).unwrap_err();
+    /// assert_eq!(full.retry_after(), Some(Duration::from_millis(100)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn schedule(&self, empty_at: &mut u64, now: Nanos, n: u64) -> Result<Departure, Denied> {
+        check_capacity(n, self.capacity)?;
+        let now = now.as_u64();
+        let leaves = (*empty_at).max(now);
+        if let Some(room_at) = self.room_at(*empty_at, n).filter(|&t| t > now) {
+            return Err(self.limited(*empty_at, now, room_at - now));
+        }
+        if n > 0 {
+            // n <= capacity, so n × interval <= depth fits.
+            *empty_at = leaves.saturating_add(n * self.interval);
+        }
+        Ok(Departure {
+            at: Nanos::new(leaves),
+            wait: Duration::from_nanos(leaves - now),
+        })
+    }
+
+    /// The earliest time `n` more units fit, if that is after the bucket started
+    /// draining: `empty_at − (capacity − n) × T`.
+    fn room_at(&self, empty_at: u64, n: u64) -> Option<u64> {
+        let headroom = (self.capacity - n) * self.interval;
+        empty_at.checked_sub(headroom)
+    }
+
+    fn limited(&self, empty_at: u64, now: u64, retry: u64) -> Denied {
+        let level = self.queue_len(&empty_at, Nanos::new(now));
+        Limited::new(
+            Duration::from_nanos(retry),
+            self.capacity,
+            self.capacity.saturating_sub(level),
+            Duration::from_nanos(empty_at.saturating_sub(now)),
+        )
+        .into()
+    }
+}
+
+impl Algorithm for LeakyBucket {
+    type State = u64;
+    type Cell = Atomic<LeakyBucket>;
+
+    fn initial_state(&self, _now: Nanos) -> u64 {
+        0
+    }
+
+    /// The meter: pours `n` units in and goes at once if they fit.
+    #[inline]
+    fn acquire(&self, empty_at: &mut u64, now: Nanos, n: u64) -> Decision {
+        self.schedule(empty_at, now, n)?;
+        let now = now.as_u64();
+        let level = self.queue_len(empty_at, Nanos::new(now));
+        Ok(Admitted::new(
+            self.capacity,
+            self.capacity.saturating_sub(level),
+            Duration::from_nanos(empty_at.saturating_sub(now)),
+        ))
+    }
+
+    /// The queue: [`schedule`](LeakyBucket::schedule), granted if the departure is at
+    /// most `max_wait` away. Unlike [`acquire`](Algorithm::acquire), a request waits
+    /// for the units ahead of it to drain.
+    fn reserve(
+        &self,
+        empty_at: &mut u64,
+        now: Nanos,
+        n: u64,
+        max_wait: Duration,
+    ) -> Result<Reservation, Denied> {
+        check_capacity(n, self.capacity)?;
+        if n == 0 {
+            return Ok(Reservation::new(0, Duration::ZERO));
+        }
+        let t = now.as_u64();
+        let wait = empty_at.saturating_sub(t);
+        let max_wait = duration_to_nanos(max_wait);
+        if wait > max_wait {
+            // Both the wait and the lack of room shrink one for one with time.
+            let room = self
+                .room_at(*empty_at, n)
+                .map_or(0, |r| r.saturating_sub(t));
+            return Err(self.limited(*empty_at, t, (wait - max_wait).max(room)));
+        }
+        let departure = self.schedule(empty_at, now, n)?;
+        Ok(Reservation::new(n, departure.wait()))
+    }
+
+    /// Drains `n` units at once, never below empty.
+    fn refund(&self, empty_at: &mut u64, now: Nanos, n: u64) {
+        let now = now.as_u64();
+        if *empty_at > now {
+            *empty_at = empty_at
+                .saturating_sub(n.saturating_mul(self.interval))
+                .max(now);
+        }
+    }
+
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    fn idle_at(&self, empty_at: &u64) -> Nanos {
+        Nanos::new(*empty_at)
+    }
+}
+
+impl WordAlgorithm for LeakyBucket {
+    fn to_words(&self) -> [u64; CONFIG_WORDS] {
+        [self.interval, self.capacity, self.depth, 0]
+    }
+
+    fn from_words(words: [u64; CONFIG_WORDS]) -> LeakyBucket {
+        LeakyBucket {
+            interval: words[0].max(1),
+            capacity: words[1],
+            depth: words[2],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn at(ms: u64) -> Nanos {
+        Nanos::new(ms * MS)
+    }
+
+    fn ms(ms: u64) -> Duration {
+        Duration::from_millis(ms)
+    }
+
+    /// One unit every 100 ms.
+    fn bucket(capacity: u64) -> LeakyBucket {
+        LeakyBucket::new(capacity, Quota::per_second(10).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn meter_admits_up_to_capacity_then_overflows() {
+        let b = bucket(3);
+        let mut s = b.initial_state(at(0));
+        let first = b.acquire(&mut s, at(0), 2).unwrap();
+        assert_eq!(first.remaining(), 1);
+        assert_eq!(first.reset_after(), ms(200));
+        assert!(b.acquire(&mut s, at(0), 1).is_ok());
+        let denied = b.acquire(&mut s, at(0), 2).unwrap_err();
+        assert_eq!(denied.retry_after(), Some(ms(200)));
+        // A unit still draining counts: at 150 ms, 1.5 units have left, 2 remain.
+        assert_eq!(b.queue_len(&s, at(150)), 2);
+        assert!(b.acquire(&mut s, at(199), 2).is_err());
+        assert!(b.acquire(&mut s, at(200), 2).is_ok());
+    }
+
+    #[test]
+    fn more_than_capacity_is_never() {
+        let b = bucket(3);
+        let mut s = b.initial_state(at(0));
+        assert!(b.acquire(&mut s, at(0), 4).unwrap_err().is_never());
+        assert!(b.schedule(&mut s, at(0), 4).unwrap_err().is_never());
+        assert!(b
+            .reserve(&mut s, at(0), 4, Duration::MAX)
+            .unwrap_err()
+            .is_never());
+        assert_eq!(s, 0);
+    }
+
+    #[test]
+    fn denial_and_peek_change_nothing() {
+        let b = bucket(1);
+        let mut s = b.initial_state(at(0));
+        b.acquire(&mut s, at(0), 1).unwrap();
+        let before = s;
+        assert!(b.acquire(&mut s, at(50), 1).is_err());
+        assert!(b.schedule(&mut s, at(50), 1).is_err());
+        assert!(b.reserve(&mut s, at(50), 1, ms(10)).is_err());
+        assert_eq!(b.acquire(&mut s, at(50), 0).unwrap().remaining(), 0);
+        let peek = b.schedule(&mut s, at(50), 0).unwrap();
+        assert_eq!(peek.wait(), ms(50));
+        assert!(b.reserve(&mut s, at(50), 0, Duration::ZERO).is_ok());
+        assert_eq!(s, before);
+    }
+
+    #[test]
+    fn schedule_spaces_departures_one_unit_per_interval() {
+        let b = bucket(10);
+        let mut s = b.initial_state(at(0));
+        let a = b.schedule(&mut s, at(0), 3).unwrap();
+        assert!(a.is_immediate());
+        let c = b.schedule(&mut s, at(100), 2).unwrap();
+        assert_eq!(c.at(), at(300));
+        assert_eq!(c.wait(), ms(200));
+        assert_eq!(b.expected_wait(&s, at(100)), ms(400));
+        assert_eq!(b.queue_len(&s, at(100)), 4);
+        // After the queue drained, a request leaves on arrival.
+        assert!(b.schedule(&mut s, at(900), 1).unwrap().is_immediate());
+    }
+
+    #[test]
+    fn reserve_waits_in_line_within_max_wait() {
+        let b = bucket(5);
+        let mut s = b.initial_state(at(0));
+        assert!(b
+            .reserve(&mut s, at(0), 2, Duration::ZERO)
+            .unwrap()
+            .is_immediate());
+        let r = b.reserve(&mut s, at(0), 1, ms(200)).unwrap();
+        assert_eq!(r.wait(), ms(200));
+        let denied = b.reserve(&mut s, at(0), 1, ms(100)).unwrap_err();
+        assert_eq!(denied.retry_after(), Some(ms(200)));
+        // The queue (3 units) has room for 2 but not 3.
+        let full = b.reserve(&mut s, at(0), 3, Duration::MAX).unwrap_err();
+        assert_eq!(full.retry_after(), Some(ms(100)));
+    }
+
+    #[test]
+    fn refund_drains_early_but_not_past_now() {
+        let b = bucket(5);
+        let mut s = b.initial_state(at(0));
+        b.acquire(&mut s, at(0), 4).unwrap();
+        b.refund(&mut s, at(100), 2);
+        assert_eq!(s, 200 * MS);
+        b.refund(&mut s, at(100), 9);
+        assert_eq!(s, 100 * MS);
+        assert_eq!(b.idle_at(&s), at(100));
+    }
+
+    #[test]
+    fn reconfiguring_keeps_the_empty_time() {
+        let mut b = bucket(4);
+        let mut s = b.initial_state(at(0));
+        b.acquire(&mut s, at(0), 4).unwrap();
+        b.set_drain(Quota::per_second(20).unwrap()).unwrap();
+        assert_eq!(b.idle_at(&s), at(400));
+        assert_eq!(b.queue_len(&s, at(0)), 8);
+        assert!(b.acquire(&mut s, at(0), 1).is_err());
+        b.set_capacity(9).unwrap();
+        assert!(b.acquire(&mut s, at(0), 1).is_ok());
+    }
+
+    #[test]
+    fn rejects_bad_parameters() {
+        let per_day = Quota::per_day(1).unwrap();
+        assert_eq!(
+            LeakyBucket::new(0, per_day),
+            Err(ConfigError::Zero {
+                parameter: "capacity"
+            })
+        );
+        assert_eq!(
+            LeakyBucket::new(1 << 40, per_day),
+            Err(ConfigError::Overflow {
+                parameter: "capacity"
+            })
+        );
+        let mut b = bucket(1 << 20);
+        assert_eq!(
+            b.set_capacity(0),
+            Err(ConfigError::Zero {
+                parameter: "capacity"
+            })
+        );
+        assert_eq!(
+            b.set_drain(per_day),
+            Err(ConfigError::Overflow {
+                parameter: "capacity"
+            })
+        );
+        assert_eq!(b, bucket(1 << 20), "a failed setter changes nothing");
+    }
+
+    #[test]
+    fn words_round_trip() {
+        let b = bucket(7);
+        assert_eq!(LeakyBucket::from_words(b.to_words()), b);
+    }
+
+    #[test]
+    fn huge_times_saturate_without_panic() {
+        let b =
+            LeakyBucket::new(u64::MAX, Quota::new(1, Duration::from_nanos(1)).unwrap()).unwrap();
+        let mut s = u64::MAX - 3;
+        for now in [0, u64::MAX - 1, u64::MAX] {
+            for n in [0, 1, u64::MAX] {
+                let _ = b.acquire(&mut s, Nanos::new(now), n);
+                let _ = b.schedule(&mut s, Nanos::new(now), n);
+                let _ = b.reserve(&mut s, Nanos::new(now), n, Duration::MAX);
+            }
+            b.refund(&mut s, Nanos::new(now), u64::MAX);
+        }
+    }
+}

@@ -1,0 +1,721 @@
+//! Sliding window log, as ClassDojo's rolling-rate-limiter: a timestamp per permit,
+//! and no window of length `W`, wherever it starts, admits more than `limit`.
+//!
+//! The decision at `t` counts entries newer than `t - W` (entries later than `t`, from
+//! reservations or from a thread that read the clock later, count too, which can only
+//! deny more). A request needs the `(limit - n + 1)`-th newest entry to have expired.
+//!
+//! Memory is bounded at `2 × limit` entries:
+//!
+//! - Expired entries are dropped, but the newest `limit` always stay. Whenever anything
+//!   was dropped, `limit` newer entries remain, so a decision on an older clock
+//!   reading (a thread that read the clock before another took the lock) that would
+//!   need a dropped entry finds the window full anyway. (A refund in between can
+//!   remove those newer entries; only then can such a late decision miss a permit.)
+//! - Counting blocked attempts could grow the log without end, so past the bound a
+//!   blocked attempt replaces the oldest entries. Every entry still stands for a permit
+//!   taken at or before its time, which keeps the log exact after refunds too.
+//! - Reservations never push out an unexpired entry (refunding one would uncover
+//!   permits the log had forgotten), which limits them to about one window's worth of
+//!   permits ahead.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use super::fixed_window::window_nanos;
+use super::{check_capacity, Algorithm};
+use crate::clock::{duration_to_nanos, Nanos};
+use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
+use crate::engine::Locked;
+use crate::error::{non_zero, ConfigError};
+
+/// An exact rolling window: at most `limit` permits in any window of length `window`,
+/// optionally at least `min_gap` apart, optionally counting blocked attempts
+/// (ClassDojo's rolling-rate-limiter).
+///
+/// The state is the log itself, a `VecDeque<u64>` of nanosecond timestamps, oldest
+/// first, one entry per permit, at most `2 × limit` entries of 8 bytes.
+///
+/// Reservations are booked at the earliest time they fit, as entries in the future,
+/// provided the log stays within its bound: about one window's worth of permits can
+/// be booked ahead. [`refund`](Algorithm::refund) removes the newest entries.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::Limiter;
+/// use tollgate::algorithm::SlidingLog;
+/// use tollgate::clock::ManualClock;
+///
+/// let clock = ManualClock::new();
+/// let limiter = Limiter::with_clock(SlidingLog::new(2, Duration::from_secs(10))?, clock.clone());
+/// assert!(limiter.try_acquire(1).is_ok());
+/// clock.advance(Duration::from_secs(4));
+/// assert!(limiter.try_acquire(1).is_ok());
+/// let denied = limiter.try_acquire(1).unwrap_err();
+/// // The first entry leaves the window 10 s after it was taken.
+/// assert_eq!(denied.retry_after(), Some(Duration::from_secs(6)));
+/// # Ok::<(), tollgate::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SlidingLog {
+    limit: u64,
+    window: u64,
+    min_gap: u64,
+    count_blocked: bool,
+}
+
+impl SlidingLog {
+    /// The largest limit: one key's log holds up to `2 × limit` entries of 8 bytes, so
+    /// this caps it at 16 MB.
+    pub const MAX_LIMIT: u64 = 1_000_000;
+
+    /// At most `limit` permits in any window of length `window`, no minimum gap, blocked
+    /// attempts not counted.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Zero`] for a zero `limit` or `window`,
+    /// [`ConfigError::OutOfRange`] for a limit above [`SlidingLog::MAX_LIMIT`],
+    /// [`ConfigError::Overflow`] for a window over 584 years.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::algorithm::{Algorithm, SlidingLog};
+    ///
+    /// let log = SlidingLog::new(100, Duration::from_secs(60))?;
+    /// assert_eq!(log.capacity(), 100);
+    /// assert!(SlidingLog::new(2_000_000, Duration::from_secs(60)).is_err());
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn new(limit: u64, window: Duration) -> Result<SlidingLog, ConfigError> {
+        let mut log = SlidingLog {
+            limit: 1,
+            window: window_nanos(window)?,
+            min_gap: 0,
+            count_blocked: false,
+        };
+        log.set_limit(limit)?;
+        Ok(log)
+    }
+
+    /// The same log with at least `gap` between two requests (ClassDojo's
+    /// `minDifference`); zero for none. The `n` permits of one request count as one
+    /// action.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Overflow`] for a gap over 584 years.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::algorithm::{Algorithm, SlidingLog};
+    /// use tollgate::clock::Nanos;
+    ///
+    /// let log = SlidingLog::new(10, Duration::from_secs(60))?.min_gap(Duration::from_secs(1))?;
+    /// let mut state = log.initial_state(Nanos::ZERO);
+    /// assert!(log.acquire(&mut state, Nanos::ZERO, 1).is_ok());
+    /// let denied = log.acquire(&mut state, Nanos::new(250_000_000), 1).unwrap_err();
+    /// assert_eq!(denied.retry_after(), Some(Duration::from_millis(750)));
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn min_gap(self, gap: Duration) -> Result<SlidingLog, ConfigError> {
+        let min_gap = u64::try_from(gap.as_nanos()).map_err(|_| ConfigError::Overflow {
+            parameter: "min_gap",
+        })?;
+        Ok(SlidingLog { min_gap, ..self })
+    }
+
+    /// The same log, recording blocked attempts too (ClassDojo's behaviour): someone
+    /// who keeps trying faster than the limit stays blocked until they pause.
+    ///
+    /// With this on, a denied [`acquire`](Algorithm::acquire) records its `n` entries
+    /// at `now`: the one exception to "a denial changes nothing". Peeks,
+    /// reservations, and requests above the limit never record.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::algorithm::{Algorithm, SlidingLog};
+    /// use tollgate::clock::Nanos;
+    ///
+    /// let log = SlidingLog::new(1, Duration::from_secs(10))?.count_blocked(true);
+    /// let mut state = log.initial_state(Nanos::ZERO);
+    /// let at = |s: u64| Nanos::new(s * 1_000_000_000);
+    /// assert!(log.acquire(&mut state, at(0), 1).is_ok());
+    /// assert!(log.acquire(&mut state, at(9), 1).is_err());
+    /// // Each attempt counts: this one holds the window until 20 s.
+    /// let denied = log.acquire(&mut state, at(10), 1).unwrap_err();
+    /// assert_eq!(denied.retry_after(), Some(Duration::from_secs(10)));
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn count_blocked(self, count_blocked: bool) -> SlidingLog {
+        SlidingLog {
+            count_blocked,
+            ..self
+        }
+    }
+
+    /// Changes the limit, keeping the log.
+    ///
+    /// # Errors
+    ///
+    /// As [`SlidingLog::new`] for `limit`; on error nothing changes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::algorithm::{Algorithm, SlidingLog};
+    ///
+    /// let mut log = SlidingLog::new(10, Duration::from_secs(1))?;
+    /// log.set_limit(20)?;
+    /// assert_eq!(log.capacity(), 20);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn set_limit(&mut self, limit: u64) -> Result<(), ConfigError> {
+        let limit = non_zero("limit", limit)?;
+        if limit > Self::MAX_LIMIT {
+            return Err(ConfigError::OutOfRange {
+                parameter: "limit",
+                expected: "at most SlidingLog::MAX_LIMIT (1,000,000)",
+            });
+        }
+        self.limit = limit;
+        Ok(())
+    }
+
+    /// Changes the window, keeping the log. A shorter window applies at once; a longer
+    /// one cannot bring back entries already dropped as expired, so it holds exactly
+    /// from one old window's length on.
+    ///
+    /// # Errors
+    ///
+    /// As [`SlidingLog::new`] for `window`; on error nothing changes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::algorithm::SlidingLog;
+    ///
+    /// let mut log = SlidingLog::new(10, Duration::from_secs(1))?;
+    /// log.set_window(Duration::from_secs(2))?;
+    /// assert_eq!(log.window(), Duration::from_secs(2));
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn set_window(&mut self, window: Duration) -> Result<(), ConfigError> {
+        self.window = window_nanos(window)?;
+        Ok(())
+    }
+
+    /// The most permits any window admits.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// The window's length.
+    pub fn window(&self) -> Duration {
+        Duration::from_nanos(self.window)
+    }
+
+    /// The least time between two requests.
+    pub fn minimum_gap(&self) -> Duration {
+        Duration::from_nanos(self.min_gap)
+    }
+
+    /// Whether blocked attempts are recorded.
+    pub fn counts_blocked(&self) -> bool {
+        self.count_blocked
+    }
+
+    /// Entries still in the window at `now` (later ones included).
+    fn active(&self, log: &VecDeque<u64>, now: u64) -> u64 {
+        let expired = log.partition_point(|&t| t.saturating_add(self.window) <= now);
+        (log.len() - expired) as u64
+    }
+
+    /// The earliest time from `now` at which `n` (at least 1) fit.
+    fn allowed_at(&self, log: &VecDeque<u64>, now: u64, n: u64) -> u64 {
+        let mut at = now;
+        // At most `limit - n` entries may remain: the one before them must expire.
+        let keep = self.limit.saturating_sub(n);
+        if let Some(must_expire) = (log.len() as u64).checked_sub(keep + 1) {
+            // must_expire < len, so it indexes the log.
+            let t = log[must_expire as usize];
+            at = at.max(t.saturating_add(self.window));
+        }
+        if self.min_gap > 0 {
+            if let Some(&newest) = log.back() {
+                at = at.max(newest.saturating_add(self.min_gap));
+            }
+        }
+        at
+    }
+
+    /// Permits that could go now, given `active` entries and the newest one.
+    fn remaining(&self, active: u64, newest: Option<u64>, now: u64) -> u64 {
+        match newest {
+            Some(t) if self.min_gap > 0 && t.saturating_add(self.min_gap) > now => 0,
+            _ => self.limit.saturating_sub(active),
+        }
+    }
+
+    /// Time until every entry has expired and the gap has run.
+    fn reset_after(&self, newest: Option<u64>, now: u64) -> Duration {
+        let horizon = self.window.max(self.min_gap);
+        Duration::from_nanos(newest.map_or(0, |t| t.saturating_add(horizon).saturating_sub(now)))
+    }
+
+    /// The decision as if `n` were taken at `now`, which they may be.
+    fn admitted(&self, log: &VecDeque<u64>, now: u64, n: u64) -> Admitted {
+        let newest = match (log.back(), n) {
+            (Some(&t), 0) => Some(t),
+            (Some(&t), _) => Some(t.max(now)),
+            (None, 0) => None,
+            (None, _) => Some(now),
+        };
+        let active = self.active(log, now).saturating_add(n);
+        Admitted::new(
+            self.limit,
+            self.remaining(active, newest, now),
+            self.reset_after(newest, now),
+        )
+    }
+
+    fn limited(&self, log: &VecDeque<u64>, now: u64, retry: u64) -> Denied {
+        let newest = log.back().copied();
+        Limited::new(
+            Duration::from_nanos(retry),
+            self.limit,
+            self.remaining(self.active(log, now), newest, now),
+            self.reset_after(newest, now),
+        )
+        .into()
+    }
+
+    /// The most entries the log holds.
+    fn bound(&self) -> usize {
+        // limit <= MAX_LIMIT, so this fits.
+        2 * self.limit as usize
+    }
+
+    /// Records `n` entries at `at` and drops expired entries beyond the newest
+    /// `limit` (which also keeps the newest for the gap). Only blocked attempts may
+    /// meet the bound: they then replace the oldest entries.
+    fn record(&self, log: &mut VecDeque<u64>, now: u64, at: u64, n: u64) {
+        let limit = self.limit as usize;
+        while log.len() > limit {
+            match log.front() {
+                Some(&t) if t.saturating_add(self.window) <= now => log.pop_front(),
+                _ => break,
+            };
+        }
+        let keep = log.len().max(self.bound());
+        // n <= limit, so this fits.
+        let copies = n as usize;
+        let position = log.partition_point(|&t| t <= at);
+        if position == log.len() {
+            log.extend(std::iter::repeat(at).take(copies));
+        } else {
+            // A booking later than `at` exists: keep the log sorted.
+            let later = log.split_off(position);
+            log.extend(std::iter::repeat(at).take(copies));
+            log.extend(later);
+        }
+        let excess = log.len().saturating_sub(keep);
+        log.drain(..excess);
+    }
+}
+
+impl Algorithm for SlidingLog {
+    type State = VecDeque<u64>;
+    type Cell = Locked<SlidingLog>;
+
+    fn initial_state(&self, _now: Nanos) -> VecDeque<u64> {
+        VecDeque::new()
+    }
+
+    fn acquire(&self, log: &mut VecDeque<u64>, now: Nanos, n: u64) -> Decision {
+        check_capacity(n, self.limit)?;
+        let now = now.as_u64();
+        if n == 0 {
+            return Ok(self.admitted(log, now, 0));
+        }
+        let at = self.allowed_at(log, now, n);
+        if at > now {
+            if !self.count_blocked {
+                return Err(self.limited(log, now, at - now));
+            }
+            self.record(log, now, now, n);
+            // The attempt itself now holds the window: the retry moves on.
+            let at = self.allowed_at(log, now, n);
+            return Err(self.limited(log, now, at.saturating_sub(now)));
+        }
+        let admitted = self.admitted(log, now, n);
+        self.record(log, now, now, n);
+        Ok(admitted)
+    }
+
+    fn peek(&self, log: &VecDeque<u64>, now: Nanos, n: u64) -> Decision {
+        check_capacity(n, self.limit)?;
+        let now = now.as_u64();
+        if n == 0 {
+            return Ok(self.admitted(log, now, 0));
+        }
+        let at = self.allowed_at(log, now, n);
+        if at > now {
+            return Err(self.limited(log, now, at - now));
+        }
+        Ok(self.admitted(log, now, n))
+    }
+
+    fn reserve(
+        &self,
+        log: &mut VecDeque<u64>,
+        now: Nanos,
+        n: u64,
+        max_wait: Duration,
+    ) -> Result<Reservation, Denied> {
+        check_capacity(n, self.limit)?;
+        if n == 0 {
+            return Ok(Reservation::new(0, Duration::ZERO));
+        }
+        let now = now.as_u64();
+        let at = self.allowed_at(log, now, n);
+        let wait = at - now;
+        let max_wait = duration_to_nanos(max_wait);
+        let mut retry = wait.saturating_sub(max_wait);
+        // Room in the log: at most bound - n entries may remain unexpired.
+        let active = self.active(log, now) as usize;
+        let room = self.bound() - n as usize;
+        if active > room {
+            let must_expire = log[log.len() - room - 1];
+            retry = retry.max(must_expire.saturating_add(self.window).saturating_sub(now));
+        }
+        if wait > max_wait || active > room {
+            return Err(self.limited(log, now, retry));
+        }
+        self.record(log, now, at, n);
+        Ok(Reservation::new(n, Duration::from_nanos(wait)))
+    }
+
+    /// Removes the `n` newest entries.
+    fn refund(&self, log: &mut VecDeque<u64>, _now: Nanos, n: u64) {
+        let keep = (log.len() as u64).saturating_sub(n) as usize;
+        log.truncate(keep);
+    }
+
+    fn capacity(&self) -> u64 {
+        self.limit
+    }
+
+    fn idle_at(&self, log: &VecDeque<u64>) -> Nanos {
+        Nanos::new(
+            log.back()
+                .map_or(0, |&t| t.saturating_add(self.window.max(self.min_gap))),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn at(ms: u64) -> Nanos {
+        Nanos::new(ms * MS)
+    }
+
+    fn ms(ms: u64) -> Duration {
+        Duration::from_millis(ms)
+    }
+
+    fn log(limit: u64, window_ms: u64) -> SlidingLog {
+        SlidingLog::new(limit, ms(window_ms)).unwrap()
+    }
+
+    fn entries(s: &VecDeque<u64>) -> Vec<u64> {
+        s.iter().map(|t| t / MS).collect()
+    }
+
+    #[test]
+    fn no_window_admits_more_than_the_limit() {
+        let l = log(3, 1000);
+        let mut s = l.initial_state(at(0));
+        for t in [0, 400, 800] {
+            l.acquire(&mut s, at(t), 1).unwrap();
+        }
+        let denied = l.acquire(&mut s, at(999), 1).unwrap_err();
+        assert_eq!(denied.retry_after(), Some(ms(1)));
+        let ok = l.acquire(&mut s, at(1000), 1).unwrap();
+        assert_eq!(ok.remaining(), 0);
+        assert_eq!(ok.reset_after(), ms(1000));
+        assert!(l.acquire(&mut s, at(1399), 1).is_err());
+        assert!(l.acquire(&mut s, at(1400), 1).is_ok());
+    }
+
+    #[test]
+    fn retry_waits_for_as_many_entries_as_the_request_needs() {
+        let l = log(4, 1000);
+        let mut s = l.initial_state(at(0));
+        for t in [0, 100, 200, 300] {
+            l.acquire(&mut s, at(t), 1).unwrap();
+        }
+        let denied = l.acquire(&mut s, at(500), 3).unwrap_err();
+        assert_eq!(denied.retry_after(), Some(ms(700)));
+        assert!(l.acquire(&mut s, at(1199), 3).is_err());
+        assert!(l.acquire(&mut s, at(1200), 3).is_ok());
+    }
+
+    #[test]
+    fn keeps_at_most_twice_the_limit() {
+        let l = log(3, 1000).count_blocked(true);
+        let mut s = l.initial_state(at(0));
+        for t in 0..50 {
+            let _ = l.acquire(&mut s, at(t), 2);
+        }
+        assert_eq!(s.len(), 6);
+        assert_eq!(entries(&s), [47, 47, 48, 48, 49, 49]);
+    }
+
+    /// Regression: with only the newest `limit` entries kept, a reservation pushed out
+    /// permits taken now, and refunding it let the window admit them twice.
+    #[test]
+    fn refunding_a_reservation_uncovers_nothing_forgotten() {
+        let l = log(5, 1000);
+        let mut s = l.initial_state(at(0));
+        l.acquire(&mut s, at(0), 4).unwrap();
+        l.reserve(&mut s, at(0), 5, ms(1000)).unwrap();
+        l.refund(&mut s, at(0), 3);
+        // 4 taken at 0 still count: 2 more would make 6 in [0, 1000).
+        assert!(l.acquire(&mut s, at(0), 2).is_err());
+        assert_eq!(entries(&s), [0, 0, 0, 0, 1000, 1000]);
+        assert_eq!(l.acquire(&mut s, at(1000), 3).unwrap().remaining(), 0);
+    }
+
+    #[test]
+    fn reservations_book_about_one_window_ahead() {
+        let l = log(2, 1000);
+        let mut s = l.initial_state(at(0));
+        l.acquire(&mut s, at(0), 2).unwrap();
+        assert_eq!(
+            l.reserve(&mut s, at(0), 2, ms(5000)).unwrap().wait(),
+            ms(1000)
+        );
+        // A third window's worth would need 6 entries in the log: wait for 2 to expire.
+        let denied = l.reserve(&mut s, at(0), 2, ms(5000)).unwrap_err();
+        assert_eq!(denied.retry_after(), Some(ms(1000)));
+        assert_eq!(
+            l.reserve(&mut s, at(1000), 2, ms(5000)).unwrap().wait(),
+            ms(1000)
+        );
+    }
+
+    #[test]
+    fn blocked_attempts_keep_a_hammering_caller_blocked() {
+        let l = log(2, 1000).count_blocked(true);
+        let mut s = l.initial_state(at(0));
+        l.acquire(&mut s, at(0), 2).unwrap();
+        for t in (100..3000).step_by(100) {
+            assert!(l.acquire(&mut s, at(t), 1).is_err(), "at {t}");
+        }
+        // After a pause of one window, it passes.
+        assert!(l.acquire(&mut s, at(3900), 1).is_ok());
+    }
+
+    #[test]
+    fn without_count_blocked_a_denial_changes_nothing() {
+        let l = log(1, 1000);
+        let mut s = l.initial_state(at(0));
+        l.acquire(&mut s, at(0), 1).unwrap();
+        let before = s.clone();
+        assert!(l.acquire(&mut s, at(10), 1).is_err());
+        assert!(l.reserve(&mut s, at(10), 1, ms(10)).is_err());
+        assert!(l.acquire(&mut s, at(10), 2).unwrap_err().is_never());
+        assert_eq!(s, before);
+    }
+
+    #[test]
+    fn min_gap_spaces_requests() {
+        let l = log(10, 1000).min_gap(ms(100)).unwrap();
+        let mut s = l.initial_state(at(0));
+        let first = l.acquire(&mut s, at(0), 3).unwrap();
+        assert_eq!(
+            first.remaining(),
+            0,
+            "nothing more may go until the gap ran"
+        );
+        let denied = l.acquire(&mut s, at(30), 1).unwrap_err();
+        assert_eq!(denied.retry_after(), Some(ms(70)));
+        let next = l.acquire(&mut s, at(100), 1).unwrap();
+        assert_eq!(next.reset_after(), ms(1000));
+        assert_eq!(l.peek(&s, at(200), 0).unwrap().remaining(), 6);
+    }
+
+    #[test]
+    fn a_gap_longer_than_the_window_is_kept_after_the_window() {
+        let l = log(5, 100).min_gap(ms(1000)).unwrap();
+        let mut s = l.initial_state(at(0));
+        l.acquire(&mut s, at(0), 1).unwrap();
+        assert_eq!(l.idle_at(&s), at(1000));
+        // Another request after the window prunes nothing the gap still needs.
+        let denied = l.acquire(&mut s, at(500), 1).unwrap_err();
+        assert_eq!(denied.retry_after(), Some(ms(500)));
+        l.reserve(&mut s, at(500), 1, ms(500)).unwrap();
+        assert_eq!(entries(&s), [0, 1000]);
+        assert!(l.acquire(&mut s, at(1999), 1).is_err());
+        assert!(l.acquire(&mut s, at(2000), 1).is_ok());
+        assert_eq!(entries(&s), [0, 1000, 2000], "the newest `limit` stay");
+    }
+
+    #[test]
+    fn reservations_are_booked_when_they_fit() {
+        let l = log(2, 1000);
+        let mut s = l.initial_state(at(0));
+        l.acquire(&mut s, at(0), 1).unwrap();
+        l.acquire(&mut s, at(300), 1).unwrap();
+        let r = l.reserve(&mut s, at(400), 2, ms(1000)).unwrap();
+        assert_eq!(r.wait(), ms(900));
+        assert_eq!(entries(&s), [0, 300, 1300, 1300]);
+        // Nothing fits before the booking leaves the window.
+        let denied = l.acquire(&mut s, at(1300), 1).unwrap_err();
+        assert_eq!(denied.retry_after(), Some(ms(1000)));
+        let denied = l.reserve(&mut s, at(1300), 1, ms(400)).unwrap_err();
+        assert_eq!(denied.retry_after(), Some(ms(600)));
+    }
+
+    #[test]
+    fn an_entry_from_a_thread_that_read_the_clock_later_still_counts() {
+        let l = log(2, 1000);
+        let mut s = l.initial_state(at(0));
+        l.acquire(&mut s, at(500), 1).unwrap();
+        // A request with an earlier reading: 1 in the window, 1 more fits.
+        l.acquire(&mut s, at(499), 1).unwrap();
+        assert_eq!(entries(&s), [499, 500]);
+        let denied = l.acquire(&mut s, at(499), 1).unwrap_err();
+        assert_eq!(denied.retry_after(), Some(ms(1000)));
+    }
+
+    /// Regression: dropping expired entries eagerly let a decision on an older clock
+    /// reading (a thread that read the clock before another took the lock) miss them.
+    #[test]
+    fn an_older_clock_reading_still_sees_recent_entries() {
+        let l = log(3, 1000);
+        let mut s = l.initial_state(at(0));
+        l.acquire(&mut s, at(0), 2).unwrap();
+        l.acquire(&mut s, at(1010), 1).unwrap();
+        assert!(l.acquire(&mut s, at(999), 1).is_err());
+        assert!(l.acquire(&mut s, at(1010), 2).is_ok());
+        assert_eq!(entries(&s), [0, 0, 1010, 1010, 1010]);
+    }
+
+    #[test]
+    fn refund_removes_the_newest_entries() {
+        let l = log(3, 1000);
+        let mut s = l.initial_state(at(0));
+        l.acquire(&mut s, at(0), 1).unwrap();
+        l.acquire(&mut s, at(10), 2).unwrap();
+        l.refund(&mut s, at(20), 1);
+        assert_eq!(entries(&s), [0, 10]);
+        l.refund(&mut s, at(20), 10);
+        assert!(s.is_empty());
+        assert_eq!(l.idle_at(&s), Nanos::ZERO);
+    }
+
+    #[test]
+    fn idle_at_is_the_newest_entry_plus_the_window() {
+        let l = log(3, 1000);
+        let mut s = l.initial_state(at(0));
+        assert_eq!(l.idle_at(&s), Nanos::ZERO);
+        l.acquire(&mut s, at(200), 1).unwrap();
+        assert_eq!(l.idle_at(&s), at(1200));
+    }
+
+    #[test]
+    fn peek_does_not_record_even_when_counting_blocked() {
+        let l = log(1, 1000).count_blocked(true);
+        let mut s = l.initial_state(at(0));
+        l.acquire(&mut s, at(0), 1).unwrap();
+        let before = s.clone();
+        assert!(l.peek(&s, at(10), 1).is_err());
+        assert_eq!(l.peek(&s, at(1000), 1).unwrap().remaining(), 0);
+        assert!(l.acquire(&mut s, at(10), 0).is_ok());
+        assert_eq!(s, before);
+    }
+
+    #[test]
+    fn set_limit_and_window_keep_the_log() {
+        let mut l = log(2, 1000);
+        let mut s = l.initial_state(at(0));
+        l.acquire(&mut s, at(0), 2).unwrap();
+        l.set_limit(1).unwrap();
+        assert!(l.acquire(&mut s, at(500), 1).is_err());
+        l.set_window(ms(400)).unwrap();
+        assert!(l.acquire(&mut s, at(500), 1).is_ok());
+        assert_eq!(entries(&s), [0, 500]);
+    }
+
+    #[test]
+    fn rejects_bad_parameters() {
+        assert_eq!(
+            SlidingLog::new(0, ms(1)),
+            Err(ConfigError::Zero { parameter: "limit" })
+        );
+        assert!(matches!(
+            SlidingLog::new(SlidingLog::MAX_LIMIT + 1, ms(1)),
+            Err(ConfigError::OutOfRange {
+                parameter: "limit",
+                ..
+            })
+        ));
+        assert!(SlidingLog::new(SlidingLog::MAX_LIMIT, ms(1)).is_ok());
+        assert_eq!(
+            SlidingLog::new(1, Duration::ZERO),
+            Err(ConfigError::Zero {
+                parameter: "window"
+            })
+        );
+        assert_eq!(
+            SlidingLog::new(1, Duration::MAX),
+            Err(ConfigError::Overflow {
+                parameter: "window"
+            })
+        );
+        assert_eq!(
+            log(1, 1).min_gap(Duration::MAX),
+            Err(ConfigError::Overflow {
+                parameter: "min_gap"
+            })
+        );
+        let mut l = log(1, 1);
+        assert!(l.set_limit(0).is_err());
+        assert!(l.set_limit(SlidingLog::MAX_LIMIT + 1).is_err());
+        assert!(l.set_window(Duration::ZERO).is_err());
+        assert_eq!(l, log(1, 1), "a failed setter changes nothing");
+    }
+
+    #[test]
+    fn huge_times_saturate_without_panic() {
+        let l = SlidingLog::new(3, Duration::from_nanos(u64::MAX))
+            .unwrap()
+            .min_gap(Duration::from_nanos(u64::MAX))
+            .unwrap()
+            .count_blocked(true);
+        let mut s: VecDeque<u64> = [u64::MAX - 1, u64::MAX].into();
+        for now in [0, u64::MAX] {
+            let _ = l.acquire(&mut s, Nanos::new(now), 3);
+            let _ = l.reserve(&mut s, Nanos::new(now), 3, Duration::MAX);
+            let _ = l.peek(&s, Nanos::new(now), 1);
+            let _ = l.idle_at(&s);
+            l.refund(&mut s, Nanos::new(now), 1);
+        }
+    }
+}
