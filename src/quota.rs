@@ -2,7 +2,6 @@
 
 use std::time::Duration;
 
-use crate::clock::duration_to_nanos;
 use crate::error::{non_zero, ConfigError};
 
 /// `count` permits per `period`, with up to `burst` at one instant.
@@ -161,11 +160,6 @@ impl Quota {
 
     pub(crate) const fn interval_nanos(&self) -> u64 {
         self.interval_nanos
-    }
-
-    /// The period in nanoseconds; it fits by construction.
-    pub(crate) fn period_nanos(&self) -> u64 {
-        duration_to_nanos(self.period)
     }
 
     /// Permits per second, as a float.
