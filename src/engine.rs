@@ -11,7 +11,7 @@ use std::time::Duration;
 use crate::algorithm::Algorithm;
 use crate::clock::Nanos;
 use crate::decision::{Decision, Denied, Reservation};
-use crate::sync::{AtomicU64, Mutex, Ordering};
+use crate::sync::{fence, spin_loop, AtomicU64, Mutex, Ordering};
 
 /// Thread-safe storage of one algorithm and its state.
 ///
@@ -29,7 +29,8 @@ pub trait Cell<A: Algorithm>: Send + Sync + fmt::Debug + 'static {
     fn refund(&self, now: Nanos, n: u64);
     /// Runs `f` on the configuration and state as one atomic step and keeps what it
     /// leaves. `f` may run more than once if another thread changes the state
-    /// meanwhile; only the last run's effects are kept.
+    /// meanwhile, each time on the old configuration and the latest state, so it must
+    /// compute the same configuration from the same input.
     fn update<R>(&self, f: &mut dyn FnMut(&mut A, &mut A::State) -> R) -> R;
     /// A copy of the configuration and state.
     fn snapshot(&self) -> (A, A::State);
@@ -144,11 +145,11 @@ impl<A: WordAlgorithm> Atomic<A> {
                 self.config[2].load(Ordering::Relaxed),
                 self.config[3].load(Ordering::Relaxed),
             ];
-            std::sync::atomic::fence(Ordering::Acquire);
+            fence(Ordering::Acquire);
             if before & 1 == 0 && self.version.load(Ordering::Relaxed) == before {
                 return A::from_words(words);
             }
-            std::hint::spin_loop();
+            spin_loop();
         }
     }
 
@@ -156,7 +157,7 @@ impl<A: WordAlgorithm> Atomic<A> {
         let version = self.version.load(Ordering::Relaxed);
         self.version
             .store(version.wrapping_add(1), Ordering::Relaxed);
-        std::sync::atomic::fence(Ordering::Release);
+        fence(Ordering::Release);
         for (slot, word) in self.config.iter().zip(algorithm.to_words()) {
             slot.store(word, Ordering::Relaxed);
         }
@@ -165,12 +166,13 @@ impl<A: WordAlgorithm> Atomic<A> {
     }
 
     /// Runs `f` on a copy of the state and commits the copy if `f` succeeded and
-    /// changed it.
+    /// changed it. Each attempt reads the configuration afresh, so a retry after a
+    /// reconfiguration decides under the new configuration.
     #[inline]
     fn commit<T, E>(&self, mut f: impl FnMut(&A, &mut u64) -> Result<T, E>) -> Result<T, E> {
-        let alg = self.config();
         let mut current = self.state.0.load(Ordering::Acquire);
         loop {
+            let alg = self.config();
             let mut next = current;
             let result = f(&alg, &mut next);
             if result.is_err() || next == current {
@@ -231,8 +233,11 @@ impl<A: WordAlgorithm> Cell<A> for Atomic<A> {
             let mut alg = old.clone();
             let mut next = current;
             let result = f(&mut alg, &mut next);
-            // Publish the configuration first: a decision racing with this update then
-            // sees the new configuration with either the old or the new state.
+            // Publish the configuration before the state: a decision that read the old
+            // configuration and commits after this point fails its compare-and-swap
+            // if `f` changed the state, and retries under the new configuration. One
+            // that commits first was decided before the update, on the state `f`
+            // then sees again on its retry.
             self.write_config(&alg);
             match self
                 .state

@@ -1,7 +1,8 @@
 //! The one place the crate takes its synchronisation primitives from, so that a
 //! model checker can swap them in a single spot.
 
-pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
+pub(crate) use std::hint::spin_loop;
+pub(crate) use std::sync::atomic::{fence, AtomicU64, Ordering};
 pub(crate) use std::sync::Arc;
 
 /// A mutex that shrugs off poisoning: every critical section in this crate leaves its
