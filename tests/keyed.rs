@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use tollgate::algorithm::{Algorithm, Gcra};
+use tollgate::algorithm::{Algorithm, FixedWindow, Gcra};
 use tollgate::clock::{Clock, ManualClock, MonotonicClock};
 use tollgate::{ConfigError, Denied, KeyedConfig, KeyedLimiter, Limiter, Quota};
 
@@ -489,4 +489,42 @@ fn reference_limiter<'a>(
     reference
         .entry(key)
         .or_insert_with(|| Limiter::with_clock(alg, clock.clone()))
+}
+
+/// A clock that reads whatever the test last stored, so readings can go backwards as
+/// they do between threads.
+#[derive(Clone, Debug)]
+struct Scripted(std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+impl Clock for Scripted {
+    fn now(&self) -> tollgate::clock::Nanos {
+        tollgate::clock::Nanos::new(self.0.load(std::sync::atomic::Ordering::SeqCst))
+    }
+
+    fn unix_origin(&self) -> Duration {
+        Duration::ZERO
+    }
+}
+
+/// The bug: a thread that read the clock at 1.000 s evicted a key whose window had
+/// ended; a thread that read 0.999 s then started the key afresh in the old window, and
+/// after 1.000 s the new window admitted its full limit again: twice the limit used
+/// after the sweep.
+#[test]
+fn a_late_clock_reading_does_not_restart_an_evicted_key_in_the_past() {
+    let time = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let set = |ms: u64| time.store(ms * 1_000_000, std::sync::atomic::Ordering::SeqCst);
+    let window = FixedWindow::new(1, Duration::from_secs(1)).unwrap();
+    let keyed: KeyedLimiter<u32, FixedWindow, Scripted> =
+        KeyedLimiter::with_clock(window, KeyedConfig::new(100), Scripted(time.clone())).unwrap();
+    assert!(keyed.try_acquire(&1, 1).is_ok());
+    set(1000);
+    assert_eq!(keyed.sweep(), 1);
+    set(999);
+    assert!(keyed.try_acquire(&1, 1).is_ok());
+    set(1000);
+    assert!(
+        keyed.try_acquire(&1, 1).is_err(),
+        "the window from 1.000 s already gave its one permit"
+    );
 }

@@ -26,8 +26,9 @@ const MIN_KEYS_PER_SHARD: usize = 32;
 /// (the shares add up to exactly `max_keys`). A shard evicts keys that are idle, that
 /// is back to the state of a fresh key, but **never evicts a live key**: when a key
 /// arrives at a shard that is full of live keys, that request is denied with
-/// [`Denied::Limited`](crate::Denied::Limited), its `retry_after` being the time until
-/// one of the shard's keys becomes idle. Keys already present keep being served.
+/// [`Denied::Limited`](crate::Denied::Limited), its `retry_after` being the earliest
+/// time one of the shard's keys can become idle (a key used meanwhile stays live
+/// longer, so the retry may be denied again). Keys already present keep being served.
 ///
 /// Evicting a live key instead would reset its limit: anyone able to send requests
 /// under many fresh keys (random source IPs, made-up user names) could then flush the

@@ -43,8 +43,8 @@ use shard::Shard;
 /// sweep, and [`sweep`](KeyedLimiter::sweep) evicts every idle key at once.
 ///
 /// **When the bound is reached and every key is live, a new key is denied**, with
-/// [`Denied::Limited`] whose `retry_after` is the time until a key of its shard
-/// becomes idle (`remaining` 0); keys already present keep working. A live key is never
+/// [`Denied::Limited`] whose `retry_after` is the earliest time a key of its shard can
+/// become idle (`remaining` 0; a key used meanwhile stays live longer); keys already present keep working. A live key is never
 /// evicted: that would reset its limit, and whoever can send requests under many new
 /// keys could reset everyone else's. Each shard holds its share of `max_keys`, so a
 /// shard may fill up slightly before the whole limiter does.

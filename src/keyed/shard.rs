@@ -28,6 +28,10 @@ pub(crate) struct Shard<K, A: Algorithm> {
     /// The length from which the shard sweeps below its capacity: twice what the last
     /// sweep kept, so sweeping costs O(1) per insertion, amortised.
     sweep_len: usize,
+    /// The latest time at which a sweep evicted a key. A thread whose clock reading is
+    /// older must not start that key afresh at its older time: the evicted state was
+    /// idle only from this time on.
+    evicted_at: Nanos,
 }
 
 impl<K, A> Shard<K, A>
@@ -42,6 +46,7 @@ where
             capacity,
             sweep_at: Nanos::MAX,
             sweep_len: MIN_SWEEP_LEN,
+            evicted_at: Nanos::ZERO,
         }
     }
 
@@ -62,7 +67,7 @@ where
         Q: ?Sized + Eq + ToOwned<Owned = K>,
         S: BuildHasher,
     {
-        self.update(hasher, hash, key, now, n, |alg, state| {
+        self.update(hasher, hash, key, now, n, |alg, state, now| {
             alg.acquire(state, now, n)
         })
     }
@@ -81,7 +86,7 @@ where
         Q: ?Sized + Eq + ToOwned<Owned = K>,
         S: BuildHasher,
     {
-        self.update(hasher, hash, key, now, n, |alg, state| {
+        self.update(hasher, hash, key, now, n, |alg, state, now| {
             alg.reserve(state, now, n, max_wait)
         })
     }
@@ -104,6 +109,7 @@ where
         if let Some((_, state)) = self.table.find(hash, |(k, _)| k.borrow() == key) {
             return self.algorithm.peek(state, now, n);
         }
+        let now = now.max(self.evicted_at);
         let mut fresh = self.algorithm.initial_state(now);
         let admitted = self.algorithm.acquire(&mut fresh, now, n)?;
         if n > 0 && self.algorithm.idle_at(&fresh) > now {
@@ -134,7 +140,7 @@ where
         key: &Q,
         now: Nanos,
         n: u64,
-        decide: impl FnOnce(&A, &mut A::State) -> Result<T, Denied>,
+        decide: impl FnOnce(&A, &mut A::State, Nanos) -> Result<T, Denied>,
     ) -> Result<T, Denied>
     where
         K: Borrow<Q>,
@@ -148,14 +154,15 @@ where
             ..
         } = self;
         if let Some((_, state)) = table.find_mut(hash, |(k, _)| k.borrow() == key) {
-            let result = decide(algorithm, state);
+            let result = decide(algorithm, state, now);
             // Keeps `sweep_at` a lower bound for algorithms whose idle time can move
             // earlier; for the others this is one comparison.
             *sweep_at = (*sweep_at).min(algorithm.idle_at(state));
             return result;
         }
+        let now = now.max(self.evicted_at);
         let mut state = self.algorithm.initial_state(now);
-        let result = decide(&self.algorithm, &mut state)?;
+        let result = decide(&self.algorithm, &mut state, now)?;
         let idle_at = self.algorithm.idle_at(&state);
         if n == 0 || idle_at <= now {
             // Nothing a fresh key would not give again: no need to remember it.
@@ -179,7 +186,8 @@ where
             return Ok(());
         }
         // Full of live keys: after the sweep above (or with none due) `sweep_at` is
-        // later than now.
+        // later than now. It is the earliest a key can become idle; a key used since
+        // may stay live longer, so this `retry_after` is a lower bound.
         let retry_after = self.sweep_at.saturating_since(now);
         Err(Limited::new(retry_after, self.algorithm.capacity(), 0, retry_after).into())
     }
@@ -198,6 +206,9 @@ where
             live
         });
         let kept = self.table.len();
+        if kept < before {
+            self.evicted_at = self.evicted_at.max(now);
+        }
         self.sweep_at = earliest;
         self.sweep_len = kept.saturating_mul(2).max(MIN_SWEEP_LEN);
         // Give memory back once a flood of keys has gone.
