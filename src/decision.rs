@@ -2,7 +2,10 @@
 //! time, or denied for ever.
 
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::time::Duration;
+
+use crate::clock::duration_to_nanos;
 
 /// What a limiter decided for a request of `n` permits.
 ///
@@ -30,20 +33,36 @@ pub type Decision = Result<Admitted, Denied>;
 /// assert_eq!(admitted.reset_after(), Duration::from_millis(300));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy)]
 pub struct Admitted {
     limit: u64,
-    remaining: u64,
-    reset_after: Duration,
+    remaining: Quotient,
+    reset_after_nanos: u64,
 }
 
 impl Admitted {
     /// A decision with these values.
-    pub const fn new(limit: u64, remaining: u64, reset_after: Duration) -> Admitted {
+    pub fn new(limit: u64, remaining: u64, reset_after: Duration) -> Admitted {
         Admitted {
             limit,
-            remaining,
-            reset_after,
+            remaining: Quotient::whole(remaining),
+            reset_after_nanos: duration_to_nanos(reset_after),
+        }
+    }
+
+    /// A decision whose `remaining` is `remaining_numerator / remaining_divisor`,
+    /// divided only if asked for: the hot path then does no division.
+    #[inline]
+    pub(crate) fn deferred(
+        limit: u64,
+        remaining_numerator: u64,
+        remaining_divisor: u64,
+        reset_after_nanos: u64,
+    ) -> Admitted {
+        Admitted {
+            limit,
+            remaining: Quotient::new(remaining_numerator, remaining_divisor),
+            reset_after_nanos,
         }
     }
 
@@ -53,13 +72,66 @@ impl Admitted {
     }
 
     /// Permits that could still be granted right now.
-    pub const fn remaining(&self) -> u64 {
-        self.remaining
+    pub fn remaining(&self) -> u64 {
+        self.remaining.value()
     }
 
     /// How long until the limiter is back to its full, untouched state.
     pub const fn reset_after(&self) -> Duration {
-        self.reset_after
+        Duration::from_nanos(self.reset_after_nanos)
+    }
+
+    fn key(&self) -> (u64, u64, u64) {
+        (self.limit, self.remaining(), self.reset_after_nanos)
+    }
+}
+
+impl PartialEq for Admitted {
+    fn eq(&self, other: &Admitted) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for Admitted {}
+
+impl Hash for Admitted {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.key().hash(state)
+    }
+}
+
+impl fmt::Debug for Admitted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Admitted")
+            .field("limit", &self.limit)
+            .field("remaining", &self.remaining())
+            .field("reset_after", &self.reset_after())
+            .finish()
+    }
+}
+
+/// `numerator / divisor`, rounded down, computed on demand.
+#[derive(Clone, Copy)]
+struct Quotient {
+    numerator: u64,
+    divisor: u64,
+}
+
+impl Quotient {
+    #[inline]
+    fn new(numerator: u64, divisor: u64) -> Quotient {
+        Quotient {
+            numerator,
+            divisor: divisor.max(1),
+        }
+    }
+
+    fn whole(value: u64) -> Quotient {
+        Quotient::new(value, 1)
+    }
+
+    fn value(&self) -> u64 {
+        self.numerator / self.divisor
     }
 }
 
@@ -76,7 +148,7 @@ impl Denied {
     /// How long to wait before the same request can succeed, or `None` if it never can.
     pub const fn retry_after(&self) -> Option<Duration> {
         match self {
-            Denied::Limited(l) => Some(l.retry_after),
+            Denied::Limited(l) => Some(l.retry_after()),
             Denied::Insufficient(_) => None,
         }
     }
@@ -116,34 +188,52 @@ impl From<InsufficientCapacity> for Denied {
 }
 
 /// Rate-limited: retry after a while.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy)]
 pub struct Limited {
-    retry_after: Duration,
+    retry_after_nanos: u64,
     limit: u64,
-    remaining: u64,
-    reset_after: Duration,
+    remaining: Quotient,
+    reset_after_nanos: u64,
 }
 
 impl Limited {
     /// A denial with these values.
-    pub const fn new(
+    pub fn new(
         retry_after: Duration,
         limit: u64,
         remaining: u64,
         reset_after: Duration,
     ) -> Limited {
         Limited {
-            retry_after,
+            retry_after_nanos: duration_to_nanos(retry_after),
             limit,
-            remaining,
-            reset_after,
+            remaining: Quotient::whole(remaining),
+            reset_after_nanos: duration_to_nanos(reset_after),
+        }
+    }
+
+    /// A denial whose `remaining` is `remaining_numerator / remaining_divisor`,
+    /// divided only if asked for.
+    #[inline]
+    pub(crate) fn deferred(
+        retry_after_nanos: u64,
+        limit: u64,
+        remaining_numerator: u64,
+        remaining_divisor: u64,
+        reset_after_nanos: u64,
+    ) -> Limited {
+        Limited {
+            retry_after_nanos,
+            limit,
+            remaining: Quotient::new(remaining_numerator, remaining_divisor),
+            reset_after_nanos,
         }
     }
 
     /// How long until the same request can succeed, if nothing else consumes permits
     /// meanwhile.
     pub const fn retry_after(&self) -> Duration {
-        self.retry_after
+        Duration::from_nanos(self.retry_after_nanos)
     }
 
     /// The most permits the limiter can grant at one instant.
@@ -152,19 +242,53 @@ impl Limited {
     }
 
     /// Permits that could be granted right now (fewer than were asked for).
-    pub const fn remaining(&self) -> u64 {
-        self.remaining
+    pub fn remaining(&self) -> u64 {
+        self.remaining.value()
     }
 
     /// How long until the limiter is back to its full, untouched state.
     pub const fn reset_after(&self) -> Duration {
-        self.reset_after
+        Duration::from_nanos(self.reset_after_nanos)
+    }
+
+    fn key(&self) -> (u64, u64, u64, u64) {
+        (
+            self.retry_after_nanos,
+            self.limit,
+            self.remaining(),
+            self.reset_after_nanos,
+        )
+    }
+}
+
+impl PartialEq for Limited {
+    fn eq(&self, other: &Limited) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for Limited {}
+
+impl Hash for Limited {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.key().hash(state)
+    }
+}
+
+impl fmt::Debug for Limited {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Limited")
+            .field("retry_after", &self.retry_after())
+            .field("limit", &self.limit)
+            .field("remaining", &self.remaining())
+            .field("reset_after", &self.reset_after())
+            .finish()
     }
 }
 
 impl fmt::Display for Limited {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "rate limited, retry after {:?}", self.retry_after)
+        write!(f, "rate limited, retry after {:?}", self.retry_after())
     }
 }
 
