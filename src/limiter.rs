@@ -10,11 +10,14 @@ use crate::engine::Cell;
 
 /// A thread-safe limiter over one [`Algorithm`], reading time from a [`Clock`].
 ///
-/// Lock-free for algorithms whose state fits one atomic word ([`Gcra`],
-/// [`FixedWindow`]); a short critical section around the pure decision for the rest.
+/// Lock-free for algorithms whose state fits one atomic word ([`Gcra`], aligned
+/// [`FixedWindow`], [`LeakyBucket`], [`Concurrency`]); a short critical section around
+/// the pure decision for the rest.
 ///
 /// [`Gcra`]: crate::algorithm::Gcra
 /// [`FixedWindow`]: crate::algorithm::FixedWindow
+/// [`LeakyBucket`]: crate::algorithm::LeakyBucket
+/// [`Concurrency`]: crate::algorithm::Concurrency
 ///
 /// # Examples
 ///

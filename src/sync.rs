@@ -1,5 +1,5 @@
-//! The one place the crate takes its synchronisation primitives from, so that a
-//! model checker can swap them in a single spot.
+//! The one place the crate takes its synchronisation primitives from: crate code does
+//! not import `std::sync` elsewhere, so these can be swapped in this one spot.
 
 pub(crate) use std::hint::spin_loop;
 pub(crate) use std::sync::atomic::{fence, AtomicU64, Ordering};
