@@ -22,10 +22,11 @@
 use std::time::Duration;
 
 use super::{check_capacity, Algorithm};
-use crate::clock::{duration_to_nanos, Nanos};
+use crate::clock::Nanos;
 use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
 use crate::engine::{Atomic, Locked, WordAlgorithm, CONFIG_WORDS};
 use crate::error::{non_zero, ConfigError};
+use crate::units::{duration_to_nanos, positive_nanos};
 
 /// Windows at multiples of the window length from an anchor; the state is one atomic
 /// word. See [`FixedWindow::new`].
@@ -102,14 +103,6 @@ impl FirstHitState {
     }
 }
 
-/// Checks a window length: at least a nanosecond, at most `u64::MAX` nanoseconds.
-pub(super) fn window_nanos(window: Duration) -> Result<u64, ConfigError> {
-    let nanos = u64::try_from(window.as_nanos()).map_err(|_| ConfigError::Overflow {
-        parameter: "window",
-    })?;
-    non_zero("window", nanos)
-}
-
 /// Bits left for the count once the largest window index (`u64::MAX / window`) has
 /// room: at most 63, since `window >= 1`.
 fn count_bits(window: u64) -> u32 {
@@ -146,7 +139,7 @@ impl FixedWindow<Aligned> {
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn new(limit: u64, window: Duration) -> Result<FixedWindow<Aligned>, ConfigError> {
-        let window = window_nanos(window)?;
+        let window = positive_nanos("window", window)?;
         let mut fw = FixedWindow {
             limit: 1,
             window,
@@ -176,7 +169,7 @@ impl FixedWindow<Aligned> {
     /// assert_eq!(FixedWindow::max_limit(Duration::from_secs(5)), u32::MAX as u64);
     /// ```
     pub fn max_limit(window: Duration) -> u64 {
-        window_nanos(window).map_or(0, |window| {
+        positive_nanos("window", window).map_or(0, |window| {
             Self::count_mask(count_bits(window)).min(u64::from(u32::MAX))
         })
     }
@@ -323,7 +316,7 @@ impl FixedWindow<FirstHit> {
     ) -> Result<FixedWindow<FirstHit>, ConfigError> {
         Ok(FixedWindow {
             limit: non_zero("limit", limit)?,
-            window: window_nanos(window)?,
+            window: positive_nanos("window", window)?,
             alignment: FirstHit,
         })
     }

@@ -8,11 +8,12 @@
 use std::time::Duration;
 
 use super::{check_capacity, Algorithm};
-use crate::clock::{duration_to_nanos, Nanos};
+use crate::clock::Nanos;
 use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
 use crate::engine::{Atomic, WordAlgorithm, CONFIG_WORDS};
 use crate::error::{non_zero, ConfigError};
 use crate::quota::Quota;
+use crate::units::duration_to_nanos;
 
 /// A token bucket in GCRA form: `burst` permits at once, refilled continuously at the
 /// quota's rate. Its state is a single `u64`, so a [`Limiter`](crate::Limiter) over it

@@ -16,11 +16,12 @@
 use std::time::Duration;
 
 use super::{check_capacity, Algorithm};
-use crate::clock::{duration_to_nanos, Nanos};
+use crate::clock::Nanos;
 use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
 use crate::engine::{Atomic, WordAlgorithm, CONFIG_WORDS};
 use crate::error::{non_zero, ConfigError};
 use crate::quota::Quota;
+use crate::units::duration_to_nanos;
 
 /// A leaky bucket of `capacity` units that drains one unit every
 /// `drain.emission_interval()`; a meter through [`acquire`](Algorithm::acquire), a
