@@ -58,6 +58,16 @@ impl Gcra {
         }
     }
 
+    /// `burst` at once, one more every `interval` nanoseconds; `None` if the
+    /// tolerance `interval × burst` overflows.
+    pub(super) fn with_interval(interval: u64, burst: u64) -> Option<Gcra> {
+        Some(Gcra {
+            interval,
+            tolerance: interval.checked_mul(burst)?,
+            burst,
+        })
+    }
+
     /// The bucket as redis-cell's `CL.THROTTLE key max_burst count period` defines
     /// it: `max_burst + 1` at once, `count` per `period`, with redis-cell's emission
     /// interval (`period / count`, truncated to whole nanoseconds).
@@ -80,13 +90,8 @@ impl Gcra {
         let burst = max_burst.checked_add(1).ok_or(ConfigError::Overflow {
             parameter: "max_burst",
         })?;
-        let tolerance = interval.checked_mul(burst).ok_or(ConfigError::Overflow {
+        Gcra::with_interval(interval, burst).ok_or(ConfigError::Overflow {
             parameter: "max_burst",
-        })?;
-        Ok(Gcra {
-            interval,
-            tolerance,
-            burst,
         })
     }
 
@@ -101,16 +106,34 @@ impl Gcra {
         Duration::from_nanos(self.interval)
     }
 
+    /// The emission interval in nanoseconds.
+    pub(super) fn interval_nanos(&self) -> u64 {
+        self.interval
+    }
+
+    /// The earliest time `n` (at most the burst) more fit.
+    pub(super) fn allow_at(&self, tat: u64, now: u64, n: u64) -> u64 {
+        tat.max(now)
+            .saturating_add(n.saturating_mul(self.interval))
+            .saturating_sub(self.tolerance)
+    }
+
     fn status(&self, tat: u64, now: u64) -> (u64, Duration) {
         let ttl = tat.saturating_sub(now);
         let remaining = self.tolerance.saturating_sub(ttl) / self.interval;
         (remaining, Duration::from_nanos(ttl))
     }
 
-    fn limited(&self, tat: u64, now: u64, allow_at: u64) -> Denied {
+    fn admitted(&self, tat: u64, now: u64) -> Admitted {
+        let (remaining, reset_after) = self.status(tat, now);
+        Admitted::new(self.burst, remaining, reset_after)
+    }
+
+    /// Denied for `retry` nanoseconds.
+    pub(super) fn limited(&self, tat: u64, now: u64, retry: u64) -> Denied {
         let (remaining, reset_after) = self.status(tat, now);
         Limited::new(
-            Duration::from_nanos(allow_at - now),
+            Duration::from_nanos(retry),
             self.burst,
             remaining,
             reset_after,
@@ -217,18 +240,17 @@ impl Algorithm for Gcra {
     fn acquire(&self, tat: &mut u64, now: Nanos, n: u64) -> Decision {
         check_capacity(n, self.burst)?;
         let now = now.as_u64();
-        let start = (*tat).max(now);
-        // n <= burst, so n * interval <= tolerance fits.
-        let new_tat = start.saturating_add(n * self.interval);
-        let allow_at = new_tat.saturating_sub(self.tolerance);
+        if n == 0 {
+            // A peek, even when a lowered burst leaves the TAT beyond the tolerance.
+            return Ok(self.admitted(*tat, now));
+        }
+        let allow_at = self.allow_at(*tat, now, n);
         if allow_at > now {
-            return Err(self.limited(start, now, allow_at));
+            return Err(self.limited(*tat, now, allow_at - now));
         }
-        if n > 0 {
-            *tat = new_tat;
-        }
-        let (remaining, reset_after) = self.status(new_tat, now);
-        Ok(Admitted::new(self.burst, remaining, reset_after))
+        // n <= burst, so n * interval <= tolerance fits.
+        *tat = (*tat).max(now).saturating_add(n * self.interval);
+        Ok(self.admitted(*tat, now))
     }
 
     fn reserve(
@@ -239,18 +261,16 @@ impl Algorithm for Gcra {
         max_wait: Duration,
     ) -> Result<Reservation, Denied> {
         check_capacity(n, self.burst)?;
+        if n == 0 {
+            return Ok(Reservation::new(0, Duration::ZERO));
+        }
         let now = now.as_u64();
-        let start = (*tat).max(now);
-        let new_tat = start.saturating_add(n * self.interval);
-        let allow_at = new_tat.saturating_sub(self.tolerance);
-        let wait = allow_at.saturating_sub(now);
+        let wait = self.allow_at(*tat, now, n).saturating_sub(now);
         let max_wait = duration_to_nanos(max_wait);
         if wait > max_wait {
-            return Err(self.limited(start, now, allow_at - max_wait));
+            return Err(self.limited(*tat, now, wait - max_wait));
         }
-        if n > 0 {
-            *tat = new_tat;
-        }
+        *tat = (*tat).max(now).saturating_add(n * self.interval);
         Ok(Reservation::new(n, Duration::from_nanos(wait)))
     }
 
