@@ -33,6 +33,8 @@ mod refresh_period;
 mod sliding_counter;
 mod sliding_log;
 mod smooth;
+#[cfg(test)]
+mod testing;
 
 pub use all_of::AllOf;
 pub use concurrency::Concurrency;
@@ -42,7 +44,9 @@ pub use leaky_bucket::{Departure, LeakyBucket};
 pub use refresh_period::{RefreshPeriod, RefreshPeriodState};
 pub use sliding_counter::{SlidingCounter, SlidingCounterState};
 pub use sliding_log::SlidingLog;
-pub use smooth::{SmoothBursty, SmoothState, SmoothWarmingUp};
+pub use smooth::{
+    Bursty, Smooth, SmoothBursty, SmoothShape, SmoothState, SmoothWarmingUp, WarmingUp,
+};
 
 /// A rate-limiting algorithm: immutable configuration (`self`) over a mutable
 /// [`State`](Algorithm::State).
