@@ -671,17 +671,7 @@ impl Algorithm for FixedWindow<FirstHit> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const MS: u64 = 1_000_000;
-    const S: u64 = 1_000_000_000;
-
-    fn at(ms: u64) -> Nanos {
-        Nanos::new(ms * MS)
-    }
-
-    fn ms(ms: u64) -> Duration {
-        Duration::from_millis(ms)
-    }
+    use crate::algorithm::testing::{at, ms, MS, S};
 
     fn aligned(limit: u64, window_ms: u64) -> FixedWindow {
         FixedWindow::new(limit, ms(window_ms)).unwrap()

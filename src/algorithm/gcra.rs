@@ -307,13 +307,7 @@ impl WordAlgorithm for Gcra {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const MS: u64 = 1_000_000;
-    const S: u64 = 1_000_000_000;
-
-    fn at(ms: u64) -> Nanos {
-        Nanos::new(ms * MS)
-    }
+    use crate::algorithm::testing::{at, ms, MS};
 
     #[test]
     fn admits_burst_then_one_per_interval() {
@@ -399,7 +393,6 @@ mod tests {
     fn matches_redis_cell_table() {
         let g = Gcra::from_cell(4, 1, Duration::from_secs(1)).unwrap();
         let mut s = g.initial_state(at(0));
-        let ms = Duration::from_millis;
         // (now ms, quantity, remaining, reset_after, retry_after, limited)
         let cases: [(u64, u64, u64, Duration, Option<Duration>, bool); 15] = [
             (0, 6, 5, ms(0), None, true),
@@ -468,6 +461,5 @@ mod tests {
         assert!(g.acquire(&mut s, Nanos::MAX, 1).is_ok() || s == u64::MAX);
         let _ = g.reserve(&mut s, Nanos::MAX, 1, Duration::MAX);
         g.refund(&mut s, Nanos::MAX, u64::MAX);
-        let _ = S;
     }
 }

@@ -323,16 +323,7 @@ impl WordAlgorithm for LeakyBucket {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const MS: u64 = 1_000_000;
-
-    fn at(ms: u64) -> Nanos {
-        Nanos::new(ms * MS)
-    }
-
-    fn ms(ms: u64) -> Duration {
-        Duration::from_millis(ms)
-    }
+    use crate::algorithm::testing::{at, ms, MS};
 
     /// One unit every 100 ms.
     fn bucket(capacity: u64) -> LeakyBucket {

@@ -314,16 +314,7 @@ impl Algorithm for SlidingCounter {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const MS: u64 = 1_000_000;
-
-    fn at(ms: u64) -> Nanos {
-        Nanos::new(ms * MS)
-    }
-
-    fn ms(ms: u64) -> Duration {
-        Duration::from_millis(ms)
-    }
+    use crate::algorithm::testing::{at, ms};
 
     fn counter(limit: u64, window_ms: u64) -> SlidingCounter {
         SlidingCounter::new(limit, ms(window_ms)).unwrap()

@@ -7,6 +7,9 @@ use crate::clock::Nanos;
 /// Nanoseconds per millisecond.
 pub(crate) const MS: u64 = 1_000_000;
 
+/// Nanoseconds per second.
+pub(crate) const S: u64 = 1_000_000_000;
+
 /// The instant `ms` milliseconds after the origin.
 pub(crate) fn at(ms: u64) -> Nanos {
     Nanos::new(ms * MS)
