@@ -13,7 +13,7 @@ use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
 use crate::engine::{Atomic, WordAlgorithm, CONFIG_WORDS};
 use crate::error::{non_zero, ConfigError};
 use crate::quota::Quota;
-use crate::units::duration_to_nanos;
+use crate::units::{duration_to_nanos, saturating_i64};
 
 /// A token bucket in GCRA form: `burst` permits at once, refilled continuously at the
 /// quota's rate. Its state is a single `u64`, so a [`Limiter`](crate::Limiter) over it
@@ -215,13 +215,13 @@ impl CellReply {
     /// their fraction is at least a millisecond.
     pub fn to_array(&self) -> [i64; 5] {
         let secs = |d: Duration| {
-            let whole = i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+            let whole = saturating_i64(d.as_secs().into());
             whole.saturating_add(i64::from(d.subsec_millis() > 0))
         };
         [
             i64::from(self.limited),
-            i64::try_from(self.limit).unwrap_or(i64::MAX),
-            i64::try_from(self.remaining).unwrap_or(i64::MAX),
+            saturating_i64(self.limit.into()),
+            saturating_i64(self.remaining.into()),
             self.retry_after.map_or(-1, secs),
             secs(self.reset_after),
         ]

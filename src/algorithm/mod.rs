@@ -84,7 +84,8 @@ pub trait Algorithm: Clone + Send + Sync + fmt::Debug + 'static {
 
     /// Decides on `n` permits at `now`, consuming them if admitted.
     ///
-    /// `n == 0` is a peek that always succeeds.
+    /// `n == 0` is a peek that always succeeds and changes nothing, whatever was
+    /// taken and however the configuration changed since.
     fn acquire(&self, state: &mut Self::State, now: Nanos, n: u64) -> Decision;
 
     /// Decides on `n` permits at `now` without consuming anything.
@@ -93,7 +94,8 @@ pub trait Algorithm: Clone + Send + Sync + fmt::Debug + 'static {
     }
 
     /// Commits `n` permits now, to be used after the returned wait, provided that wait
-    /// is at most `max_wait`. Denied, nothing changes.
+    /// is at most `max_wait`. Denied, nothing changes. `n == 0` is always granted at
+    /// once and changes nothing.
     ///
     /// Algorithms that can book future capacity (GCRA, leaky bucket, Guava,
     /// Resilience4j, fixed window, sliding log) grant waits up to `max_wait`; the

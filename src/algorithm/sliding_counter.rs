@@ -14,7 +14,7 @@ use crate::clock::Nanos;
 use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
 use crate::engine::Locked;
 use crate::error::{non_zero, ConfigError};
-use crate::units::{positive_nanos, saturating_u64};
+use crate::units::{positive_nanos, saturating_u64, until_period};
 
 /// An approximate rolling window in constant memory: the current window's count plus
 /// the previous one's, weighted by its overlap (Cloudflare).
@@ -201,7 +201,7 @@ impl SlidingCounter {
     fn allowed_at(&self, rolled: &Rolled, n: u64) -> u64 {
         let s = &rolled.state;
         let (w, limit) = (u128::from(self.window), u128::from(self.limit));
-        let start = u128::from(s.index) * w;
+        let start = until_period(self.window, 0, s.index.into());
         let next = start.saturating_add(w);
         let (n, current, previous) = (u128::from(n), u128::from(s.current), u128::from(s.previous));
         // In this window: previous × (W − e) ≤ (limit − current − n) × W.
@@ -306,7 +306,7 @@ impl Algorithm for SlidingCounter {
         } else {
             return Nanos::ZERO;
         };
-        let end = (u128::from(state.index) + windows) * u128::from(self.window);
+        let end = until_period(self.window, 0, u128::from(state.index) + windows);
         Nanos::new(saturating_u64(end))
     }
 }
