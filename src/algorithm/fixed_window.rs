@@ -523,9 +523,10 @@ impl<A> FixedWindow<A> {
         let rest = u128::from(n - booked.count);
         let limit = u128::from(self.limit);
         let left = (u128::from(booked.ahead) * limit).checked_sub(rest)?;
-        let full = left.checked_sub(1)? / limit;
-        // full < ahead, and left - full × limit is in 1..=limit.
-        Some((booked.ahead - full as u64, (left - full * limit) as u64))
+        // The new last booked window, counted from the current one: below `ahead`,
+        // and holding 1..=limit.
+        let last = left.checked_sub(1)? / limit;
+        Some((booked.ahead - last as u64, (left - last * limit) as u64))
     }
 }
 
