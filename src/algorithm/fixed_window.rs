@@ -61,8 +61,10 @@ pub struct FirstHit;
 ///
 /// The window's length is fixed for the life of a state: the aligned state word
 /// splits its bits between the window index and the count according to the length,
-/// so a state read under another length would be misread. There is no setter for
-/// it; to change it, start a new limiter.
+/// so a state read under another length would be misread. So there is no setter
+/// for it, and a `FixedWindow` of another length must not replace this one over the
+/// same state (say, inside [`Limiter::reconfigure`](crate::Limiter::reconfigure));
+/// start a new limiter instead.
 ///
 /// # Examples
 ///
