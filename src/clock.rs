@@ -9,6 +9,7 @@ use std::ops::{Add, Sub};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::sync::{AtomicU64, Ordering};
+use crate::units::duration_to_nanos;
 
 /// A point on a clock's timeline: nanoseconds since the clock's origin.
 ///
@@ -67,11 +68,6 @@ impl fmt::Display for Nanos {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:?}", self.as_duration())
     }
-}
-
-/// Converts a duration to whole nanoseconds, saturating at `u64::MAX` (584 years).
-pub(crate) fn duration_to_nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// A source of time for limiters.

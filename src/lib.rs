@@ -44,6 +44,7 @@ mod limiter;
 mod quota;
 pub mod semaphore;
 mod sync;
+mod units;
 
 pub use decision::{Admitted, Decision, Denied, InsufficientCapacity, Limited, Reservation};
 pub use error::ConfigError;

@@ -85,7 +85,11 @@ impl Reference {
         }
         let now = now as i128;
         let (s, e, c, tail) = self.current(now);
-        let remaining = if tail { self.limit - c } else { 0 };
+        let remaining = if tail {
+            self.limit.saturating_sub(c)
+        } else {
+            0
+        };
         if n == 0 {
             let reset = if c == 0 && tail {
                 0
@@ -134,6 +138,7 @@ enum Op {
     Advance(u64),
     Acquire(u64),
     Reserve(u64, u64),
+    SetLimit(u64),
 }
 
 fn ops(window: u64) -> impl Strategy<Value = Vec<Op>> {
@@ -142,12 +147,18 @@ fn ops(window: u64) -> impl Strategy<Value = Vec<Op>> {
             3 => (0..window * 2).prop_map(Op::Advance),
             4 => (0u64..6).prop_map(Op::Acquire),
             2 => ((0u64..6), (0..window * 4)).prop_map(|(n, w)| Op::Reserve(n, w)),
+            1 => (1u64..8).prop_map(Op::SetLimit),
         ],
         1..120,
     )
 }
 
-fn check<A>(fw: A, mut reference: Reference, ops: Vec<Op>) -> Result<(), TestCaseError>
+fn check<A>(
+    mut fw: A,
+    set_limit: fn(&mut A, u64),
+    mut reference: Reference,
+    ops: Vec<Op>,
+) -> Result<(), TestCaseError>
 where
     A: Algorithm,
 {
@@ -156,6 +167,10 @@ where
     for op in ops {
         match op {
             Op::Advance(d) => now += d,
+            Op::SetLimit(limit) => {
+                set_limit(&mut fw, limit);
+                reference.limit = limit;
+            }
             Op::Acquire(n) => {
                 let got = fw.acquire(&mut state, Nanos::new(now), n);
                 let got = got
@@ -249,16 +264,16 @@ proptest! {
     #[test]
     fn aligned_matches_the_reference(
         limit in 1u64..8,
-        // Windows of 2^16 ns and more leave 16 bits for the count: room for every
-        // booking here (the reference does not model a full count field).
-        window in 1u64 << 16..1 << 17,
-        offset in 0u64..1 << 17,
-        ops in ops(1 << 17),
+        // At least 2^4 ns: room in the count field for a limit of 7.
+        window in 16u64..5_000,
+        offset in 0u64..10_000,
+        ops in ops(5_000),
     ) {
         let fw = FixedWindow::new(limit, Duration::from_nanos(window))
             .unwrap()
             .aligned_to_unix_epoch(Duration::from_nanos(offset));
-        check(fw, Reference::new(limit, window, Some(offset % window)), ops)?;
+        let set_limit = |fw: &mut FixedWindow, limit| fw.set_limit(limit).unwrap();
+        check(fw, set_limit, Reference::new(limit, window, Some(offset % window)), ops)?;
     }
 
     #[test]
@@ -268,7 +283,8 @@ proptest! {
         ops in ops(5_000),
     ) {
         let fw = FixedWindow::from_first_hit(limit, Duration::from_nanos(window)).unwrap();
-        check(fw, Reference::new(limit, window, None), ops)?;
+        let set_limit = |fw: &mut FixedWindow<FirstHit>, limit| fw.set_limit(limit).unwrap();
+        check(fw, set_limit, Reference::new(limit, window, None), ops)?;
     }
 
     #[test]
@@ -326,4 +342,29 @@ fn first_hit_limiter_uses_a_lock() {
     let denied = limiter.try_acquire(1).unwrap_err();
     assert!(matches!(denied, Denied::Limited(_)));
     let _: FixedWindow<FirstHit> = limiter.algorithm();
+}
+
+/// Regression: raising the limit while reservations were booked into later windows
+/// re-read the packed count under the new limit, and a booked window then admitted
+/// more than the new limit.
+#[test]
+fn raising_the_limit_keeps_booked_windows_within_it() {
+    let mut fw = FixedWindow::new(10, Duration::from_secs(1)).unwrap();
+    let mut s = fw.initial_state(Nanos::ZERO);
+    fw.acquire(&mut s, Nanos::ZERO, 10).unwrap();
+    let first = fw
+        .reserve(&mut s, Nanos::ZERO, 10, Duration::from_secs(1))
+        .unwrap();
+    let second = fw
+        .reserve(&mut s, Nanos::ZERO, 5, Duration::from_secs(2))
+        .unwrap();
+    assert_eq!(
+        (first.wait(), second.wait()),
+        (Duration::from_secs(1), Duration::from_secs(2))
+    );
+    fw.set_limit(20).unwrap();
+    // Window 1 holds the 10 booked; 15 more would make 25.
+    assert!(fw
+        .acquire(&mut s, Nanos::from_duration(Duration::from_secs(1)), 15)
+        .is_err());
 }

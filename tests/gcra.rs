@@ -146,3 +146,21 @@ proptest! {
         }
     }
 }
+
+/// Regression: after `set_quota` lowered the burst below the debt already taken,
+/// `n == 0` was denied instead of peeking.
+#[test]
+fn zero_peeks_after_the_burst_is_lowered() {
+    let mut g = Gcra::new(Quota::per_second(10).unwrap());
+    let mut s = g.initial_state(Nanos::ZERO);
+    g.acquire(&mut s, Nanos::ZERO, 10).unwrap();
+    g.set_quota(Quota::per_second(10).unwrap().burst(1).unwrap());
+    let before = s;
+    let peek = g.acquire(&mut s, Nanos::ZERO, 0).unwrap();
+    assert_eq!(peek.remaining(), 0);
+    assert_eq!(peek.reset_after(), Duration::from_secs(1));
+    assert!(g.peek(&s, Nanos::ZERO, 0).is_ok());
+    let reservation = g.reserve(&mut s, Nanos::ZERO, 0, Duration::ZERO).unwrap();
+    assert!(reservation.is_immediate());
+    assert_eq!(s, before);
+}

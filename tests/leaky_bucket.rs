@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use tollgate::algorithm::{Algorithm, LeakyBucket};
+use tollgate::algorithm::{Algorithm, Gcra, LeakyBucket};
 use tollgate::clock::{ManualClock, Nanos};
 use tollgate::{Limiter, Quota};
 
@@ -228,4 +228,49 @@ fn limiter_reserves_a_place_in_the_queue() {
         Duration::from_millis(10)
     );
     assert!(limiter.reconfigure(|b, _, _| b.set_capacity(0)).is_err());
+}
+
+/// Regression: after `set_capacity` lowered the capacity below the level,
+/// `n == 0` was denied instead of peeking.
+#[test]
+fn zero_peeks_after_the_capacity_is_lowered() {
+    let mut b = LeakyBucket::new(10, Quota::per_second(10).unwrap()).unwrap();
+    let mut s = b.initial_state(Nanos::ZERO);
+    b.acquire(&mut s, Nanos::ZERO, 10).unwrap();
+    b.set_capacity(1).unwrap();
+    let before = s;
+    assert_eq!(b.acquire(&mut s, Nanos::ZERO, 0).unwrap().remaining(), 0);
+    let departure = b.schedule(&mut s, Nanos::ZERO, 0).unwrap();
+    assert_eq!(departure.wait(), Duration::from_secs(1));
+    assert!(b.reserve(&mut s, Nanos::ZERO, 0, Duration::ZERO).is_ok());
+    assert_eq!(s, before);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Regression: the meter was a second copy of GCRA's arithmetic. It now runs on
+    /// GCRA; this keeps the two equal, decision for decision.
+    #[test]
+    fn meter_is_gcra_with_the_capacity_as_burst(
+        capacity in 1u64..20,
+        interval in 1u64..1000,
+        ops in prop::collection::vec((0u64..3000, 0u64..25, any::<bool>()), 1..40),
+    ) {
+        let quota = Quota::new(1, Duration::from_nanos(interval)).unwrap();
+        let gcra = Gcra::new(quota.burst(capacity).unwrap());
+        let bucket = LeakyBucket::new(capacity, quota).unwrap();
+        let (mut tat, mut empty_at) = (0u64, 0u64);
+        for (t, n, refund) in ops {
+            let now = Nanos::new(t);
+            if refund {
+                gcra.refund(&mut tat, now, n);
+                bucket.refund(&mut empty_at, now, n);
+            } else {
+                prop_assert_eq!(gcra.acquire(&mut tat, now, n), bucket.acquire(&mut empty_at, now, n));
+            }
+            prop_assert_eq!(tat, empty_at);
+            prop_assert_eq!(gcra.idle_at(&tat), bucket.idle_at(&empty_at));
+        }
+    }
 }

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use proptest::prelude::*;
-use tollgate::algorithm::{Algorithm, SmoothBursty, SmoothState, SmoothWarmingUp};
+use tollgate::algorithm::{Algorithm, SmoothBursty, SmoothShape, SmoothState, SmoothWarmingUp};
 use tollgate::clock::Nanos;
 use tollgate::ConfigError;
 
@@ -16,22 +16,7 @@ trait Guava: Algorithm<State = SmoothState> {
     fn permits_per_second(&self) -> f64;
 }
 
-impl Guava for SmoothBursty {
-    fn wait_for(&self, state: &mut SmoothState, now: Nanos, n: u64) -> Duration {
-        self.acquire_wait(state, now, n).unwrap()
-    }
-    fn change_rate(&mut self, state: &mut SmoothState, now: Nanos, rate: f64) {
-        self.set_rate(state, now, rate).unwrap()
-    }
-    fn max(&self) -> f64 {
-        self.max_permits()
-    }
-    fn permits_per_second(&self) -> f64 {
-        self.rate()
-    }
-}
-
-impl Guava for SmoothWarmingUp {
+impl<S: SmoothShape> Guava for tollgate::algorithm::Smooth<S> {
     fn wait_for(&self, state: &mut SmoothState, now: Nanos, n: u64) -> Duration {
         self.acquire_wait(state, now, n).unwrap()
     }

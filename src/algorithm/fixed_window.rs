@@ -8,24 +8,27 @@
 //! - [`FirstHit`]: a window opens at the first request after the previous window
 //!   ended, as Redis `INCR` + `EXPIRE` does.
 //!
-//! Both count bookings window by window: a count above `limit` is reservations carried
-//! into the next windows, each filled up to `limit` in turn.
+//! Both keep the last booked window and the permits booked in it. Windows between
+//! the current one and the last booked one are closed: each was filled, or skipped by
+//! a reservation that did not fit in it. Nothing in the state depends on the limit,
+//! so a new limit applies exactly to what is booked.
 //!
 //! The aligned state word holds the window index in its high bits and the count in
 //! the low bits. The index is stored whole, never modulo some power of two: a keyed
 //! limiter learns from [`idle_at`](Algorithm::idle_at) when it may evict, from the
 //! word alone, and a wrapped index could not tell it. That bounds the limit by the
 //! window's length ([`FixedWindow::max_limit`]). A decision on a clock reading older
-//! than the stored window (another thread read the clock later and committed first) is
-//! made in the stored window, which can only deny more.
+//! than the stored window (another thread read the clock later and committed first)
+//! finds the current window closed, which can only deny more.
 
 use std::time::Duration;
 
 use super::{check_capacity, Algorithm};
-use crate::clock::{duration_to_nanos, Nanos};
+use crate::clock::Nanos;
 use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
 use crate::engine::{Atomic, Locked, WordAlgorithm, CONFIG_WORDS};
 use crate::error::{non_zero, ConfigError};
+use crate::units::{duration_to_nanos, positive_nanos, saturating_u64, until_period};
 
 /// Windows at multiples of the window length from an anchor; the state is one atomic
 /// word. See [`FixedWindow::new`].
@@ -52,8 +55,16 @@ pub struct FirstHit;
 ///
 /// Reservations are first come, first served: one that does not fit in what is left of
 /// the last booked window takes the next window, and what it skipped stays unused, so
-/// no later request overtakes it. No window ever admits more than `limit`.
-/// [`refund`](Algorithm::refund) gives back the most recently booked permits.
+/// no later request overtakes it. No window ever admits more than `limit`, also across
+/// [`set_limit`](FixedWindow::set_limit). [`refund`](Algorithm::refund) gives back the
+/// most recently booked permits.
+///
+/// The window's length is fixed for the life of a state: the aligned state word
+/// splits its bits between the window index and the count according to the length,
+/// so a state read under another length would be misread. So there is no setter
+/// for it, and a `FixedWindow` of another length must not replace this one over the
+/// same state (say, inside [`Limiter::reconfigure`](crate::Limiter::reconfigure));
+/// start a new limiter instead.
 ///
 /// # Examples
 ///
@@ -81,8 +92,8 @@ pub struct FixedWindow<A = Aligned> {
     alignment: A,
 }
 
-/// The state of a [`FixedWindow<FirstHit>`]: when the current window opened and how
-/// many permits are booked from it on.
+/// The state of a [`FixedWindow<FirstHit>`]: the last booked window and how many
+/// permits are booked in it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct FirstHitState {
     start: Nanos,
@@ -90,24 +101,31 @@ pub struct FirstHitState {
 }
 
 impl FirstHitState {
-    /// When the window opened.
+    /// When the last booked window opens: the current window, unless reservations
+    /// booked later ones.
     pub fn start(&self) -> Nanos {
         self.start
     }
 
-    /// Permits booked from that window on; above the limit, the excess is booked in
-    /// the windows that follow.
+    /// Permits booked in that window.
     pub fn count(&self) -> u64 {
         self.count
     }
 }
 
-/// Checks a window length: at least a nanosecond, at most `u64::MAX` nanoseconds.
-pub(super) fn window_nanos(window: Duration) -> Result<u64, ConfigError> {
-    let nanos = u64::try_from(window.as_nanos()).map_err(|_| ConfigError::Overflow {
-        parameter: "window",
-    })?;
-    non_zero("window", nanos)
+/// The bookings as seen at some `now`.
+#[derive(Clone, Copy, Debug)]
+struct Booked {
+    /// Start and end of the last booked window, or of the current window if nothing
+    /// is booked. An end of `u64::MAX` means no window follows within the clock's
+    /// range.
+    start: u64,
+    end: u64,
+    /// Windows from the current one to the last booked one; the current window is
+    /// closed unless this is 0.
+    ahead: u64,
+    /// Permits booked in the last booked window.
+    count: u64,
 }
 
 /// Bits left for the count once the largest window index (`u64::MAX / window`) has
@@ -123,8 +141,7 @@ impl FixedWindow<Aligned> {
     ///
     /// The window index and the count share one `u64` exactly (no index ever wraps),
     /// which bounds the limit by the window's length: see
-    /// [`max_limit`](FixedWindow::max_limit). Reservations book ahead as far as the
-    /// count's bits hold (for a limit well below the maximum, thousands of windows).
+    /// [`max_limit`](FixedWindow::max_limit).
     ///
     /// # Errors
     ///
@@ -146,7 +163,7 @@ impl FixedWindow<Aligned> {
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn new(limit: u64, window: Duration) -> Result<FixedWindow<Aligned>, ConfigError> {
-        let window = window_nanos(window)?;
+        let window = positive_nanos("window", window)?;
         let mut fw = FixedWindow {
             limit: 1,
             window,
@@ -176,7 +193,7 @@ impl FixedWindow<Aligned> {
     /// assert_eq!(FixedWindow::max_limit(Duration::from_secs(5)), u32::MAX as u64);
     /// ```
     pub fn max_limit(window: Duration) -> u64 {
-        window_nanos(window).map_or(0, |window| {
+        positive_nanos("window", window).map_or(0, |window| {
             Self::count_mask(count_bits(window)).min(u64::from(u32::MAX))
         })
     }
@@ -213,8 +230,10 @@ impl FixedWindow<Aligned> {
         }
     }
 
-    /// Changes the limit, keeping the counts: permits already taken in the current
-    /// window still count.
+    /// Changes the limit, keeping what is booked. The state records only the last
+    /// booked window and its count, so the new limit applies exactly: that window
+    /// admits up to the new limit in all (nothing more if it already holds as many),
+    /// and the windows before it stay closed.
     ///
     /// # Errors
     ///
@@ -225,11 +244,14 @@ impl FixedWindow<Aligned> {
     /// ```
     /// use std::time::Duration;
     /// use tollgate::algorithm::{Algorithm, FixedWindow};
+    /// use tollgate::clock::Nanos;
     ///
-    /// let mut fw = FixedWindow::new(10, Duration::from_secs(1))?;
-    /// fw.set_limit(20)?;
-    /// assert_eq!(fw.capacity(), 20);
-    /// # Ok::<(), tollgate::ConfigError>(())
+    /// let mut fw = FixedWindow::new(2, Duration::from_secs(1))?;
+    /// let mut state = fw.initial_state(Nanos::ZERO);
+    /// fw.acquire(&mut state, Nanos::ZERO, 2)?;
+    /// fw.set_limit(3)?;
+    /// assert_eq!(fw.acquire(&mut state, Nanos::ZERO, 1)?.remaining(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn set_limit(&mut self, limit: u64) -> Result<(), ConfigError> {
         let limit = non_zero("limit", limit)?;
@@ -249,14 +271,26 @@ impl FixedWindow<Aligned> {
         (1u64 << count_bits) - 1
     }
 
+    /// The largest window index: that of `u64::MAX`.
+    fn last_index(&self) -> u64 {
+        u64::MAX / self.window
+    }
+
     fn index(&self, now: u64) -> u64 {
         now.saturating_add(self.alignment.offset) / self.window
     }
 
+    fn start_of(&self, index: u64) -> u64 {
+        (index * self.window).saturating_sub(self.alignment.offset)
+    }
+
+    /// The end of window `index`; the last window runs to the end of the clock.
     fn end_of(&self, index: u64) -> u64 {
-        let end =
-            (u128::from(index) + 1) * u128::from(self.window) - u128::from(self.alignment.offset);
-        u64::try_from(end).unwrap_or(u64::MAX)
+        if index >= self.last_index() {
+            return u64::MAX;
+        }
+        let elapsed = u128::from(self.alignment.offset);
+        saturating_u64(until_period(self.window, elapsed, u128::from(index) + 1))
     }
 
     fn unpack(&self, word: u64) -> (u64, u64) {
@@ -275,19 +309,24 @@ impl FixedWindow<Aligned> {
         }
     }
 
-    /// The current window's index and the count booked from it on.
-    fn view(&self, word: u64, now: u64) -> (u64, u64) {
+    /// The index of the last booked window, and the bookings.
+    fn view(&self, word: u64, now: u64) -> (u64, Booked) {
         let current = self.index(now);
         let (index, count) = self.unpack(word);
-        if count == 0 {
+        let (index, count) = if count == 0 || index < current {
             (current, 0)
-        } else if index > current {
-            // Another thread, reading the clock later, already moved to a later window.
-            (index, count)
         } else {
-            let passed = (current - index).saturating_mul(self.limit);
-            (current, count.saturating_sub(passed))
-        }
+            // index > current: reservations, or another thread that read the clock
+            // later, booked a later window.
+            (index.min(self.last_index()), count)
+        };
+        let booked = Booked {
+            start: self.start_of(index),
+            end: self.end_of(index),
+            ahead: index - current.min(index),
+            count,
+        };
+        (index, booked)
     }
 }
 
@@ -323,13 +362,13 @@ impl FixedWindow<FirstHit> {
     ) -> Result<FixedWindow<FirstHit>, ConfigError> {
         Ok(FixedWindow {
             limit: non_zero("limit", limit)?,
-            window: window_nanos(window)?,
+            window: positive_nanos("window", window)?,
             alignment: FirstHit,
         })
     }
 
-    /// Changes the limit, keeping the counts: permits already taken in the current
-    /// window still count.
+    /// Changes the limit, keeping what is booked. As for
+    /// [`FixedWindow<Aligned>::set_limit`], the new limit applies exactly.
     ///
     /// # Errors
     ///
@@ -351,21 +390,31 @@ impl FixedWindow<FirstHit> {
         Ok(())
     }
 
-    /// When the current window opened and the count booked from it on.
-    fn view(&self, state: &FirstHitState, now: u64) -> (u64, u64) {
+    fn view(&self, state: &FirstHitState, now: u64) -> Booked {
         let (start, count) = (state.start.as_u64(), state.count);
-        if count == 0 {
-            return (now, 0);
+        let end = start.saturating_add(self.window);
+        if count == 0 || end <= now {
+            return Booked {
+                start: now,
+                end: now.saturating_add(self.window),
+                ahead: 0,
+                count: 0,
+            };
         }
-        // now < start: another thread, reading the clock later, opened this window.
-        let passed = now.saturating_sub(start) / self.window;
-        if passed == 0 {
-            (start, count)
-        } else if passed >= self.windows_used(count) {
-            (now, 0)
-        } else {
-            // passed < windows_used, so both products stay below count and now.
-            (start + passed * self.window, count - passed * self.limit)
+        // start > now: reservations, or another thread that read the clock later,
+        // booked a later window; the windows before it run back to back.
+        Booked {
+            start,
+            end,
+            ahead: start.saturating_sub(now).div_ceil(self.window),
+            count,
+        }
+    }
+
+    fn store(&self, booked: &Booked, next: bool, count: u64) -> FirstHitState {
+        FirstHitState {
+            start: Nanos::new(if next { booked.end } else { booked.start }),
+            count,
         }
     }
 }
@@ -382,92 +431,104 @@ impl<A> FixedWindow<A> {
         Duration::from_nanos(self.window)
     }
 
-    /// Windows, from the current one, that hold bookings.
-    fn windows_used(&self, count: u64) -> u64 {
-        count.div_ceil(self.limit)
+    fn admitted(&self, booked: &Booked, now: u64) -> Admitted {
+        Admitted::new(
+            self.limit,
+            self.remaining(booked),
+            self.reset_after(booked, now),
+        )
     }
 
-    /// Nanoseconds from `now` to the start of the `k`-th window after the current one
-    /// (which ends at `end`), for `k >= 1`.
-    fn until_window(&self, end: u64, now: u64, k: u64) -> u64 {
-        end.saturating_sub(now)
-            .saturating_add(k.saturating_sub(1).saturating_mul(self.window))
-    }
-
-    fn reset_after(&self, end: u64, now: u64, count: u64) -> Duration {
-        match self.windows_used(count) {
-            0 => Duration::ZERO,
-            k => Duration::from_nanos(self.until_window(end, now, k)),
-        }
-    }
-
-    fn limited(&self, retry: u64, end: u64, now: u64, count: u64) -> Denied {
+    fn limited(&self, booked: &Booked, now: u64, retry: u64) -> Denied {
         Limited::new(
             Duration::from_nanos(retry),
             self.limit,
-            self.limit.saturating_sub(count),
-            self.reset_after(end, now, count),
+            self.remaining(booked),
+            self.reset_after(booked, now),
         )
         .into()
     }
 
-    /// Takes `n` now from a window ending at `end` with `count` booked; the new count.
-    fn take(&self, count: u64, end: u64, now: u64, n: u64) -> Result<(u64, Admitted), Denied> {
-        check_capacity(n, self.limit)?;
-        let total = u128::from(count) + u128::from(n);
-        let limit = u128::from(self.limit);
-        if n == 0 || total <= limit {
-            // total <= limit, or n == 0 and total == count: fits u64.
-            let total = total as u64;
-            let remaining = self.limit.saturating_sub(total);
-            let admitted = Admitted::new(self.limit, remaining, self.reset_after(end, now, total));
-            return Ok((total, admitted));
+    fn remaining(&self, booked: &Booked) -> u64 {
+        if booked.ahead > 0 {
+            0
+        } else {
+            self.limit.saturating_sub(booked.count)
         }
-        // The k-th window ahead holds count - k * limit; find where n fits.
-        let k = u64::try_from((total - limit).div_ceil(limit)).unwrap_or(u64::MAX);
-        Err(self.limited(self.until_window(end, now, k), end, now, count))
     }
 
-    /// Books `n` in the first window, from the last booked one, with room for all of
-    /// them; the new count and the wait.
+    fn reset_after(&self, booked: &Booked, now: u64) -> Duration {
+        if booked.count == 0 {
+            Duration::ZERO
+        } else {
+            Duration::from_nanos(booked.end.saturating_sub(now))
+        }
+    }
+
+    /// Where `n` more go: the last booked window if they fit in it (`false`, with its
+    /// new count), else the one after it (`true`, with `n`).
+    fn place(&self, booked: &Booked, n: u64) -> (bool, u64) {
+        match booked.count.checked_add(n).filter(|&c| c <= self.limit) {
+            Some(count) => (false, count),
+            None => (true, n),
+        }
+    }
+
+    /// Takes `n` now; the new count of the current window.
+    fn take(&self, booked: &Booked, now: u64, n: u64) -> Result<(u64, Admitted), Denied> {
+        check_capacity(n, self.limit)?;
+        if n == 0 {
+            return Ok((booked.count, self.admitted(booked, now)));
+        }
+        let (next, count) = self.place(booked, n);
+        if booked.ahead == 0 && !next {
+            let after = Booked { count, ..*booked };
+            return Ok((count, self.admitted(&after, now)));
+        }
+        let fits_at = if next { booked.end } else { booked.start };
+        Err(self.limited(booked, now, fits_at.saturating_sub(now)))
+    }
+
+    /// Books `n` in the last booked window or the next; whether in the next, the new
+    /// count, and the wait.
     fn book(
         &self,
-        count: u64,
-        end: u64,
+        booked: &Booked,
         now: u64,
         n: u64,
         max_wait: Duration,
-        max_count: u64,
-    ) -> Result<(u64, u64), Denied> {
+    ) -> Result<(bool, u64, u64), Denied> {
         check_capacity(n, self.limit)?;
-        let limit = u128::from(self.limit);
-        let (count128, n128) = (u128::from(count), u128::from(n));
-        if n == 0 || count128 + n128 <= limit {
-            return Ok(((count128 + n128) as u64, 0));
+        if n == 0 {
+            return Ok((false, booked.count, 0));
         }
-        // count >= 1 here, since n <= limit.
-        let last = (count128 - 1) / limit;
-        let used = count128 - last * limit;
-        let (k, booked) = if used + n128 <= limit {
-            (last, count128 + n128)
-        } else {
-            (last + 1, (last + 1) * limit + n128)
-        };
-        // k >= 1: n did not fit in the current window.
-        let wait = self.until_window(end, now, u64::try_from(k).unwrap_or(u64::MAX));
+        let (next, count) = self.place(booked, n);
+        let wait = if next { booked.end } else { booked.start }.saturating_sub(now);
         let max_wait = duration_to_nanos(max_wait);
-        let mut retry = wait.saturating_sub(max_wait);
-        let too_much = booked > u128::from(max_count);
-        if too_much {
-            // Wait until enough windows have passed for the count to fit its field.
-            let m = (booked - u128::from(max_count)).div_ceil(limit);
-            let fits_at = self.until_window(end, now, u64::try_from(m).unwrap_or(u64::MAX));
-            retry = retry.max(fits_at);
+        if next && booked.end == u64::MAX {
+            // No window follows within the clock's range.
+            return Err(self.limited(booked, now, wait));
         }
-        if wait > max_wait || too_much {
-            return Err(self.limited(retry, end, now, count));
+        if wait > max_wait {
+            return Err(self.limited(booked, now, wait - max_wait));
         }
-        Ok((booked as u64, wait))
+        Ok((next, count, wait))
+    }
+
+    /// Gives back the newest `n` booked: the windows before the last booked one count
+    /// as full. How many windows the last booked one moves back, and its count;
+    /// `None` when nothing stays booked.
+    fn give_back(&self, booked: &Booked, n: u64) -> Option<(u64, u64)> {
+        if n < booked.count {
+            return Some((0, booked.count - n));
+        }
+        let rest = u128::from(n - booked.count);
+        let limit = u128::from(self.limit);
+        let left = (u128::from(booked.ahead) * limit).checked_sub(rest)?;
+        // The new last booked window, counted from the current one: below `ahead`,
+        // and holding 1..=limit.
+        let last = left.checked_sub(1)? / limit;
+        Some((booked.ahead - last as u64, (left - last * limit) as u64))
     }
 }
 
@@ -482,8 +543,8 @@ impl Algorithm for FixedWindow<Aligned> {
     #[inline]
     fn acquire(&self, word: &mut u64, now: Nanos, n: u64) -> Decision {
         let now = now.as_u64();
-        let (index, count) = self.view(*word, now);
-        let (count, admitted) = self.take(count, self.end_of(index), now, n)?;
+        let (index, booked) = self.view(*word, now);
+        let (count, admitted) = self.take(&booked, now, n)?;
         if n > 0 {
             *word = self.pack(index, count);
         }
@@ -498,18 +559,20 @@ impl Algorithm for FixedWindow<Aligned> {
         max_wait: Duration,
     ) -> Result<Reservation, Denied> {
         let now = now.as_u64();
-        let (index, count) = self.view(*word, now);
-        let max_count = Self::count_mask(self.alignment.count_bits);
-        let (count, wait) = self.book(count, self.end_of(index), now, n, max_wait, max_count)?;
+        let (index, booked) = self.view(*word, now);
+        let (next, count, wait) = self.book(&booked, now, n, max_wait)?;
         if n > 0 {
-            *word = self.pack(index, count);
+            *word = self.pack(index + u64::from(next), count);
         }
         Ok(Reservation::new(n, Duration::from_nanos(wait)))
     }
 
     fn refund(&self, word: &mut u64, now: Nanos, n: u64) {
-        let (index, count) = self.view(*word, now.as_u64());
-        *word = self.pack(index, count.saturating_sub(n));
+        let (index, booked) = self.view(*word, now.as_u64());
+        *word = match self.give_back(&booked, n) {
+            Some((back, count)) => self.pack(index - back, count),
+            None => 0,
+        };
     }
 
     fn capacity(&self) -> u64 {
@@ -517,10 +580,9 @@ impl Algorithm for FixedWindow<Aligned> {
     }
 
     fn idle_at(&self, word: &u64) -> Nanos {
-        let (index, count) = self.unpack(*word);
-        match self.windows_used(count) {
-            0 => Nanos::ZERO,
-            k => Nanos::new(self.end_of(index.saturating_add(k - 1))),
+        match self.unpack(*word) {
+            (_, 0) => Nanos::ZERO,
+            (index, _) => Nanos::new(self.end_of(index)),
         }
     }
 }
@@ -557,14 +619,10 @@ impl Algorithm for FixedWindow<FirstHit> {
 
     fn acquire(&self, state: &mut FirstHitState, now: Nanos, n: u64) -> Decision {
         let now = now.as_u64();
-        let (start, count) = self.view(state, now);
-        let end = start.saturating_add(self.window);
-        let (count, admitted) = self.take(count, end, now, n)?;
+        let booked = self.view(state, now);
+        let (count, admitted) = self.take(&booked, now, n)?;
         if n > 0 {
-            *state = FirstHitState {
-                start: Nanos::new(start),
-                count,
-            };
+            *state = self.store(&booked, false, count);
         }
         Ok(admitted)
     }
@@ -577,23 +635,26 @@ impl Algorithm for FixedWindow<FirstHit> {
         max_wait: Duration,
     ) -> Result<Reservation, Denied> {
         let now = now.as_u64();
-        let (start, count) = self.view(state, now);
-        let end = start.saturating_add(self.window);
-        let (count, wait) = self.book(count, end, now, n, max_wait, u64::MAX)?;
+        let booked = self.view(state, now);
+        let (next, count, wait) = self.book(&booked, now, n, max_wait)?;
         if n > 0 {
-            *state = FirstHitState {
-                start: Nanos::new(start),
-                count,
-            };
+            *state = self.store(&booked, next, count);
         }
         Ok(Reservation::new(n, Duration::from_nanos(wait)))
     }
 
     fn refund(&self, state: &mut FirstHitState, now: Nanos, n: u64) {
-        let (start, count) = self.view(state, now.as_u64());
-        *state = FirstHitState {
-            start: Nanos::new(start),
-            count: count.saturating_sub(n),
+        let booked = self.view(state, now.as_u64());
+        *state = match self.give_back(&booked, n) {
+            Some((back, count)) => FirstHitState {
+                start: Nanos::new(
+                    booked
+                        .start
+                        .saturating_sub(back.saturating_mul(self.window)),
+                ),
+                count,
+            },
+            None => FirstHitState::default(),
         };
     }
 
@@ -602,14 +663,10 @@ impl Algorithm for FixedWindow<FirstHit> {
     }
 
     fn idle_at(&self, state: &FirstHitState) -> Nanos {
-        let used = self.windows_used(state.count);
-        Nanos::new(if used == 0 {
+        Nanos::new(if state.count == 0 {
             0
         } else {
-            state
-                .start
-                .as_u64()
-                .saturating_add(used.saturating_mul(self.window))
+            state.start.as_u64().saturating_add(self.window)
         })
     }
 }
@@ -617,17 +674,7 @@ impl Algorithm for FixedWindow<FirstHit> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const MS: u64 = 1_000_000;
-    const S: u64 = 1_000_000_000;
-
-    fn at(ms: u64) -> Nanos {
-        Nanos::new(ms * MS)
-    }
-
-    fn ms(ms: u64) -> Duration {
-        Duration::from_millis(ms)
-    }
+    use crate::algorithm::testing::{at, ms, MS, S};
 
     fn aligned(limit: u64, window_ms: u64) -> FixedWindow {
         FixedWindow::new(limit, ms(window_ms)).unwrap()
@@ -729,18 +776,56 @@ mod tests {
     }
 
     #[test]
-    fn reservations_stop_where_the_count_field_is_full() {
-        // One second: 29 count bits; a limit of 2^29 - 1 leaves no room ahead.
+    fn reservations_at_the_largest_limit_book_ahead() {
+        // One second: 29 count bits, all taken by the limit; the count field holds one
+        // window's count, so bookings ahead need no room in it.
         let fw = FixedWindow::new((1 << 29) - 1, Duration::from_secs(1)).unwrap();
         let mut s = fw.initial_state(Nanos::ZERO);
         fw.acquire(&mut s, Nanos::ZERO, 1).unwrap();
+        for k in 1..4 {
+            let r = fw
+                .reserve(&mut s, Nanos::ZERO, fw.limit(), Duration::MAX)
+                .unwrap();
+            assert_eq!(r.wait(), Duration::from_secs(k));
+        }
+        assert_eq!(fw.idle_at(&s), Nanos::new(4 * S));
+    }
+
+    #[test]
+    fn bookings_stop_at_the_clocks_last_window() {
+        let fw = FixedWindow::new(1, Duration::from_nanos(u64::MAX / 2)).unwrap();
+        let mut s = fw.initial_state(Nanos::ZERO);
+        for wait in [0, u64::MAX / 2, u64::MAX / 2 * 2] {
+            let r = fw.reserve(&mut s, Nanos::ZERO, 1, Duration::MAX).unwrap();
+            assert_eq!(r.wait(), Duration::from_nanos(wait));
+        }
+        // The third window runs to the end of the clock; none follows.
+        assert_eq!(fw.idle_at(&s), Nanos::MAX);
+        let before = s;
         let denied = fw
-            .reserve(&mut s, Nanos::ZERO, fw.limit(), Duration::MAX)
+            .reserve(&mut s, Nanos::ZERO, 1, Duration::MAX)
             .unwrap_err();
-        assert_eq!(denied.retry_after(), Some(Duration::from_secs(1)));
-        assert!(fw
-            .reserve(&mut s, Nanos::new(S), fw.limit(), Duration::MAX)
-            .is_ok());
+        assert_eq!(denied.retry_after(), Some(Duration::from_nanos(u64::MAX)));
+        assert_eq!(s, before);
+    }
+
+    #[test]
+    fn refund_gives_back_the_newest_bookings_window_by_window() {
+        let fw = aligned(3, 1000);
+        let mut s = fw.initial_state(at(0));
+        fw.acquire(&mut s, at(0), 2).unwrap();
+        // Skips the 1 left in window 0 and fills window 1, then books 1 in window 2.
+        fw.reserve(&mut s, at(0), 3, ms(1000)).unwrap();
+        fw.reserve(&mut s, at(0), 1, ms(2000)).unwrap();
+        assert_eq!(fw.idle_at(&s), at(3000));
+        fw.refund(&mut s, at(0), 2);
+        // Window 2 is empty again, and window 1 holds 2.
+        assert_eq!(fw.idle_at(&s), at(2000));
+        assert!(fw.acquire(&mut s, at(1000), 1).is_ok());
+        assert!(fw.acquire(&mut s, at(1000), 1).is_err());
+        // Back past window 1: window 0 counts as full, so 2 of its 3 are given back.
+        fw.refund(&mut s, at(0), 5);
+        assert_eq!(fw.acquire(&mut s, at(0), 0).unwrap().remaining(), 2);
     }
 
     #[test]
@@ -801,6 +886,41 @@ mod tests {
             Err(ConfigError::Zero { parameter: "limit" })
         );
         assert_eq!(fw.limit(), 3);
+    }
+
+    /// Regression: the booked count was decoded as `count - windows passed × limit`,
+    /// so raising the limit moved bookings back into the current window and lowering
+    /// it pushed them on; a window could then admit more than the new limit.
+    #[test]
+    fn set_limit_applies_exactly_to_windows_booked_ahead() {
+        fn check<A: Algorithm>(mut fw: A, set_limit: fn(&mut A, u64)) {
+            let mut s = fw.initial_state(at(0));
+            // Window 0 holds 10, window 1 holds 10, window 2 holds 5.
+            fw.acquire(&mut s, at(0), 10).unwrap();
+            fw.reserve(&mut s, at(0), 10, ms(1000)).unwrap();
+            fw.reserve(&mut s, at(0), 5, ms(2000)).unwrap();
+            set_limit(&mut fw, 20);
+            assert!(fw.acquire(&mut s, at(0), 1).is_err());
+            assert!(
+                fw.acquire(&mut s, at(1000), 1).is_err(),
+                "window 1 stays closed"
+            );
+            assert!(
+                fw.acquire(&mut s, at(2000), 16).is_err(),
+                "window 2 holds 5 of 20"
+            );
+            assert!(fw.acquire(&mut s, at(2000), 15).is_ok());
+            set_limit(&mut fw, 3);
+            assert!(
+                fw.acquire(&mut s, at(2500), 1).is_err(),
+                "20 taken, over the new 3"
+            );
+            assert!(fw.acquire(&mut s, at(3000), 3).is_ok());
+        }
+        check(aligned(10, 1000), |fw, limit| fw.set_limit(limit).unwrap());
+        check(first_hit(10, 1000), |fw, limit| {
+            fw.set_limit(limit).unwrap()
+        });
     }
 
     #[test]

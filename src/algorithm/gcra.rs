@@ -8,11 +8,12 @@
 use std::time::Duration;
 
 use super::{check_capacity, Algorithm};
-use crate::clock::{duration_to_nanos, Nanos};
+use crate::clock::Nanos;
 use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
 use crate::engine::{Atomic, WordAlgorithm, CONFIG_WORDS};
 use crate::error::{non_zero, ConfigError};
 use crate::quota::Quota;
+use crate::units::{duration_to_nanos, saturating_i64};
 
 /// A token bucket in GCRA form: `burst` permits at once, refilled continuously at the
 /// quota's rate. Its state is a single `u64`, so a [`Limiter`](crate::Limiter) over it
@@ -57,6 +58,16 @@ impl Gcra {
         }
     }
 
+    /// `burst` at once, one more every `interval` nanoseconds; `None` if the
+    /// tolerance `interval × burst` overflows.
+    pub(super) fn with_interval(interval: u64, burst: u64) -> Option<Gcra> {
+        Some(Gcra {
+            interval,
+            tolerance: interval.checked_mul(burst)?,
+            burst,
+        })
+    }
+
     /// The bucket as redis-cell's `CL.THROTTLE key max_burst count period` defines
     /// it: `max_burst + 1` at once, `count` per `period`, with redis-cell's emission
     /// interval (`period / count`, truncated to whole nanoseconds).
@@ -79,13 +90,8 @@ impl Gcra {
         let burst = max_burst.checked_add(1).ok_or(ConfigError::Overflow {
             parameter: "max_burst",
         })?;
-        let tolerance = interval.checked_mul(burst).ok_or(ConfigError::Overflow {
+        Gcra::with_interval(interval, burst).ok_or(ConfigError::Overflow {
             parameter: "max_burst",
-        })?;
-        Ok(Gcra {
-            interval,
-            tolerance,
-            burst,
         })
     }
 
@@ -100,16 +106,34 @@ impl Gcra {
         Duration::from_nanos(self.interval)
     }
 
+    /// The emission interval in nanoseconds.
+    pub(super) fn interval_nanos(&self) -> u64 {
+        self.interval
+    }
+
+    /// The earliest time `n` (at most the burst) more fit.
+    pub(super) fn allow_at(&self, tat: u64, now: u64, n: u64) -> u64 {
+        tat.max(now)
+            .saturating_add(n.saturating_mul(self.interval))
+            .saturating_sub(self.tolerance)
+    }
+
     fn status(&self, tat: u64, now: u64) -> (u64, Duration) {
         let ttl = tat.saturating_sub(now);
         let remaining = self.tolerance.saturating_sub(ttl) / self.interval;
         (remaining, Duration::from_nanos(ttl))
     }
 
-    fn limited(&self, tat: u64, now: u64, allow_at: u64) -> Denied {
+    fn admitted(&self, tat: u64, now: u64) -> Admitted {
+        let (remaining, reset_after) = self.status(tat, now);
+        Admitted::new(self.burst, remaining, reset_after)
+    }
+
+    /// Denied for `retry` nanoseconds.
+    pub(super) fn limited(&self, tat: u64, now: u64, retry: u64) -> Denied {
         let (remaining, reset_after) = self.status(tat, now);
         Limited::new(
-            Duration::from_nanos(allow_at - now),
+            Duration::from_nanos(retry),
             self.burst,
             remaining,
             reset_after,
@@ -191,13 +215,13 @@ impl CellReply {
     /// their fraction is at least a millisecond.
     pub fn to_array(&self) -> [i64; 5] {
         let secs = |d: Duration| {
-            let whole = i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+            let whole = saturating_i64(d.as_secs().into());
             whole.saturating_add(i64::from(d.subsec_millis() > 0))
         };
         [
             i64::from(self.limited),
-            i64::try_from(self.limit).unwrap_or(i64::MAX),
-            i64::try_from(self.remaining).unwrap_or(i64::MAX),
+            saturating_i64(self.limit.into()),
+            saturating_i64(self.remaining.into()),
             self.retry_after.map_or(-1, secs),
             secs(self.reset_after),
         ]
@@ -216,18 +240,17 @@ impl Algorithm for Gcra {
     fn acquire(&self, tat: &mut u64, now: Nanos, n: u64) -> Decision {
         check_capacity(n, self.burst)?;
         let now = now.as_u64();
-        let start = (*tat).max(now);
-        // n <= burst, so n * interval <= tolerance fits.
-        let new_tat = start.saturating_add(n * self.interval);
-        let allow_at = new_tat.saturating_sub(self.tolerance);
+        if n == 0 {
+            // A peek, even when a lowered burst leaves the TAT beyond the tolerance.
+            return Ok(self.admitted(*tat, now));
+        }
+        let allow_at = self.allow_at(*tat, now, n);
         if allow_at > now {
-            return Err(self.limited(start, now, allow_at));
+            return Err(self.limited(*tat, now, allow_at - now));
         }
-        if n > 0 {
-            *tat = new_tat;
-        }
-        let (remaining, reset_after) = self.status(new_tat, now);
-        Ok(Admitted::new(self.burst, remaining, reset_after))
+        // n <= burst, so n * interval <= tolerance fits.
+        *tat = (*tat).max(now).saturating_add(n * self.interval);
+        Ok(self.admitted(*tat, now))
     }
 
     fn reserve(
@@ -238,18 +261,16 @@ impl Algorithm for Gcra {
         max_wait: Duration,
     ) -> Result<Reservation, Denied> {
         check_capacity(n, self.burst)?;
+        if n == 0 {
+            return Ok(Reservation::new(0, Duration::ZERO));
+        }
         let now = now.as_u64();
-        let start = (*tat).max(now);
-        let new_tat = start.saturating_add(n * self.interval);
-        let allow_at = new_tat.saturating_sub(self.tolerance);
-        let wait = allow_at.saturating_sub(now);
+        let wait = self.allow_at(*tat, now, n).saturating_sub(now);
         let max_wait = duration_to_nanos(max_wait);
         if wait > max_wait {
-            return Err(self.limited(start, now, allow_at - max_wait));
+            return Err(self.limited(*tat, now, wait - max_wait));
         }
-        if n > 0 {
-            *tat = new_tat;
-        }
+        *tat = (*tat).max(now).saturating_add(n * self.interval);
         Ok(Reservation::new(n, Duration::from_nanos(wait)))
     }
 
@@ -286,13 +307,7 @@ impl WordAlgorithm for Gcra {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const MS: u64 = 1_000_000;
-    const S: u64 = 1_000_000_000;
-
-    fn at(ms: u64) -> Nanos {
-        Nanos::new(ms * MS)
-    }
+    use crate::algorithm::testing::{at, ms, MS};
 
     #[test]
     fn admits_burst_then_one_per_interval() {
@@ -378,7 +393,6 @@ mod tests {
     fn matches_redis_cell_table() {
         let g = Gcra::from_cell(4, 1, Duration::from_secs(1)).unwrap();
         let mut s = g.initial_state(at(0));
-        let ms = Duration::from_millis;
         // (now ms, quantity, remaining, reset_after, retry_after, limited)
         let cases: [(u64, u64, u64, Duration, Option<Duration>, bool); 15] = [
             (0, 6, 5, ms(0), None, true),
@@ -447,6 +461,5 @@ mod tests {
         assert!(g.acquire(&mut s, Nanos::MAX, 1).is_ok() || s == u64::MAX);
         let _ = g.reserve(&mut s, Nanos::MAX, 1, Duration::MAX);
         g.refund(&mut s, Nanos::MAX, u64::MAX);
-        let _ = S;
     }
 }

@@ -12,20 +12,27 @@
 //!   requests leave one unit every `T` in arrival order, waiting their turn, and are
 //!   rejected when the queue already holds `capacity` units, as nginx `limit_req`
 //!   does (its `burst` is `capacity - 1`).
+//!
+//! The meter is GCRA: the empty time is GCRA's theoretical arrival time, and the
+//! capacity its burst. So the bucket keeps a [`Gcra`] and adds only the queue.
 
 use std::time::Duration;
 
-use super::{check_capacity, Algorithm};
-use crate::clock::{duration_to_nanos, Nanos};
-use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
+use super::{check_capacity, Algorithm, Gcra};
+use crate::clock::Nanos;
+use crate::decision::{Decision, Denied, Reservation};
 use crate::engine::{Atomic, WordAlgorithm, CONFIG_WORDS};
 use crate::error::{non_zero, ConfigError};
 use crate::quota::Quota;
+use crate::units::duration_to_nanos;
 
 /// A leaky bucket of `capacity` units that drains one unit every
 /// `drain.emission_interval()`; a meter through [`acquire`](Algorithm::acquire), a
 /// departure schedule through [`schedule`](LeakyBucket::schedule). Its state is one
 /// `u64`, so a [`Limiter`](crate::Limiter) over it is lock-free.
+///
+/// As a meter it decides exactly as a [`Gcra`] whose burst is the capacity, and it
+/// runs on one; what it adds is the queue.
 ///
 /// # Examples
 ///
@@ -45,11 +52,8 @@ use crate::quota::Quota;
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct LeakyBucket {
-    /// Nanoseconds per unit drained, at least 1.
-    interval: u64,
-    capacity: u64,
-    /// `capacity × interval`: the most time the bucket takes to drain.
-    depth: u64,
+    /// The meter: one unit per emission interval, the capacity as the burst.
+    meter: Gcra,
 }
 
 /// When a request scheduled on a [`LeakyBucket`] leaves the queue.
@@ -105,16 +109,10 @@ impl LeakyBucket {
     }
 
     fn checked(capacity: u64, interval: u64) -> Result<LeakyBucket, ConfigError> {
-        let depth = capacity
-            .checked_mul(interval)
-            .ok_or(ConfigError::Overflow {
-                parameter: "capacity",
-            })?;
-        Ok(LeakyBucket {
-            interval,
-            capacity,
-            depth,
-        })
+        let meter = Gcra::with_interval(interval, capacity).ok_or(ConfigError::Overflow {
+            parameter: "capacity",
+        })?;
+        Ok(LeakyBucket { meter })
     }
 
     /// Changes the drain rate. The state is a time, so the queue keeps its departure
@@ -139,7 +137,7 @@ impl LeakyBucket {
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn set_drain(&mut self, drain: Quota) -> Result<(), ConfigError> {
-        *self = LeakyBucket::checked(self.capacity, drain.interval_nanos())?;
+        *self = LeakyBucket::checked(self.capacity(), drain.interval_nanos())?;
         Ok(())
     }
 
@@ -163,13 +161,13 @@ impl LeakyBucket {
     /// ```
     pub fn set_capacity(&mut self, capacity: u64) -> Result<(), ConfigError> {
         let capacity = non_zero("capacity", capacity)?;
-        *self = LeakyBucket::checked(capacity, self.interval)?;
+        *self = LeakyBucket::checked(capacity, self.meter.interval_nanos())?;
         Ok(())
     }
 
     /// The time one unit takes to drain.
     pub fn drain_interval(&self) -> Duration {
-        Duration::from_nanos(self.interval)
+        self.meter.emission_interval()
     }
 
     /// Units in the bucket at `now`, counting one still draining.
@@ -190,7 +188,7 @@ impl LeakyBucket {
     pub fn queue_len(&self, empty_at: &u64, now: Nanos) -> u64 {
         empty_at
             .saturating_sub(now.as_u64())
-            .div_ceil(self.interval)
+            .div_ceil(self.meter.interval_nanos())
     }
 
     /// How long a request scheduled at `now` would wait: until the bucket is empty.
@@ -245,38 +243,12 @@ impl LeakyBucket {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn schedule(&self, empty_at: &mut u64, now: Nanos, n: u64) -> Result<Departure, Denied> {
-        check_capacity(n, self.capacity)?;
-        let now = now.as_u64();
-        let leaves = (*empty_at).max(now);
-        if let Some(room_at) = self.room_at(*empty_at, n).filter(|&t| t > now) {
-            return Err(self.limited(*empty_at, now, room_at - now));
-        }
-        if n > 0 {
-            // n <= capacity, so n × interval <= depth fits.
-            *empty_at = leaves.saturating_add(n * self.interval);
-        }
+        let leaves = (*empty_at).max(now.as_u64());
+        self.meter.acquire(empty_at, now, n)?;
         Ok(Departure {
             at: Nanos::new(leaves),
-            wait: Duration::from_nanos(leaves - now),
+            wait: Duration::from_nanos(leaves - now.as_u64()),
         })
-    }
-
-    /// The earliest time `n` more units fit, if that is after the bucket started
-    /// draining: `empty_at − (capacity − n) × T`.
-    fn room_at(&self, empty_at: u64, n: u64) -> Option<u64> {
-        let headroom = (self.capacity - n) * self.interval;
-        empty_at.checked_sub(headroom)
-    }
-
-    fn limited(&self, empty_at: u64, now: u64, retry: u64) -> Denied {
-        let level = self.queue_len(&empty_at, Nanos::new(now));
-        Limited::new(
-            Duration::from_nanos(retry),
-            self.capacity,
-            self.capacity.saturating_sub(level),
-            Duration::from_nanos(empty_at.saturating_sub(now)),
-        )
-        .into()
     }
 }
 
@@ -284,21 +256,14 @@ impl Algorithm for LeakyBucket {
     type State = u64;
     type Cell = Atomic<LeakyBucket>;
 
-    fn initial_state(&self, _now: Nanos) -> u64 {
-        0
+    fn initial_state(&self, now: Nanos) -> u64 {
+        self.meter.initial_state(now)
     }
 
     /// The meter: pours `n` units in and goes at once if they fit.
     #[inline]
     fn acquire(&self, empty_at: &mut u64, now: Nanos, n: u64) -> Decision {
-        self.schedule(empty_at, now, n)?;
-        let now = now.as_u64();
-        let level = self.queue_len(empty_at, Nanos::new(now));
-        Ok(Admitted::new(
-            self.capacity,
-            self.capacity.saturating_sub(level),
-            Duration::from_nanos(empty_at.saturating_sub(now)),
-        ))
+        self.meter.acquire(empty_at, now, n)
     }
 
     /// The queue: [`schedule`](LeakyBucket::schedule), granted if the departure is at
@@ -311,7 +276,7 @@ impl Algorithm for LeakyBucket {
         n: u64,
         max_wait: Duration,
     ) -> Result<Reservation, Denied> {
-        check_capacity(n, self.capacity)?;
+        check_capacity(n, self.capacity())?;
         if n == 0 {
             return Ok(Reservation::new(0, Duration::ZERO));
         }
@@ -320,10 +285,10 @@ impl Algorithm for LeakyBucket {
         let max_wait = duration_to_nanos(max_wait);
         if wait > max_wait {
             // Both the wait and the lack of room shrink one for one with time.
-            let room = self
-                .room_at(*empty_at, n)
-                .map_or(0, |r| r.saturating_sub(t));
-            return Err(self.limited(*empty_at, t, (wait - max_wait).max(room)));
+            let room = self.meter.allow_at(*empty_at, t, n).saturating_sub(t);
+            return Err(self
+                .meter
+                .limited(*empty_at, t, (wait - max_wait).max(room)));
         }
         let departure = self.schedule(empty_at, now, n)?;
         Ok(Reservation::new(n, departure.wait()))
@@ -331,33 +296,26 @@ impl Algorithm for LeakyBucket {
 
     /// Drains `n` units at once, never below empty.
     fn refund(&self, empty_at: &mut u64, now: Nanos, n: u64) {
-        let now = now.as_u64();
-        if *empty_at > now {
-            *empty_at = empty_at
-                .saturating_sub(n.saturating_mul(self.interval))
-                .max(now);
-        }
+        self.meter.refund(empty_at, now, n)
     }
 
     fn capacity(&self) -> u64 {
-        self.capacity
+        self.meter.capacity()
     }
 
     fn idle_at(&self, empty_at: &u64) -> Nanos {
-        Nanos::new(*empty_at)
+        self.meter.idle_at(empty_at)
     }
 }
 
 impl WordAlgorithm for LeakyBucket {
     fn to_words(&self) -> [u64; CONFIG_WORDS] {
-        [self.interval, self.capacity, self.depth, 0]
+        self.meter.to_words()
     }
 
     fn from_words(words: [u64; CONFIG_WORDS]) -> LeakyBucket {
         LeakyBucket {
-            interval: words[0].max(1),
-            capacity: words[1],
-            depth: words[2],
+            meter: Gcra::from_words(words),
         }
     }
 }
@@ -365,16 +323,7 @@ impl WordAlgorithm for LeakyBucket {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const MS: u64 = 1_000_000;
-
-    fn at(ms: u64) -> Nanos {
-        Nanos::new(ms * MS)
-    }
-
-    fn ms(ms: u64) -> Duration {
-        Duration::from_millis(ms)
-    }
+    use crate::algorithm::testing::{at, ms, MS};
 
     /// One unit every 100 ms.
     fn bucket(capacity: u64) -> LeakyBucket {

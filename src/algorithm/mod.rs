@@ -33,6 +33,8 @@ mod refresh_period;
 mod sliding_counter;
 mod sliding_log;
 mod smooth;
+#[cfg(test)]
+mod testing;
 
 pub use all_of::AllOf;
 pub use concurrency::Concurrency;
@@ -42,7 +44,9 @@ pub use leaky_bucket::{Departure, LeakyBucket};
 pub use refresh_period::{RefreshPeriod, RefreshPeriodState};
 pub use sliding_counter::{SlidingCounter, SlidingCounterState};
 pub use sliding_log::SlidingLog;
-pub use smooth::{SmoothBursty, SmoothState, SmoothWarmingUp};
+pub use smooth::{
+    Bursty, Smooth, SmoothBursty, SmoothShape, SmoothState, SmoothWarmingUp, WarmingUp,
+};
 
 /// A rate-limiting algorithm: immutable configuration (`self`) over a mutable
 /// [`State`](Algorithm::State).
@@ -80,7 +84,8 @@ pub trait Algorithm: Clone + Send + Sync + fmt::Debug + 'static {
 
     /// Decides on `n` permits at `now`, consuming them if admitted.
     ///
-    /// `n == 0` is a peek that always succeeds.
+    /// `n == 0` is a peek that always succeeds and changes nothing, whatever was
+    /// taken and however the configuration changed since.
     fn acquire(&self, state: &mut Self::State, now: Nanos, n: u64) -> Decision;
 
     /// Decides on `n` permits at `now` without consuming anything.
@@ -89,7 +94,8 @@ pub trait Algorithm: Clone + Send + Sync + fmt::Debug + 'static {
     }
 
     /// Commits `n` permits now, to be used after the returned wait, provided that wait
-    /// is at most `max_wait`. Denied, nothing changes.
+    /// is at most `max_wait`. Denied, nothing changes. `n == 0` is always granted at
+    /// once and changes nothing.
     ///
     /// Algorithms that can book future capacity (GCRA, leaky bucket, Guava,
     /// Resilience4j, fixed window, sliding log) grant waits up to `max_wait`; the

@@ -10,10 +10,14 @@
 use std::time::Duration;
 
 use super::{check_capacity, Algorithm};
-use crate::clock::{duration_to_nanos, Nanos};
+use crate::clock::Nanos;
 use crate::decision::{Admitted, Decision, Denied, InsufficientCapacity, Limited, Reservation};
 use crate::engine::Locked;
 use crate::error::{non_zero, ConfigError};
+use crate::units::{
+    duration_from_nanos, duration_to_nanos, positive_nanos, saturating_i64, saturating_u64,
+    until_period,
+};
 
 /// `limit_for_period` permits per `refresh_period`, with callers waiting up to
 /// `timeout`: Resilience4j's `AtomicRateLimiter` as a pure state machine.
@@ -97,7 +101,7 @@ impl RefreshPeriodState {
 #[derive(Clone, Copy, Debug)]
 struct Current {
     /// Nanoseconds since the start.
-    elapsed: i128,
+    elapsed: u128,
     cycle: u64,
     permits: i128,
 }
@@ -142,11 +146,7 @@ impl RefreshPeriod {
         timeout: Duration,
     ) -> Result<RefreshPeriod, ConfigError> {
         let limit = check_limit(limit_for_period)?;
-        let period =
-            u64::try_from(refresh_period.as_nanos()).map_err(|_| ConfigError::Overflow {
-                parameter: "refresh_period",
-            })?;
-        let period = non_zero("refresh_period", period)?;
+        let period = positive_nanos("refresh_period", refresh_period)?;
         Ok(RefreshPeriod::with_nanos(
             limit,
             period,
@@ -314,7 +314,7 @@ impl RefreshPeriod {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn available_permissions(&self, state: &RefreshPeriodState, now: Nanos) -> i64 {
-        to_i64(self.current(state, now).permits)
+        saturating_i64(self.current(state, now).permits)
     }
 
     /// How long one permit would wait at `now` (Resilience4j's `getNanosToWait`).
@@ -333,7 +333,7 @@ impl RefreshPeriod {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn nanos_to_wait(&self, state: &RefreshPeriodState, now: Nanos) -> Duration {
-        nanos(self.wait(&self.current(state, now), 1))
+        duration_from_nanos(self.wait(&self.current(state, now), 1))
     }
 
     /// The state brought up to `now`: a cycle change tops the permits up by one
@@ -366,10 +366,12 @@ impl RefreshPeriod {
     /// Nanoseconds from `current` until the start of `cycle` (zero for the current
     /// cycle).
     fn until_cycle(&self, current: &Current, cycle: i128) -> i128 {
-        if cycle <= i128::from(current.cycle) {
-            0
-        } else {
-            cycle.saturating_mul(self.period.into()) - current.elapsed
+        match u128::try_from(cycle) {
+            Ok(cycle) if cycle > u128::from(current.cycle) => {
+                let wait = until_period(self.period, current.elapsed, cycle);
+                i128::try_from(wait).unwrap_or(i128::MAX)
+            }
+            _ => 0,
         }
     }
 
@@ -391,20 +393,20 @@ impl RefreshPeriod {
             return self.limit;
         }
         let cycles = 2 + u128::from((max_wait - 1) / self.period);
-        u64::try_from(cycles.saturating_mul(self.limit.into())).unwrap_or(u64::MAX)
+        saturating_u64(cycles.saturating_mul(self.limit.into()))
     }
 
     fn store(&self, state: &mut RefreshPeriodState, cycle: u64, permits: i128) {
         state.active_cycle = cycle;
-        state.active_permissions = to_i64(permits);
+        state.active_permissions = saturating_i64(permits);
     }
 
     fn limited(&self, current: &Current, retry_after: i128) -> Denied {
         Limited::new(
-            nanos(retry_after),
+            duration_from_nanos(retry_after),
             self.limit,
             remaining(current.permits),
-            nanos(self.until_full(current)),
+            duration_from_nanos(self.until_full(current)),
         )
         .into()
     }
@@ -458,25 +460,7 @@ fn check_limit(limit: u64) -> Result<u64, ConfigError> {
 }
 
 fn remaining(permits: i128) -> u64 {
-    u64::try_from(permits.max(0)).unwrap_or(u64::MAX)
-}
-
-fn to_i64(value: i128) -> i64 {
-    i64::try_from(value).unwrap_or(if value < 0 { i64::MIN } else { i64::MAX })
-}
-
-/// A non-negative nanosecond count as a `Duration`, saturating.
-fn nanos(value: i128) -> Duration {
-    if value <= 0 {
-        return Duration::ZERO;
-    }
-    if let Ok(n) = u64::try_from(value) {
-        return Duration::from_nanos(n);
-    }
-    match u64::try_from(value / 1_000_000_000) {
-        Ok(secs) => Duration::new(secs, (value % 1_000_000_000) as u32),
-        Err(_) => Duration::MAX,
-    }
+    saturating_u64(u128::try_from(permits).unwrap_or(0))
 }
 
 impl Algorithm for RefreshPeriod {
@@ -487,7 +471,7 @@ impl Algorithm for RefreshPeriod {
         RefreshPeriodState {
             start: now,
             active_cycle: 0,
-            active_permissions: to_i64(self.limit.into()),
+            active_permissions: saturating_i64(self.limit.into()),
         }
     }
 
@@ -496,7 +480,7 @@ impl Algorithm for RefreshPeriod {
         Ok(Admitted::new(
             self.limit,
             remaining(current.permits),
-            nanos(self.until_full(&current)),
+            duration_from_nanos(self.until_full(&current)),
         ))
     }
 
@@ -508,7 +492,7 @@ impl Algorithm for RefreshPeriod {
         max_wait: Duration,
     ) -> Result<Reservation, Denied> {
         let (_, wait) = self.decide(state, now, n, duration_to_nanos(max_wait))?;
-        Ok(Reservation::new(n, nanos(wait)))
+        Ok(Reservation::new(n, duration_from_nanos(wait)))
     }
 
     /// Gives `n` permits back to the current cycle, never above the limit: a
@@ -534,10 +518,9 @@ impl Algorithm for RefreshPeriod {
             permits: state.active_permissions.into(),
         };
         let cycle = self.cycle_reaching(&current, self.limit.into());
-        let at = cycle
-            .saturating_mul(self.period.into())
-            .saturating_add(state.start.as_u64().into());
-        Nanos::new(u64::try_from(at).unwrap_or(u64::MAX))
+        let since_start = until_period(self.period, 0, u128::try_from(cycle).unwrap_or(0));
+        let at = since_start.saturating_add(state.start.as_u64().into());
+        Nanos::new(saturating_u64(at))
     }
 }
 
@@ -959,6 +942,6 @@ mod tests {
                 }
             }
         }
-        assert_eq!(nanos(i128::MAX), Duration::MAX);
+        assert_eq!(duration_from_nanos(i128::MAX), Duration::MAX);
     }
 }

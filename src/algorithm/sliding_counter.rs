@@ -9,12 +9,12 @@
 
 use std::time::Duration;
 
-use super::fixed_window::window_nanos;
 use super::{check_capacity, Algorithm};
 use crate::clock::Nanos;
 use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
 use crate::engine::Locked;
 use crate::error::{non_zero, ConfigError};
+use crate::units::{positive_nanos, saturating_u64, until_period};
 
 /// An approximate rolling window in constant memory: the current window's count plus
 /// the previous one's, weighted by its overlap (Cloudflare).
@@ -109,7 +109,7 @@ impl SlidingCounter {
     pub fn new(limit: u64, window: Duration) -> Result<SlidingCounter, ConfigError> {
         Ok(SlidingCounter {
             limit: non_zero("limit", limit)?,
-            window: window_nanos(window)?,
+            window: positive_nanos("window", window)?,
         })
     }
 
@@ -194,14 +194,14 @@ impl SlidingCounter {
         let room =
             self.capacity_nanos()
                 .saturating_sub(self.used(s.previous, s.current, rolled.elapsed));
-        saturate(room / u128::from(self.window))
+        saturating_u64(room / u128::from(self.window))
     }
 
     /// The earliest time from which `n` fit, if nothing else is taken.
     fn allowed_at(&self, rolled: &Rolled, n: u64) -> u64 {
         let s = &rolled.state;
         let (w, limit) = (u128::from(self.window), u128::from(self.limit));
-        let start = u128::from(s.index) * w;
+        let start = until_period(self.window, 0, s.index.into());
         let next = start.saturating_add(w);
         let (n, current, previous) = (u128::from(n), u128::from(s.current), u128::from(s.previous));
         // In this window: previous × (W − e) ≤ (limit − current − n) × W.
@@ -209,7 +209,7 @@ impl SlidingCounter {
             // W − e ≤ span; no previous count would have fitted already.
             if let Some(span) = (spare * w).checked_div(previous) {
                 if (1..w).contains(&span) {
-                    return saturate(next - span).max(rolled.at);
+                    return saturating_u64(next - span).max(rolled.at);
                 }
             }
         }
@@ -218,7 +218,7 @@ impl SlidingCounter {
         let e = ((limit - n) * w)
             .checked_div(current)
             .map_or(0, |span| w.saturating_sub(span));
-        saturate(next.saturating_add(e))
+        saturating_u64(next.saturating_add(e))
     }
 
     /// Time until both counts have decayed to nothing.
@@ -243,10 +243,6 @@ impl SlidingCounter {
         )
         .into()
     }
-}
-
-fn saturate(x: u128) -> u64 {
-    u64::try_from(x).unwrap_or(u64::MAX)
 }
 
 impl Algorithm for SlidingCounter {
@@ -310,24 +306,15 @@ impl Algorithm for SlidingCounter {
         } else {
             return Nanos::ZERO;
         };
-        let end = (u128::from(state.index) + windows) * u128::from(self.window);
-        Nanos::new(saturate(end))
+        let end = until_period(self.window, 0, u128::from(state.index) + windows);
+        Nanos::new(saturating_u64(end))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const MS: u64 = 1_000_000;
-
-    fn at(ms: u64) -> Nanos {
-        Nanos::new(ms * MS)
-    }
-
-    fn ms(ms: u64) -> Duration {
-        Duration::from_millis(ms)
-    }
+    use crate::algorithm::testing::{at, ms};
 
     fn counter(limit: u64, window_ms: u64) -> SlidingCounter {
         SlidingCounter::new(limit, ms(window_ms)).unwrap()

@@ -22,12 +22,12 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use super::fixed_window::window_nanos;
 use super::{check_capacity, Algorithm};
-use crate::clock::{duration_to_nanos, Nanos};
+use crate::clock::Nanos;
 use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
 use crate::engine::Locked;
 use crate::error::{non_zero, ConfigError};
+use crate::units::{duration_to_nanos, nanos_of, positive_nanos};
 
 /// An exact rolling window: at most `limit` permits in any window of length `window`,
 /// optionally at least `min_gap` apart, optionally counting blocked attempts
@@ -94,7 +94,7 @@ impl SlidingLog {
     pub fn new(limit: u64, window: Duration) -> Result<SlidingLog, ConfigError> {
         let mut log = SlidingLog {
             limit: 1,
-            window: window_nanos(window)?,
+            window: positive_nanos("window", window)?,
             min_gap: 0,
             count_blocked: false,
         };
@@ -125,10 +125,10 @@ impl SlidingLog {
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn min_gap(self, gap: Duration) -> Result<SlidingLog, ConfigError> {
-        let min_gap = u64::try_from(gap.as_nanos()).map_err(|_| ConfigError::Overflow {
-            parameter: "min_gap",
-        })?;
-        Ok(SlidingLog { min_gap, ..self })
+        Ok(SlidingLog {
+            min_gap: nanos_of("min_gap", gap)?,
+            ..self
+        })
     }
 
     /// The same log, recording blocked attempts too (ClassDojo's behaviour): someone
@@ -211,7 +211,7 @@ impl SlidingLog {
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn set_window(&mut self, window: Duration) -> Result<(), ConfigError> {
-        self.window = window_nanos(window)?;
+        self.window = positive_nanos("window", window)?;
         Ok(())
     }
 
@@ -427,16 +427,7 @@ impl Algorithm for SlidingLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const MS: u64 = 1_000_000;
-
-    fn at(ms: u64) -> Nanos {
-        Nanos::new(ms * MS)
-    }
-
-    fn ms(ms: u64) -> Duration {
-        Duration::from_millis(ms)
-    }
+    use crate::algorithm::testing::{at, ms, MS};
 
     fn log(limit: u64, window_ms: u64) -> SlidingLog {
         SlidingLog::new(limit, ms(window_ms)).unwrap()
