@@ -5,7 +5,7 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
-use crate::clock::duration_to_nanos;
+use crate::units::duration_to_nanos;
 
 /// What a limiter decided for a request of `n` permits.
 ///

@@ -118,25 +118,29 @@ impl Gcra {
             .saturating_sub(self.tolerance)
     }
 
-    fn status(&self, tat: u64, now: u64) -> (u64, Duration) {
-        let ttl = tat.saturating_sub(now);
-        let remaining = self.tolerance.saturating_sub(ttl) / self.interval;
-        (remaining, Duration::from_nanos(ttl))
-    }
-
+    // `remaining` is `(tolerance - ttl) / interval`, left undivided: most callers never
+    // read it, and the division is a large share of a decision's cost.
+    #[inline]
     fn admitted(&self, tat: u64, now: u64) -> Admitted {
-        let (remaining, reset_after) = self.status(tat, now);
-        Admitted::new(self.burst, remaining, reset_after)
+        let ttl = tat.saturating_sub(now);
+        Admitted::deferred(
+            self.burst,
+            self.tolerance.saturating_sub(ttl),
+            self.interval,
+            ttl,
+        )
     }
 
     /// Denied for `retry` nanoseconds.
+    #[inline]
     pub(super) fn limited(&self, tat: u64, now: u64, retry: u64) -> Denied {
-        let (remaining, reset_after) = self.status(tat, now);
-        Limited::new(
-            Duration::from_nanos(retry),
+        let ttl = tat.saturating_sub(now);
+        Limited::deferred(
+            retry,
             self.burst,
-            remaining,
-            reset_after,
+            self.tolerance.saturating_sub(ttl),
+            self.interval,
+            ttl,
         )
         .into()
     }
