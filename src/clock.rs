@@ -25,6 +25,7 @@ impl Nanos {
     pub const MAX: Nanos = Nanos(u64::MAX);
 
     /// A point `nanos` nanoseconds after the origin.
+    #[inline]
     pub const fn new(nanos: u64) -> Nanos {
         Nanos(nanos)
     }
@@ -35,6 +36,7 @@ impl Nanos {
     }
 
     /// Nanoseconds since the origin.
+    #[inline]
     pub const fn as_u64(self) -> u64 {
         self.0
     }

@@ -112,6 +112,7 @@ impl Gcra {
     }
 
     /// The earliest time `n` (at most the burst) more fit.
+    #[inline]
     pub(super) fn allow_at(&self, tat: u64, now: u64, n: u64) -> u64 {
         tat.max(now)
             .saturating_add(n.saturating_mul(self.interval))
@@ -248,13 +249,14 @@ impl Algorithm for Gcra {
             // A peek, even when a lowered burst leaves the TAT beyond the tolerance.
             return Ok(self.admitted(*tat, now));
         }
-        let allow_at = self.allow_at(*tat, now, n);
+        // n <= burst, so n * interval <= tolerance fits.
+        let new_tat = (*tat).max(now).saturating_add(n * self.interval);
+        let allow_at = new_tat.saturating_sub(self.tolerance);
         if allow_at > now {
             return Err(self.limited(*tat, now, allow_at - now));
         }
-        // n <= burst, so n * interval <= tolerance fits.
-        *tat = (*tat).max(now).saturating_add(n * self.interval);
-        Ok(self.admitted(*tat, now))
+        *tat = new_tat;
+        Ok(self.admitted(new_tat, now))
     }
 
     fn reserve(
