@@ -1,8 +1,14 @@
-//! Compile-time checks that limiters and their answers cross threads.
+//! Compile-time checks that limiters, permits and answers cross threads.
 
-use tollgate::algorithm::{AllOf, Gcra};
+use tollgate::algorithm::{
+    AllOf, Concurrency, FirstHit, FixedWindow, Gcra, LeakyBucket, RefreshPeriod, SlidingCounter,
+    SlidingLog, SmoothBursty, SmoothWarmingUp,
+};
 use tollgate::clock::{ManualClock, MonotonicClock};
-use tollgate::{Admitted, ConfigError, Decision, Denied, Limiter, Reservation};
+use tollgate::semaphore::{OwnedPermit, Permit};
+use tollgate::{
+    Admitted, ConfigError, Decision, Denied, KeyedLimiter, Limiter, Reservation, Semaphore,
+};
 
 fn send_sync<T: Send + Sync>() {}
 
@@ -10,7 +16,25 @@ fn send_sync<T: Send + Sync>() {}
 fn limiters_are_send_and_sync() {
     send_sync::<Limiter<Gcra>>();
     send_sync::<Limiter<Gcra, ManualClock>>();
+    send_sync::<Limiter<LeakyBucket>>();
+    send_sync::<Limiter<FixedWindow>>();
+    send_sync::<Limiter<FixedWindow<FirstHit>>>();
+    send_sync::<Limiter<SlidingLog>>();
+    send_sync::<Limiter<SlidingCounter>>();
+    send_sync::<Limiter<SmoothBursty>>();
+    send_sync::<Limiter<SmoothWarmingUp>>();
+    send_sync::<Limiter<RefreshPeriod>>();
+    send_sync::<Limiter<Concurrency>>();
     send_sync::<Limiter<AllOf<Gcra>, MonotonicClock>>();
+    send_sync::<KeyedLimiter<String, Gcra>>();
+    send_sync::<KeyedLimiter<u64, SlidingLog, ManualClock>>();
+}
+
+#[test]
+fn permits_are_send_and_sync() {
+    send_sync::<Semaphore>();
+    send_sync::<Permit<'static>>();
+    send_sync::<OwnedPermit>();
 }
 
 #[test]
