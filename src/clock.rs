@@ -8,8 +8,12 @@ use std::fmt;
 use std::ops::{Add, Sub};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::sync::{AtomicU64, Ordering};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use crate::sync::{Arc, AtomicU64, Mutex, Ordering};
 use crate::units::duration_to_nanos;
+use crate::wait::Scheduler;
 
 /// A point on a clock's timeline: nanoseconds since the clock's origin.
 ///
@@ -94,6 +98,25 @@ pub trait Clock: Clone + Send + Sync + fmt::Debug + 'static {
     /// The Unix time at which this clock read [`Nanos::ZERO`], for limits aligned to
     /// wall-clock windows (envoy aligns windows to the Unix epoch).
     fn unix_origin(&self) -> Duration;
+
+    /// Rings `alarm` once this clock reads `deadline` or later. Waiting limiters use
+    /// it to wake their first waiter; nothing else ever sets one.
+    ///
+    /// The default hands the alarm to the process's [`Scheduler`] thread, which
+    /// counts the remaining time in real time: right for any clock that moves at the
+    /// speed of real time. A clock that moves otherwise (like [`ManualClock`]) must ring
+    /// its alarms itself. Callers hold no lock when they set an alarm, so an alarm
+    /// already due may ring at once, on the calling thread.
+    fn set_alarm(&self, deadline: Nanos, alarm: Arc<dyn Alarm>) {
+        Scheduler::global().set_alarm_after(deadline.saturating_since(self.now()), alarm);
+    }
+}
+
+/// What a [`Clock`] calls back at a deadline.
+pub trait Alarm: Send + Sync + 'static {
+    /// The deadline has passed. Called on the scheduler's thread, or on the thread that
+    /// moved a manual clock; it must not block.
+    fn ring(&self);
 }
 
 /// The default clock: monotonic, measured from the moment it was created.
@@ -122,10 +145,12 @@ pub struct MonotonicClock {
     source: quanta::Clock,
     origin: u64,
     unix_origin: Duration,
+    scheduler: Option<Scheduler>,
 }
 
 impl MonotonicClock {
-    /// A clock whose origin is now.
+    /// A clock whose origin is now; its alarms go to the process's global
+    /// [`Scheduler`].
     pub fn new() -> MonotonicClock {
         let source = quanta::Clock::new();
         MonotonicClock {
@@ -135,6 +160,26 @@ impl MonotonicClock {
             unix_origin: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .unwrap_or_default(),
+            scheduler: None,
+        }
+    }
+
+    /// The same clock, with its alarms on `scheduler` instead of the global one:
+    /// for tests and for isolating a group of limiters on their own thread.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::clock::MonotonicClock;
+    /// use tollgate::wait::Scheduler;
+    ///
+    /// let clock = MonotonicClock::new().with_scheduler(Scheduler::new("my-limiters"));
+    /// # drop(clock);
+    /// ```
+    pub fn with_scheduler(self, scheduler: Scheduler) -> MonotonicClock {
+        MonotonicClock {
+            scheduler: Some(scheduler),
+            ..self
         }
     }
 }
@@ -154,9 +199,22 @@ impl Clock for MonotonicClock {
     fn unix_origin(&self) -> Duration {
         self.unix_origin
     }
+
+    fn set_alarm(&self, deadline: Nanos, alarm: Arc<dyn Alarm>) {
+        let delay = deadline.saturating_since(self.now());
+        match &self.scheduler {
+            Some(scheduler) => scheduler.set_alarm_after(delay, alarm),
+            None => Scheduler::global().set_alarm_after(delay, alarm),
+        }
+    }
 }
 
 /// A clock that moves only when told to; clones share one time.
+///
+/// Moving it rings every alarm that has come due, on the thread that moved it, before
+/// [`advance`](ManualClock::advance) or [`set`](ManualClock::set) returns. A test that
+/// advances the clock therefore finds every waiter that became due already granted:
+/// waiting is as deterministic as deciding.
 ///
 /// # Examples
 ///
@@ -169,9 +227,32 @@ impl Clock for MonotonicClock {
 /// shared.advance(Duration::from_secs(1));
 /// assert_eq!(clock.now(), Nanos::new(1_000_000_000));
 /// ```
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct ManualClock {
-    now: crate::sync::Arc<AtomicU64>,
+    inner: Arc<ManualInner>,
+}
+
+#[derive(Default)]
+struct ManualInner {
+    now: AtomicU64,
+    alarms: Mutex<Alarms>,
+}
+
+/// Pending alarms, earliest first; `seq` keeps equal deadlines in the order set.
+#[derive(Default)]
+struct Alarms {
+    heap: BinaryHeap<Reverse<(Nanos, u64)>>,
+    targets: std::collections::HashMap<u64, Arc<dyn Alarm>>,
+    seq: u64,
+}
+
+impl fmt::Debug for ManualClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ManualClock")
+            .field("now", &self.now())
+            .field("pending_alarms", &self.pending_alarms())
+            .finish()
+    }
 }
 
 impl ManualClock {
@@ -183,38 +264,95 @@ impl ManualClock {
     /// A manual clock starting at `start`.
     pub fn starting_at(start: Nanos) -> ManualClock {
         let clock = ManualClock::new();
-        clock.now.store(start.0, Ordering::SeqCst);
+        clock.inner.now.store(start.0, Ordering::SeqCst);
         clock
     }
 
-    /// Moves time forward by `d` (saturating at [`Nanos::MAX`]).
+    /// Moves time forward by `d` (saturating at [`Nanos::MAX`]), then rings the alarms
+    /// that came due.
     pub fn advance(&self, d: Duration) {
         let d = duration_to_nanos(d);
         let _ = self
+            .inner
             .now
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |t| {
                 Some(t.saturating_add(d))
             });
+        self.ring_due();
     }
 
-    /// Sets the time to `t`, if `t` is not earlier than the current time.
+    /// Sets the time to `t`, if `t` is not earlier than the current time, then rings
+    /// the alarms that came due.
     ///
     /// Returns `false`, and leaves the clock alone, when `t` is in the past: a clock
     /// never goes backwards.
     pub fn set(&self, t: Nanos) -> bool {
-        self.now.fetch_max(t.0, Ordering::SeqCst) <= t.0
+        let moved = self.inner.now.fetch_max(t.0, Ordering::SeqCst) <= t.0;
+        self.ring_due();
+        moved
+    }
+
+    /// How many alarms are set and not yet rung: what waiting limiters have asked this
+    /// clock for. Idle limiters set none.
+    pub fn pending_alarms(&self) -> usize {
+        self.inner.alarms.lock().heap.len()
+    }
+
+    /// The earliest pending alarm, if any.
+    pub fn next_alarm(&self) -> Option<Nanos> {
+        self.inner
+            .alarms
+            .lock()
+            .heap
+            .peek()
+            .map(|Reverse((at, _))| *at)
+    }
+
+    /// Rings due alarms one at a time, without holding the lock while ringing, since a
+    /// ringing alarm may set another.
+    fn ring_due(&self) {
+        loop {
+            let now = self.now();
+            let due = {
+                let mut alarms = self.inner.alarms.lock();
+                match alarms.heap.peek() {
+                    Some(Reverse((at, _))) if *at <= now => {
+                        let Reverse((_, seq)) = alarms.heap.pop().expect("peeked");
+                        alarms.targets.remove(&seq)
+                    }
+                    _ => return,
+                }
+            };
+            if let Some(alarm) = due {
+                alarm.ring();
+            }
+        }
     }
 }
 
 impl Clock for ManualClock {
     #[inline]
     fn now(&self) -> Nanos {
-        Nanos(self.now.load(Ordering::SeqCst))
+        Nanos(self.inner.now.load(Ordering::SeqCst))
     }
 
     /// A manual clock reads Unix time: [`Nanos::ZERO`] is the epoch.
     fn unix_origin(&self) -> Duration {
         Duration::ZERO
+    }
+
+    /// Rings at once if `deadline` has passed; otherwise when the clock is moved past
+    /// it.
+    fn set_alarm(&self, deadline: Nanos, alarm: Arc<dyn Alarm>) {
+        {
+            let mut alarms = self.inner.alarms.lock();
+            let seq = alarms.seq;
+            alarms.seq += 1;
+            alarms.heap.push(Reverse((deadline, seq)));
+            alarms.targets.insert(seq, alarm);
+        }
+        // The clock may have passed the deadline before the alarm was stored.
+        self.ring_due();
     }
 }
 

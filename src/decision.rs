@@ -142,6 +142,8 @@ pub enum Denied {
     Limited(Limited),
     /// Never: the request asks for more than the limiter can grant at once.
     Insufficient(InsufficientCapacity),
+    /// Never again: the limiter was closed.
+    Closed,
 }
 
 impl Denied {
@@ -149,13 +151,13 @@ impl Denied {
     pub const fn retry_after(&self) -> Option<Duration> {
         match self {
             Denied::Limited(l) => Some(l.retry_after()),
-            Denied::Insufficient(_) => None,
+            Denied::Insufficient(_) | Denied::Closed => None,
         }
     }
 
-    /// Whether the request can never succeed.
+    /// Whether the request can never succeed: too large, or the limiter is closed.
     pub const fn is_never(&self) -> bool {
-        matches!(self, Denied::Insufficient(_))
+        matches!(self, Denied::Insufficient(_) | Denied::Closed)
     }
 
     /// Whether the request may succeed later.
@@ -169,6 +171,7 @@ impl fmt::Display for Denied {
         match self {
             Denied::Limited(l) => l.fmt(f),
             Denied::Insufficient(i) => i.fmt(f),
+            Denied::Closed => f.write_str("the limiter is closed"),
         }
     }
 }

@@ -45,6 +45,12 @@ mod quota;
 pub mod semaphore;
 mod sync;
 mod units;
+pub mod wait;
+
+/// The named futures returned by the `acquire` methods.
+pub mod futures {
+    pub use crate::limiter::Acquire;
+}
 
 pub use decision::{Admitted, Decision, Denied, InsufficientCapacity, Limited, Reservation};
 pub use error::ConfigError;

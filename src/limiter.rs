@@ -1,18 +1,30 @@
-//! The in-process limiter: one algorithm, one state, shared by any number of threads.
+//! The in-process limiter: one algorithm, one state, shared by any number of threads
+//! and tasks, which can decide at once or wait their turn.
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use crate::algorithm::Algorithm;
-use crate::clock::{Clock, MonotonicClock, Nanos};
+use crate::clock::{Alarm, Clock, MonotonicClock, Nanos};
 use crate::decision::{Decision, Denied, Reservation};
 use crate::engine::Cell;
+use crate::sync::Arc;
+use crate::wait::future::WaitFor;
+use crate::wait::queue::{Gate, Waiting};
+use crate::wait::{AcquireError, Fairness};
 
 /// A thread-safe limiter over one [`Algorithm`], reading time from a [`Clock`].
 ///
-/// Lock-free for algorithms whose state fits one atomic word ([`Gcra`], aligned
-/// [`FixedWindow`], [`LeakyBucket`], [`Concurrency`]); a short critical section around
-/// the pure decision for the rest.
+/// Deciding is lock-free for algorithms whose state fits one atomic word ([`Gcra`],
+/// aligned [`FixedWindow`], [`LeakyBucket`], [`Concurrency`]) and a short critical
+/// section around the pure decision for the rest. Waiting is FIFO by default: a
+/// request that must wait joins a queue, and while anyone waits `try_acquire` fails
+/// rather than overtake them.
+///
+/// Clones share one limiter.
 ///
 /// [`Gcra`]: crate::algorithm::Gcra
 /// [`FixedWindow`]: crate::algorithm::FixedWindow
@@ -31,8 +43,46 @@ use crate::engine::Cell;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Limiter<A: Algorithm, C: Clock = MonotonicClock> {
+    shared: Arc<Waiting<Core<A, C>>>,
+}
+
+/// The limiter's decision side: what the waiter queue waits on.
+pub(crate) struct Core<A: Algorithm, C> {
     cell: A::Cell,
     clock: C,
+}
+
+impl<A: Algorithm, C: Clock> Gate for Core<A, C> {
+    #[inline]
+    fn now(&self) -> Nanos {
+        self.clock.now()
+    }
+
+    #[inline]
+    fn acquire(&self, now: Nanos, n: u64) -> Decision {
+        self.cell.acquire(now, n)
+    }
+
+    fn peek(&self, now: Nanos, n: u64) -> Decision {
+        self.cell.peek(now, n)
+    }
+
+    #[inline]
+    fn reserve(&self, now: Nanos, n: u64, max_wait: Duration) -> Result<Reservation, Denied> {
+        self.cell.reserve(now, n, max_wait)
+    }
+
+    fn refund(&self, now: Nanos, n: u64) {
+        self.cell.refund(now, n)
+    }
+
+    fn books_ahead(&self) -> bool {
+        A::BOOKS_AHEAD
+    }
+
+    fn set_alarm(&self, deadline: Nanos, alarm: Arc<dyn Alarm>) {
+        self.clock.set_alarm(deadline, alarm)
+    }
 }
 
 impl<A: Algorithm> Limiter<A> {
@@ -42,7 +92,7 @@ impl<A: Algorithm> Limiter<A> {
     }
 }
 
-/// # Deciding
+/// # Deciding at once
 impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// A limiter reading time from `clock`, starting at the clock's current time.
     ///
@@ -65,36 +115,44 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     pub fn with_clock(algorithm: A, clock: C) -> Limiter<A, C> {
         let now = clock.now();
         Limiter {
-            cell: A::Cell::new(algorithm, now),
-            clock,
+            shared: Waiting::new(Core {
+                cell: A::Cell::new(algorithm, now),
+                clock,
+            }),
         }
     }
 
     /// Takes `n` permits now if the limit allows, and never waits.
     ///
+    /// Under [`Fairness::Fifo`] (the default) it is denied while others wait, even if
+    /// the permits are free: they were first.
+    ///
     /// # Errors
     ///
     /// [`Denied::Limited`] with a `retry_after` when the permits are not available
     /// now; [`Denied::Insufficient`] when `n` exceeds what the limiter can ever grant
-    /// at once. A denied request consumes nothing.
+    /// at once; [`Denied::Closed`] after [`close`](Limiter::close). A denied request
+    /// consumes nothing.
     #[inline]
     pub fn try_acquire(&self, n: u64) -> Decision {
-        self.cell.acquire(self.clock.now(), n)
+        self.shared.try_acquire(n)
     }
 
-    /// Decides on `n` permits as [`try_acquire`](Limiter::try_acquire) would, without
-    /// consuming any.
+    /// Decides on `n` permits as the algorithm would now, without consuming any and
+    /// without regard to waiters.
     ///
     /// # Errors
     ///
-    /// As [`try_acquire`](Limiter::try_acquire).
+    /// As [`try_acquire`](Limiter::try_acquire), waiters aside.
     pub fn peek(&self, n: u64) -> Decision {
-        self.cell.peek(self.clock.now(), n)
+        let gate = &self.shared.gate;
+        gate.peek(gate.now(), n)
     }
 
     /// Books `n` permits now for use after the returned wait, if that wait is at most
     /// `max_wait`. The booking counts against the limit at once: this is how a large
-    /// request goes now while later callers pay for it.
+    /// request goes now while later callers pay for it. A booking does not join the
+    /// queue of waiters; [`acquire`](Limiter::acquire) does.
     ///
     /// # Errors
     ///
@@ -117,29 +175,167 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn reserve(&self, n: u64, max_wait: Duration) -> Result<Reservation, Denied> {
-        self.cell.reserve(self.clock.now(), n, max_wait)
+        if self.shared.is_closed() {
+            return Err(Denied::Closed);
+        }
+        let gate = &self.shared.gate;
+        gate.reserve(gate.now(), n, max_wait)
     }
 
-    /// Gives back `n` permits taken earlier and not used.
+    /// Gives back `n` permits taken earlier and not used; waiters they satisfy go.
     pub fn refund(&self, n: u64) {
-        self.cell.refund(self.clock.now(), n)
+        self.shared.release(n)
     }
 
     /// The clock this limiter reads.
     pub fn clock(&self) -> &C {
-        &self.clock
+        &self.shared.gate.clock
     }
 
     /// The current time on the limiter's clock.
     pub fn now(&self) -> Nanos {
-        self.clock.now()
+        self.shared.gate.now()
+    }
+}
+
+/// # Waiting
+impl<A: Algorithm, C: Clock> Limiter<A, C> {
+    /// Waits until `n` permits are granted; resolves to the time waited on the
+    /// limiter's clock.
+    ///
+    /// Waiters are served in arrival order ([`Fairness::Fifo`]): the first books its
+    /// permits and sleeps until they are due, the others queue behind it. Prepaying
+    /// algorithms ([`SmoothBursty`](crate::algorithm::SmoothBursty)) let a large
+    /// request go at once and make the next caller wait for it, as Guava does.
+    ///
+    /// # Errors
+    ///
+    /// [`AcquireError::Insufficient`] at once if `n` exceeds what the limiter can ever
+    /// grant; [`AcquireError::Closed`] if the limiter is closed before the permits are
+    /// granted.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future before it completes gives back whatever it had booked or
+    /// been granted, and the next waiter moves up. Nothing is lost.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::clock::ManualClock;
+    ///
+    /// # futures::executor::block_on(async {
+    /// let clock = ManualClock::new();
+    /// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(10)?.burst(1)?), clock.clone());
+    /// assert_eq!(limiter.acquire(1).await?, Duration::ZERO);
+    ///
+    /// let mut next = Box::pin(limiter.acquire(1));
+    /// assert!(futures::poll!(next.as_mut()).is_pending());
+    /// clock.advance(Duration::from_millis(100)); // rings the limiter's alarm
+    /// assert_eq!(next.await?, Duration::from_millis(100));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn acquire(&self, n: u64) -> Acquire<'_, A, C> {
+        Acquire {
+            wait: WaitFor::new(&self.shared, n, None),
+        }
+    }
+
+    /// As [`acquire`](Limiter::acquire), giving up after `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// As `acquire`, and [`AcquireError::TimedOut`]: at once when the wait is already
+    /// known to exceed `timeout` (the first waiter goes later, or the algorithm's
+    /// booking would), otherwise when `timeout` has passed.
+    ///
+    /// # Cancel safety
+    ///
+    /// As `acquire`.
+    pub fn acquire_timeout(&self, n: u64, timeout: Duration) -> Acquire<'_, A, C> {
+        Acquire {
+            wait: WaitFor::new(&self.shared, n, Some(timeout)),
+        }
+    }
+
+    /// Blocks the calling thread until `n` permits are granted; returns the time
+    /// waited. For plain threads; in async code use [`acquire`](Limiter::acquire).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Limiter::acquire).
+    pub fn acquire_blocking(&self, n: u64) -> Result<Duration, AcquireError> {
+        WaitFor::new(&self.shared, n, None).block()
+    }
+
+    /// As [`acquire_blocking`](Limiter::acquire_blocking), giving up after `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_timeout`](Limiter::acquire_timeout).
+    pub fn acquire_blocking_timeout(
+        &self,
+        n: u64,
+        timeout: Duration,
+    ) -> Result<Duration, AcquireError> {
+        WaitFor::new(&self.shared, n, Some(timeout)).block()
+    }
+
+    /// Closes the limiter: every waiter and every later acquire fails with
+    /// [`AcquireError::Closed`], and `try_acquire` with [`Denied::Closed`].
+    /// Permits booked by waiters are given back.
+    pub fn close(&self) {
+        self.shared.close()
+    }
+
+    /// Whether [`close`](Limiter::close) was called.
+    pub fn is_closed(&self) -> bool {
+        self.shared.is_closed()
+    }
+
+    /// How many callers are waiting.
+    pub fn waiters(&self) -> usize {
+        self.shared.waiters()
+    }
+
+    /// Sets how waiters are served; the default is [`Fairness::Fifo`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::wait::Fairness;
+    ///
+    /// let limiter = Limiter::new(Gcra::new(Quota::per_second(100)?)).with_fairness(Fairness::Unfair);
+    /// assert_eq!(limiter.fairness(), Fairness::Unfair);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn with_fairness(self, fairness: Fairness) -> Limiter<A, C> {
+        self.shared.set_fairness(fairness);
+        self
+    }
+
+    /// How waiters are served.
+    pub fn fairness(&self) -> Fairness {
+        self.shared.fairness()
+    }
+
+    /// Waiting units and when the first waiter goes, for queue-like limiters.
+    pub(crate) fn queued(&self) -> (u64, Option<Nanos>) {
+        self.shared.queued()
     }
 }
 
 /// # Reconfiguring and inspecting
 impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// Changes the configuration at run time, keeping the state: `f` receives the
-    /// algorithm, its state and the current time, as one atomic step.
+    /// algorithm, its state and the current time, as one atomic step. Waiters that
+    /// the new configuration lets through go at once.
     ///
     /// `f` may run more than once if a decision races with it; only the last run
     /// counts, so it should only compute and assign.
@@ -153,7 +349,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     ///
     /// ```
     /// use tollgate::{Limiter, Quota};
-    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::algorithm::{Algorithm, Gcra};
     ///
     /// let limiter = Limiter::new(Gcra::new(Quota::per_second(1)?));
     /// limiter.reconfigure(|gcra, _state, _now| {
@@ -161,39 +357,75 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     ///     Ok::<(), tollgate::ConfigError>(())
     /// })?;
     /// assert_eq!(limiter.algorithm().capacity(), 100);
-    /// # use tollgate::algorithm::Algorithm;
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn reconfigure<E>(
         &self,
         mut f: impl FnMut(&mut A, &mut A::State, Nanos) -> Result<(), E>,
     ) -> Result<(), E> {
-        let now = self.clock.now();
-        self.cell.update(&mut |alg, state| {
+        let gate = &self.shared.gate;
+        let now = gate.now();
+        gate.cell.update(&mut |alg, state| {
             let (mut new_alg, mut new_state) = (alg.clone(), state.clone());
             f(&mut new_alg, &mut new_state, now)?;
             *alg = new_alg;
             *state = new_state;
             Ok(())
-        })
+        })?;
+        self.shared.serve();
+        Ok(())
     }
 
     /// A copy of the current configuration.
     pub fn algorithm(&self) -> A {
-        self.cell.snapshot().0
+        self.shared.gate.cell.snapshot().0
     }
 
     /// A copy of the current state.
     pub fn state(&self) -> A::State {
-        self.cell.snapshot().1
+        self.shared.gate.cell.snapshot().1
+    }
+}
+
+impl<A: Algorithm, C: Clock> Clone for Limiter<A, C> {
+    fn clone(&self) -> Self {
+        Limiter {
+            shared: Arc::clone(&self.shared),
+        }
     }
 }
 
 impl<A: Algorithm, C: Clock> fmt::Debug for Limiter<A, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Limiter")
-            .field("cell", &self.cell)
-            .field("clock", &self.clock)
+            .field("cell", &self.shared.gate.cell)
+            .field("clock", &self.shared.gate.clock)
+            .field("queue", &*self.shared)
             .finish()
+    }
+}
+
+/// The future of [`Limiter::acquire`] and [`Limiter::acquire_timeout`]: the time
+/// waited, or why the wait failed.
+///
+/// # Cancel safety
+///
+/// Dropping it gives back what it had booked or been granted.
+#[must_use = "futures do nothing unless polled"]
+pub struct Acquire<'a, A: Algorithm, C: Clock> {
+    wait: WaitFor<'a, Core<A, C>>,
+}
+
+impl<A: Algorithm, C: Clock> Future for Acquire<'_, A, C> {
+    type Output = Result<Duration, AcquireError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.get_mut().wait.poll(cx)
+    }
+}
+
+impl<A: Algorithm, C: Clock> fmt::Debug for Acquire<'_, A, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Acquire").finish_non_exhaustive()
     }
 }

@@ -2,8 +2,8 @@
 //! not import `std::sync` elsewhere, so these can be swapped in this one spot.
 
 pub(crate) use std::hint::spin_loop;
-pub(crate) use std::sync::atomic::{fence, AtomicU64, Ordering};
-pub(crate) use std::sync::Arc;
+pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicU8, Ordering};
+pub(crate) use std::sync::{Arc, Weak};
 
 /// A mutex that shrugs off poisoning: every critical section in this crate leaves its
 /// state consistent before anything that could panic, so a poisoned lock still holds

@@ -102,8 +102,8 @@ fn tighter(a: Admitted, b: Admitted) -> Admitted {
 fn later_denial(current: Option<Denied>, new: Denied) -> Denied {
     match (current, new) {
         (None, d) => d,
-        (Some(d @ Denied::Insufficient(_)), _) => d,
-        (Some(_), d @ Denied::Insufficient(_)) => d,
+        (Some(d @ (Denied::Insufficient(_) | Denied::Closed)), _) => d,
+        (Some(_), d @ (Denied::Insufficient(_) | Denied::Closed)) => d,
         (Some(Denied::Limited(a)), Denied::Limited(b)) => {
             if b.retry_after() > a.retry_after() {
                 Denied::Limited(b)

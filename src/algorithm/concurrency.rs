@@ -184,7 +184,7 @@ mod tests {
         assert_eq!(denied.retry_after(), Some(Duration::ZERO));
         match denied {
             Denied::Limited(l) => assert_eq!(l.remaining(), 1),
-            Denied::Insufficient(_) => panic!("not never"),
+            other => panic!("not never: {other:?}"),
         }
         assert_eq!(s, 2, "a denial changes nothing");
         assert_eq!(c.acquire(&mut s, T, 1).unwrap().remaining(), 0);

@@ -535,6 +535,7 @@ impl<A> FixedWindow<A> {
 impl Algorithm for FixedWindow<Aligned> {
     type State = u64;
     type Cell = Atomic<FixedWindow<Aligned>>;
+    const BOOKS_AHEAD: bool = true;
 
     fn initial_state(&self, _now: Nanos) -> u64 {
         0
@@ -612,6 +613,7 @@ impl WordAlgorithm for FixedWindow<Aligned> {
 impl Algorithm for FixedWindow<FirstHit> {
     type State = FirstHitState;
     type Cell = Locked<FixedWindow<FirstHit>>;
+    const BOOKS_AHEAD: bool = true;
 
     fn initial_state(&self, _now: Nanos) -> FirstHitState {
         FirstHitState::default()

@@ -236,6 +236,7 @@ impl CellReply {
 impl Algorithm for Gcra {
     type State = u64;
     type Cell = Atomic<Gcra>;
+    const BOOKS_AHEAD: bool = true;
 
     fn initial_state(&self, _now: Nanos) -> u64 {
         0

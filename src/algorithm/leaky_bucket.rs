@@ -255,6 +255,7 @@ impl LeakyBucket {
 impl Algorithm for LeakyBucket {
     type State = u64;
     type Cell = Atomic<LeakyBucket>;
+    const BOOKS_AHEAD: bool = true;
 
     fn initial_state(&self, now: Nanos) -> u64 {
         self.meter.initial_state(now)

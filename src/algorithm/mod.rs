@@ -74,6 +74,11 @@ pub trait Algorithm: Clone + Send + Sync + fmt::Debug + 'static {
     /// The mutable part: what a limiter stores, once per key for a keyed limiter.
     type State: Clone + Send + Sync + fmt::Debug + 'static;
 
+    /// Whether [`reserve`](Algorithm::reserve) books future capacity, so that a
+    /// denial under a `max_wait` means the wait is longer than `max_wait`. A waiting
+    /// limiter then fails a timed wait at once instead of at its deadline.
+    const BOOKS_AHEAD: bool = false;
+
     /// How an in-process [`Limiter`](crate::Limiter) holds this algorithm and its
     /// state: [`Locked`](crate::engine::Locked) for most, a lock-free cell for those
     /// whose state fits one atomic word.

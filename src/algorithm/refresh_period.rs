@@ -466,6 +466,7 @@ fn remaining(permits: i128) -> u64 {
 impl Algorithm for RefreshPeriod {
     type State = RefreshPeriodState;
     type Cell = Locked<RefreshPeriod>;
+    const BOOKS_AHEAD: bool = true;
 
     fn initial_state(&self, now: Nanos) -> RefreshPeriodState {
         RefreshPeriodState {
@@ -755,7 +756,7 @@ mod tests {
                 assert_eq!(l.remaining(), 0);
                 assert_eq!(l.reset_after(), Duration::from_nanos(260));
             }
-            Denied::Insufficient(_) => panic!("not never"),
+            other => panic!("not never: {other:?}"),
         }
         assert_eq!(r.idle_at(&s), at(300));
     }

@@ -337,6 +337,7 @@ impl SlidingLog {
 impl Algorithm for SlidingLog {
     type State = VecDeque<u64>;
     type Cell = Locked<SlidingLog>;
+    const BOOKS_AHEAD: bool = true;
 
     fn initial_state(&self, _now: Nanos) -> VecDeque<u64> {
         VecDeque::new()

@@ -358,6 +358,7 @@ impl<S: SmoothShape> Smooth<S> {
 impl<S: SmoothShape> Algorithm for Smooth<S> {
     type State = SmoothState;
     type Cell = Locked<Self>;
+    const BOOKS_AHEAD: bool = true;
 
     fn initial_state(&self, now: Nanos) -> SmoothState {
         SmoothState {

@@ -1,0 +1,98 @@
+//! The state machine behind every acquire future and blocking wait.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use crate::clock::Nanos;
+use crate::sync::Arc;
+use crate::wait::queue::{Begin, Gate, Slot, Waiting, Wake};
+use crate::wait::AcquireError;
+
+/// Waits for `n` permits from a [`Waiting`] gate; resolves to the time waited.
+pub(crate) struct WaitFor<'a, G: Gate> {
+    waiting: &'a Waiting<G>,
+    n: u64,
+    timeout: Option<Duration>,
+    state: State,
+}
+
+enum State {
+    Start,
+    Queued { slot: Arc<Slot>, since: Nanos },
+    Done,
+}
+
+impl<'a, G: Gate> WaitFor<'a, G> {
+    pub(crate) fn new(waiting: &'a Waiting<G>, n: u64, timeout: Option<Duration>) -> Self {
+        WaitFor {
+            waiting,
+            n,
+            timeout,
+            state: State::Start,
+        }
+    }
+
+    /// Advances the wait; `wake` is called when the outcome may have changed.
+    fn step(&mut self, wake: impl FnOnce() -> Wake) -> Poll<Result<Duration, AcquireError>> {
+        let outcome = match &self.state {
+            State::Start => match self.waiting.begin(self.n, self.timeout, wake) {
+                Begin::Ready(outcome) => outcome.map(|()| Duration::ZERO),
+                Begin::Waiting(slot) => {
+                    let since = self.waiting.gate.now();
+                    self.state = State::Queued { slot, since };
+                    return Poll::Pending;
+                }
+            },
+            State::Queued { slot, since } => match self.waiting.poll_slot(slot, self.n, wake) {
+                Some(outcome) => {
+                    let since = *since;
+                    outcome.map(|()| self.waiting.gate.now().saturating_since(since))
+                }
+                None => return Poll::Pending,
+            },
+            State::Done => Err(AcquireError::Closed),
+        };
+        self.state = State::Done;
+        Poll::Ready(outcome)
+    }
+
+    pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Result<Duration, AcquireError>> {
+        if let State::Queued { slot, .. } = &self.state {
+            // Skip re-registering the same waker on spurious polls.
+            if Waiting::<G>::will_wake(slot, cx.waker()) && !Waiting::<G>::is_decided(slot) {
+                return Poll::Pending;
+            }
+        }
+        self.step(|| Wake::Task(cx.waker().clone()))
+    }
+
+    /// Blocks the thread until the wait ends.
+    pub(crate) fn block(mut self) -> Result<Duration, AcquireError> {
+        loop {
+            if let Poll::Ready(outcome) = self.step(Slot::thread_wake) {
+                return outcome;
+            }
+            std::thread::park();
+        }
+    }
+}
+
+impl<G: Gate> Drop for WaitFor<'_, G> {
+    fn drop(&mut self) {
+        if let State::Queued { slot, .. } = &self.state {
+            self.waiting.cancel(slot, self.n);
+        }
+    }
+}
+
+impl<G: Gate> Unpin for WaitFor<'_, G> {}
+
+impl<G: Gate> Future for WaitFor<'_, G> {
+    type Output = Result<Duration, AcquireError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.get_mut().poll(cx)
+    }
+}

@@ -1,0 +1,579 @@
+//! The waiter queue in front of a limiter: FIFO, cancellation-safe, woken by alarms
+//! and releases.
+//!
+//! Only the first waiter ever holds capacity: it books it with
+//! [`Algorithm::reserve`](crate::algorithm::Algorithm::reserve) and sets one alarm for
+//! the moment it may go. The waiters behind it hold nothing, so when a waiter leaves
+//! (granted, cancelled or timed out) the next one books from the state as it is then,
+//! and capacity given back by a cancelled booking goes to the next waiter at once.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::task::Waker;
+use std::thread::Thread;
+use std::time::Duration;
+
+use crate::clock::{Alarm, Nanos};
+use crate::decision::{Decision, Denied, Reservation};
+use crate::sync::{fence, Arc, AtomicBool, AtomicU64, AtomicU8, Mutex, Ordering, Weak};
+use crate::wait::AcquireError;
+
+/// What a queue waits on: a limiter's decision, its clock and its alarms.
+pub(crate) trait Gate: Send + Sync + 'static {
+    fn now(&self) -> Nanos;
+    fn acquire(&self, now: Nanos, n: u64) -> Decision;
+    fn peek(&self, now: Nanos, n: u64) -> Decision;
+    fn reserve(&self, now: Nanos, n: u64, max_wait: Duration) -> Result<Reservation, Denied>;
+    fn refund(&self, now: Nanos, n: u64);
+    /// Whether a denied `reserve(n, max_wait)` means the wait exceeds `max_wait`
+    /// (the algorithm books ahead), rather than "not available right now".
+    fn books_ahead(&self) -> bool;
+    fn set_alarm(&self, deadline: Nanos, alarm: Arc<dyn Alarm>);
+}
+
+/// How waiters are served.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Fairness {
+    /// First come, first served: a waiting request for 10 is not overtaken by later
+    /// requests for 1, and `try_acquire` fails while anyone waits.
+    #[default]
+    Fifo,
+    /// Any waiter that fits goes, and `try_acquire` ignores the queue: more
+    /// throughput under mixed request sizes, but a large request can starve.
+    Unfair,
+}
+
+const WAITING: u8 = 0;
+const GRANTED: u8 = 1;
+const CLOSED: u8 = 2;
+const TIMED_OUT: u8 = 3;
+const INSUFFICIENT: u8 = 4;
+/// The outcome was handed to the caller, or the waiter left.
+const DONE: u8 = 5;
+
+/// One waiter's shared cell: the outcome the queue writes and the wake-up it calls.
+pub(crate) struct Slot {
+    state: AtomicU8,
+    /// The capacity behind an `INSUFFICIENT` outcome.
+    capacity: AtomicU64,
+    wake: Mutex<Wake>,
+}
+
+pub(crate) enum Wake {
+    Nobody,
+    Task(Waker),
+    Thread(Thread),
+}
+
+impl Wake {
+    fn wake(self) {
+        match self {
+            Wake::Nobody => {}
+            Wake::Task(waker) => waker.wake(),
+            Wake::Thread(thread) => thread.unpark(),
+        }
+    }
+}
+
+struct Entry {
+    slot: Arc<Slot>,
+    n: u64,
+    /// Capacity booked for this waiter, usable from this time.
+    booked_until: Option<Nanos>,
+    /// Give up at this time.
+    deadline: Option<Nanos>,
+}
+
+struct Inner {
+    waiters: VecDeque<Entry>,
+    /// The earliest alarm set and not yet rung.
+    alarm_at: Option<Nanos>,
+    closed: bool,
+}
+
+/// A gate and the queue in front of it, shared by a limiter and its waiters.
+pub(crate) struct Waiting<G> {
+    pub(crate) gate: G,
+    /// `waiters << 1 | closed`: the fast path's one load.
+    word: AtomicU64,
+    /// When the current alarm rings: a hint for a denied `try_acquire`.
+    alarm_hint: AtomicU64,
+    unfair: AtomicBool,
+    inner: Mutex<Inner>,
+    me: Weak<Waiting<G>>,
+}
+
+/// What starting to wait gave.
+pub(crate) enum Begin {
+    Ready(Result<(), AcquireError>),
+    Waiting(Arc<Slot>),
+}
+
+/// Wake-ups and an alarm to deliver once the queue lock is released.
+#[derive(Default)]
+struct Effects {
+    wakes: Vec<Wake>,
+    alarm: Option<Nanos>,
+}
+
+impl<G: Gate> Waiting<G> {
+    pub(crate) fn new(gate: G) -> Arc<Waiting<G>> {
+        Arc::new_cyclic(|me| Waiting {
+            gate,
+            word: AtomicU64::new(0),
+            alarm_hint: AtomicU64::new(0),
+            unfair: AtomicBool::new(false),
+            inner: Mutex::new(Inner {
+                waiters: VecDeque::new(),
+                alarm_at: None,
+                closed: false,
+            }),
+            me: me.clone(),
+        })
+    }
+
+    pub(crate) fn set_fairness(&self, fairness: Fairness) {
+        self.unfair
+            .store(fairness == Fairness::Unfair, Ordering::Relaxed);
+    }
+
+    pub(crate) fn fairness(&self) -> Fairness {
+        if self.unfair.load(Ordering::Relaxed) {
+            Fairness::Unfair
+        } else {
+            Fairness::Fifo
+        }
+    }
+
+    fn is_unfair(&self) -> bool {
+        self.unfair.load(Ordering::Relaxed)
+    }
+
+    /// Whether anything stands between a caller and the gate: waiters (in FIFO mode)
+    /// or a close.
+    #[inline]
+    pub(crate) fn is_contended(&self) -> bool {
+        let word = self.word.load(Ordering::Relaxed);
+        word & 1 != 0 || (word != 0 && !self.is_unfair())
+    }
+
+    /// `try_acquire` for a caller who will not wait, respecting the queue.
+    #[inline]
+    pub(crate) fn try_acquire(&self, n: u64) -> Decision {
+        if !self.is_contended() {
+            return self.gate.acquire(self.gate.now(), n);
+        }
+        self.try_acquire_contended(n)
+    }
+
+    #[cold]
+    fn try_acquire_contended(&self, n: u64) -> Decision {
+        let word = self.word.load(Ordering::Acquire);
+        if word & 1 != 0 {
+            return Err(Denied::Closed);
+        }
+        if word == 0 || self.is_unfair() {
+            return self.gate.acquire(self.gate.now(), n);
+        }
+        // Waiters come first: deny, pointing at when the first of them is served.
+        let now = self.gate.now();
+        match self.gate.peek(now, n) {
+            Err(denied) => Err(denied),
+            Ok(admitted) => {
+                let hint = Nanos::new(self.alarm_hint.load(Ordering::Relaxed));
+                Err(crate::decision::Limited::new(
+                    hint.saturating_since(now),
+                    admitted.limit(),
+                    0,
+                    admitted.reset_after(),
+                )
+                .into())
+            }
+        }
+    }
+
+    /// Starts waiting for `n` permits, giving up `timeout` from now.
+    pub(crate) fn begin(
+        &self,
+        n: u64,
+        timeout: Option<Duration>,
+        wake: impl FnOnce() -> Wake,
+    ) -> Begin {
+        let now = self.gate.now();
+        if !self.is_contended() {
+            match self.gate.reserve(now, n, Duration::ZERO) {
+                Ok(_) => return Begin::Ready(Ok(())),
+                Err(Denied::Insufficient(i)) => {
+                    return Begin::Ready(Err(AcquireError::Insufficient(i)))
+                }
+                Err(Denied::Closed) => return Begin::Ready(Err(AcquireError::Closed)),
+                Err(Denied::Limited(_)) => {}
+            }
+        }
+        let deadline = timeout.map(|t| now + t);
+        let slot = Arc::new(Slot {
+            state: AtomicU8::new(WAITING),
+            capacity: AtomicU64::new(0),
+            wake: Mutex::new(wake()),
+        });
+        let mut effects = Effects::default();
+        {
+            let mut inner = self.inner.lock();
+            if inner.closed {
+                return Begin::Ready(Err(AcquireError::Closed));
+            }
+            // Fail fast: the first waiter already goes later than this one may wait.
+            if let (Some(deadline), Some(first)) = (deadline, inner.waiters.front()) {
+                let first_goes = first.booked_until.or(inner.alarm_at);
+                if first_goes.is_some_and(|t| t > deadline) {
+                    return Begin::Ready(Err(AcquireError::TimedOut));
+                }
+            }
+            inner.waiters.push_back(Entry {
+                slot: Arc::clone(&slot),
+                n,
+                booked_until: None,
+                deadline,
+            });
+            self.publish_len(&inner);
+            // Pairs with the fence in `release`: a release that saw no waiter
+            // happened before this drain reads the gate.
+            fence(Ordering::SeqCst);
+            self.drain(&mut inner, now, &mut effects);
+        }
+        self.deliver(effects);
+        match Self::take_outcome(&slot, n) {
+            Some(outcome) => Begin::Ready(outcome),
+            None => Begin::Waiting(slot),
+        }
+    }
+
+    /// The outcome for a waiter asking for `n`, if the queue has decided; otherwise
+    /// registers `wake` for it.
+    pub(crate) fn poll_slot(
+        &self,
+        slot: &Slot,
+        n: u64,
+        wake: impl FnOnce() -> Wake,
+    ) -> Option<Result<(), AcquireError>> {
+        if let Some(outcome) = Self::take_outcome(slot, n) {
+            return Some(outcome);
+        }
+        *slot.wake.lock() = wake();
+        // A decision made while the wake-up was being stored.
+        Self::take_outcome(slot, n)
+    }
+
+    /// Whether `slot` already holds `waker`, to skip cloning it again.
+    pub(crate) fn will_wake(slot: &Slot, waker: &Waker) -> bool {
+        matches!(&*slot.wake.lock(), Wake::Task(w) if w.will_wake(waker))
+    }
+
+    /// Whether the queue has decided `slot`'s outcome.
+    pub(crate) fn is_decided(slot: &Slot) -> bool {
+        !matches!(slot.state.load(Ordering::Acquire), WAITING | DONE)
+    }
+
+    fn take_outcome(slot: &Slot, n: u64) -> Option<Result<(), AcquireError>> {
+        let outcome = match slot.state.load(Ordering::Acquire) {
+            WAITING | DONE => return None,
+            GRANTED => Ok(()),
+            CLOSED => Err(AcquireError::Closed),
+            TIMED_OUT => Err(AcquireError::TimedOut),
+            _ => Err(AcquireError::Insufficient(
+                crate::decision::InsufficientCapacity::new(
+                    n,
+                    slot.capacity.load(Ordering::Relaxed),
+                ),
+            )),
+        };
+        slot.state.store(DONE, Ordering::Release);
+        Some(outcome)
+    }
+
+    /// The waiter of `slot`, asking for `n`, left before taking its outcome: it gives
+    /// back whatever it held, and the next waiter moves up.
+    pub(crate) fn cancel(&self, slot: &Arc<Slot>, n: u64) {
+        let mut effects = Effects::default();
+        {
+            let mut inner = self.inner.lock();
+            let now = self.gate.now();
+            match slot.state.swap(DONE, Ordering::AcqRel) {
+                WAITING => {
+                    let position = inner
+                        .waiters
+                        .iter()
+                        .position(|e| Arc::ptr_eq(&e.slot, slot));
+                    if let Some(index) = position {
+                        let entry = inner.waiters.remove(index).expect("found");
+                        if entry.booked_until.is_some() {
+                            self.gate.refund(now, n);
+                        }
+                        self.publish_len(&inner);
+                        if index == 0 || self.is_unfair() {
+                            self.drain(&mut inner, now, &mut effects);
+                        }
+                    }
+                }
+                GRANTED => {
+                    // Granted, never used.
+                    self.gate.refund(now, n);
+                    self.drain(&mut inner, now, &mut effects);
+                }
+                _ => {}
+            }
+        }
+        self.deliver(effects);
+    }
+
+    /// Gives back `n` permits taken earlier (a dropped semaphore permit, a refund), and
+    /// serves the waiters they may now satisfy.
+    pub(crate) fn release(&self, n: u64) {
+        let now = self.gate.now();
+        self.gate.refund(now, n);
+        // Pairs with the fence in `begin`: either this sees the new waiter, or the
+        // waiter's drain sees the refund.
+        fence(Ordering::SeqCst);
+        if self.word.load(Ordering::SeqCst) >> 1 == 0 {
+            return;
+        }
+        self.serve();
+    }
+
+    /// Serves waiters with the gate as it is now: a release or a reconfiguration may
+    /// have made room.
+    pub(crate) fn serve(&self) {
+        self.serve_after(false);
+    }
+
+    fn serve_after(&self, alarm_rang: bool) {
+        let mut effects = Effects::default();
+        {
+            let mut inner = self.inner.lock();
+            if alarm_rang {
+                // Whatever alarm this was, the drain below sets the one still needed;
+                // an alarm that rang a hair early by this clock is set again.
+                inner.alarm_at = None;
+            }
+            let now = self.gate.now();
+            self.drain(&mut inner, now, &mut effects);
+        }
+        self.deliver(effects);
+    }
+
+    /// Fails every waiter and every later acquire with `Closed`.
+    pub(crate) fn close(&self) {
+        let mut effects = Effects::default();
+        {
+            let mut inner = self.inner.lock();
+            inner.closed = true;
+            let now = self.gate.now();
+            while let Some(entry) = inner.waiters.pop_front() {
+                if entry.booked_until.is_some() {
+                    self.gate.refund(now, entry.n);
+                }
+                self.finish(entry, CLOSED, &mut effects);
+            }
+            self.word.store(1, Ordering::SeqCst);
+        }
+        self.deliver(effects);
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.word.load(Ordering::Acquire) & 1 != 0
+    }
+
+    /// Waiters in the queue.
+    pub(crate) fn waiters(&self) -> usize {
+        usize::try_from(self.word.load(Ordering::Acquire) >> 1).unwrap_or(usize::MAX)
+    }
+
+    /// Permits asked for by the waiters in the queue, and when the first may go.
+    pub(crate) fn queued(&self) -> (u64, Option<Nanos>) {
+        let inner = self.inner.lock();
+        let units = inner
+            .waiters
+            .iter()
+            .fold(0u64, |sum, e| sum.saturating_add(e.n));
+        let first = inner
+            .waiters
+            .front()
+            .and_then(|e| e.booked_until.or(inner.alarm_at));
+        (units, first)
+    }
+
+    fn publish_len(&self, inner: &Inner) {
+        let len = u64::try_from(inner.waiters.len()).unwrap_or(u64::MAX >> 1);
+        self.word
+            .store(len << 1 | u64::from(inner.closed), Ordering::SeqCst);
+    }
+
+    /// Grants, fails and books what the gate allows at `now`, in queue order, and
+    /// notes the alarm the queue needs next.
+    fn drain(&self, inner: &mut Inner, now: Nanos, effects: &mut Effects) {
+        self.expire(inner, now, effects);
+        let mut alarm = None;
+        if self.is_unfair() {
+            self.drain_unfair(inner, now, effects, &mut alarm);
+        } else {
+            while let Some(head) = inner.waiters.front_mut() {
+                if let Some(until) = head.booked_until {
+                    if until > now {
+                        alarm = Some(until);
+                        break;
+                    }
+                    let entry = inner.waiters.pop_front().expect("front");
+                    self.finish(entry, GRANTED, effects);
+                    continue;
+                }
+                let max_wait = head
+                    .deadline
+                    .map_or(Duration::MAX, |d| d.saturating_since(now));
+                match self.gate.reserve(now, head.n, max_wait) {
+                    Ok(r) if r.is_immediate() => {
+                        let entry = inner.waiters.pop_front().expect("front");
+                        self.finish(entry, GRANTED, effects);
+                    }
+                    Ok(r) => {
+                        let until = now + r.wait();
+                        head.booked_until = Some(until);
+                        alarm = Some(until);
+                        break;
+                    }
+                    Err(Denied::Limited(limited)) => {
+                        let retry = limited.retry_after();
+                        let fits_in_time = head
+                            .deadline
+                            .map_or(true, |d| !self.gate.books_ahead() && now + retry <= d);
+                        if fits_in_time {
+                            // Zero: capacity comes back by release, not with time.
+                            alarm = (!retry.is_zero()).then(|| now + retry);
+                            break;
+                        }
+                        let entry = inner.waiters.pop_front().expect("front");
+                        self.finish(entry, TIMED_OUT, effects);
+                    }
+                    Err(Denied::Insufficient(i)) => {
+                        let entry = inner.waiters.pop_front().expect("front");
+                        entry.slot.capacity.store(i.capacity(), Ordering::Relaxed);
+                        self.finish(entry, INSUFFICIENT, effects);
+                    }
+                    Err(Denied::Closed) => {
+                        let entry = inner.waiters.pop_front().expect("front");
+                        self.finish(entry, CLOSED, effects);
+                    }
+                }
+            }
+        }
+        let timeout = inner.waiters.iter().filter_map(|e| e.deadline).min();
+        let needed = match (alarm, timeout) {
+            (Some(a), Some(t)) => Some(a.min(t)),
+            (a, t) => a.or(t),
+        };
+        if let Some(at) = needed {
+            self.alarm_hint.store(at.as_u64(), Ordering::Relaxed);
+            if inner.alarm_at.map_or(true, |armed| at < armed) {
+                inner.alarm_at = Some(at);
+                effects.alarm = Some(at);
+            }
+        }
+        self.publish_len(inner);
+    }
+
+    /// Every waiter that fits now goes, whatever its place.
+    fn drain_unfair(
+        &self,
+        inner: &mut Inner,
+        now: Nanos,
+        effects: &mut Effects,
+        alarm: &mut Option<Nanos>,
+    ) {
+        let mut index = 0;
+        while index < inner.waiters.len() {
+            let n = inner.waiters[index].n;
+            match self.gate.acquire(now, n) {
+                Ok(_) => {
+                    let entry = inner.waiters.remove(index).expect("in range");
+                    self.finish(entry, GRANTED, effects);
+                }
+                Err(Denied::Limited(limited)) => {
+                    let retry = limited.retry_after();
+                    if !retry.is_zero() {
+                        let at = now + retry;
+                        *alarm = Some(alarm.map_or(at, |a: Nanos| a.min(at)));
+                    }
+                    index += 1;
+                }
+                Err(Denied::Insufficient(i)) => {
+                    let entry = inner.waiters.remove(index).expect("in range");
+                    entry.slot.capacity.store(i.capacity(), Ordering::Relaxed);
+                    self.finish(entry, INSUFFICIENT, effects);
+                }
+                Err(Denied::Closed) => {
+                    let entry = inner.waiters.remove(index).expect("in range");
+                    self.finish(entry, CLOSED, effects);
+                }
+            }
+        }
+    }
+
+    /// Fails the unbooked waiters whose deadline has passed.
+    fn expire(&self, inner: &mut Inner, now: Nanos, effects: &mut Effects) {
+        if !inner
+            .waiters
+            .iter()
+            .any(|e| e.booked_until.is_none() && e.deadline.is_some_and(|d| d <= now))
+        {
+            return;
+        }
+        let mut kept = VecDeque::with_capacity(inner.waiters.len());
+        for entry in inner.waiters.drain(..) {
+            if entry.booked_until.is_none() && entry.deadline.is_some_and(|d| d <= now) {
+                self.finish(entry, TIMED_OUT, effects);
+            } else {
+                kept.push_back(entry);
+            }
+        }
+        inner.waiters = kept;
+    }
+
+    fn finish(&self, entry: Entry, outcome: u8, effects: &mut Effects) {
+        entry.slot.state.store(outcome, Ordering::Release);
+        let wake = std::mem::replace(&mut *entry.slot.wake.lock(), Wake::Nobody);
+        effects.wakes.push(wake);
+    }
+
+    /// Wakes and arms outside the queue lock: a manual clock rings due alarms on the
+    /// spot, and a woken waiter may come straight back to the queue.
+    fn deliver(&self, effects: Effects) {
+        for wake in effects.wakes {
+            wake.wake();
+        }
+        if let (Some(at), Some(me)) = (effects.alarm, self.me.upgrade()) {
+            self.gate.set_alarm(at, me);
+        }
+    }
+}
+
+impl<G: Gate> Alarm for Waiting<G> {
+    fn ring(&self) {
+        self.serve_after(true);
+    }
+}
+
+impl<G> fmt::Debug for Waiting<G> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let word = self.word.load(Ordering::Relaxed);
+        f.debug_struct("Waiting")
+            .field("waiters", &(word >> 1))
+            .field("closed", &(word & 1 != 0))
+            .finish()
+    }
+}
+
+impl Slot {
+    /// A thread's wake-up, for blocking waits.
+    pub(crate) fn thread_wake() -> Wake {
+        Wake::Thread(std::thread::current())
+    }
+}
