@@ -40,6 +40,7 @@ mod decision;
 pub mod engine;
 mod error;
 pub mod keyed;
+mod leaky_queue;
 mod limiter;
 mod quota;
 pub mod semaphore;
@@ -49,12 +50,15 @@ pub mod wait;
 
 /// The named futures returned by the `acquire` methods.
 pub mod futures {
+    pub use crate::leaky_queue::Enqueue;
     pub use crate::limiter::Acquire;
+    pub use crate::semaphore::{AcquireOwnedPermit, AcquirePermit};
 }
 
 pub use decision::{Admitted, Decision, Denied, InsufficientCapacity, Limited, Reservation};
 pub use error::ConfigError;
 pub use keyed::{KeyedConfig, KeyedLimiter};
+pub use leaky_queue::LeakyQueue;
 pub use limiter::Limiter;
 pub use quota::Quota;
 pub use semaphore::Semaphore;

@@ -241,7 +241,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// ```
     pub fn acquire(&self, n: u64) -> Acquire<'_, A, C> {
         Acquire {
-            wait: WaitFor::new(&self.shared, n, None),
+            wait: WaitFor::new(&*self.shared, n, None),
         }
     }
 
@@ -258,7 +258,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// As `acquire`.
     pub fn acquire_timeout(&self, n: u64, timeout: Duration) -> Acquire<'_, A, C> {
         Acquire {
-            wait: WaitFor::new(&self.shared, n, Some(timeout)),
+            wait: WaitFor::new(&*self.shared, n, Some(timeout)),
         }
     }
 
@@ -269,7 +269,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     ///
     /// As [`acquire`](Limiter::acquire).
     pub fn acquire_blocking(&self, n: u64) -> Result<Duration, AcquireError> {
-        WaitFor::new(&self.shared, n, None).block()
+        WaitFor::new(&*self.shared, n, None).block()
     }
 
     /// As [`acquire_blocking`](Limiter::acquire_blocking), giving up after `timeout`.
@@ -282,7 +282,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         n: u64,
         timeout: Duration,
     ) -> Result<Duration, AcquireError> {
-        WaitFor::new(&self.shared, n, Some(timeout)).block()
+        WaitFor::new(&*self.shared, n, Some(timeout)).block()
     }
 
     /// Closes the limiter: every waiter and every later acquire fails with
@@ -323,11 +323,6 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// How waiters are served.
     pub fn fairness(&self) -> Fairness {
         self.shared.fairness()
-    }
-
-    /// Waiting units and when the first waiter goes, for queue-like limiters.
-    pub(crate) fn queued(&self) -> (u64, Option<Nanos>) {
-        self.shared.queued()
     }
 }
 
@@ -413,7 +408,7 @@ impl<A: Algorithm, C: Clock> fmt::Debug for Limiter<A, C> {
 /// Dropping it gives back what it had booked or been granted.
 #[must_use = "futures do nothing unless polled"]
 pub struct Acquire<'a, A: Algorithm, C: Clock> {
-    wait: WaitFor<'a, Core<A, C>>,
+    wait: WaitFor<&'a Waiting<Core<A, C>>, Core<A, C>>,
 }
 
 impl<A: Algorithm, C: Clock> Future for Acquire<'_, A, C> {

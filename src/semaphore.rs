@@ -1,24 +1,71 @@
 //! A counting semaphore whose permits are RAII guards, like tokio's `Semaphore`, on
-//! the lock-free [`Concurrency`] algorithm.
-//!
-//! Only the non-blocking `try_` methods exist so far.
+//! the lock-free [`Concurrency`] algorithm, with FIFO waiting.
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
 use crate::algorithm::Concurrency;
-use crate::clock::Nanos;
-use crate::decision::Denied;
+use crate::clock::{Alarm, Nanos};
+use crate::decision::{Decision, Denied, Reservation};
 use crate::engine::{Atomic, Cell};
 use crate::error::ConfigError;
 use crate::sync::Arc;
+use crate::wait::future::WaitFor;
+use crate::wait::queue::{Gate, Waiting};
+use crate::wait::AcquireError;
 
 /// Time plays no part in a concurrency limit.
 const NOW: Nanos = Nanos::ZERO;
 
+/// The semaphore's decision side: permits come back by release, never with time, so
+/// it reads no clock and sets no alarm.
+pub(crate) struct Permits {
+    cell: Atomic<Concurrency>,
+}
+
+impl Gate for Permits {
+    #[inline]
+    fn now(&self) -> Nanos {
+        NOW
+    }
+
+    #[inline]
+    fn acquire(&self, now: Nanos, n: u64) -> Decision {
+        self.cell.acquire(now, n)
+    }
+
+    fn peek(&self, now: Nanos, n: u64) -> Decision {
+        self.cell.peek(now, n)
+    }
+
+    #[inline]
+    fn reserve(&self, now: Nanos, n: u64, max_wait: Duration) -> Result<Reservation, Denied> {
+        self.cell.reserve(now, n, max_wait)
+    }
+
+    fn refund(&self, now: Nanos, n: u64) {
+        self.cell.refund(now, n)
+    }
+
+    fn books_ahead(&self) -> bool {
+        false
+    }
+
+    /// Never called: a concurrency denial waits for a release, not a time.
+    fn set_alarm(&self, _deadline: Nanos, _alarm: Arc<dyn Alarm>) {}
+}
+
+type Shared = Arc<Waiting<Permits>>;
+
 /// A limit on how many permits are held at once. A permit is a guard that gives
 /// its permits back when dropped.
 ///
-/// Acquiring and releasing are one compare-and-swap each, without a lock.
+/// Acquiring and releasing are one compare-and-swap each, without a lock, while no
+/// one waits. Waiters queue in arrival order: a waiter for 10 is not overtaken by
+/// later requests for 1, and `try_acquire` fails while anyone waits.
 ///
 /// # Examples
 ///
@@ -35,7 +82,7 @@ const NOW: Nanos = Nanos::ZERO;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Semaphore {
-    cell: Atomic<Concurrency>,
+    shared: Shared,
 }
 
 impl Semaphore {
@@ -57,7 +104,9 @@ impl Semaphore {
     /// ```
     pub fn new(permits: u64) -> Result<Semaphore, ConfigError> {
         Ok(Semaphore {
-            cell: Atomic::new(Concurrency::new(permits)?, NOW),
+            shared: Waiting::new(Permits {
+                cell: Atomic::new(Concurrency::new(permits)?, NOW),
+            }),
         })
     }
 
@@ -67,8 +116,9 @@ impl Semaphore {
     /// # Errors
     ///
     /// [`Denied::Insufficient`] if `n` exceeds [`max_permits`](Semaphore::max_permits);
-    /// [`Denied::Limited`] if fewer than `n` are available. Its `retry_after` is zero:
-    /// permits come back when their holders drop them, not after a time.
+    /// [`Denied::Limited`] if fewer than `n` are available, or if others are waiting.
+    /// Its `retry_after` is zero: permits come back when their holders drop them, not
+    /// after a time. [`Denied::Closed`] after [`close`](Semaphore::close).
     ///
     /// # Examples
     ///
@@ -83,7 +133,7 @@ impl Semaphore {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn try_acquire(&self, n: u64) -> Result<Permit<'_>, Denied> {
-        self.cell.acquire(NOW, n)?;
+        self.shared.try_acquire(n)?;
         Ok(Permit {
             semaphore: self,
             permits: n,
@@ -115,7 +165,7 @@ impl Semaphore {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn try_acquire_owned(self: &Arc<Self>, n: u64) -> Result<OwnedPermit, Denied> {
-        self.cell.acquire(NOW, n)?;
+        self.shared.try_acquire(n)?;
         Ok(OwnedPermit {
             semaphore: Arc::clone(self),
             permits: n,
@@ -136,7 +186,7 @@ impl Semaphore {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn available_permits(&self) -> u64 {
-        let (concurrency, in_use) = self.cell.snapshot();
+        let (concurrency, in_use) = self.shared.gate.cell.snapshot();
         concurrency.max().saturating_sub(in_use)
     }
 
@@ -151,7 +201,7 @@ impl Semaphore {
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn max_permits(&self) -> u64 {
-        self.cell.snapshot().0.max()
+        self.shared.gate.cell.snapshot().0.max()
     }
 
     /// Changes the most permits held at once. Permits already held stay valid: if
@@ -177,21 +227,180 @@ impl Semaphore {
     /// ```
     pub fn set_max_permits(&self, max: u64) -> Result<(), ConfigError> {
         let new = Concurrency::new(max)?;
-        self.cell
+        self.shared
+            .gate
+            .cell
             .update(&mut |concurrency, _in_use| *concurrency = new);
+        // A raised maximum may let waiters through.
+        self.shared.serve();
         Ok(())
     }
 
     fn release(&self, n: u64) {
         if n > 0 {
-            self.cell.refund(NOW, n);
+            self.shared.release(n);
         }
+    }
+}
+
+/// # Waiting
+impl Semaphore {
+    /// Waits until `n` permits are available, in arrival order.
+    ///
+    /// # Errors
+    ///
+    /// [`AcquireError::Insufficient`] at once if `n` exceeds
+    /// [`max_permits`](Semaphore::max_permits); [`AcquireError::Closed`] if the
+    /// semaphore is closed first.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future before it completes gives back the permits if they had
+    /// been granted, and the next waiter moves up. To give up after a time, wrap it in
+    /// your runtime's timeout (`tokio::time::timeout`): that drops it safely.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::Semaphore;
+    ///
+    /// # futures::executor::block_on(async {
+    /// let semaphore = Semaphore::new(2)?;
+    /// let first = semaphore.acquire(2).await?;
+    /// let mut second = Box::pin(semaphore.acquire(1));
+    /// assert!(futures::poll!(second.as_mut()).is_pending());
+    /// drop(first);
+    /// assert_eq!(second.await?.num_permits(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn acquire(&self, n: u64) -> AcquirePermit<'_> {
+        AcquirePermit {
+            semaphore: self,
+            wait: WaitFor::new(&*self.shared, n, None),
+            n,
+        }
+    }
+
+    /// As [`acquire`](Semaphore::acquire), with a permit that owns a reference to the
+    /// semaphore.
+    ///
+    /// # Errors
+    ///
+    /// As `acquire`.
+    ///
+    /// # Cancel safety
+    ///
+    /// As `acquire`.
+    pub fn acquire_owned(self: &Arc<Self>, n: u64) -> AcquireOwnedPermit {
+        AcquireOwnedPermit {
+            semaphore: Arc::clone(self),
+            wait: WaitFor::new(Arc::clone(&self.shared), n, None),
+            n,
+        }
+    }
+
+    /// Blocks the calling thread until `n` permits are available.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Semaphore::acquire).
+    pub fn acquire_blocking(&self, n: u64) -> Result<Permit<'_>, AcquireError> {
+        WaitFor::new(&*self.shared, n, None).block()?;
+        Ok(Permit {
+            semaphore: self,
+            permits: n,
+        })
+    }
+
+    /// Closes the semaphore: waiters and later acquires fail with
+    /// [`AcquireError::Closed`]. Permits already held stay valid.
+    pub fn close(&self) {
+        self.shared.close()
+    }
+
+    /// Whether [`close`](Semaphore::close) was called.
+    pub fn is_closed(&self) -> bool {
+        self.shared.is_closed()
+    }
+
+    /// How many callers are waiting.
+    pub fn waiters(&self) -> usize {
+        self.shared.waiters()
+    }
+}
+
+/// The future of [`Semaphore::acquire`].
+///
+/// # Cancel safety
+///
+/// Dropping it gives back permits granted and not yet handed over.
+#[must_use = "futures do nothing unless polled"]
+pub struct AcquirePermit<'a> {
+    semaphore: &'a Semaphore,
+    wait: WaitFor<&'a Waiting<Permits>, Permits>,
+    n: u64,
+}
+
+impl<'a> Future for AcquirePermit<'a> {
+    type Output = Result<Permit<'a>, AcquireError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        this.wait.poll(cx).map(|outcome| {
+            outcome.map(|_| Permit {
+                semaphore: this.semaphore,
+                permits: this.n,
+            })
+        })
+    }
+}
+
+impl fmt::Debug for AcquirePermit<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AcquirePermit")
+            .field("permits", &self.n)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The future of [`Semaphore::acquire_owned`].
+///
+/// # Cancel safety
+///
+/// Dropping it gives back permits granted and not yet handed over.
+#[must_use = "futures do nothing unless polled"]
+pub struct AcquireOwnedPermit {
+    semaphore: Arc<Semaphore>,
+    wait: WaitFor<Shared, Permits>,
+    n: u64,
+}
+
+impl Future for AcquireOwnedPermit {
+    type Output = Result<OwnedPermit, AcquireError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        this.wait.poll(cx).map(|outcome| {
+            outcome.map(|_| OwnedPermit {
+                semaphore: Arc::clone(&this.semaphore),
+                permits: this.n,
+            })
+        })
+    }
+}
+
+impl fmt::Debug for AcquireOwnedPermit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AcquireOwnedPermit")
+            .field("permits", &self.n)
+            .finish_non_exhaustive()
     }
 }
 
 impl fmt::Debug for Semaphore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (concurrency, in_use) = self.cell.snapshot();
+        let (concurrency, in_use) = self.shared.gate.cell.snapshot();
         f.debug_struct("Semaphore")
             .field("max_permits", &concurrency.max())
             .field("in_use", &in_use)

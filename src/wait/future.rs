@@ -1,6 +1,7 @@
 //! The state machine behind every acquire future and blocking wait.
 
 use std::future::Future;
+use std::ops::Deref;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -10,9 +11,10 @@ use crate::sync::Arc;
 use crate::wait::queue::{Begin, Gate, Slot, Waiting, Wake};
 use crate::wait::AcquireError;
 
-/// Waits for `n` permits from a [`Waiting`] gate; resolves to the time waited.
-pub(crate) struct WaitFor<'a, G: Gate> {
-    waiting: &'a Waiting<G>,
+/// Waits for `n` permits from a [`Waiting`] gate, held by `R` (a reference, or an
+/// `Arc` for futures that own their limiter); resolves to the time waited.
+pub(crate) struct WaitFor<R: Deref<Target = Waiting<G>>, G: Gate> {
+    waiting: R,
     n: u64,
     timeout: Option<Duration>,
     state: State,
@@ -24,8 +26,8 @@ enum State {
     Done,
 }
 
-impl<'a, G: Gate> WaitFor<'a, G> {
-    pub(crate) fn new(waiting: &'a Waiting<G>, n: u64, timeout: Option<Duration>) -> Self {
+impl<R: Deref<Target = Waiting<G>>, G: Gate> WaitFor<R, G> {
+    pub(crate) fn new(waiting: R, n: u64, timeout: Option<Duration>) -> Self {
         WaitFor {
             waiting,
             n,
@@ -79,7 +81,7 @@ impl<'a, G: Gate> WaitFor<'a, G> {
     }
 }
 
-impl<G: Gate> Drop for WaitFor<'_, G> {
+impl<R: Deref<Target = Waiting<G>>, G: Gate> Drop for WaitFor<R, G> {
     fn drop(&mut self) {
         if let State::Queued { slot, .. } = &self.state {
             self.waiting.cancel(slot, self.n);
@@ -87,9 +89,9 @@ impl<G: Gate> Drop for WaitFor<'_, G> {
     }
 }
 
-impl<G: Gate> Unpin for WaitFor<'_, G> {}
+impl<R: Deref<Target = Waiting<G>>, G: Gate> Unpin for WaitFor<R, G> {}
 
-impl<G: Gate> Future for WaitFor<'_, G> {
+impl<R: Deref<Target = Waiting<G>>, G: Gate> Future for WaitFor<R, G> {
     type Output = Result<Duration, AcquireError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {

@@ -29,6 +29,11 @@ pub(crate) trait Gate: Send + Sync + 'static {
     /// (the algorithm books ahead), rather than "not available right now".
     fn books_ahead(&self) -> bool;
     fn set_alarm(&self, deadline: Nanos, alarm: Arc<dyn Alarm>);
+    /// Units the gate holds that still count against a bounded queue: booked, not yet
+    /// gone.
+    fn backlog(&self, _now: Nanos) -> u64 {
+        0
+    }
 }
 
 /// How waiters are served.
@@ -99,6 +104,8 @@ pub(crate) struct Waiting<G> {
     /// When the current alarm rings: a hint for a denied `try_acquire`.
     alarm_hint: AtomicU64,
     unfair: AtomicBool,
+    /// The most units waiting plus the gate's backlog, for a bounded queue.
+    max_units: AtomicU64,
     inner: Mutex<Inner>,
     me: Weak<Waiting<G>>,
 }
@@ -123,6 +130,7 @@ impl<G: Gate> Waiting<G> {
             word: AtomicU64::new(0),
             alarm_hint: AtomicU64::new(0),
             unfair: AtomicBool::new(false),
+            max_units: AtomicU64::new(u64::MAX),
             inner: Mutex::new(Inner {
                 waiters: VecDeque::new(),
                 alarm_at: None,
@@ -130,6 +138,12 @@ impl<G: Gate> Waiting<G> {
             }),
             me: me.clone(),
         })
+    }
+
+    /// Bounds the queue: a wait that would take the units waiting, plus the gate's
+    /// backlog, past `max` fails at once with [`AcquireError::QueueFull`].
+    pub(crate) fn set_max_units(&self, max: u64) {
+        self.max_units.store(max, Ordering::Relaxed);
     }
 
     pub(crate) fn set_fairness(&self, fairness: Fairness) {
@@ -221,6 +235,15 @@ impl<G: Gate> Waiting<G> {
             let mut inner = self.inner.lock();
             if inner.closed {
                 return Begin::Ready(Err(AcquireError::Closed));
+            }
+            let capacity = self.max_units.load(Ordering::Relaxed);
+            if capacity != u64::MAX {
+                let units = Self::unbooked_units(&inner)
+                    .saturating_add(self.gate.backlog(now))
+                    .saturating_add(n);
+                if units > capacity {
+                    return Begin::Ready(Err(AcquireError::QueueFull { capacity }));
+                }
             }
             // Fail fast: the first waiter already goes later than this one may wait.
             if let (Some(deadline), Some(first)) = (deadline, inner.waiters.front()) {
@@ -388,13 +411,20 @@ impl<G: Gate> Waiting<G> {
         usize::try_from(self.word.load(Ordering::Acquire) >> 1).unwrap_or(usize::MAX)
     }
 
-    /// Permits asked for by the waiters in the queue, and when the first may go.
-    pub(crate) fn queued(&self) -> (u64, Option<Nanos>) {
-        let inner = self.inner.lock();
-        let units = inner
+    /// Units asked for by waiters that have not booked yet (a booked waiter's units
+    /// are the gate's backlog).
+    fn unbooked_units(inner: &Inner) -> u64 {
+        inner
             .waiters
             .iter()
-            .fold(0u64, |sum, e| sum.saturating_add(e.n));
+            .filter(|e| e.booked_until.is_none())
+            .fold(0u64, |sum, e| sum.saturating_add(e.n))
+    }
+
+    /// Units waiting and not yet booked, and when the first waiter may go.
+    pub(crate) fn queued(&self) -> (u64, Option<Nanos>) {
+        let inner = self.inner.lock();
+        let units = Self::unbooked_units(&inner);
         let first = inner
             .waiters
             .front()

@@ -1,0 +1,220 @@
+//! The leaky bucket as a queue: producers wait their turn, and requests leave one unit
+//! every interval, in arrival order, like nginx `limit_req` without `nodelay`.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use crate::algorithm::LeakyBucket;
+use crate::clock::{Alarm, Clock, MonotonicClock, Nanos};
+use crate::decision::{Decision, Denied, Reservation};
+use crate::engine::{Atomic, Cell};
+use crate::error::ConfigError;
+use crate::quota::Quota;
+use crate::sync::Arc;
+use crate::wait::future::WaitFor;
+use crate::wait::queue::{Gate, Waiting};
+use crate::wait::AcquireError;
+
+/// A bounded queue drained at a constant rate: each request of `n` units leaves once
+/// the units ahead of it have drained, one every `drain.emission_interval()`, and a
+/// request that would take the queue past `capacity` units is refused at once.
+///
+/// The departure times come from the bucket's schedule, not from when the scheduler
+/// thread happens to wake, so a late wake-up delays one departure without slowing the
+/// rate.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{LeakyQueue, Quota};
+/// use tollgate::clock::ManualClock;
+/// use tollgate::wait::AcquireError;
+///
+/// # futures::executor::block_on(async {
+/// let clock = ManualClock::new();
+/// let queue = LeakyQueue::with_clock(2, Quota::per_second(10)?, clock.clone())?;
+/// assert_eq!(queue.enqueue(1).await?, Duration::ZERO); // leaves at once
+/// let mut second = Box::pin(queue.enqueue(1));
+/// assert!(futures::poll!(second.as_mut()).is_pending());
+/// assert_eq!(queue.queue_len(), 2);
+/// // Full: a third unit is refused at once.
+/// assert_eq!(queue.enqueue(1).await, Err(AcquireError::QueueFull { capacity: 2 }));
+/// clock.advance(Duration::from_millis(100));
+/// assert_eq!(second.await?, Duration::from_millis(100));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
+pub struct LeakyQueue<C: Clock = MonotonicClock> {
+    shared: Arc<Waiting<Drain<C>>>,
+}
+
+/// The queue's gate: the bucket's departure schedule.
+pub(crate) struct Drain<C> {
+    cell: Atomic<LeakyBucket>,
+    clock: C,
+}
+
+impl<C: Clock> Gate for Drain<C> {
+    #[inline]
+    fn now(&self) -> Nanos {
+        self.clock.now()
+    }
+
+    /// Leaving at once, by the queue's schedule (not the meter's burst).
+    fn acquire(&self, now: Nanos, n: u64) -> Decision {
+        self.cell.reserve(now, n, Duration::ZERO)?;
+        self.cell.peek(now, 0)
+    }
+
+    fn peek(&self, now: Nanos, n: u64) -> Decision {
+        self.cell.peek(now, n)
+    }
+
+    fn reserve(&self, now: Nanos, n: u64, max_wait: Duration) -> Result<Reservation, Denied> {
+        self.cell.reserve(now, n, max_wait)
+    }
+
+    fn refund(&self, now: Nanos, n: u64) {
+        self.cell.refund(now, n)
+    }
+
+    fn books_ahead(&self) -> bool {
+        true
+    }
+
+    fn set_alarm(&self, deadline: Nanos, alarm: Arc<dyn Alarm>) {
+        self.clock.set_alarm(deadline, alarm)
+    }
+
+    fn backlog(&self, now: Nanos) -> u64 {
+        let (bucket, state) = self.cell.snapshot();
+        bucket.queue_len(&state, now)
+    }
+}
+
+impl LeakyQueue {
+    /// A queue of at most `capacity` units, draining at `drain`'s rate, on the
+    /// default monotonic clock.
+    ///
+    /// # Errors
+    ///
+    /// As [`LeakyBucket::new`]: a zero capacity, or a full bucket that would take more
+    /// than 584 years to drain.
+    pub fn new(capacity: u64, drain: Quota) -> Result<LeakyQueue, ConfigError> {
+        LeakyQueue::with_clock(capacity, drain, MonotonicClock::new())
+    }
+}
+
+impl<C: Clock> LeakyQueue<C> {
+    /// As [`LeakyQueue::new`], reading time from `clock`.
+    ///
+    /// # Errors
+    ///
+    /// As [`LeakyQueue::new`].
+    pub fn with_clock(capacity: u64, drain: Quota, clock: C) -> Result<LeakyQueue<C>, ConfigError> {
+        let bucket = LeakyBucket::new(capacity, drain)?;
+        let now = clock.now();
+        let shared = Waiting::new(Drain {
+            cell: Atomic::new(bucket, now),
+            clock,
+        });
+        shared.set_max_units(capacity);
+        Ok(LeakyQueue { shared })
+    }
+
+    /// Joins the queue with `n` units and waits for its turn to leave; resolves to
+    /// the time waited.
+    ///
+    /// # Errors
+    ///
+    /// [`AcquireError::QueueFull`] at once if the queue would hold more than its
+    /// capacity; [`AcquireError::Insufficient`] if `n` alone exceeds it;
+    /// [`AcquireError::Closed`] after [`close`](LeakyQueue::close).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future leaves the queue; the units it had booked are given back
+    /// and the requests behind it move up.
+    pub fn enqueue(&self, n: u64) -> Enqueue<'_, C> {
+        Enqueue {
+            wait: WaitFor::new(&*self.shared, n, None),
+        }
+    }
+
+    /// As [`enqueue`](LeakyQueue::enqueue), blocking the calling thread.
+    ///
+    /// # Errors
+    ///
+    /// As [`enqueue`](LeakyQueue::enqueue).
+    pub fn enqueue_blocking(&self, n: u64) -> Result<Duration, AcquireError> {
+        WaitFor::new(&*self.shared, n, None).block()
+    }
+
+    /// Units in the queue: waiting, plus booked and not yet drained.
+    pub fn queue_len(&self) -> u64 {
+        let (waiting, _) = self.shared.queued();
+        let now = self.shared.gate.now();
+        waiting.saturating_add(self.shared.gate.backlog(now))
+    }
+
+    /// How long one more unit enqueued now would wait.
+    pub fn expected_wait(&self) -> Duration {
+        let (waiting, _) = self.shared.queued();
+        let gate = &self.shared.gate;
+        let (bucket, state) = gate.cell.snapshot();
+        let drained = bucket.expected_wait(&state, gate.now());
+        drained.saturating_add(
+            bucket
+                .drain_interval()
+                .saturating_mul(u32::try_from(waiting).unwrap_or(u32::MAX)),
+        )
+    }
+
+    /// Closes the queue: waiting and later requests fail with
+    /// [`AcquireError::Closed`].
+    pub fn close(&self) {
+        self.shared.close()
+    }
+
+    /// Requests waiting.
+    pub fn waiters(&self) -> usize {
+        self.shared.waiters()
+    }
+}
+
+impl<C: Clock> fmt::Debug for LeakyQueue<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LeakyQueue")
+            .field("cell", &self.shared.gate.cell)
+            .field("queue", &*self.shared)
+            .finish()
+    }
+}
+
+/// The future of [`LeakyQueue::enqueue`]: the time waited.
+///
+/// # Cancel safety
+///
+/// Dropping it leaves the queue and gives back what it had booked.
+#[must_use = "futures do nothing unless polled"]
+pub struct Enqueue<'a, C: Clock> {
+    wait: WaitFor<&'a Waiting<Drain<C>>, Drain<C>>,
+}
+
+impl<C: Clock> Future for Enqueue<'_, C> {
+    type Output = Result<Duration, AcquireError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.get_mut().wait.poll(cx)
+    }
+}
+
+impl<C: Clock> fmt::Debug for Enqueue<'_, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Enqueue").finish_non_exhaustive()
+    }
+}
