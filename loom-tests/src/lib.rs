@@ -3,7 +3,7 @@
 //! `--cfg loom` (its atomics, locks and fences then come from loom).
 //!
 //! ```text
-//! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 CARGO_TARGET_DIR=target/loom \
+//! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 CARGO_TARGET_DIR=target/loom \
 //!     cargo test -p loom-tests --release
 //! ```
 //!

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use loom::future::block_on;
 use loom::thread;
+use loom_tests::poll_once;
 use tollgate::algorithm::Gcra;
 use tollgate::clock::{Clock, ManualClock, Nanos};
 use tollgate::{Limiter, Quota};
@@ -28,6 +29,37 @@ fn a_waiter_armed_while_the_clock_moves_is_granted() {
         block_on(limiter.acquire(1)).expect("granted");
         mover.join().unwrap();
         assert_eq!(clock.now(), Nanos::new(1_000_000_000));
+        assert_eq!(limiter.waiters(), 0);
+        assert_eq!(clock.pending_alarms(), 0);
+    });
+}
+
+/// The first waiter has booked the next permit and armed an alarm; it gives up while a
+/// second waiter queues behind it and the clock moves past the booking. Its booking is
+/// given back, the second waiter is granted by the time its own booking comes due
+/// (2 s at the latest), and nothing is left armed or queued.
+#[test]
+fn a_cancelled_booking_never_strands_the_next_waiter() {
+    loom::model(|| {
+        let clock = ManualClock::new();
+        let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(1).unwrap()), clock.clone());
+        assert!(limiter.try_acquire(1).is_ok());
+        let mut head = Box::pin(limiter.acquire(1));
+        assert!(poll_once(head.as_mut()).is_pending());
+        assert_eq!(clock.next_alarm(), Some(Nanos::new(1_000_000_000)));
+
+        let behind = {
+            let limiter = limiter.clone();
+            thread::spawn(move || block_on(limiter.acquire(1)).expect("granted"))
+        };
+        let mover = {
+            let clock = clock.clone();
+            thread::spawn(move || clock.advance(Duration::from_secs(1)))
+        };
+        drop(head);
+        mover.join().unwrap();
+        clock.advance(Duration::from_secs(1));
+        behind.join().unwrap();
         assert_eq!(limiter.waiters(), 0);
         assert_eq!(clock.pending_alarms(), 0);
     });

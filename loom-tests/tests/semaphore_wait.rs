@@ -7,6 +7,7 @@ use std::task::Poll;
 use loom::future::block_on;
 use loom::thread;
 use loom_tests::poll_once;
+use tollgate::wait::AcquireError;
 use tollgate::Semaphore;
 
 /// The only permit is released while another thread queues for it: the waiter is
@@ -25,6 +26,25 @@ fn a_release_racing_an_enqueue_wakes_the_waiter() {
         releaser.join().unwrap();
         assert_eq!(semaphore.available_permits(), 1);
         assert_eq!(semaphore.waiters(), 0);
+    });
+}
+
+/// A queued waiter is polled again with a new waker (its future moved to another
+/// task) while the permit is released: the grant wakes the new waker, not only the old
+/// one.
+#[test]
+fn a_waiter_repolled_with_a_new_waker_is_woken() {
+    loom::model(|| {
+        let semaphore = Arc::new(Semaphore::new(1).unwrap());
+        let held = semaphore.try_acquire_owned(1).unwrap();
+        let mut waiting = Box::pin(semaphore.acquire_owned(1));
+        assert!(poll_once(waiting.as_mut()).is_pending());
+        let releaser = thread::spawn(move || drop(held));
+
+        let permit = block_on(waiting).expect("granted");
+        drop(permit);
+        releaser.join().unwrap();
+        assert_eq!(semaphore.available_permits(), 1);
     });
 }
 
@@ -69,6 +89,28 @@ fn a_cancelled_head_hands_the_permit_to_the_next_waiter() {
 
         behind.join().unwrap();
         releaser.join().unwrap();
+        assert_eq!(semaphore.available_permits(), 1);
+        assert_eq!(semaphore.waiters(), 0);
+    });
+}
+
+/// The semaphore is closed while another thread waits for its only permit: the wait
+/// ends, with `Closed`, or with the permit if it got in before the close, and never
+/// hangs; an acquire that starts after the close fails.
+#[test]
+fn a_close_racing_a_waiter_ends_the_wait() {
+    loom::model(|| {
+        let semaphore = Arc::new(Semaphore::new(1).unwrap());
+        let held = semaphore.try_acquire_owned(1).unwrap();
+        let waiter = {
+            let semaphore = Arc::clone(&semaphore);
+            thread::spawn(move || block_on(semaphore.acquire(1)).map(drop))
+        };
+        semaphore.close();
+        assert!(semaphore.try_acquire(1).unwrap_err().is_never());
+        drop(held);
+        let outcome = waiter.join().unwrap();
+        assert!(matches!(outcome, Ok(()) | Err(AcquireError::Closed)));
         assert_eq!(semaphore.available_permits(), 1);
         assert_eq!(semaphore.waiters(), 0);
     });
