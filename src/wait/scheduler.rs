@@ -4,13 +4,13 @@
 use std::cmp::{Ordering as CmpOrdering, Reverse};
 use std::collections::BinaryHeap;
 use std::fmt;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use crate::clock::Alarm;
-use crate::sync::{Arc, AtomicU64, Mutex, Ordering};
+// A real thread that loom never runs: std's primitives under every cfg.
+use crate::sync::unmodeled::{Arc, AtomicU64, Mutex, OnceLock, Ordering};
 
 /// How long the thread stays up with no alarm before it exits; the next alarm starts
 /// a new one.
