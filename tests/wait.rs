@@ -591,6 +591,27 @@ fn n_above_capacity_is_insufficient_at_once() {
 }
 
 #[test]
+fn zero_permits_never_wait() {
+    let (limiter, _clock) = gcra_limiter(10, 1);
+    limiter.try_acquire(1).unwrap();
+    assert_eq!(ready(&mut limiter.acquire(0)), Ok(Duration::ZERO));
+    let mut head = limiter.acquire(1);
+    assert!(poll(&mut head).is_pending());
+    assert_eq!(ready(&mut limiter.acquire(0)), Ok(Duration::ZERO));
+}
+
+#[test]
+fn zero_permits_are_never_denied_behind_waiters() {
+    let semaphore = Semaphore::new(1).unwrap();
+    let _held = semaphore.try_acquire(1).unwrap();
+    let mut head = semaphore.acquire(1);
+    assert!(poll(&mut head).is_pending());
+    assert_eq!(semaphore.try_acquire(0).unwrap().num_permits(), 0);
+    assert_eq!(ready(&mut semaphore.acquire(0)).unwrap().num_permits(), 0);
+    assert_eq!(semaphore.waiters(), 1);
+}
+
+#[test]
 fn close_fails_waiters_and_later_acquires_and_gives_bookings_back() {
     let (limiter, clock) = gcra_limiter(1, 1);
     limiter.try_acquire(1).unwrap();

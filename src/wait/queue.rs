@@ -186,7 +186,8 @@ impl<G: Gate> Waiting<G> {
         if word & 1 != 0 {
             return Err(Denied::Closed);
         }
-        if word == 0 || self.is_unfair() {
+        // `n == 0` takes nothing, so it overtakes no one.
+        if word == 0 || n == 0 || self.is_unfair() {
             return self.gate.acquire(self.gate.now(), n);
         }
         // Waiters come first: deny, pointing at when the first of them is served.
@@ -213,6 +214,15 @@ impl<G: Gate> Waiting<G> {
         timeout: Option<Duration>,
         wake: impl FnOnce() -> Wake,
     ) -> Begin {
+        if n == 0 {
+            // Takes nothing, so it overtakes no one.
+            let closed = self.is_closed();
+            return Begin::Ready(if closed {
+                Err(AcquireError::Closed)
+            } else {
+                Ok(())
+            });
+        }
         let now = self.gate.now();
         if !self.is_contended() {
             match self.gate.reserve(now, n, Duration::ZERO) {
