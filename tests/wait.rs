@@ -564,6 +564,28 @@ fn acquire_timeout_behind_an_unbookable_head_expires_without_the_head() {
 }
 
 #[test]
+fn acquire_timeout_is_not_failed_at_once_by_another_waiters_deadline() {
+    // Nobody knows when a concurrency permit comes back; another waiter's later
+    // deadline says nothing about when the first waiter goes.
+    let clock = ManualClock::new();
+    let limiter = Limiter::with_clock(Concurrency::new(1).unwrap(), clock.clone());
+    limiter.try_acquire(1).unwrap();
+    let mut head = limiter.acquire(1);
+    let mut patient = limiter.acquire_timeout(1, ms(10_000));
+    assert!(poll(&mut head).is_pending());
+    assert!(poll(&mut patient).is_pending());
+    let mut hurried = limiter.acquire_timeout(1, ms(5_000));
+    assert!(poll(&mut hurried).is_pending(), "it may still go in time");
+    clock.advance(ms(1000));
+    limiter.refund(1);
+    assert_eq!(ready(&mut head), Ok(ms(1000)));
+    limiter.refund(1);
+    assert_eq!(ready(&mut patient), Ok(ms(1000)));
+    limiter.refund(1);
+    assert_eq!(ready(&mut hurried), Ok(ms(1000)));
+}
+
+#[test]
 fn acquire_timeout_granted_in_time_reports_the_wait() {
     let (limiter, clock) = gcra_limiter(10, 1);
     limiter.try_acquire(1).unwrap();

@@ -255,10 +255,11 @@ impl<G: Gate> Waiting<G> {
                     return Begin::Ready(Err(AcquireError::QueueFull { capacity }));
                 }
             }
-            // Fail fast: the first waiter already goes later than this one may wait.
+            // Fail fast: the first waiter is booked to go later than this one may wait.
+            // An unbooked first waiter's time is unknown (a release may come first),
+            // and the armed alarm may be another waiter's deadline.
             if let (Some(deadline), Some(first)) = (deadline, inner.waiters.front()) {
-                let first_goes = first.booked_until.or(inner.alarm_at);
-                if first_goes.is_some_and(|t| t > deadline) {
+                if first.booked_until.is_some_and(|t| t > deadline) {
                     return Begin::Ready(Err(AcquireError::TimedOut));
                 }
             }
