@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use crate::algorithm::LeakyBucket;
+use crate::algorithm::{Algorithm, LeakyBucket};
 use crate::clock::{Alarm, Clock, MonotonicClock, Nanos};
 use crate::decision::{Decision, Denied, Reservation};
 use crate::engine::{Atomic, Cell};
@@ -80,6 +80,10 @@ impl<C: Clock> Gate for Drain<C> {
 
     fn refund(&self, now: Nanos, n: u64) {
         self.cell.refund(now, n)
+    }
+
+    fn capacity(&self) -> u64 {
+        self.cell.snapshot().0.capacity()
     }
 
     fn books_ahead(&self) -> bool {

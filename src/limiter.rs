@@ -76,6 +76,10 @@ impl<A: Algorithm, C: Clock> Gate for Core<A, C> {
         self.cell.refund(now, n)
     }
 
+    fn capacity(&self) -> u64 {
+        self.cell.snapshot().0.capacity()
+    }
+
     fn books_ahead(&self) -> bool {
         A::BOOKS_AHEAD
     }

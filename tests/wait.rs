@@ -613,6 +613,18 @@ fn n_above_capacity_is_insufficient_at_once() {
 }
 
 #[test]
+fn n_above_capacity_is_insufficient_at_once_even_behind_waiters() {
+    let (limiter, clock) = gcra_limiter(10, 5);
+    limiter.try_acquire(5).unwrap();
+    let mut head = limiter.acquire(1);
+    assert!(poll(&mut head).is_pending());
+    let never = Err(AcquireError::Insufficient(InsufficientCapacity::new(6, 5)));
+    assert_eq!(ready(&mut limiter.acquire(6)), never);
+    assert_eq!(limiter.waiters(), 1);
+    assert_eq!(clock.now(), Nanos::ZERO);
+}
+
+#[test]
 fn zero_permits_never_wait() {
     let (limiter, _clock) = gcra_limiter(10, 1);
     limiter.try_acquire(1).unwrap();
@@ -789,6 +801,17 @@ fn semaphore_close_fails_waiters_and_keeps_held_permits_valid() {
 }
 
 #[test]
+fn semaphore_request_above_the_maximum_is_insufficient_at_once() {
+    let semaphore = Semaphore::new(2).unwrap();
+    let never = Err(AcquireError::Insufficient(InsufficientCapacity::new(3, 2)));
+    assert_eq!(ready(&mut semaphore.acquire(3)).map(|_| ()), never);
+    let _held = semaphore.try_acquire(2).unwrap();
+    let mut head = semaphore.acquire(1);
+    assert!(poll(&mut head).is_pending());
+    assert_eq!(ready(&mut semaphore.acquire(3)).map(|_| ()), never);
+}
+
+#[test]
 fn semaphore_raising_the_maximum_serves_waiters() {
     let semaphore = Semaphore::new(1).unwrap();
     let _held = semaphore.try_acquire(1).unwrap();
@@ -880,6 +903,17 @@ fn leaky_queue_overflow_is_rejected_at_once() {
 #[test]
 fn leaky_queue_request_above_capacity_is_insufficient() {
     let (queue, _clock) = leaky_queue(3, 10);
+    let never = Err(AcquireError::Insufficient(InsufficientCapacity::new(4, 3)));
+    assert_eq!(ready(&mut queue.enqueue(4)), never);
+}
+
+#[test]
+fn leaky_queue_request_above_capacity_is_insufficient_even_behind_waiters() {
+    let clock = ManualClock::new();
+    let queue = LeakyQueue::with_clock(3, Quota::per_second(10).unwrap(), clock).unwrap();
+    assert!(ready(&mut queue.enqueue(1)).is_ok());
+    let mut waiting = queue.enqueue(1);
+    assert!(poll(&mut waiting).is_pending());
     let never = Err(AcquireError::Insufficient(InsufficientCapacity::new(4, 3)));
     assert_eq!(ready(&mut queue.enqueue(4)), never);
 }

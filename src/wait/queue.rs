@@ -25,6 +25,9 @@ pub(crate) trait Gate: Send + Sync + 'static {
     fn peek(&self, now: Nanos, n: u64) -> Decision;
     fn reserve(&self, now: Nanos, n: u64, max_wait: Duration) -> Result<Reservation, Denied>;
     fn refund(&self, now: Nanos, n: u64);
+    /// The most one request can ever be granted. A gate may deny less as
+    /// `Insufficient` when it cannot grant it within a `max_wait`; that is not never.
+    fn capacity(&self) -> u64;
     /// Whether a denied `reserve(n, max_wait)` means the wait exceeds `max_wait`
     /// (the algorithm books ahead), rather than "not available right now".
     fn books_ahead(&self) -> bool;
@@ -233,6 +236,13 @@ impl<G: Gate> Waiting<G> {
                 Err(Denied::Closed) => return Begin::Ready(Err(AcquireError::Closed)),
                 Err(Denied::Limited(_)) => {}
             }
+        } else if !self.is_closed() {
+            // Behind waiters: a request that can never go fails now, not at its turn.
+            if let Err(Denied::Insufficient(_)) = self.gate.peek(now, n) {
+                if let Some(never) = self.never(n) {
+                    return Begin::Ready(Err(AcquireError::Insufficient(never)));
+                }
+            }
         }
         let deadline = timeout.map(|t| now + t);
         let slot = Arc::new(Slot {
@@ -280,6 +290,12 @@ impl<G: Gate> Waiting<G> {
             Some(outcome) => Begin::Ready(outcome),
             None => Begin::Waiting(slot),
         }
+    }
+
+    /// Whether `n` is more than the gate can ever grant at once.
+    fn never(&self, n: u64) -> Option<crate::decision::InsufficientCapacity> {
+        let capacity = self.gate.capacity();
+        (n > capacity).then(|| crate::decision::InsufficientCapacity::new(n, capacity))
     }
 
     /// The outcome for a waiter asking for `n`, if the queue has decided; otherwise
