@@ -366,6 +366,38 @@ fn resilience4j_timeout_shorter_than_the_cycle_fails_at_once() {
     assert_eq!(ready(&mut long), Ok(ms(90)));
 }
 
+#[test]
+fn resilience4j_request_above_the_cycle_limit_waits_several_cycles() {
+    // Resilience4j reserves a weight above limit_for_period over several cycles; the
+    // algorithm's capacity allows it, so waiting for it is no Insufficient.
+    let clock = ManualClock::new();
+    let r4j = RefreshPeriod::new(2, ms(100), Duration::ZERO).unwrap();
+    assert!(r4j.capacity() > 5);
+    let limiter = Limiter::with_clock(r4j, clock.clone());
+    clock.advance(ms(10));
+    let mut five = limiter.acquire(5);
+    assert!(poll(&mut five).is_pending());
+    clock.set(Nanos::new(199_999_999));
+    assert!(poll(&mut five).is_pending());
+    clock.set(Nanos::new(200_000_000));
+    assert_eq!(ready(&mut five), Ok(ms(190)));
+}
+
+#[test]
+fn resilience4j_timed_request_above_the_cycle_limit_times_out_rather_than_never() {
+    let clock = ManualClock::new();
+    let r4j = RefreshPeriod::new(2, ms(100), Duration::ZERO).unwrap();
+    let limiter = Limiter::with_clock(r4j, clock.clone());
+    clock.advance(ms(10));
+    // 5 permits take until 200 ms: 50 ms is too short, but it is not "never".
+    let mut short = limiter.acquire_timeout(5, ms(50));
+    assert_eq!(ready(&mut short), Err(AcquireError::TimedOut));
+    let mut enough = limiter.acquire_timeout(5, ms(190));
+    assert!(poll(&mut enough).is_pending());
+    clock.advance(ms(190));
+    assert_eq!(ready(&mut enough), Ok(ms(190)));
+}
+
 // ---------------------------------------------------------------------------------
 // Cancellation
 // ---------------------------------------------------------------------------------

@@ -230,8 +230,10 @@ impl<G: Gate> Waiting<G> {
         if !self.is_contended() {
             match self.gate.reserve(now, n, Duration::ZERO) {
                 Ok(_) => return Begin::Ready(Ok(())),
-                Err(Denied::Insufficient(i)) => {
-                    return Begin::Ready(Err(AcquireError::Insufficient(i)))
+                Err(Denied::Insufficient(_)) => {
+                    if let Some(never) = self.never(n) {
+                        return Begin::Ready(Err(AcquireError::Insufficient(never)));
+                    }
                 }
                 Err(Denied::Closed) => return Begin::Ready(Err(AcquireError::Closed)),
                 Err(Denied::Limited(_)) => {}
@@ -512,8 +514,13 @@ impl<G: Gate> Waiting<G> {
                     }
                     Err(Denied::Insufficient(i)) => {
                         let entry = inner.waiters.pop_front().expect("front");
-                        entry.slot.capacity.store(i.capacity(), Ordering::Relaxed);
-                        self.finish(entry, INSUFFICIENT, effects);
+                        if entry.deadline.is_some() && self.never(entry.n).is_none() {
+                            // Too much to get within the deadline, not never.
+                            self.finish(entry, TIMED_OUT, effects);
+                        } else {
+                            entry.slot.capacity.store(i.capacity(), Ordering::Relaxed);
+                            self.finish(entry, INSUFFICIENT, effects);
+                        }
                     }
                     Err(Denied::Closed) => {
                         let entry = inner.waiters.pop_front().expect("front");
