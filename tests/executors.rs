@@ -460,8 +460,7 @@ fn real_clock_leaky_queue_drains_every_request() {
 }
 
 #[test]
-fn virtual_and_real_waits_stop_together_on_close() {
-    // A flag instead of a sleep: close is seen by a waiter that started before it.
+fn a_thread_blocked_before_close_sees_it() {
     let (limiter, _clock) = virtual_limiter();
     limiter.try_acquire(BURST).unwrap();
     let started = Arc::new(AtomicBool::new(false));
