@@ -204,6 +204,22 @@ fn unfair_mode_lets_small_requests_past_a_waiting_large_one() {
 }
 
 #[test]
+fn switching_to_unfair_honours_a_booked_waiter_instead_of_charging_it_twice() {
+    let (limiter, clock) = gcra_limiter(10, 1);
+    limiter.try_acquire(1).unwrap();
+    let mut head = limiter.acquire(1);
+    assert!(poll(&mut head).is_pending(), "booked for 100 ms");
+    let unfair = limiter.clone().with_fairness(Fairness::Unfair);
+    clock.advance(ms(100));
+    assert_eq!(ready(&mut head), Ok(ms(100)));
+    clock.advance(ms(100));
+    assert!(
+        unfair.try_acquire(1).is_ok(),
+        "the booking was not paid twice"
+    );
+}
+
+#[test]
 fn unfair_mode_serves_any_waiter_that_fits() {
     let semaphore_like = Limiter::with_clock(Concurrency::new(3).unwrap(), ManualClock::new())
         .with_fairness(Fairness::Unfair);

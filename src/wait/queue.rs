@@ -554,6 +554,17 @@ impl<G: Gate> Waiting<G> {
     ) {
         let mut index = 0;
         while index < inner.waiters.len() {
+            // Booked while the queue was fair: its permits are paid for.
+            if let Some(until) = inner.waiters[index].booked_until {
+                if until <= now {
+                    let entry = inner.waiters.remove(index).expect("in range");
+                    self.finish(entry, GRANTED, effects);
+                } else {
+                    *alarm = Some(alarm.map_or(until, |a: Nanos| a.min(until)));
+                    index += 1;
+                }
+                continue;
+            }
             let n = inner.waiters[index].n;
             match self.gate.acquire(now, n) {
                 Ok(_) => {
