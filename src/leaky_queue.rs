@@ -15,7 +15,7 @@ use crate::error::ConfigError;
 use crate::quota::Quota;
 use crate::sync::Arc;
 use crate::wait::future::WaitFor;
-use crate::wait::queue::{Gate, Waiting};
+use crate::wait::queue::{rebook_in, Gate, Waiting};
 use crate::wait::AcquireError;
 
 /// A bounded queue drained at a constant rate: each request of `n` units leaves once
@@ -92,6 +92,10 @@ impl<C: Clock> Gate for Drain<C> {
 
     fn set_alarm(&self, deadline: Nanos, alarm: Arc<dyn Alarm>) {
         self.clock.set_alarm(deadline, alarm)
+    }
+
+    fn rebook(&self, now: Nanos, n: u64, until: Nanos) -> Option<Nanos> {
+        rebook_in(&self.cell, now, n, until)
     }
 
     fn backlog(&self, now: Nanos) -> u64 {

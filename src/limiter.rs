@@ -13,7 +13,7 @@ use crate::decision::{Decision, Denied, Reservation};
 use crate::engine::Cell;
 use crate::sync::Arc;
 use crate::wait::future::WaitFor;
-use crate::wait::queue::{Gate, Waiting};
+use crate::wait::queue::{rebook_in, Gate, Waiting};
 use crate::wait::{AcquireError, Fairness};
 
 /// A thread-safe limiter over one [`Algorithm`], reading time from a [`Clock`].
@@ -86,6 +86,10 @@ impl<A: Algorithm, C: Clock> Gate for Core<A, C> {
 
     fn set_alarm(&self, deadline: Nanos, alarm: Arc<dyn Alarm>) {
         self.clock.set_alarm(deadline, alarm)
+    }
+
+    fn rebook(&self, now: Nanos, n: u64, until: Nanos) -> Option<Nanos> {
+        rebook_in(&self.cell, now, n, until)
     }
 }
 

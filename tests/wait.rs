@@ -491,6 +491,61 @@ fn dropping_a_granted_but_unpolled_future_gives_its_permits_back() {
 }
 
 #[test]
+fn a_granted_future_dropped_unpolled_lets_the_booked_waiter_behind_go_at_once() {
+    // Found by the waiting proptest: the permit given back sat unused while the
+    // waiter behind kept its later booking.
+    let (limiter, clock) = gcra_limiter(10, 1);
+    limiter.try_acquire(1).unwrap();
+    let mut granted = limiter.acquire(1);
+    let mut behind = limiter.acquire(1);
+    assert!(poll(&mut granted).is_pending());
+    assert!(poll(&mut behind).is_pending());
+    clock.advance(ms(100));
+    // `granted` has its permit; `behind` is booked for 200 ms.
+    assert!(poll(&mut behind).is_pending());
+    drop(granted);
+    assert_eq!(
+        ready(&mut behind),
+        Ok(ms(100)),
+        "it took the permit given back"
+    );
+    assert!(limiter.peek(1).is_err(), "and nothing more was created");
+    clock.advance(ms(100));
+    assert!(limiter.try_acquire(1).is_ok());
+}
+
+#[test]
+fn refund_lets_a_booked_waiter_go_sooner() {
+    let (limiter, clock) = gcra_limiter(10, 1);
+    limiter.try_acquire(1).unwrap();
+    let mut head = limiter.acquire(1);
+    assert!(poll(&mut head).is_pending(), "booked for 100 ms");
+    limiter.refund(1);
+    assert_eq!(ready(&mut head), Ok(Duration::ZERO));
+    assert!(limiter.try_acquire(1).is_err());
+    clock.advance(ms(100));
+    assert!(limiter.try_acquire(1).is_ok());
+}
+
+#[test]
+fn refund_never_books_a_warming_up_waiter_later() {
+    // A warm-up's refund gives back fresh permits only: booking again could come out
+    // later, and then the first booking stands.
+    let clock = ManualClock::new();
+    let warm = SmoothWarmingUp::new(2.0, ms(4000)).unwrap();
+    let limiter = Limiter::with_clock(warm, clock.clone());
+    assert_eq!(ready(&mut limiter.acquire(1)), Ok(Duration::ZERO));
+    let mut head = limiter.acquire(1);
+    assert!(poll(&mut head).is_pending());
+    let booked = clock.next_alarm().unwrap();
+    limiter.refund(0);
+    limiter.reconfigure(|_, _, _| Ok::<(), ()>(())).unwrap();
+    assert!(clock.next_alarm().unwrap() <= booked);
+    clock.set(booked);
+    assert!(ready(&mut head).is_ok());
+}
+
+#[test]
 fn dropping_a_future_never_polled_does_nothing() {
     let (limiter, _clock) = gcra_limiter(10, 1);
     let unpolled = limiter.acquire(1);
@@ -1006,6 +1061,21 @@ fn leaky_queue_cancel_moves_the_others_up() {
     assert_eq!(queue.waiters(), 1);
     clock.advance(ms(100));
     assert_eq!(ready(&mut third), Ok(ms(100)), "left in the second's place");
+}
+
+#[test]
+fn leaky_queue_a_departure_dropped_unpolled_lets_the_next_leave_in_its_place() {
+    let (queue, clock) = leaky_queue(5, 10);
+    assert_eq!(ready(&mut queue.enqueue(1)), Ok(Duration::ZERO));
+    let mut departed = queue.enqueue(1);
+    let mut next = queue.enqueue(1);
+    assert!(poll(&mut departed).is_pending());
+    assert!(poll(&mut next).is_pending());
+    clock.advance(ms(100));
+    assert!(poll(&mut next).is_pending(), "booked for 200 ms");
+    drop(departed);
+    assert_eq!(ready(&mut next), Ok(ms(100)));
+    assert_eq!(queue.queue_len(), 1);
 }
 
 #[test]

@@ -13,8 +13,10 @@ use std::task::Waker;
 use std::thread::Thread;
 use std::time::Duration;
 
+use crate::algorithm::Algorithm;
 use crate::clock::{Alarm, Nanos};
 use crate::decision::{Decision, Denied, Reservation};
+use crate::engine::Cell;
 use crate::sync::{fence, Arc, AtomicBool, AtomicU64, AtomicU8, Mutex, Ordering, Weak};
 use crate::wait::AcquireError;
 
@@ -32,11 +34,39 @@ pub(crate) trait Gate: Send + Sync + 'static {
     /// (the algorithm books ahead), rather than "not available right now".
     fn books_ahead(&self) -> bool;
     fn set_alarm(&self, deadline: Nanos, alarm: Arc<dyn Alarm>);
+    /// Books again, from the state as it is now, `n` permits booked for `until`, if
+    /// that makes them due sooner; returns the new time. Otherwise changes nothing.
+    fn rebook(&self, _now: Nanos, _n: u64, _until: Nanos) -> Option<Nanos> {
+        None
+    }
     /// Units the gate holds that still count against a bounded queue: booked, not yet
     /// gone.
     fn backlog(&self, _now: Nanos) -> u64 {
         0
     }
+}
+
+/// [`Gate::rebook`] on a cell: gives the booking back and books it again, as one step,
+/// keeping the result only if it is due sooner (a refund need not undo a booking
+/// exactly).
+pub(crate) fn rebook_in<A: Algorithm>(
+    cell: &impl Cell<A>,
+    now: Nanos,
+    n: u64,
+    until: Nanos,
+) -> Option<Nanos> {
+    let max_wait = until.saturating_since(now);
+    cell.update(&mut |algorithm, state| {
+        let mut again = state.clone();
+        algorithm.refund(&mut again, now, n);
+        match algorithm.reserve(&mut again, now, n, max_wait) {
+            Ok(booked) if now + booked.wait() < until => {
+                *state = again;
+                Some(now + booked.wait())
+            }
+            _ => None,
+        }
+    })
 }
 
 /// How waiters are served.
@@ -370,6 +400,7 @@ impl<G: Gate> Waiting<G> {
                 GRANTED => {
                     // Granted, never used.
                     self.gate.refund(now, n);
+                    self.rebook_first(&mut inner, now);
                     self.drain(&mut inner, now, &mut effects);
                 }
                 _ => {}
@@ -402,15 +433,29 @@ impl<G: Gate> Waiting<G> {
         let mut effects = Effects::default();
         {
             let mut inner = self.inner.lock();
+            let now = self.gate.now();
             if alarm_rang {
                 // Whatever alarm this was, the drain below sets the one still needed;
                 // an alarm that rang a hair early by this clock is set again.
                 inner.alarm_at = None;
+            } else {
+                self.rebook_first(&mut inner, now);
             }
-            let now = self.gate.now();
             self.drain(&mut inner, now, &mut effects);
         }
         self.deliver(effects);
+    }
+
+    /// Capacity came back (a release, a refund, a reconfiguration): the first waiter,
+    /// if booked for later, may now go sooner.
+    fn rebook_first(&self, inner: &mut Inner, now: Nanos) {
+        if let Some(first) = inner.waiters.front_mut() {
+            if let Some(until) = first.booked_until.filter(|&until| until > now) {
+                if let Some(sooner) = self.gate.rebook(now, first.n, until) {
+                    first.booked_until = Some(sooner);
+                }
+            }
+        }
     }
 
     /// Fails every waiter and every later acquire with `Closed`.
