@@ -220,6 +220,21 @@ fn switching_to_unfair_honours_a_booked_waiter_instead_of_charging_it_twice() {
 }
 
 #[test]
+fn unfair_acquire_timeout_fails_at_once_when_the_wait_is_known_to_exceed_it() {
+    let (limiter, clock) = gcra_limiter(1, 1);
+    let limiter = limiter.with_fairness(Fairness::Unfair);
+    limiter.try_acquire(1).unwrap();
+    let mut waited = limiter.acquire_timeout(1, ms(10));
+    assert_eq!(ready(&mut waited), Err(AcquireError::TimedOut));
+    assert_eq!(clock.now(), Nanos::ZERO);
+    assert_eq!(limiter.waiters(), 0);
+    let mut in_time = limiter.acquire_timeout(1, ms(1500));
+    assert!(poll(&mut in_time).is_pending());
+    clock.advance(ms(1000));
+    assert_eq!(ready(&mut in_time), Ok(ms(1000)));
+}
+
+#[test]
 fn unfair_mode_serves_any_waiter_that_fits() {
     let semaphore_like = Limiter::with_clock(Concurrency::new(3).unwrap(), ManualClock::new())
         .with_fairness(Fairness::Unfair);

@@ -618,8 +618,17 @@ impl<G: Gate> Waiting<G> {
                 }
                 Err(Denied::Limited(limited)) => {
                     let retry = limited.retry_after();
+                    let at = now + retry;
+                    // As in FIFO order: a gate that books ahead knows the wait.
+                    let too_late = inner.waiters[index]
+                        .deadline
+                        .is_some_and(|d| self.gate.books_ahead() && at > d);
+                    if too_late {
+                        let entry = inner.waiters.remove(index).expect("in range");
+                        self.finish(entry, TIMED_OUT, effects);
+                        continue;
+                    }
                     if !retry.is_zero() {
-                        let at = now + retry;
                         *alarm = Some(alarm.map_or(at, |a: Nanos| a.min(at)));
                     }
                     index += 1;
