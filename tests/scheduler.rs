@@ -9,9 +9,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use futures::executor::block_on;
-use tollgate::algorithm::Gcra;
+use tollgate::algorithm::{Concurrency, Gcra};
 use tollgate::clock::{Alarm, MonotonicClock};
-use tollgate::wait::Scheduler;
+use tollgate::wait::{AcquireError, Scheduler};
 use tollgate::{LeakyQueue, Limiter, Quota};
 
 /// A limiter whose alarms go to `scheduler`: 200 per second, burst 1, so a wait
@@ -148,4 +148,23 @@ fn a_leaky_queue_drains_through_its_scheduler() {
     }
     assert_eq!(queue.waiters(), 0);
     assert!(scheduler.stats().alarms_rung >= 1);
+}
+
+#[test]
+fn a_timed_wait_ends_at_its_deadline_through_the_scheduler() {
+    // Nobody gives the concurrency permit back: only the deadline alarm ends it.
+    let scheduler = Scheduler::new("tollgate-test-deadline");
+    let clock = MonotonicClock::new().with_scheduler(scheduler.clone());
+    let limiter = Limiter::with_clock(Concurrency::new(1).unwrap(), clock);
+    limiter.try_acquire(1).unwrap();
+    assert_eq!(
+        limiter.acquire_blocking_timeout(1, Duration::from_millis(20)),
+        Err(AcquireError::TimedOut)
+    );
+    assert_eq!(
+        block_on(limiter.acquire_timeout(1, Duration::from_millis(20))),
+        Err(AcquireError::TimedOut)
+    );
+    assert_eq!(limiter.waiters(), 0);
+    assert!(scheduler.stats().alarms_rung >= 2);
 }
