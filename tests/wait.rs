@@ -743,6 +743,41 @@ fn n_above_capacity_is_insufficient_at_once_even_behind_waiters() {
 }
 
 #[test]
+fn lowering_capacity_below_a_waiters_request_fails_it_as_never() {
+    let clock = ManualClock::new();
+    let limiter = Limiter::with_clock(Concurrency::new(4).unwrap(), clock);
+    limiter.try_acquire(4).unwrap();
+    let mut big = limiter.acquire(4);
+    let mut small = limiter.acquire(1);
+    assert!(poll(&mut big).is_pending());
+    assert!(poll(&mut small).is_pending());
+    limiter
+        .reconfigure(|concurrency, _, _| concurrency.set_max(2))
+        .unwrap();
+    let never = Err(AcquireError::Insufficient(InsufficientCapacity::new(4, 2)));
+    assert_eq!(ready(&mut big), never);
+    assert!(poll(&mut small).is_pending(), "4 are still held");
+    limiter.refund(3);
+    assert_eq!(ready(&mut small), Ok(Duration::ZERO));
+}
+
+#[test]
+fn reconfiguring_never_makes_a_booked_waiter_later() {
+    let (limiter, clock) = gcra_limiter(1, 1);
+    limiter.try_acquire(1).unwrap();
+    let mut head = limiter.acquire(1);
+    assert!(poll(&mut head).is_pending(), "booked for 1 s");
+    limiter
+        .reconfigure(|gcra, _, _| {
+            gcra.set_quota(Quota::per_second(10)?.burst(1)?);
+            Ok::<(), tollgate::ConfigError>(())
+        })
+        .unwrap();
+    clock.advance(ms(1000));
+    assert_eq!(ready(&mut head), Ok(ms(1000)));
+}
+
+#[test]
 fn zero_permits_never_wait() {
     let (limiter, _clock) = gcra_limiter(10, 1);
     limiter.try_acquire(1).unwrap();
@@ -927,6 +962,19 @@ fn semaphore_request_above_the_maximum_is_insufficient_at_once() {
     let mut head = semaphore.acquire(1);
     assert!(poll(&mut head).is_pending());
     assert_eq!(ready(&mut semaphore.acquire(3)).map(|_| ()), never);
+}
+
+#[test]
+fn semaphore_lowering_the_maximum_below_a_waiters_request_fails_it() {
+    let semaphore = Semaphore::new(3).unwrap();
+    let held = semaphore.try_acquire(3).unwrap();
+    let mut waiting = semaphore.acquire(3);
+    assert!(poll(&mut waiting).is_pending());
+    semaphore.set_max_permits(2).unwrap();
+    let never = Err(AcquireError::Insufficient(InsufficientCapacity::new(3, 2)));
+    assert_eq!(ready(&mut waiting).map(|_| ()), never);
+    drop(held);
+    assert_eq!(semaphore.available_permits(), 2);
 }
 
 #[test]
