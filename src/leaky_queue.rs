@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use crate::algorithm::LeakyBucket;
+use crate::algorithm::{Algorithm, LeakyBucket};
 use crate::clock::{Alarm, Clock, MonotonicClock, Nanos};
 use crate::decision::{Decision, Denied, Reservation};
 use crate::engine::{Atomic, Cell};
@@ -15,7 +15,7 @@ use crate::error::ConfigError;
 use crate::quota::Quota;
 use crate::sync::Arc;
 use crate::wait::future::WaitFor;
-use crate::wait::queue::{Gate, Waiting};
+use crate::wait::queue::{rebook_in, Gate, Waiting};
 use crate::wait::AcquireError;
 
 /// A bounded queue drained at a constant rate: each request of `n` units leaves once
@@ -82,12 +82,20 @@ impl<C: Clock> Gate for Drain<C> {
         self.cell.refund(now, n)
     }
 
+    fn capacity(&self) -> u64 {
+        self.cell.snapshot().0.capacity()
+    }
+
     fn books_ahead(&self) -> bool {
         true
     }
 
     fn set_alarm(&self, deadline: Nanos, alarm: Arc<dyn Alarm>) {
         self.clock.set_alarm(deadline, alarm)
+    }
+
+    fn rebook(&self, now: Nanos, n: u64, until: Nanos) -> Option<Nanos> {
+        rebook_in(&self.cell, now, n, until)
     }
 
     fn backlog(&self, now: Nanos) -> u64 {

@@ -13,7 +13,7 @@ use crate::decision::{Decision, Denied, Reservation};
 use crate::engine::Cell;
 use crate::sync::Arc;
 use crate::wait::future::WaitFor;
-use crate::wait::queue::{Gate, Waiting};
+use crate::wait::queue::{rebook_in, Gate, Waiting};
 use crate::wait::{AcquireError, Fairness};
 
 /// A thread-safe limiter over one [`Algorithm`], reading time from a [`Clock`].
@@ -76,12 +76,20 @@ impl<A: Algorithm, C: Clock> Gate for Core<A, C> {
         self.cell.refund(now, n)
     }
 
+    fn capacity(&self) -> u64 {
+        self.cell.snapshot().0.capacity()
+    }
+
     fn books_ahead(&self) -> bool {
         A::BOOKS_AHEAD
     }
 
     fn set_alarm(&self, deadline: Nanos, alarm: Arc<dyn Alarm>) {
         self.clock.set_alarm(deadline, alarm)
+    }
+
+    fn rebook(&self, now: Nanos, n: u64, until: Nanos) -> Option<Nanos> {
+        rebook_in(&self.cell, now, n, until)
     }
 }
 

@@ -50,6 +50,10 @@ impl Gate for Permits {
         self.cell.refund(now, n)
     }
 
+    fn capacity(&self) -> u64 {
+        self.cell.snapshot().0.max()
+    }
+
     fn books_ahead(&self) -> bool {
         false
     }

@@ -13,8 +13,10 @@ use std::task::Waker;
 use std::thread::Thread;
 use std::time::Duration;
 
+use crate::algorithm::Algorithm;
 use crate::clock::{Alarm, Nanos};
 use crate::decision::{Decision, Denied, Reservation};
+use crate::engine::Cell;
 use crate::sync::{fence, Arc, AtomicBool, AtomicU64, AtomicU8, Mutex, Ordering, Weak};
 use crate::wait::AcquireError;
 
@@ -25,15 +27,46 @@ pub(crate) trait Gate: Send + Sync + 'static {
     fn peek(&self, now: Nanos, n: u64) -> Decision;
     fn reserve(&self, now: Nanos, n: u64, max_wait: Duration) -> Result<Reservation, Denied>;
     fn refund(&self, now: Nanos, n: u64);
+    /// The most one request can ever be granted. A gate may deny less as
+    /// `Insufficient` when it cannot grant it within a `max_wait`; that is not never.
+    fn capacity(&self) -> u64;
     /// Whether a denied `reserve(n, max_wait)` means the wait exceeds `max_wait`
     /// (the algorithm books ahead), rather than "not available right now".
     fn books_ahead(&self) -> bool;
     fn set_alarm(&self, deadline: Nanos, alarm: Arc<dyn Alarm>);
+    /// Books again, from the state as it is now, `n` permits booked for `until`, if
+    /// that makes them due sooner; returns the new time. Otherwise changes nothing.
+    fn rebook(&self, _now: Nanos, _n: u64, _until: Nanos) -> Option<Nanos> {
+        None
+    }
     /// Units the gate holds that still count against a bounded queue: booked, not yet
     /// gone.
     fn backlog(&self, _now: Nanos) -> u64 {
         0
     }
+}
+
+/// [`Gate::rebook`] on a cell: gives the booking back and books it again, as one step,
+/// keeping the result only if it is due sooner (a refund need not undo a booking
+/// exactly).
+pub(crate) fn rebook_in<A: Algorithm>(
+    cell: &impl Cell<A>,
+    now: Nanos,
+    n: u64,
+    until: Nanos,
+) -> Option<Nanos> {
+    let max_wait = until.saturating_since(now);
+    cell.update(&mut |algorithm, state| {
+        let mut again = state.clone();
+        algorithm.refund(&mut again, now, n);
+        match algorithm.reserve(&mut again, now, n, max_wait) {
+            Ok(booked) if now + booked.wait() < until => {
+                *state = again;
+                Some(now + booked.wait())
+            }
+            _ => None,
+        }
+    })
 }
 
 /// How waiters are served.
@@ -186,7 +219,8 @@ impl<G: Gate> Waiting<G> {
         if word & 1 != 0 {
             return Err(Denied::Closed);
         }
-        if word == 0 || self.is_unfair() {
+        // `n == 0` takes nothing, so it overtakes no one.
+        if word == 0 || n == 0 || self.is_unfair() {
             return self.gate.acquire(self.gate.now(), n);
         }
         // Waiters come first: deny, pointing at when the first of them is served.
@@ -213,15 +247,33 @@ impl<G: Gate> Waiting<G> {
         timeout: Option<Duration>,
         wake: impl FnOnce() -> Wake,
     ) -> Begin {
+        if n == 0 {
+            // Takes nothing, so it overtakes no one.
+            let closed = self.is_closed();
+            return Begin::Ready(if closed {
+                Err(AcquireError::Closed)
+            } else {
+                Ok(())
+            });
+        }
         let now = self.gate.now();
         if !self.is_contended() {
             match self.gate.reserve(now, n, Duration::ZERO) {
                 Ok(_) => return Begin::Ready(Ok(())),
-                Err(Denied::Insufficient(i)) => {
-                    return Begin::Ready(Err(AcquireError::Insufficient(i)))
+                Err(Denied::Insufficient(_)) => {
+                    if let Some(never) = self.never(n) {
+                        return Begin::Ready(Err(AcquireError::Insufficient(never)));
+                    }
                 }
                 Err(Denied::Closed) => return Begin::Ready(Err(AcquireError::Closed)),
                 Err(Denied::Limited(_)) => {}
+            }
+        } else if !self.is_closed() {
+            // Behind waiters: a request that can never go fails now, not at its turn.
+            if let Err(Denied::Insufficient(_)) = self.gate.peek(now, n) {
+                if let Some(never) = self.never(n) {
+                    return Begin::Ready(Err(AcquireError::Insufficient(never)));
+                }
             }
         }
         let deadline = timeout.map(|t| now + t);
@@ -245,10 +297,11 @@ impl<G: Gate> Waiting<G> {
                     return Begin::Ready(Err(AcquireError::QueueFull { capacity }));
                 }
             }
-            // Fail fast: the first waiter already goes later than this one may wait.
+            // Fail fast: the first waiter is booked to go later than this one may wait.
+            // An unbooked first waiter's time is unknown (a release may come first),
+            // and the armed alarm may be another waiter's deadline.
             if let (Some(deadline), Some(first)) = (deadline, inner.waiters.front()) {
-                let first_goes = first.booked_until.or(inner.alarm_at);
-                if first_goes.is_some_and(|t| t > deadline) {
+                if first.booked_until.is_some_and(|t| t > deadline) {
                     return Begin::Ready(Err(AcquireError::TimedOut));
                 }
             }
@@ -269,6 +322,12 @@ impl<G: Gate> Waiting<G> {
             Some(outcome) => Begin::Ready(outcome),
             None => Begin::Waiting(slot),
         }
+    }
+
+    /// Whether `n` is more than the gate can ever grant at once.
+    fn never(&self, n: u64) -> Option<crate::decision::InsufficientCapacity> {
+        let capacity = self.gate.capacity();
+        (n > capacity).then(|| crate::decision::InsufficientCapacity::new(n, capacity))
     }
 
     /// The outcome for a waiter asking for `n`, if the queue has decided; otherwise
@@ -341,6 +400,7 @@ impl<G: Gate> Waiting<G> {
                 GRANTED => {
                     // Granted, never used.
                     self.gate.refund(now, n);
+                    self.rebook_first(&mut inner, now);
                     self.drain(&mut inner, now, &mut effects);
                 }
                 _ => {}
@@ -373,15 +433,29 @@ impl<G: Gate> Waiting<G> {
         let mut effects = Effects::default();
         {
             let mut inner = self.inner.lock();
+            let now = self.gate.now();
             if alarm_rang {
                 // Whatever alarm this was, the drain below sets the one still needed;
                 // an alarm that rang a hair early by this clock is set again.
                 inner.alarm_at = None;
+            } else {
+                self.rebook_first(&mut inner, now);
             }
-            let now = self.gate.now();
             self.drain(&mut inner, now, &mut effects);
         }
         self.deliver(effects);
+    }
+
+    /// Capacity came back (a release, a refund, a reconfiguration): the first waiter,
+    /// if booked for later, may now go sooner.
+    fn rebook_first(&self, inner: &mut Inner, now: Nanos) {
+        if let Some(first) = inner.waiters.front_mut() {
+            if let Some(until) = first.booked_until.filter(|&until| until > now) {
+                if let Some(sooner) = self.gate.rebook(now, first.n, until) {
+                    first.booked_until = Some(sooner);
+                }
+            }
+        }
     }
 
     /// Fails every waiter and every later acquire with `Closed`.
@@ -485,8 +559,13 @@ impl<G: Gate> Waiting<G> {
                     }
                     Err(Denied::Insufficient(i)) => {
                         let entry = inner.waiters.pop_front().expect("front");
-                        entry.slot.capacity.store(i.capacity(), Ordering::Relaxed);
-                        self.finish(entry, INSUFFICIENT, effects);
+                        if entry.deadline.is_some() && self.never(entry.n).is_none() {
+                            // Too much to get within the deadline, not never.
+                            self.finish(entry, TIMED_OUT, effects);
+                        } else {
+                            entry.slot.capacity.store(i.capacity(), Ordering::Relaxed);
+                            self.finish(entry, INSUFFICIENT, effects);
+                        }
                     }
                     Err(Denied::Closed) => {
                         let entry = inner.waiters.pop_front().expect("front");
@@ -520,6 +599,17 @@ impl<G: Gate> Waiting<G> {
     ) {
         let mut index = 0;
         while index < inner.waiters.len() {
+            // Booked while the queue was fair: its permits are paid for.
+            if let Some(until) = inner.waiters[index].booked_until {
+                if until <= now {
+                    let entry = inner.waiters.remove(index).expect("in range");
+                    self.finish(entry, GRANTED, effects);
+                } else {
+                    *alarm = Some(alarm.map_or(until, |a: Nanos| a.min(until)));
+                    index += 1;
+                }
+                continue;
+            }
             let n = inner.waiters[index].n;
             match self.gate.acquire(now, n) {
                 Ok(_) => {
@@ -528,8 +618,17 @@ impl<G: Gate> Waiting<G> {
                 }
                 Err(Denied::Limited(limited)) => {
                     let retry = limited.retry_after();
+                    let at = now + retry;
+                    // As in FIFO order: a gate that books ahead knows the wait.
+                    let too_late = inner.waiters[index]
+                        .deadline
+                        .is_some_and(|d| self.gate.books_ahead() && at > d);
+                    if too_late {
+                        let entry = inner.waiters.remove(index).expect("in range");
+                        self.finish(entry, TIMED_OUT, effects);
+                        continue;
+                    }
                     if !retry.is_zero() {
-                        let at = now + retry;
                         *alarm = Some(alarm.map_or(at, |a: Nanos| a.min(at)));
                     }
                     index += 1;
