@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use crate::sync::{Arc, AtomicU64, Mutex, Ordering};
+use crate::sync::{Arc, AtomicU64, Mutex, Ordering, Weak};
 use crate::units::duration_to_nanos;
 use crate::wait::Scheduler;
 
@@ -100,7 +100,8 @@ pub trait Clock: Clone + Send + Sync + fmt::Debug + 'static {
     fn unix_origin(&self) -> Duration;
 
     /// Rings `alarm` once this clock reads `deadline` or later. Waiting limiters use
-    /// it to wake their first waiter; nothing else ever sets one.
+    /// it to wake their first waiter; nothing else ever sets one. The clock should
+    /// hold the alarm weakly: one whose owner is gone need not ring.
     ///
     /// The default hands the alarm to the process's [`Scheduler`] thread, which
     /// counts the remaining time in real time: right for any clock that moves at the
@@ -242,7 +243,7 @@ struct ManualInner {
 #[derive(Default)]
 struct Alarms {
     heap: BinaryHeap<Reverse<(Nanos, u64)>>,
-    targets: std::collections::HashMap<u64, Arc<dyn Alarm>>,
+    targets: std::collections::HashMap<u64, Weak<dyn Alarm>>,
     seq: u64,
 }
 
@@ -323,7 +324,7 @@ impl ManualClock {
                     _ => return,
                 }
             };
-            if let Some(alarm) = due {
+            if let Some(alarm) = due.and_then(|weak| weak.upgrade()) {
                 alarm.ring();
             }
         }
@@ -349,7 +350,7 @@ impl Clock for ManualClock {
             let seq = alarms.seq;
             alarms.seq += 1;
             alarms.heap.push(Reverse((deadline, seq)));
-            alarms.targets.insert(seq, alarm);
+            alarms.targets.insert(seq, Arc::downgrade(&alarm));
         }
         // The clock may have passed the deadline before the alarm was stored.
         self.ring_due();

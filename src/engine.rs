@@ -31,6 +31,13 @@ pub trait Cell<A: Algorithm>: Send + Sync + fmt::Debug + 'static {
     /// leaves. `f` may run more than once if another thread changes the state
     /// meanwhile, each time on the old configuration and the latest state, so it must
     /// compute the same configuration from the same input.
+    ///
+    /// Every decision that starts after `update` returns uses the new configuration.
+    /// In the lock-free [`Atomic`] cell, a decision already in flight when the update
+    /// runs may still complete under the old one if `f` left the state word as it was
+    /// (a configuration-only change): its compare-and-swap cannot tell. Readers would
+    /// have to register to close that window, a cost on every decision for the sake
+    /// of a rare reconfiguration.
     fn update<R>(&self, f: &mut dyn FnMut(&mut A, &mut A::State) -> R) -> R;
     /// A copy of the configuration and state.
     fn snapshot(&self) -> (A, A::State);

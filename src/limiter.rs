@@ -341,7 +341,9 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// the new configuration lets through go at once.
     ///
     /// `f` may run more than once if a decision races with it; only the last run
-    /// counts, so it should only compute and assign.
+    /// counts, so it should only compute and assign. Decisions that start after this
+    /// returns use the new configuration; on a lock-free limiter, one already in
+    /// flight may still complete under the old one.
     ///
     /// # Errors
     ///

@@ -64,7 +64,7 @@ impl<T> Mutex<T> {
 /// loom model (the scheduler thread). Without loom they are the same as the ones above.
 pub(crate) mod unmodeled {
     pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
-    pub(crate) use std::sync::{Arc, OnceLock};
+    pub(crate) use std::sync::{Arc, OnceLock, Weak};
 
     /// A mutex that shrugs off poisoning: every critical section in this crate leaves
     /// its state consistent before anything that could panic, so a poisoned lock still

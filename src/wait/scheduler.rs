@@ -10,7 +10,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use crate::clock::Alarm;
 // A real thread that loom never runs: std's primitives under every cfg.
-use crate::sync::unmodeled::{Arc, AtomicU64, Mutex, OnceLock, Ordering};
+use crate::sync::unmodeled::{Arc, AtomicU64, Mutex, OnceLock, Ordering, Weak};
 
 /// How long the thread stays up with no alarm before it exits; the next alarm starts
 /// a new one.
@@ -90,7 +90,9 @@ pub struct SchedulerStats {
 struct Job {
     at: Instant,
     seq: u64,
-    alarm: Arc<dyn Alarm>,
+    /// Held weakly: an alarm outlived by its limiter (a served waiter's timeout) rings
+    /// nothing and keeps nothing alive.
+    alarm: Weak<dyn Alarm>,
 }
 
 impl PartialEq for Job {
@@ -141,7 +143,11 @@ impl Scheduler {
             .unwrap_or_else(|| Instant::now() + Duration::from_secs(100 * 365 * 86_400));
         let stats = &self.shared.stats;
         let seq = stats.alarms_set.fetch_add(1, Ordering::Relaxed);
-        let mut job = Job { at, seq, alarm };
+        let mut job = Job {
+            at,
+            seq,
+            alarm: Arc::downgrade(&alarm),
+        };
         let mut sender = self.shared.sender.lock();
         // A second try covers a thread that died (an alarm panicked); past that the
         // process cannot start threads, and saying so beats spinning.
@@ -212,7 +218,9 @@ fn run(shared: &Shared, rx: &Receiver<Job>) {
         while heap.peek().is_some_and(|Reverse(job)| job.at <= now) {
             let Reverse(job) = heap.pop().expect("peeked");
             shared.stats.alarms_rung.fetch_add(1, Ordering::Relaxed);
-            job.alarm.ring();
+            if let Some(alarm) = job.alarm.upgrade() {
+                alarm.ring();
+            }
         }
         let received = match heap.peek() {
             Some(Reverse(next)) => rx.recv_deadline(next.at),
