@@ -7,15 +7,15 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use crate::algorithm::{Algorithm, LeakyBucket};
-use crate::clock::{Alarm, Clock, MonotonicClock, Nanos};
-use crate::decision::{Decision, Denied, Reservation};
-use crate::engine::{Atomic, Cell};
+use crate::algorithm::LeakyBucket;
+use crate::clock::{Clock, MonotonicClock};
+use crate::engine::Cell;
 use crate::error::ConfigError;
+use crate::limiter::Core;
 use crate::quota::Quota;
 use crate::sync::Arc;
 use crate::wait::future::WaitFor;
-use crate::wait::queue::{rebook_in, Gate, Waiting};
+use crate::wait::queue::{Gate, Waiting};
 use crate::wait::AcquireError;
 
 /// A bounded queue drained at a constant rate: each request of `n` units leaves once
@@ -52,57 +52,7 @@ pub struct LeakyQueue<C: Clock = MonotonicClock> {
     shared: Arc<Waiting<Drain<C>>>,
 }
 
-/// The queue's gate: the bucket's departure schedule.
-pub(crate) struct Drain<C> {
-    cell: Atomic<LeakyBucket>,
-    clock: C,
-}
-
-impl<C: Clock> Gate for Drain<C> {
-    #[inline]
-    fn now(&self) -> Nanos {
-        self.clock.now()
-    }
-
-    /// Leaving at once, by the queue's schedule (not the meter's burst).
-    fn acquire(&self, now: Nanos, n: u64) -> Decision {
-        self.cell.reserve(now, n, Duration::ZERO)?;
-        self.cell.peek(now, 0)
-    }
-
-    fn peek(&self, now: Nanos, n: u64) -> Decision {
-        self.cell.peek(now, n)
-    }
-
-    fn reserve(&self, now: Nanos, n: u64, max_wait: Duration) -> Result<Reservation, Denied> {
-        self.cell.reserve(now, n, max_wait)
-    }
-
-    fn refund(&self, now: Nanos, n: u64) {
-        self.cell.refund(now, n)
-    }
-
-    fn capacity(&self) -> u64 {
-        self.cell.snapshot().0.capacity()
-    }
-
-    fn books_ahead(&self) -> bool {
-        true
-    }
-
-    fn set_alarm(&self, deadline: Nanos, alarm: Arc<dyn Alarm>) {
-        self.clock.set_alarm(deadline, alarm)
-    }
-
-    fn rebook(&self, now: Nanos, n: u64, until: Nanos) -> Option<Nanos> {
-        rebook_in(&self.cell, now, n, until)
-    }
-
-    fn backlog(&self, now: Nanos) -> u64 {
-        let (bucket, state) = self.cell.snapshot();
-        bucket.queue_len(&state, now)
-    }
-}
+type Drain<C> = Core<LeakyBucket, C>;
 
 impl LeakyQueue {
     /// A queue of at most `capacity` units, draining at `drain`'s rate, on the
@@ -124,12 +74,7 @@ impl<C: Clock> LeakyQueue<C> {
     ///
     /// As [`LeakyQueue::new`].
     pub fn with_clock(capacity: u64, drain: Quota, clock: C) -> Result<LeakyQueue<C>, ConfigError> {
-        let bucket = LeakyBucket::new(capacity, drain)?;
-        let now = clock.now();
-        let shared = Waiting::new(Drain {
-            cell: Atomic::new(bucket, now),
-            clock,
-        });
+        let shared = Core::waiting(LeakyBucket::new(capacity, drain)?, clock);
         shared.set_max_units(capacity);
         Ok(LeakyQueue { shared })
     }

@@ -48,8 +48,19 @@ pub struct Limiter<A: Algorithm, C: Clock = MonotonicClock> {
 
 /// The limiter's decision side: what the waiter queue waits on.
 pub(crate) struct Core<A: Algorithm, C> {
-    cell: A::Cell,
-    clock: C,
+    pub(crate) cell: A::Cell,
+    pub(crate) clock: C,
+}
+
+impl<A: Algorithm, C: Clock> Core<A, C> {
+    /// `algorithm` in its initial state at the clock's current time, with a queue.
+    pub(crate) fn waiting(algorithm: A, clock: C) -> Arc<Waiting<Core<A, C>>> {
+        let now = clock.now();
+        Waiting::new(Core {
+            cell: A::Cell::new(algorithm, now),
+            clock,
+        })
+    }
 }
 
 impl<A: Algorithm, C: Clock> Gate for Core<A, C> {
@@ -91,6 +102,11 @@ impl<A: Algorithm, C: Clock> Gate for Core<A, C> {
     fn rebook(&self, now: Nanos, n: u64, until: Nanos) -> Option<Nanos> {
         rebook_in(&self.cell, now, n, until)
     }
+
+    fn backlog(&self, now: Nanos) -> u64 {
+        let (algorithm, state) = self.cell.snapshot();
+        algorithm.backlog(&state, now)
+    }
 }
 
 impl<A: Algorithm> Limiter<A> {
@@ -121,12 +137,8 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn with_clock(algorithm: A, clock: C) -> Limiter<A, C> {
-        let now = clock.now();
         Limiter {
-            shared: Waiting::new(Core {
-                cell: A::Cell::new(algorithm, now),
-                clock,
-            }),
+            shared: Core::waiting(algorithm, clock),
         }
     }
 

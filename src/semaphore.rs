@@ -8,60 +8,39 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use crate::algorithm::Concurrency;
-use crate::clock::{Alarm, Nanos};
-use crate::decision::{Decision, Denied, Reservation};
-use crate::engine::{Atomic, Cell};
+use crate::clock::{Alarm, Clock, Nanos};
+use crate::decision::Denied;
+use crate::engine::Cell;
 use crate::error::ConfigError;
+use crate::limiter::Core;
 use crate::sync::Arc;
 use crate::wait::future::WaitFor;
-use crate::wait::queue::{Gate, Waiting};
+use crate::wait::queue::Waiting;
 use crate::wait::AcquireError;
 
 /// Time plays no part in a concurrency limit.
 const NOW: Nanos = Nanos::ZERO;
 
-/// The semaphore's decision side: permits come back by release, never with time, so
-/// it reads no clock and sets no alarm.
-pub(crate) struct Permits {
-    cell: Atomic<Concurrency>,
-}
+/// The semaphore's clock: permits come back by release, never with time, so it
+/// reads no time and sets no alarm.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Timeless;
 
-impl Gate for Permits {
+impl Clock for Timeless {
     #[inline]
     fn now(&self) -> Nanos {
         NOW
     }
 
-    #[inline]
-    fn acquire(&self, now: Nanos, n: u64) -> Decision {
-        self.cell.acquire(now, n)
-    }
-
-    fn peek(&self, now: Nanos, n: u64) -> Decision {
-        self.cell.peek(now, n)
-    }
-
-    #[inline]
-    fn reserve(&self, now: Nanos, n: u64, max_wait: Duration) -> Result<Reservation, Denied> {
-        self.cell.reserve(now, n, max_wait)
-    }
-
-    fn refund(&self, now: Nanos, n: u64) {
-        self.cell.refund(now, n)
-    }
-
-    fn capacity(&self) -> u64 {
-        self.cell.snapshot().0.max()
-    }
-
-    fn books_ahead(&self) -> bool {
-        false
+    fn unix_origin(&self) -> Duration {
+        Duration::ZERO
     }
 
     /// Never called: a concurrency denial waits for a release, not a time.
     fn set_alarm(&self, _deadline: Nanos, _alarm: Arc<dyn Alarm>) {}
 }
 
+type Permits = Core<Concurrency, Timeless>;
 type Shared = Arc<Waiting<Permits>>;
 
 /// A limit on how many permits are held at once. A permit is a guard that gives
@@ -108,9 +87,7 @@ impl Semaphore {
     /// ```
     pub fn new(permits: u64) -> Result<Semaphore, ConfigError> {
         Ok(Semaphore {
-            shared: Waiting::new(Permits {
-                cell: Atomic::new(Concurrency::new(permits)?, NOW),
-            }),
+            shared: Core::waiting(Concurrency::new(permits)?, Timeless),
         })
     }
 

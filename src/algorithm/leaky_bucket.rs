@@ -304,6 +304,10 @@ impl Algorithm for LeakyBucket {
         self.meter.capacity()
     }
 
+    fn backlog(&self, empty_at: &u64, now: Nanos) -> u64 {
+        self.queue_len(empty_at, now)
+    }
+
     fn idle_at(&self, empty_at: &u64) -> Nanos {
         self.meter.idle_at(empty_at)
     }

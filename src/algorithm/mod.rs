@@ -121,6 +121,12 @@ pub trait Algorithm: Clone + Send + Sync + fmt::Debug + 'static {
     /// [`Denied::Insufficient`].
     fn capacity(&self) -> u64;
 
+    /// Units booked and not yet gone, which a bounded queue over this algorithm
+    /// counts as already queued. Zero unless the algorithm is itself a queue.
+    fn backlog(&self, _state: &Self::State, _now: Nanos) -> u64 {
+        0
+    }
+
     /// The earliest time from which replacing `state` by a fresh
     /// [`initial_state`](Algorithm::initial_state) would admit nothing more than
     /// keeping it, if no request comes meanwhile. A keyed limiter may evict the key
