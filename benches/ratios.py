@@ -60,7 +60,7 @@ def load(root: Path) -> dict:
 
 
 def print_text(results: dict) -> None:
-    print(f"{'benchmark':<36} {'peer':<32} {'ns/call':>9} {'95% CI':>17}  tollgate/peer")
+    print(f"{'benchmark':<40} {'peer':<32} {'ns/call':>9} {'95% CI':>17}  tollgate/peer")
     for (group, scenario), peers in sorted(results.items()):
         name = f"{group}/{scenario}"
         order = sorted(peers, key=lambda p: (not is_ours(p), p))
@@ -71,7 +71,7 @@ def print_text(results: dict) -> None:
                 ratios = ", ".join(
                     f"{mean / peers[other][0]:.2f} vs {other}" for other in baselines(peer, peers)
                 )
-            print(f"{name:<36} {peer:<32} {mean:9.2f} {f'[{low:.2f}, {high:.2f}]':>17}  {ratios}")
+            print(f"{name:<40} {peer:<32} {mean:9.2f} {f'[{low:.2f}, {high:.2f}]':>17}  {ratios}")
 
 
 def print_markdown(results: dict) -> None:
