@@ -7,23 +7,27 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 
+mod algorithms;
 mod clock;
 mod gcra;
 mod harness;
+mod keyed;
+mod memory;
 
-/// Short runs: the suite shares small machines, and these operations take
-/// nanoseconds, so three seconds of samples already give tight intervals. Command-line
-/// options (`--measurement-time`, `--sample-size`) still override these.
+/// Short runs: the suite shares small machines and has about seventy benchmarks of
+/// operations that take nanoseconds, so two seconds of samples each keep the whole
+/// run to a few minutes with tight intervals. Command-line options
+/// (`--warm-up-time`, `--measurement-time`, `--sample-size`) still override these.
 fn config() -> Criterion {
     Criterion::default()
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(3))
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
         .sample_size(20)
 }
 
 criterion_group! {
     name = benches;
     config = config();
-    targets = clock::bench, gcra::bench
+    targets = clock::bench, gcra::bench, algorithms::bench, keyed::bench
 }
 criterion_main!(benches);

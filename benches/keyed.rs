@@ -1,0 +1,180 @@
+//! A limiter per key over a million keys: tollgate's `KeyedLimiter<u64, Gcra>` against
+//! governor's keyed `RateLimiter` (a `DashMap`), the same quota per key and the same
+//! keys in the same order (`i % 1_000_000`).
+//!
+//! tollgate runs twice: with `max_keys` = 10⁶, room for every key, and with a tenth
+//! of that, 10⁵. Two scenarios: keys that stay live through the run (the bound of 10⁵
+//! must deny the keys that do not fit) and keys that go idle between their calls
+//! (tollgate evicts them to make room). Before timing, each limiter is filled with one
+//! call per key, and the heap that filling left is printed (counted exactly by
+//! `memory.rs`'s allocator).
+
+use std::num::NonZeroU32;
+
+use criterion::Criterion;
+use governor::DefaultKeyedRateLimiter;
+use tollgate::algorithm::Gcra;
+use tollgate::{KeyedConfig, KeyedLimiter, Quota};
+
+use crate::harness::{self, bench_single_thread, bench_two_threads};
+use crate::memory::{self, Usage};
+
+/// Distinct keys, visited in turn.
+const KEYS: u64 = 1_000_000;
+
+/// How long a key stays live after a call; every key comes back about every 0.1 s
+/// (a million calls later), and every call that finds or stores its key is admitted.
+#[derive(Clone, Copy)]
+enum Keys {
+    /// A thousand per hour per key: a call pushes the key's bucket 3.6 s ahead, so
+    /// every key stays live (not evictable) for the whole run, and the few dozen calls
+    /// each key gets stay far below its burst of a thousand. A bound below a million
+    /// keys must deny the keys that do not fit.
+    LongLived,
+    /// A thousand per second per key: a key is idle a millisecond after its call, long
+    /// before it comes back. tollgate evicts idle keys as it needs room; governor
+    /// keeps every key it has seen.
+    ShortLived,
+}
+
+impl Keys {
+    const ALL: [Keys; 2] = [Keys::LongLived, Keys::ShortLived];
+
+    fn name(self) -> &'static str {
+        match self {
+            Keys::LongLived => "1m_keys",
+            Keys::ShortLived => "1m_keys_short_lived",
+        }
+    }
+
+    fn tollgate(self, max_keys: usize) -> KeyedLimiter<u64, Gcra> {
+        let quota = match self {
+            Keys::LongLived => Quota::per_hour(1_000),
+            Keys::ShortLived => Quota::per_second(1_000),
+        };
+        KeyedLimiter::new(
+            Gcra::new(quota.expect("valid quota")),
+            KeyedConfig::new(max_keys),
+        )
+        .expect("valid keyed limiter")
+    }
+
+    fn governor(self) -> DefaultKeyedRateLimiter<u64> {
+        let count = NonZeroU32::new(1_000).expect("non-zero");
+        let quota = match self {
+            Keys::LongLived => governor::Quota::per_hour(count),
+            Keys::ShortLived => governor::Quota::per_second(count),
+        };
+        DefaultKeyedRateLimiter::<u64>::keyed(quota)
+    }
+}
+
+/// What filling a limiter with one call per key did.
+struct Filled<L> {
+    limiter: L,
+    admitted: u64,
+    stored: usize,
+    usage: Usage,
+}
+
+/// Builds a limiter and makes one call for each key, measuring the heap it holds
+/// afterwards.
+fn fill<L>(
+    build: impl FnOnce() -> L,
+    call: impl Fn(&L, u64) -> bool,
+    len: impl Fn(&L) -> usize,
+) -> Filled<L> {
+    let ((limiter, admitted), usage) = memory::measure(|| {
+        let limiter = build();
+        let admitted = (0..KEYS).filter(|&key| call(&limiter, key)).count() as u64;
+        (limiter, admitted)
+    });
+    let stored = len(&limiter);
+    Filled {
+        limiter,
+        admitted,
+        stored,
+        usage,
+    }
+}
+
+fn report<L>(keys: Keys, peer: &str, bound: Option<usize>, filled: &Filled<L>) {
+    let mb = |bytes: usize| bytes as f64 / 1e6;
+    let per_key = if filled.stored == 0 {
+        0.0
+    } else {
+        filled.usage.live as f64 / filled.stored as f64
+    };
+    let bound = match bound {
+        Some(max_keys) if filled.stored <= max_keys => format!("within max_keys {max_keys}"),
+        Some(max_keys) => format!("OVER max_keys {max_keys}"),
+        None => "unbounded".to_string(),
+    };
+    println!(
+        "keyed memory {:<20} {peer:<18} {:>7} admitted, {:>7} keys stored, \
+         {:>5.1} MB live ({per_key:.1} B/key), {:>5.1} MB peak, {bound}",
+        keys.name(),
+        filled.admitted,
+        filled.stored,
+        mb(filled.usage.live),
+        mb(filled.usage.peak),
+    );
+}
+
+pub fn bench(c: &mut Criterion) {
+    // Filled one at a time, each weighed alone, then kept for both groups.
+    println!("keyed memory: heap held after one call for each of {KEYS} keys, in order");
+    let mut tollgate_limiters = Vec::new();
+    let mut governor_limiters = Vec::new();
+    for keys in Keys::ALL {
+        for (peer, max_keys) in [
+            ("tollgate.max_1m", 1_000_000),
+            ("tollgate.max_100k", 100_000),
+        ] {
+            let filled = fill(
+                || keys.tollgate(max_keys),
+                |limiter, key| limiter.try_acquire(&key, 1).is_ok(),
+                KeyedLimiter::len,
+            );
+            report(keys, peer, Some(max_keys), &filled);
+            assert!(
+                filled.stored <= max_keys,
+                "{peer} holds more than its bound"
+            );
+            tollgate_limiters.push((keys, peer, filled.limiter));
+        }
+        let filled = fill(
+            || keys.governor(),
+            |limiter, key| limiter.check_key(&key).is_ok(),
+            DefaultKeyedRateLimiter::len,
+        );
+        report(keys, "governor", None, &filled);
+        governor_limiters.push((keys, filled.limiter));
+    }
+
+    let mut group = harness::group(c, "keyed");
+    for (keys, peer, limiter) in &tollgate_limiters {
+        bench_single_thread(&mut group, peer, keys.name(), |i| {
+            limiter.try_acquire(&(i % KEYS), 1)
+        });
+    }
+    for (keys, limiter) in &governor_limiters {
+        bench_single_thread(&mut group, "governor", keys.name(), |i| {
+            limiter.check_key(&(i % KEYS))
+        });
+    }
+    group.finish();
+
+    let mut group = harness::group(c, "keyed_two_threads");
+    for (keys, peer, limiter) in &tollgate_limiters {
+        bench_two_threads(&mut group, peer, keys.name(), |i| {
+            limiter.try_acquire(&(i % KEYS), 1)
+        });
+    }
+    for (keys, limiter) in &governor_limiters {
+        bench_two_threads(&mut group, "governor", keys.name(), |i| {
+            limiter.check_key(&(i % KEYS))
+        });
+    }
+    group.finish();
+}
