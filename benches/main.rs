@@ -10,6 +10,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 mod clock;
 mod gcra;
 mod harness;
+mod waiting;
 
 /// Short runs: the suite shares small machines, and these operations take
 /// nanoseconds, so three seconds of samples already give tight intervals. Command-line
@@ -24,6 +25,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = clock::bench, gcra::bench
+    targets = clock::bench, gcra::bench, waiting::bench
 }
 criterion_main!(benches);
