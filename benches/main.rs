@@ -13,6 +13,7 @@ mod gcra;
 mod harness;
 mod keyed;
 mod memory;
+mod waiting;
 
 /// Short runs: the suite shares small machines and has about seventy benchmarks of
 /// operations that take nanoseconds, so two seconds of samples each keep the whole
@@ -28,6 +29,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = clock::bench, gcra::bench, algorithms::bench, keyed::bench
+    targets = clock::bench, gcra::bench, algorithms::bench, keyed::bench, waiting::bench
 }
 criterion_main!(benches);
