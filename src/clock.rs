@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use crate::sync::unmodeled::OnceLock;
 use crate::sync::{Arc, AtomicU64, Mutex, Ordering, Weak};
 use crate::units::duration_to_nanos;
 use crate::wait::Scheduler;
@@ -153,7 +154,10 @@ impl MonotonicClock {
     /// A clock whose origin is now; its alarms go to the process's global
     /// [`Scheduler`].
     pub fn new() -> MonotonicClock {
-        let source = quanta::Clock::new();
+        // quanta probes the CPU (a CPUID, ~30 µs under some hypervisors) on every
+        // `Clock::new`; probe once and clone, so creating a limiter stays cheap.
+        static SOURCE: OnceLock<quanta::Clock> = OnceLock::new();
+        let source = SOURCE.get_or_init(quanta::Clock::new).clone();
         MonotonicClock {
             origin: source.raw(),
             source,
