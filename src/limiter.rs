@@ -228,6 +228,11 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// algorithms ([`SmoothBursty`](crate::algorithm::SmoothBursty)) let a large
     /// request go at once and make the next caller wait for it, as Guava does.
     ///
+    /// A wake-up late by more than one emission interval costs a token bucket with a
+    /// burst of 1 that slot for good: it never grants two permits closer than the
+    /// interval. Where steady throughput matters more than strict spacing, a burst of
+    /// a few permits absorbs late wake-ups (see `benches/README.md`, precision).
+    ///
     /// # Errors
     ///
     /// [`AcquireError::Insufficient`] at once if `n` exceeds what the limiter can ever
