@@ -8,6 +8,10 @@
 //! - **Decisions that say why**: [`Admitted`] with what remains, or [`Denied`] with a
 //!   `retry_after`, or *never* when a request exceeds what can ever be granted.
 //! - **Keyed limiting** with memory bounded by configuration.
+//! - **Waiting** ([`Limiter::acquire`], [`Semaphore::acquire`],
+//!   [`LeakyQueue::enqueue`]): FIFO-fair, cancellation-safe, with fail-fast timeouts,
+//!   on any executor or a plain thread; one [`Scheduler`](wait::Scheduler) thread rings
+//!   the alarms of every waiting limiter, and idle limiters cost nothing.
 //!
 //! # Examples
 //!
