@@ -276,7 +276,9 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     ///
     /// As `acquire`, and [`AcquireError::TimedOut`]: at once when the wait is already
     /// known to exceed `timeout` (the first waiter goes later, or the algorithm's
-    /// booking would), otherwise when `timeout` has passed.
+    /// booking would), otherwise when `timeout` has passed. Permits booked within the
+    /// timeout are granted even if the wake-up itself comes late (a busy scheduler, a
+    /// manual clock moved in one jump): they were due in time.
     ///
     /// # Cancel safety
     ///

@@ -9,7 +9,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use futures::executor::block_on;
-use tollgate::algorithm::{Concurrency, Gcra};
+use tollgate::algorithm::{Algorithm, Concurrency, Gcra};
 use tollgate::clock::{Alarm, MonotonicClock};
 use tollgate::wait::{AcquireError, Scheduler};
 use tollgate::{LeakyQueue, Limiter, Quota};
@@ -167,4 +167,35 @@ fn a_timed_wait_ends_at_its_deadline_through_the_scheduler() {
     );
     assert_eq!(limiter.waiters(), 0);
     assert!(scheduler.stats().alarms_rung >= 2);
+}
+
+/// An alarm that panics when it rings.
+struct Panics;
+
+impl Alarm for Panics {
+    fn ring(&self) {
+        panic!("an alarm that panics (expected in this test)");
+    }
+}
+
+/// The bug: a panicking alarm killed the scheduler thread, losing every other pending
+/// alarm, so a waiter behind it was never woken.
+#[test]
+fn a_panicking_alarm_does_not_strand_other_waiters() {
+    let scheduler = Scheduler::new("tollgate-test-panic");
+    let limiter = limiter_on(&scheduler);
+    limiter.try_acquire(limiter.algorithm().capacity()).unwrap();
+    let panics = Arc::new(Panics);
+    scheduler.set_alarm_after(Duration::from_millis(5), panics.clone());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiter = limiter.clone();
+    thread::spawn(move || {
+        let _ = tx.send(waiter.acquire_blocking(1));
+    });
+    let granted = rx.recv_timeout(Duration::from_secs(10));
+    assert!(
+        matches!(granted, Ok(Ok(_))),
+        "{granted:?}; {:?}",
+        scheduler.stats()
+    );
 }

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use futures::task::{waker, ArcWake};
 use tollgate::algorithm::{
-    Algorithm, Concurrency, FixedWindow, Gcra, RefreshPeriod, SlidingCounter, SmoothBursty,
-    SmoothWarmingUp,
+    Algorithm, Concurrency, FixedWindow, Gcra, LeakyBucket, RefreshPeriod, SlidingCounter,
+    SmoothBursty, SmoothWarmingUp,
 };
 use tollgate::clock::{Clock, ManualClock, Nanos};
 use tollgate::wait::{AcquireError, Fairness};
@@ -1209,4 +1209,31 @@ fn no_alarm_is_left_once_every_waiter_is_served() {
     }
     assert_eq!(clock.pending_alarms(), 0);
     assert_eq!(limiter.waiters(), 0);
+}
+
+/// The bug: a leaky bucket with no room yet denied the booking, and the queue took that
+/// for "the wait exceeds the timeout", failing at once a request that leaves in time.
+#[test]
+fn a_full_leaky_bucket_waits_for_room_within_the_timeout() {
+    let clock = ManualClock::new();
+    let bucket = LeakyBucket::new(2, Quota::per_second(10).unwrap()).unwrap();
+    let limiter = Limiter::with_clock(bucket, clock.clone());
+    limiter.try_acquire(2).unwrap();
+    let mut waiting = limiter.acquire_timeout(1, ms(250));
+    assert!(poll(&mut waiting).is_pending());
+    clock.advance(ms(100)); // room for one unit: it books and leaves by 200 ms
+    clock.advance(ms(100));
+    assert!(matches!(ready(&mut waiting), Ok(waited) if waited <= ms(250)));
+}
+
+/// Permits booked within the timeout are granted even when the wake-up comes late:
+/// they were due in time (documented on `acquire_timeout`).
+#[test]
+fn a_booking_made_in_time_is_honoured_after_a_late_wake() {
+    let (limiter, clock) = gcra_limiter(10, 1);
+    limiter.try_acquire(1).unwrap();
+    let mut waiting = limiter.acquire_timeout(1, ms(150));
+    assert!(poll(&mut waiting).is_pending());
+    clock.advance(ms(1000));
+    assert_eq!(ready(&mut waiting), Ok(ms(1000)));
 }

@@ -255,7 +255,10 @@ impl LeakyBucket {
 impl Algorithm for LeakyBucket {
     type State = u64;
     type Cell = Atomic<LeakyBucket>;
-    const BOOKS_AHEAD: bool = true;
+    // It books ahead, but a denial under `max_wait` may mean "no room in the bucket
+    // yet" with the departure still in time, so a timed wait must not fail on it at
+    // once: the queue then waits for room and books, or times out at its deadline.
+    const BOOKS_AHEAD: bool = false;
 
     fn initial_state(&self, now: Nanos) -> u64 {
         self.meter.initial_state(now)

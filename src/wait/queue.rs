@@ -341,7 +341,9 @@ impl<G: Gate> Waiting<G> {
         if let Some(outcome) = Self::take_outcome(slot, n) {
             return Some(outcome);
         }
-        *slot.wake.lock() = wake();
+        let replaced = std::mem::replace(&mut *slot.wake.lock(), wake());
+        // Dropped outside the lock: a waker's drop may run arbitrary code.
+        drop(replaced);
         // A decision made while the wake-up was being stored.
         Self::take_outcome(slot, n)
     }
@@ -675,11 +677,12 @@ impl<G: Gate> Waiting<G> {
     /// Wakes and arms outside the queue lock: a manual clock rings due alarms on the
     /// spot, and a woken waiter may come straight back to the queue.
     fn deliver(&self, effects: Effects) {
-        for wake in effects.wakes {
-            wake.wake();
-        }
+        // The alarm first: a waker that panics must not leave the queue without one.
         if let (Some(at), Some(me)) = (effects.alarm, self.me.upgrade()) {
             self.gate.set_alarm(at, me);
+        }
+        for wake in effects.wakes {
+            wake.wake();
         }
     }
 }

@@ -219,7 +219,9 @@ fn run(shared: &Shared, rx: &Receiver<Job>) {
             let Reverse(job) = heap.pop().expect("peeked");
             shared.stats.alarms_rung.fetch_add(1, Ordering::Relaxed);
             if let Some(alarm) = job.alarm.upgrade() {
-                alarm.ring();
+                // A panicking alarm (a user's `Alarm`, or a waker it calls) must not
+                // take the thread, and every other pending alarm, down with it.
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| alarm.ring()));
             }
         }
         let received = match heap.peek() {
