@@ -80,9 +80,7 @@ async fn wrong_password_is_an_authentication_error_and_the_right_one_connects() 
 #[tokio::test]
 async fn cluster_serves_keys_sharing_a_hash_tag_together() {
     let Some(()) = require_redis() else { return };
-    let t = Instant::now();
     let cluster = RedisCluster::start(3);
-    eprintln!("DEBUG cluster {:?} {:?}", t.elapsed(), cluster.urls());
     let client = ClusterClient::builder(cluster.urls())
         .connection_timeout(Duration::from_millis(500))
         .response_timeout(Duration::from_millis(500))
@@ -104,7 +102,10 @@ async fn cluster_serves_keys_sharing_a_hash_tag_together() {
 
 #[test]
 fn missing_redis_is_skipped_outside_ci() {
-    assert_eq!(require_binaries(&["tollgate-no-such-redis-server"], false), None);
+    assert_eq!(
+        require_binaries(&["tollgate-no-such-redis-server"], false),
+        None
+    );
 }
 
 #[test]
