@@ -4,6 +4,8 @@
 // Each test file uses only some of these.
 #![allow(dead_code)]
 
+pub mod redis;
+
 use std::time::Duration;
 
 use proptest::prelude::*;
