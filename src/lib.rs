@@ -48,6 +48,8 @@ mod leaky_queue;
 mod limiter;
 mod quota;
 pub mod semaphore;
+#[cfg(feature = "redis")]
+pub mod store;
 mod sync;
 mod units;
 pub mod wait;
