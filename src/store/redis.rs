@@ -4,7 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, RedisError, Script};
 
 use crate::algorithm::{Algorithm, Gcra};
@@ -13,6 +13,9 @@ use crate::error::ConfigError;
 
 /// The script: KEYS[1] = key; ARGV = interval µs, tolerance µs, n, optional now µs.
 const GCRA_LUA: &str = include_str!("gcra.lua");
+
+/// How long [`RedisGcra::connect`] waits for one connection attempt.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// The largest tolerance (burst × interval) the script accepts: 2^52 µs, about 142
 /// years. The script computes `now + tolerance` in doubles, exact below 2^53, and `now`
@@ -69,7 +72,9 @@ impl<C> fmt::Debug for RedisGcra<C> {
 
 impl RedisGcra<ConnectionManager> {
     /// Connects to the Redis at `url` through a [`ConnectionManager`], which reconnects
-    /// by itself after the connection drops.
+    /// by itself after the connection drops. A connection attempt times out after 1 s,
+    /// and is retried once; for other settings, build the manager yourself and use
+    /// [`new`](Self::new).
     ///
     /// # Examples
     ///
@@ -91,7 +96,13 @@ impl RedisGcra<ConnectionManager> {
         // Check the quota first: no connection for a limiter that cannot exist.
         script_units(&gcra)?;
         let client = Client::open(url).map_err(StoreError::InvalidUrl)?;
-        let connection = ConnectionManager::new(client)
+        // A down Redis must fail fast, not after the default six exponential retries
+        // (about 10 s); a failed request triggers another reconnection anyway.
+        let config = ConnectionManagerConfig::new()
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_millis(100))
+            .set_connection_timeout(Some(CONNECT_TIMEOUT));
+        let connection = ConnectionManager::new_with_config(client, config)
             .await
             .map_err(StoreError::from_redis)?;
         Ok(RedisGcra::new(connection, gcra, prefix)?)

@@ -1,0 +1,282 @@
+//! The GCRA Redis script against the pure `Gcra`, on real `redis-server` processes:
+//! same decisions under explicit time, TTLs on every key, `NOSCRIPT` and restarts
+//! handled, typed errors.
+#![cfg(feature = "redis")]
+
+mod common;
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use common::redis::{require_redis, RedisServer};
+use proptest::prelude::*;
+use redis::aio::MultiplexedConnection;
+use redis::AsyncCommands;
+use tollgate::algorithm::{Algorithm, Gcra};
+use tollgate::clock::Nanos;
+use tollgate::store::{RedisGcra, StoreError};
+use tollgate::{Decision, Denied, Quota};
+
+/// A realistic "now": µs since the epoch in 2023, so the script's doubles see real sizes.
+const EPOCH_MICROS: u64 = 1_700_000_000_000_000;
+
+fn gcra(interval_micros: u64, burst: u64) -> Gcra {
+    let quota = Quota::with_period(Duration::from_micros(interval_micros)).unwrap();
+    Gcra::new(quota.burst(burst).unwrap())
+}
+
+async fn connect(url: &str) -> MultiplexedConnection {
+    let client = redis::Client::open(url).unwrap();
+    client.get_multiplexed_async_connection().await.unwrap()
+}
+
+/// The server, runtime and connection shared by the proptest's cases.
+struct Shared {
+    server: RedisServer,
+    runtime: tokio::runtime::Runtime,
+    connection: MultiplexedConnection,
+}
+
+fn shared() -> &'static Shared {
+    static SHARED: OnceLock<Shared> = OnceLock::new();
+    SHARED.get_or_init(|| {
+        let server = RedisServer::start();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let connection = runtime.block_on(connect(&server.url()));
+        Shared {
+            server,
+            runtime,
+            connection,
+        }
+    })
+}
+
+static NEXT_KEY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Intervals of at least a second keep every TTL far longer than a case runs, so
+    /// real-time expiry never races the virtual clock.
+    #[test]
+    fn script_decides_as_the_pure_gcra(
+        interval in 1_000_000u64..3_000_000,
+        burst in 1u64..8,
+        start in 0u64..1_000_000_000,
+        steps in prop::collection::vec((0u64..4_000_000, 0u64..10), 1..24),
+    ) {
+        let Some(()) = require_redis() else { return Ok(()) };
+        let shared = shared();
+        let _ = &shared.server;
+        let pure = gcra(interval, burst);
+        let store = RedisGcra::new(shared.connection.clone(), pure, "diff").unwrap();
+        let key = format!("case-{}", NEXT_KEY.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        let mut state = pure.initial_state(Nanos::ZERO);
+        let mut now = EPOCH_MICROS + start;
+        shared.runtime.block_on(async {
+            let mut connection = shared.connection.clone();
+            for (i, &(dt, n)) in steps.iter().enumerate() {
+                now += dt;
+                let expected = pure.acquire(&mut state, Nanos::new(now * 1_000), n);
+                let got = store
+                    .try_acquire_at(&key, n, Duration::from_micros(now))
+                    .await
+                    .unwrap();
+                prop_assert_eq!(got, expected, "step {} of {:?}", i, steps);
+                let ttl: i64 = connection.pttl(store.redis_key(&key)).await.unwrap();
+                prop_assert!(ttl == -2 || ttl > 0, "key without a TTL: {}", ttl);
+            }
+            Ok(())
+        })?;
+    }
+}
+
+#[tokio::test]
+async fn admitted_calls_set_a_ttl_and_peeks_and_denials_write_nothing() {
+    let Some(()) = require_redis() else { return };
+    let server = RedisServer::start();
+    let mut connection = connect(&server.url()).await;
+    // 1 per 10 s, burst 2.
+    let store = RedisGcra::new(connection.clone(), gcra(10_000_000, 2), "ttl").unwrap();
+    let key = store.redis_key("k");
+    let at = |s: u64| Duration::from_micros(EPOCH_MICROS + s * 1_000_000);
+
+    assert!(store.try_acquire_at("k", 0, at(0)).await.unwrap().is_ok());
+    let exists: bool = connection.exists(&key).await.unwrap();
+    assert!(!exists, "a peek on a fresh key created it");
+
+    assert!(store.try_acquire_at("k", 2, at(0)).await.unwrap().is_ok());
+    let ttl: i64 = connection.pttl(&key).await.unwrap();
+    assert!(ttl > 19_000 && ttl <= 20_000, "ttl {ttl} ms");
+    let tat: String = connection.get(&key).await.unwrap();
+    assert_eq!(tat, (EPOCH_MICROS + 20_000_000).to_string());
+
+    let denied = store.try_acquire_at("k", 1, at(5)).await.unwrap();
+    assert_eq!(
+        denied.unwrap_err().retry_after(),
+        Some(Duration::from_secs(5))
+    );
+    let after: String = connection.get(&key).await.unwrap();
+    assert_eq!(after, tat, "a denial changed the state");
+    let ttl_after: i64 = connection.pttl(&key).await.unwrap();
+    assert!(ttl_after <= ttl, "a denial extended the TTL");
+
+    // On the server's clock too.
+    let live = RedisGcra::new(connection.clone(), gcra(1_500, 3), "ttl").unwrap();
+    assert!(live.try_acquire("live", 3).await.unwrap().is_ok());
+    let ttl: i64 = connection.pttl(live.redis_key("live")).await.unwrap();
+    assert!(ttl > 0 && ttl <= 5, "ttl {ttl} ms for 4.5 ms of debt");
+}
+
+#[tokio::test]
+async fn server_time_decides_without_an_explicit_now() {
+    let Some(()) = require_redis() else { return };
+    let server = RedisServer::start();
+    let connection = connect(&server.url()).await;
+    let store = RedisGcra::new(connection, gcra(60_000_000, 2), "time").unwrap();
+    assert_eq!(
+        store
+            .try_acquire("k", 1)
+            .await
+            .unwrap()
+            .unwrap()
+            .remaining(),
+        1
+    );
+    assert_eq!(
+        store
+            .try_acquire("k", 1)
+            .await
+            .unwrap()
+            .unwrap()
+            .remaining(),
+        0
+    );
+    let denied = store.try_acquire("k", 1).await.unwrap().unwrap_err();
+    let retry = denied.retry_after().unwrap();
+    assert!(
+        retry > Duration::from_secs(59) && retry <= Duration::from_secs(60),
+        "{retry:?}"
+    );
+}
+
+#[tokio::test]
+async fn script_is_reloaded_after_script_flush() {
+    let Some(()) = require_redis() else { return };
+    let server = RedisServer::start();
+    let mut connection = connect(&server.url()).await;
+    let store = RedisGcra::new(connection.clone(), gcra(1_000_000, 5), "flush").unwrap();
+    assert!(store.try_acquire("k", 1).await.unwrap().is_ok());
+    let () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    let admitted = store.try_acquire("k", 1).await.unwrap().unwrap();
+    assert_eq!(
+        admitted.remaining(),
+        3,
+        "the state survived, the script reloaded"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_manager_recovers_after_a_server_restart() {
+    let Some(()) = require_redis() else { return };
+    let mut server = RedisServer::start();
+    let store = RedisGcra::connect(&server.url(), gcra(1_000_000, 5), "restart")
+        .await
+        .unwrap();
+    assert!(store.try_acquire("k", 1).await.unwrap().is_ok());
+
+    tokio::task::block_in_place(|| server.kill());
+    let down = store.try_acquire("k", 1).await;
+    assert!(matches!(down, Err(StoreError::Connection(_))), "{down:?}");
+
+    tokio::task::block_in_place(|| server.restart());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let decision = loop {
+        match store.try_acquire("k", 1).await {
+            Ok(decision) => break decision,
+            Err(StoreError::Connection(e)) if Instant::now() < deadline => {
+                let _ = e;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => panic!("no recovery: {e}"),
+        }
+    };
+    // A restart empties the data set (and the script cache): a fresh bucket.
+    assert_eq!(decision.unwrap().remaining(), 4);
+}
+
+#[tokio::test]
+async fn more_than_the_burst_is_insufficient_without_a_round_trip() {
+    let Some(()) = require_redis() else { return };
+    let mut server = RedisServer::start();
+    let connection = connect(&server.url()).await;
+    let store = RedisGcra::new(connection, gcra(1_000_000, 3), "big").unwrap();
+    server.kill();
+    let decision = store.try_acquire("k", 4).await.unwrap();
+    match decision {
+        Err(Denied::Insufficient(i)) => assert_eq!((i.requested(), i.capacity()), (4, 3)),
+        other => panic!("{other:?}"),
+    }
+    let down: Result<Decision, StoreError> = store.try_acquire("k", 3).await;
+    assert!(matches!(down, Err(StoreError::Connection(_))), "{down:?}");
+}
+
+#[tokio::test]
+async fn malformed_url_is_a_typed_error() {
+    for url in ["not a url", "http://127.0.0.1/", "redis://127.0.0.1:99999/"] {
+        let error = RedisGcra::connect(url, gcra(1_000_000, 1), "bad")
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(error, StoreError::InvalidUrl(_)),
+            "{url}: {error:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn refused_connection_is_a_typed_error() {
+    let Some(()) = require_redis() else { return };
+    let mut server = RedisServer::start();
+    let url = server.url();
+    server.kill();
+    let started = Instant::now();
+    let error = RedisGcra::connect(&url, gcra(1_000_000, 1), "refused")
+        .await
+        .unwrap_err();
+    assert!(matches!(error, StoreError::Connection(_)), "{error:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn quotas_the_script_cannot_count_are_rejected_before_connecting() {
+    // 1/3 s is not a whole number of µs.
+    let thirds = Gcra::new(Quota::per_second(3).unwrap());
+    let error = RedisGcra::connect("redis://127.0.0.1:1/", thirds, "x")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, StoreError::Config(e) if e.parameter() == "interval"),
+        "{error:?}"
+    );
+    let huge = gcra(1 << 40, 1 << 13);
+    let error = RedisGcra::connect("redis://127.0.0.1:1/", huge, "x")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, StoreError::Config(e) if e.parameter() == "burst"),
+        "{error:?}"
+    );
+}
