@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use common::redis::{require_redis, RedisServer};
@@ -30,55 +29,42 @@ async fn connect(url: &str) -> MultiplexedConnection {
     client.get_multiplexed_async_connection().await.unwrap()
 }
 
-/// The server, runtime and connection shared by the proptest's cases.
-struct Shared {
-    server: RedisServer,
-    runtime: tokio::runtime::Runtime,
-    connection: MultiplexedConnection,
-}
-
-fn shared() -> &'static Shared {
-    static SHARED: OnceLock<Shared> = OnceLock::new();
-    SHARED.get_or_init(|| {
-        let server = RedisServer::start();
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let connection = runtime.block_on(connect(&server.url()));
-        Shared {
-            server,
-            runtime,
-            connection,
-        }
-    })
-}
-
-static NEXT_KEY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
-
-    /// Intervals of at least a second keep every TTL far longer than a case runs, so
-    /// real-time expiry never races the virtual clock.
-    #[test]
-    fn script_decides_as_the_pure_gcra(
-        interval in 1_000_000u64..3_000_000,
-        burst in 1u64..8,
-        start in 0u64..1_000_000_000,
-        steps in prop::collection::vec((0u64..4_000_000, 0u64..10), 1..24),
-    ) {
-        let Some(()) = require_redis() else { return Ok(()) };
-        let shared = shared();
-        let _ = &shared.server;
+/// The pure `Gcra` and the script decide the same for the same times. One server
+/// serves every case, owned by this test so that it is killed when the test ends (a
+/// `static` would never drop, and would leave the process running).
+///
+/// Intervals of at least a second keep every TTL far longer than a case runs, so
+/// real-time expiry never races the virtual clock.
+#[test]
+fn script_decides_as_the_pure_gcra() {
+    let Some(()) = require_redis() else { return };
+    let server = RedisServer::start();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let connection = runtime.block_on(connect(&server.url()));
+    let strategy = (
+        1_000_000u64..3_000_000,
+        1u64..8,
+        0u64..1_000_000_000,
+        prop::collection::vec((0u64..4_000_000, 0u64..10), 1..24),
+    );
+    let next_key = std::sync::atomic::AtomicU64::new(0);
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+        cases: 64,
+        ..ProptestConfig::default()
+    });
+    let result = runner.run(&strategy, |(interval, burst, start, steps)| {
         let pure = gcra(interval, burst);
-        let store = RedisGcra::new(shared.connection.clone(), pure, "diff").unwrap();
-        let key = format!("case-{}", NEXT_KEY.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        let store = RedisGcra::new(connection.clone(), pure, "diff").unwrap();
+        let case = next_key.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let key = format!("case-{case}");
         let mut state = pure.initial_state(Nanos::ZERO);
         let mut now = EPOCH_MICROS + start;
-        shared.runtime.block_on(async {
-            let mut connection = shared.connection.clone();
+        runtime.block_on(async {
+            let mut connection = connection.clone();
             for (i, &(dt, n)) in steps.iter().enumerate() {
                 now += dt;
                 let expected = pure.acquire(&mut state, Nanos::new(now * 1_000), n);
@@ -91,7 +77,11 @@ proptest! {
                 prop_assert!(ttl == -2 || ttl > 0, "key without a TTL: {}", ttl);
             }
             Ok(())
-        })?;
+        })
+    });
+    drop(server);
+    if let Err(failure) = result {
+        panic!("{failure}");
     }
 }
 
