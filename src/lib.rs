@@ -48,7 +48,6 @@ mod leaky_queue;
 mod limiter;
 mod quota;
 pub mod semaphore;
-#[cfg(feature = "redis")]
 pub mod store;
 mod sync;
 mod units;

@@ -88,7 +88,7 @@ impl<A: Algorithm> AllOf<A> {
 }
 
 /// The admission with fewer permits left, and the later full reset of the two.
-fn tighter(a: Admitted, b: Admitted) -> Admitted {
+pub(crate) fn tighter(a: Admitted, b: Admitted) -> Admitted {
     let reset = a.reset_after().max(b.reset_after());
     let (limit, remaining) = if b.remaining() < a.remaining() {
         (b.limit(), b.remaining())
@@ -99,7 +99,7 @@ fn tighter(a: Admitted, b: Admitted) -> Admitted {
 }
 
 /// "Never" outranks "not now"; among "not now", the longer wait wins.
-fn later_denial(current: Option<Denied>, new: Denied) -> Denied {
+pub(crate) fn later_denial(current: Option<Denied>, new: Denied) -> Denied {
     match (current, new) {
         (None, d) => d,
         (Some(d @ (Denied::Insufficient(_) | Denied::Closed)), _) => d,

@@ -15,6 +15,7 @@
 //! | [`SmoothBursty`], [`SmoothWarmingUp`] | Guava: reservations prepay, warm-up | Guava `RateLimiter` |
 //! | [`RefreshPeriod`] | `limit_for_period` per `refresh_period` with a timeout | Resilience4j |
 //! | [`Concurrency`] | permits held and given back | tokio `Semaphore` |
+//! | [`Leased`] | permits held, taken back after a lease without renewal | Redis semaphores |
 //! | [`AllOf`] | several rules, all-or-nothing | multi-level limits |
 
 use std::fmt;
@@ -29,6 +30,7 @@ mod concurrency;
 mod fixed_window;
 mod gcra;
 mod leaky_bucket;
+mod leased;
 mod refresh_period;
 mod sliding_counter;
 mod sliding_log;
@@ -37,10 +39,12 @@ mod smooth;
 mod testing;
 
 pub use all_of::AllOf;
+pub(crate) use all_of::{later_denial, tighter};
 pub use concurrency::Concurrency;
 pub use fixed_window::{Aligned, FirstHit, FirstHitState, FixedWindow};
 pub use gcra::{CellReply, Gcra};
 pub use leaky_bucket::{Departure, LeakyBucket};
+pub use leased::{Leased, LeasedState};
 pub use refresh_period::{RefreshPeriod, RefreshPeriodState};
 pub use sliding_counter::{SlidingCounter, SlidingCounterState};
 pub use sliding_log::SlidingLog;

@@ -7,7 +7,7 @@
 //! [`KeyedConfig::max_keys`], and cannot push out the keys being limited either: see
 //! [`KeyedConfig`] for the policy when the bound is reached.
 
-mod config;
+pub(crate) mod config;
 mod shard;
 
 use std::borrow::Borrow;

@@ -15,9 +15,11 @@ use crate::decision::InsufficientCapacity;
 pub(crate) mod future;
 pub(crate) mod queue;
 mod scheduler;
+mod sleep;
 
 pub use queue::Fairness;
 pub use scheduler::{Scheduler, SchedulerStats};
+pub use sleep::Sleep;
 
 /// Why a wait for permits ended without them.
 ///

@@ -5,6 +5,8 @@
 #![allow(dead_code)]
 
 pub mod redis;
+#[cfg(feature = "redis")]
+pub mod store;
 
 use std::time::Duration;
 

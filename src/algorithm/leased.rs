@@ -1,0 +1,206 @@
+//! A concurrency limit whose permits expire: what a semaphore shared through a store
+//! needs, since a process that dies holding permits never gives them back.
+
+use std::time::Duration;
+
+use super::{Algorithm, Concurrency};
+use crate::clock::Nanos;
+use crate::decision::{Decision, Denied, Reservation};
+use crate::engine::Locked;
+use crate::error::ConfigError;
+use crate::units::duration_to_nanos;
+
+/// At most `max` permits in use, where permits not renewed for a `lease` are taken
+/// back.
+///
+/// Every acquire or release renews the lease of all permits held under the key; once
+/// `lease` passes without either, the count falls to zero. Choose a lease longer than
+/// any holder keeps its permits. In process, a [`Semaphore`](crate::Semaphore) needs no
+/// lease: its permits return when dropped.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::algorithm::{Algorithm, Concurrency, Leased};
+/// use tollgate::clock::Nanos;
+///
+/// let limit = Leased::new(Concurrency::new(2)?, Duration::from_secs(30))?;
+/// let mut state = limit.initial_state(Nanos::ZERO);
+/// assert!(limit.acquire(&mut state, Nanos::ZERO, 2).is_ok());
+/// assert!(limit.acquire(&mut state, Nanos::ZERO, 1).is_err());
+/// // The holder died: after the lease, its permits are free again.
+/// let later = Nanos::from_duration(Duration::from_secs(30));
+/// assert!(limit.acquire(&mut state, later, 2).is_ok());
+/// # Ok::<(), tollgate::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Leased {
+    limit: Concurrency,
+    lease: u64,
+}
+
+/// The permits held under a [`Leased`] limit and when their lease was last renewed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct LeasedState {
+    in_use: u64,
+    renewed_at: Nanos,
+}
+
+impl LeasedState {
+    /// Permits held, expired or not.
+    pub fn in_use(&self) -> u64 {
+        self.in_use
+    }
+
+    /// When the last acquire or release renewed the lease.
+    pub fn renewed_at(&self) -> Nanos {
+        self.renewed_at
+    }
+}
+
+impl Leased {
+    /// `limit`, with permits taken back after `lease` without renewal.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Zero`] for a zero lease.
+    pub fn new(limit: Concurrency, lease: Duration) -> Result<Leased, ConfigError> {
+        if lease.is_zero() {
+            return Err(ConfigError::Zero { parameter: "lease" });
+        }
+        Ok(Leased {
+            limit,
+            lease: duration_to_nanos(lease),
+        })
+    }
+
+    /// The concurrency limit.
+    pub fn limit(&self) -> Concurrency {
+        self.limit
+    }
+
+    /// How long permits stay held without renewal.
+    pub fn lease(&self) -> Duration {
+        Duration::from_nanos(self.lease)
+    }
+
+    /// The permits still held at `now`: none once the lease has run out.
+    fn held(&self, state: &LeasedState, now: Nanos) -> u64 {
+        if state.in_use > 0 && now.as_u64() >= state.renewed_at.as_u64().saturating_add(self.lease)
+        {
+            0
+        } else {
+            state.in_use
+        }
+    }
+}
+
+impl Algorithm for Leased {
+    type State = LeasedState;
+    type Cell = Locked<Self>;
+
+    fn initial_state(&self, _now: Nanos) -> LeasedState {
+        LeasedState::default()
+    }
+
+    fn acquire(&self, state: &mut LeasedState, now: Nanos, n: u64) -> Decision {
+        let mut in_use = self.held(state, now);
+        let decision = self.limit.acquire(&mut in_use, now, n)?;
+        if n > 0 {
+            *state = LeasedState {
+                in_use,
+                renewed_at: now,
+            };
+        }
+        Ok(decision)
+    }
+
+    /// Grants only immediate reservations, as [`Concurrency`] does.
+    fn reserve(
+        &self,
+        state: &mut LeasedState,
+        now: Nanos,
+        n: u64,
+        _max_wait: Duration,
+    ) -> Result<Reservation, Denied> {
+        self.acquire(state, now, n)?;
+        Ok(Reservation::new(n, Duration::ZERO))
+    }
+
+    /// Releases `n` permits and renews the lease of those still held.
+    fn refund(&self, state: &mut LeasedState, now: Nanos, n: u64) {
+        let in_use = self.held(state, now).saturating_sub(n);
+        *state = if in_use == 0 {
+            LeasedState::default()
+        } else {
+            LeasedState {
+                in_use,
+                renewed_at: now,
+            }
+        };
+    }
+
+    fn capacity(&self) -> u64 {
+        self.limit.max()
+    }
+
+    fn idle_at(&self, state: &LeasedState) -> Nanos {
+        if state.in_use == 0 {
+            Nanos::ZERO
+        } else {
+            Nanos::new(state.renewed_at.as_u64().saturating_add(self.lease))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secs(s: u64) -> Nanos {
+        Nanos::from_duration(Duration::from_secs(s))
+    }
+
+    #[test]
+    fn zero_lease_is_an_error() {
+        let limit = Concurrency::new(1).unwrap();
+        assert_eq!(
+            Leased::new(limit, Duration::ZERO),
+            Err(ConfigError::Zero { parameter: "lease" })
+        );
+    }
+
+    #[test]
+    fn a_release_renews_the_lease_of_the_rest() {
+        let limit = Leased::new(Concurrency::new(3).unwrap(), Duration::from_secs(10)).unwrap();
+        let mut s = limit.initial_state(secs(0));
+        limit.acquire(&mut s, secs(0), 3).unwrap();
+        limit.refund(&mut s, secs(8), 1);
+        assert!(
+            limit.acquire(&mut s, secs(12), 2).is_err(),
+            "renewed at 8 s"
+        );
+        assert!(limit.acquire(&mut s, secs(18), 3).is_ok());
+        assert_eq!(limit.idle_at(&s), secs(28));
+    }
+
+    #[test]
+    fn releasing_everything_is_idle_at_once() {
+        let limit = Leased::new(Concurrency::new(2).unwrap(), Duration::from_secs(10)).unwrap();
+        let mut s = limit.initial_state(secs(0));
+        limit.acquire(&mut s, secs(1), 2).unwrap();
+        limit.refund(&mut s, secs(2), 5);
+        assert_eq!(s, LeasedState::default());
+        assert_eq!(limit.idle_at(&s), Nanos::ZERO);
+    }
+
+    #[test]
+    fn a_denial_renews_nothing() {
+        let limit = Leased::new(Concurrency::new(1).unwrap(), Duration::from_secs(10)).unwrap();
+        let mut s = limit.initial_state(secs(0));
+        limit.acquire(&mut s, secs(0), 1).unwrap();
+        assert!(limit.acquire(&mut s, secs(9), 1).is_err());
+        assert!(limit.acquire(&mut s, secs(10), 1).is_ok());
+    }
+}

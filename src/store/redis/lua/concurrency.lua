@@ -1,0 +1,1 @@
+-- concurrency: not yet written.

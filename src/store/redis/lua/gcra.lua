@@ -1,0 +1,83 @@
+-- GCRA (src/algorithm/gcra.rs). p = {interval µs, tolerance µs (interval × burst),
+-- burst}; the state is the theoretical arrival time (TAT), µs since the epoch.
+
+local function gcra_tat(state)
+  if state == nil then
+    return 0
+  end
+  local f = fields(state)
+  if #f ~= 1 then
+    conflict()
+  end
+  return f[1]
+end
+
+-- floor((tolerance - ttl) / interval); a double quotient may round up to the next
+-- integer, so check it by an exact product.
+local function gcra_remaining(p, ttl)
+  local left = p[2] - ttl
+  if left <= 0 then
+    return 0
+  end
+  local whole = math.floor(left / p[1])
+  if whole * p[1] > left then
+    whole = whole - 1
+  end
+  return whole
+end
+
+local function gcra_admitted(p, tat, now)
+  local ttl = math.max(tat - now, 0)
+  return admitted(p[3], gcra_remaining(p, ttl), ttl)
+end
+
+local function gcra_limited(p, tat, now, retry)
+  local ttl = math.max(tat - now, 0)
+  return limited(retry, p[3], gcra_remaining(p, ttl), ttl)
+end
+
+ALGORITHMS.gcra = {
+  acquire = function(p, state, now, n)
+    if n > p[3] then
+      return never(p[3])
+    end
+    local tat = gcra_tat(state)
+    if n == 0 then
+      return gcra_admitted(p, tat, now)
+    end
+    local new_tat = math.max(tat, now) + n * p[1]
+    local allow_at = new_tat - p[2]
+    if allow_at > now then
+      return gcra_limited(p, tat, now, allow_at - now)
+    end
+    return gcra_admitted(p, new_tat, now), int(new_tat)
+  end,
+
+  reserve = function(p, state, now, n, max_wait)
+    if n > p[3] then
+      return never(p[3])
+    end
+    if n == 0 then
+      return reserved(0)
+    end
+    local tat = gcra_tat(state)
+    local new_tat = math.max(tat, now) + n * p[1]
+    local wait = math.max(new_tat - p[2] - now, 0)
+    if wait > max_wait then
+      return gcra_limited(p, tat, now, wait - max_wait)
+    end
+    return reserved(wait), int(new_tat)
+  end,
+
+  refund = function(p, state, now, n)
+    local tat = gcra_tat(state)
+    if tat > now then
+      return int(math.max(tat - n * p[1], now))
+    end
+    return nil
+  end,
+
+  expires_at = function(p, state)
+    return gcra_tat(state)
+  end,
+}

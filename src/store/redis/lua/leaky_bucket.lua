@@ -1,0 +1,1 @@
+-- leaky_bucket: not yet written.

@@ -1,0 +1,81 @@
+-- tollgate: every rule of one request, decided in one atomic call.
+--
+-- This script is the concatenation of prelude.lua, one file per algorithm and
+-- driver.lua. Each algorithm file registers itself in ALGORITHMS under its kind (everything is
+-- local: Redis forbids scripts to create globals) and is
+-- the same state machine as its Rust twin in src/algorithm/, in microseconds: Lua
+-- numbers are doubles, exact only below 2^53, and nanoseconds since the epoch are not.
+--
+-- An algorithm is a table of functions. Arguments:
+--   p      the rule's parameters: a list of numbers, as the Rust side sent them
+--   state  the key's stored value (a string), or nil for a fresh key
+--   now    µs since the Unix epoch
+--
+--   acquire(p, state, now, n)            -> verdict, new_state
+--   peek(p, state, now, n)               -> verdict          (optional; else acquire's)
+--   reserve(p, state, now, n, max_wait)  -> verdict, new_state
+--   refund(p, state, now, n)             -> new_state
+--   expires_at(p, state)                 -> µs since the epoch from which `state` may be
+--                                           forgotten (a fresh state decides the same)
+--
+-- new_state is a string, or nil when nothing changed. A verdict is a list of five
+-- integers {kind, limit, remaining, reset_after µs, wait µs}, built by the helpers
+-- below.
+
+local ALGORITHMS = {}
+
+local KIND_LIMITED, KIND_ADMITTED, KIND_RESERVED, KIND_NEVER, KIND_REFUNDED = 0, 1, 2, 3, 4
+
+local function admitted(limit, remaining, reset_after)
+  return {KIND_ADMITTED, limit, remaining, reset_after, 0}
+end
+
+local function limited(retry_after, limit, remaining, reset_after)
+  return {KIND_LIMITED, limit, remaining, reset_after, retry_after}
+end
+
+-- A reservation of the permits asked for, usable after `wait` µs.
+local function reserved(wait)
+  return {KIND_RESERVED, 0, 0, 0, wait}
+end
+
+-- More than `capacity` can ever be granted.
+local function never(capacity)
+  return {KIND_NEVER, capacity, 0, 0, 0}
+end
+
+local function refunded()
+  return {KIND_REFUNDED, 0, 0, 0, 0}
+end
+
+local function is_admitted(verdict)
+  return verdict[1] == KIND_ADMITTED or verdict[1] == KIND_RESERVED or verdict[1] == KIND_REFUNDED
+end
+
+-- An integer as a string, exact below 2^53 (tostring would switch to exponents).
+local function int(x)
+  return string.format('%.0f', x)
+end
+
+-- A double as a string that reads back as the same double.
+local function float(x)
+  return string.format('%.17g', x)
+end
+
+-- The key holds something this rule never wrote.
+local function conflict()
+  error({err = 'TOLLGATE_CONFLICT the key holds the state of another kind of rule'})
+end
+
+-- The numbers of a stored state written as space-separated fields.
+local function fields(state)
+  local out = {}
+  for field in string.gmatch(state, '%S+') do
+    local value = tonumber(field)
+    if value == nil then
+      conflict()
+    end
+    out[#out + 1] = value
+  end
+  return out
+end

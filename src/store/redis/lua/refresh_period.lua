@@ -1,0 +1,1 @@
+-- refresh_period: not yet written.

@@ -1,0 +1,1 @@
+-- sliding_counter: not yet written.

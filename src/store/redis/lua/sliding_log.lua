@@ -1,0 +1,1 @@
+-- sliding_log: not yet written.

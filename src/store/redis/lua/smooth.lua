@@ -1,0 +1,1 @@
+-- smooth: not yet written.
