@@ -7,10 +7,11 @@ mod common;
 
 use std::time::Duration;
 
-use common::store::{steps, Differential};
+use common::store::{steps, Differential, EPOCH_MICROS};
 use proptest::prelude::*;
-use tollgate::algorithm::Gcra;
-use tollgate::store::Rule;
+use tollgate::algorithm::{Algorithm, CellReply, Gcra};
+use tollgate::clock::Nanos;
+use tollgate::store::{Rule, SharedLimiter};
 use tollgate::Quota;
 
 /// Intervals of whole µs from 1 ms to 2 s, bursts 1–8.
@@ -45,5 +46,40 @@ fn two_gcra_rules_decide_all_or_nothing_as_the_memory_store() {
     );
     diff.run(48, strategy, |diff, (a, b, start, steps)| {
         diff.check(&[a, b], start, &steps)
+    });
+}
+
+/// The store's replies carry `CL.THROTTLE`'s fields: mapped to redis-cell's reply, each
+/// decision equals what `Gcra::cell_throttle` (checked against redis-cell's own table)
+/// replies on the same state at the same time.
+#[test]
+fn gcra_store_replies_follow_cl_throttle() {
+    let Some(diff) = Differential::start() else {
+        return;
+    };
+    let strategy = (
+        1_000u64..2_000_000,
+        1u64..8,
+        prop::collection::vec((0u64..3_000_000, 1u64..8), 1..32),
+    );
+    diff.run(48, strategy, |diff, (interval, burst, steps)| {
+        let quota = Quota::with_period(Duration::from_micros(interval)).unwrap();
+        let gcra = Gcra::new(quota.burst(burst).unwrap());
+        let limiter = SharedLimiter::new(diff.redis_store(), gcra).unwrap();
+        let mut state = gcra.initial_state(Nanos::ZERO);
+        let mut now = EPOCH_MICROS;
+        for (dt, n) in steps {
+            now += dt;
+            let n = n.min(burst);
+            let decision = diff
+                .block_on(limiter.try_acquire_at("k", n, Duration::from_micros(now)))
+                .unwrap();
+            let cell = gcra.cell_throttle(&mut state, Nanos::new(now * 1_000), n);
+            prop_assert_eq!(
+                CellReply::from_decision(&decision).to_array(),
+                cell.to_array()
+            );
+        }
+        Ok(())
     });
 }

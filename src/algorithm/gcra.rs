@@ -215,6 +215,59 @@ pub struct CellReply {
 }
 
 impl CellReply {
+    /// The `CL.THROTTLE` reply for a GCRA decision, such as a
+    /// [`RedisStore`](crate::store) decision on a [`Gcra`] rule: the store's script
+    /// replies the same fields, in microseconds.
+    ///
+    /// A request that can never pass (more than the burst) has no state to report:
+    /// it maps to limited, with no retry, no remaining and no reset.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::algorithm::{Algorithm, CellReply, Gcra};
+    /// use tollgate::clock::Nanos;
+    /// use tollgate::Quota;
+    ///
+    /// let gcra = Gcra::new(Quota::per_second(1)?.burst(2)?);
+    /// let mut state = gcra.initial_state(Nanos::ZERO);
+    /// let decision = gcra.acquire(&mut state, Nanos::ZERO, 1);
+    /// assert_eq!(CellReply::from_decision(&decision).to_array(), [0, 2, 1, -1, 1]);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn from_decision(decision: &Decision) -> CellReply {
+        match decision {
+            Ok(a) => CellReply {
+                limited: false,
+                limit: a.limit(),
+                remaining: a.remaining(),
+                retry_after: None,
+                reset_after: a.reset_after(),
+            },
+            Err(Denied::Limited(l)) => CellReply {
+                limited: true,
+                limit: l.limit(),
+                remaining: l.remaining(),
+                retry_after: Some(l.retry_after()),
+                reset_after: l.reset_after(),
+            },
+            Err(Denied::Insufficient(i)) => CellReply {
+                limited: true,
+                limit: i.capacity(),
+                remaining: 0,
+                retry_after: None,
+                reset_after: Duration::ZERO,
+            },
+            Err(Denied::Closed) => CellReply {
+                limited: true,
+                limit: 0,
+                remaining: 0,
+                retry_after: None,
+                reset_after: Duration::ZERO,
+            },
+        }
+    }
+
     /// The five integers `CL.THROTTLE` replies: limited (0/1), limit, remaining,
     /// retry_after seconds (-1 if none) and reset_after seconds, both rounded up when
     /// their fraction is at least a millisecond.

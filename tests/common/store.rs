@@ -122,6 +122,11 @@ impl Differential {
         RedisStore::new(self.connection.clone(), &format!("case{case}")).unwrap()
     }
 
+    /// Runs `future` on the harness's runtime.
+    pub fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
+        self.runtime.block_on(future)
+    }
+
     /// Runs `cases` cases of `strategy` through `test`, panicking on the first failure
     /// (shrunk).
     pub fn run<S: Strategy>(

@@ -1,0 +1,309 @@
+//! `SharedLimiter` and `MemoryStore`: the limiter API over a store, waiting on a manual
+//! clock (booked waits, polled waits, timeouts, cancellation), all-or-nothing rules,
+//! forgetting idle keys, the key bound and typed errors.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+use tollgate::algorithm::{Concurrency, FixedWindow, Gcra, LeakyBucket, Leased, SlidingCounter};
+use tollgate::clock::ManualClock;
+use tollgate::store::{
+    Check, MemoryStore, Op, Outcome, Request, Rule, SharedAcquireError, SharedLimiter, Store,
+    StoreError,
+};
+use tollgate::{Denied, KeyedConfig, Quota};
+
+fn store(clock: &ManualClock) -> MemoryStore<ManualClock> {
+    MemoryStore::with_clock(KeyedConfig::new(1_000), "test", clock.clone()).unwrap()
+}
+
+fn limiter(
+    clock: &ManualClock,
+    rule: impl Into<Rule>,
+) -> SharedLimiter<MemoryStore<ManualClock>, ManualClock> {
+    SharedLimiter::new(store(clock), rule)
+        .unwrap()
+        .with_clock(clock.clone())
+}
+
+/// Counts wakes, to poll futures by hand.
+#[derive(Default)]
+struct Flag(std::sync::atomic::AtomicUsize);
+
+impl Wake for Flag {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+fn poll<F: Future>(future: &mut Pin<Box<F>>) -> Poll<F::Output> {
+    let waker = Waker::from(Arc::new(Flag::default()));
+    future.as_mut().poll(&mut Context::from_waker(&waker))
+}
+
+fn block<F: Future>(future: F) -> F::Output {
+    futures::executor::block_on(future)
+}
+
+#[test]
+fn booked_waits_sleep_on_the_clock_in_arrival_order() {
+    let clock = ManualClock::new();
+    let limiter = limiter(
+        &clock,
+        Gcra::new(Quota::per_second(10).unwrap().burst(1).unwrap()),
+    );
+    assert!(block(limiter.try_acquire("k", 1)).unwrap().is_ok());
+    let mut first = Box::pin(limiter.acquire("k", 1));
+    let mut second = Box::pin(limiter.acquire("k", 1));
+    assert!(poll(&mut first).is_pending());
+    assert!(poll(&mut second).is_pending());
+    clock.advance(Duration::from_millis(100));
+    assert!(matches!(poll(&mut first), Poll::Ready(Ok(()))));
+    assert!(
+        poll(&mut second).is_pending(),
+        "booked 100 ms after the first"
+    );
+    clock.advance(Duration::from_millis(100));
+    assert!(matches!(poll(&mut second), Poll::Ready(Ok(()))));
+}
+
+#[test]
+fn a_dropped_booked_wait_gives_its_permits_back() {
+    let clock = ManualClock::new();
+    let limiter = limiter(
+        &clock,
+        Gcra::new(Quota::per_second(10).unwrap().burst(1).unwrap()),
+    );
+    assert!(block(limiter.try_acquire("k", 1)).unwrap().is_ok());
+    let mut waiter = Box::pin(limiter.acquire("k", 1));
+    assert!(poll(&mut waiter).is_pending());
+    drop(waiter);
+    clock.advance(Duration::from_millis(100));
+    let admitted = block(limiter.try_acquire("k", 1)).unwrap();
+    assert!(
+        admitted.is_ok(),
+        "the cancelled booking still holds the slot: {admitted:?}"
+    );
+}
+
+#[test]
+fn a_timeout_shorter_than_the_known_wait_fails_at_once() {
+    let clock = ManualClock::new();
+    let limiter = limiter(
+        &clock,
+        Gcra::new(Quota::per_second(1).unwrap().burst(1).unwrap()),
+    );
+    assert!(block(limiter.try_acquire("k", 1)).unwrap().is_ok());
+    let waited = block(limiter.acquire_timeout("k", 1, Duration::from_millis(500)));
+    assert!(
+        matches!(waited, Err(SharedAcquireError::TimedOut)),
+        "{waited:?}"
+    );
+    // Nothing was booked: the next permit is still due at 1 s.
+    clock.advance(Duration::from_secs(1));
+    assert!(block(limiter.try_acquire("k", 1)).unwrap().is_ok());
+}
+
+#[test]
+fn rules_that_cannot_book_are_retried_after_their_hint() {
+    let clock = ManualClock::new();
+    let window = SlidingCounter::new(2, Duration::from_secs(1)).unwrap();
+    let limiter = limiter(&clock, window);
+    assert!(block(limiter.try_acquire("k", 2)).unwrap().is_ok());
+    let mut waiter = Box::pin(limiter.acquire("k", 1));
+    assert!(poll(&mut waiter).is_pending());
+    for _ in 0..20 {
+        if let Poll::Ready(result) = poll(&mut waiter) {
+            assert!(result.is_ok(), "{result:?}");
+            return;
+        }
+        clock.advance(Duration::from_millis(100));
+    }
+    panic!("still waiting 2 s later");
+}
+
+#[test]
+fn a_leaky_bucket_meter_wait_ends_when_it_has_drained() {
+    let clock = ManualClock::new();
+    let bucket = LeakyBucket::new(2, Quota::per_second(10).unwrap()).unwrap();
+    let limiter = limiter(&clock, bucket);
+    assert!(block(limiter.try_acquire("k", 2)).unwrap().is_ok());
+    let mut waiter = Box::pin(limiter.acquire_timeout("k", 1, Duration::from_secs(1)));
+    assert!(poll(&mut waiter).is_pending());
+    clock.advance(Duration::from_millis(100));
+    assert!(matches!(poll(&mut waiter), Poll::Ready(Ok(()))));
+}
+
+#[test]
+fn more_than_the_capacity_is_never_granted_and_never_waited_for() {
+    let clock = ManualClock::new();
+    let limiter = limiter(&clock, Gcra::new(Quota::per_second(5).unwrap()));
+    let decision = block(limiter.try_acquire("k", 6)).unwrap();
+    assert!(
+        matches!(decision, Err(Denied::Insufficient(_))),
+        "{decision:?}"
+    );
+    let waited = block(limiter.acquire("k", 6));
+    assert!(matches!(waited, Err(SharedAcquireError::Insufficient(i)) if i.capacity() == 5));
+}
+
+#[test]
+fn several_rules_take_all_or_nothing() {
+    let clock = ManualClock::new();
+    let limiter = SharedLimiter::all_of(
+        store(&clock),
+        [
+            (
+                "burst",
+                Rule::from(Gcra::new(Quota::per_second(100).unwrap())),
+            ),
+            (
+                "window",
+                Rule::from(FixedWindow::new(3, Duration::from_secs(60)).unwrap()),
+            ),
+        ],
+    )
+    .unwrap()
+    .with_clock(clock.clone());
+    assert_eq!(
+        block(limiter.try_acquire("k", 2))
+            .unwrap()
+            .unwrap()
+            .remaining(),
+        1
+    );
+    assert!(block(limiter.try_acquire("k", 2)).unwrap().is_err());
+    // The denial took nothing from the burst rule: 98 left there, 1 in the window.
+    let peek = block(limiter.peek("k", 1)).unwrap().unwrap();
+    assert_eq!((peek.limit(), peek.remaining()), (3, 0));
+    // Another key is untouched.
+    assert!(block(limiter.try_acquire("other", 3)).unwrap().is_ok());
+}
+
+#[test]
+fn duplicate_or_missing_rules_are_typed_errors() {
+    let clock = ManualClock::new();
+    let gcra = Rule::from(Gcra::new(Quota::per_second(1).unwrap()));
+    let twice = SharedLimiter::all_of(store(&clock), [("a", gcra.clone()), ("a", gcra)]);
+    assert!(matches!(twice, Err(StoreError::Config(_))), "{twice:?}");
+    let none = SharedLimiter::all_of(store(&clock), Vec::<(&str, Rule)>::new());
+    assert!(matches!(none, Err(StoreError::Config(_))), "{none:?}");
+}
+
+#[test]
+fn idle_keys_are_forgotten() {
+    let clock = ManualClock::new();
+    let config = KeyedConfig::new(1_000).shards(1);
+    let store = Arc::new(MemoryStore::with_clock(config, "idle", clock.clone()).unwrap());
+    let limiter =
+        SharedLimiter::new(store.clone(), Gcra::new(Quota::per_second(10).unwrap())).unwrap();
+    for key in 0..100 {
+        assert!(block(limiter.try_acquire(&key.to_string(), 1))
+            .unwrap()
+            .is_ok());
+    }
+    assert_eq!(store.len(), 100);
+    clock.advance(Duration::from_secs(1));
+    // Full again: the next write sweeps them.
+    for key in 100..200 {
+        assert!(block(limiter.try_acquire(&key.to_string(), 1))
+            .unwrap()
+            .is_ok());
+    }
+    assert!(store.len() < 200, "{} keys held", store.len());
+}
+
+#[test]
+fn a_full_store_denies_new_keys_until_one_is_idle() {
+    let clock = ManualClock::new();
+    let store =
+        MemoryStore::with_clock(KeyedConfig::new(4).shards(1), "full", clock.clone()).unwrap();
+    let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(1).unwrap())).unwrap();
+    for key in ["a", "b", "c", "d"] {
+        assert!(block(limiter.try_acquire(key, 1)).unwrap().is_ok());
+    }
+    let denied = block(limiter.try_acquire("e", 1)).unwrap().unwrap_err();
+    assert_eq!(denied.retry_after(), Some(Duration::from_secs(1)));
+    // Known keys still decide.
+    assert!(block(limiter.try_acquire("a", 1)).unwrap().is_err());
+    clock.advance(Duration::from_secs(1));
+    assert!(block(limiter.try_acquire("e", 1)).unwrap().is_ok());
+}
+
+#[test]
+fn a_key_used_by_two_kinds_of_rule_is_a_conflict() {
+    let clock = ManualClock::new();
+    let store = store(&clock);
+    let gcra = Rule::from(Gcra::new(Quota::per_second(1).unwrap()));
+    let window = Rule::from(FixedWindow::new(1, Duration::from_secs(1)).unwrap());
+    let first = [Check::new("", &gcra)];
+    let second = [Check::new("", &window)];
+    assert!(block(store.execute(&Request::new("k", &first, Op::Acquire(1)))).is_ok());
+    let conflict = block(store.execute(&Request::new("k", &second, Op::Acquire(1))));
+    assert!(
+        matches!(conflict, Err(StoreError::KeyConflict { .. })),
+        "{conflict:?}"
+    );
+}
+
+#[test]
+fn long_keys_and_braced_prefixes_are_typed_errors() {
+    let clock = ManualClock::new();
+    let store = store(&clock);
+    let rule = Rule::from(Gcra::new(Quota::per_second(1).unwrap()));
+    let checks = [Check::new("", &rule)];
+    let long = "k".repeat(2_000);
+    let result = block(store.execute(&Request::new(&long, &checks, Op::Acquire(1))));
+    assert!(
+        matches!(result, Err(StoreError::KeyTooLong { max: 1024, .. })),
+        "{result:?}"
+    );
+    let braced = MemoryStore::with_clock(KeyedConfig::new(10), "a{b}", clock);
+    assert!(matches!(braced, Err(StoreError::Config(_))));
+}
+
+#[test]
+fn a_leased_concurrency_limit_is_released_by_refund_or_by_its_lease() {
+    let clock = ManualClock::new();
+    let limit = Leased::new(Concurrency::new(2).unwrap(), Duration::from_secs(30)).unwrap();
+    let limiter = limiter(&clock, limit);
+    assert!(block(limiter.try_acquire("k", 2)).unwrap().is_ok());
+    assert!(block(limiter.try_acquire("k", 1)).unwrap().is_err());
+    block(limiter.refund("k", 1)).unwrap();
+    assert!(block(limiter.try_acquire("k", 1)).unwrap().is_ok());
+    // The holders vanish; 30 s after the last renewal the permits are free.
+    clock.advance(Duration::from_secs(30));
+    assert!(block(limiter.try_acquire("k", 2)).unwrap().is_ok());
+}
+
+#[test]
+fn reservations_prepay_and_several_rules_reserve_only_now() {
+    let clock = ManualClock::new();
+    let limiter = limiter(
+        &clock,
+        Gcra::new(Quota::per_second(10).unwrap().burst(1).unwrap()),
+    );
+    let now = block(limiter.reserve("k", 1, Duration::ZERO))
+        .unwrap()
+        .unwrap();
+    assert!(now.is_immediate());
+    let later = block(limiter.reserve("k", 1, Duration::from_secs(1)))
+        .unwrap()
+        .unwrap();
+    assert_eq!(later.wait(), Duration::from_millis(100));
+
+    let rule = Rule::from(Gcra::new(Quota::per_second(10).unwrap().burst(1).unwrap()));
+    let checks = [Check::new("a", &rule), Check::new("b", &rule)];
+    let store = store(&clock);
+    let reserve = Op::Reserve {
+        n: 1,
+        max_wait: Duration::from_secs(1),
+    };
+    let first = block(store.execute(&Request::new("t", &checks, reserve))).unwrap();
+    assert!(matches!(first, Outcome::Reservation(Ok(r)) if r.is_immediate()));
+    let second = block(store.execute(&Request::new("t", &checks, reserve))).unwrap();
+    assert!(matches!(second, Outcome::Reservation(Err(_))), "{second:?}");
+}
