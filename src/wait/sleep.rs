@@ -16,6 +16,7 @@ use crate::sync::Arc;
 /// # Examples
 ///
 /// ```
+/// use std::future::Future;
 /// use std::time::Duration;
 /// use tollgate::clock::ManualClock;
 /// use tollgate::wait::Sleep;
