@@ -2,12 +2,11 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Mutex;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use crate::clock::{Alarm, Clock, Nanos};
-use crate::sync::Arc;
+use crate::sync::{Arc, Mutex};
 
 /// A future that resolves once its clock reads the deadline, on any executor: the
 /// clock's alarm wakes it ([`ManualClock::advance`](crate::clock::ManualClock::advance)
@@ -47,7 +46,7 @@ struct Wakeup {
 
 impl Alarm for Wakeup {
     fn ring(&self) {
-        let waker = self.waker.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let waker = self.waker.lock().take();
         if let Some(waker) = waker {
             waker.wake();
         }
@@ -89,7 +88,7 @@ impl<C: Clock> Future for Sleep<C> {
         }
         let first = this.alarm.is_none();
         let alarm = this.alarm.get_or_insert_with(Arc::default);
-        *alarm.waker.lock().unwrap_or_else(|p| p.into_inner()) = Some(cx.waker().clone());
+        *alarm.waker.lock() = Some(cx.waker().clone());
         if first {
             // No lock is held here: a clock may ring an alarm that is already due at once.
             this.clock.set_alarm(this.deadline, alarm.clone());
