@@ -12,6 +12,10 @@
 //!   [`LeakyQueue::enqueue`]): FIFO-fair, cancellation-safe, with fail-fast timeouts,
 //!   on any executor or a plain thread; one [`Scheduler`](wait::Scheduler) thread rings
 //!   the alarms of every waiting limiter, and idle limiters cost nothing.
+//! - **Shared limits** ([`store`]): the same algorithms over a
+//!   [`Store`](store::Store) — in memory, or in Redis / Redis Cluster (feature
+//!   `redis`) as Lua scripts that are the same state machines, all rules of a request
+//!   in one atomic round trip on the server's clock.
 //!
 //! # Examples
 //!
