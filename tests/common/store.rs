@@ -106,7 +106,13 @@ impl Differential {
         let url = server.url();
         let connection = runtime.block_on(async {
             let client = redis::Client::open(url).unwrap();
-            client.get_multiplexed_async_connection().await.unwrap()
+            // A loaded 2-core machine can stall a reply past redis-rs's default 500 ms.
+            let config = redis::AsyncConnectionConfig::new()
+                .set_response_timeout(Some(Duration::from_secs(10)));
+            client
+                .get_multiplexed_async_connection_with_config(&config)
+                .await
+                .unwrap()
         });
         Some(Differential {
             _server: server,
