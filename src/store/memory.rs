@@ -186,8 +186,10 @@ impl<C: Clock> MemoryStore<C> {
                 .get(key)
                 .filter(|e| e.expires_at > now)
                 .map(|e| e.state.clone());
-            let before = stored.clone();
-            let mut state = stored.unwrap_or_else(|| check.rule.initial_state(now));
+            // A fresh key that nothing changes is not written: it is created by the
+            // first request that changes it, at that request's time.
+            let before = stored.unwrap_or_else(|| check.rule.initial_state(now));
+            let mut state = before.clone();
             let verdict = check
                 .rule
                 .apply(&mut state, now, step)
@@ -205,7 +207,7 @@ impl<C: Clock> MemoryStore<C> {
                 .iter()
                 .zip(keys)
                 .zip(states)
-                .filter(|(_, (before, state))| before.as_ref() != Some(state))
+                .filter(|(_, (before, state))| before != state)
                 .map(|((check, key), (_, state))| {
                     let expires_at = check.rule.expires_at(&state);
                     (key, state, expires_at)

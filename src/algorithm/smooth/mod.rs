@@ -328,18 +328,24 @@ impl<S: SmoothShape> Smooth<S> {
         } else {
             state.stored_permits as u64
         };
+        let full_at = self.full_at(state).max(now_us);
+        (
+            limit,
+            remaining,
+            state.instant(full_at).saturating_since(now),
+        )
+    }
+
+    /// The microsecond at which, without requests, the stored permits are back at the
+    /// maximum.
+    fn full_at(&self, state: &SmoothState) -> i64 {
         let missing = self.max_permits() - state.stored_permits;
         let refill_us = if missing > 0.0 {
             (missing * self.cool_down_us()).ceil() as i64
         } else {
             0
         };
-        let full_at = state.next_free_us.max(now_us).saturating_add(refill_us);
-        (
-            limit,
-            remaining,
-            state.instant(full_at).saturating_since(now),
-        )
+        state.next_free_us.saturating_add(refill_us)
     }
 
     fn admitted(&self, state: &SmoothState, now_us: i64, now: Nanos) -> Admitted {
@@ -420,8 +426,13 @@ impl<S: SmoothShape> Algorithm for Smooth<S> {
         self.rate.capacity
     }
 
+    /// When the stored permits are back at the maximum. A warming-up limiter is then as
+    /// cold as a new one, so forgetting it changes nothing; a bursty one restarts
+    /// empty, as a new Guava limiter does, where keeping it would offer a full burst.
+    /// Forgetting any earlier would cut a warming-up limiter's warmth or a bursty
+    /// one's saved permits short while they still matter.
     fn idle_at(&self, state: &SmoothState) -> Nanos {
-        state.next_free()
+        state.instant(self.full_at(state))
     }
 }
 
@@ -532,7 +543,11 @@ mod tests {
         assert_eq!(d.retry_after(), Some(Duration::from_nanos(19_999_750)));
         let r = bursty.reserve(&mut s, now, 1, ms(50)).unwrap();
         assert_eq!(r.wait(), Duration::from_nanos(49_999_750));
-        assert_eq!((r.permits(), bursty.idle_at(&s)), (1, s.next_free()));
+        // Forgotten once the 5 stored permits of a second are back.
+        assert_eq!(
+            (r.permits(), bursty.idle_at(&s)),
+            (1, s.next_free() + Duration::from_secs(1))
+        );
         assert_eq!(s.next_free(), start + ms(400));
     }
 
@@ -559,7 +574,7 @@ mod tests {
         let bursty = SmoothBursty::new(1.0).unwrap();
         let mut s = bursty.initial_state(Nanos::ZERO);
         bursty.acquire_wait(&mut s, Nanos::ZERO, 4).unwrap();
-        assert_eq!(bursty.idle_at(&s), at(4000));
+        assert_eq!(bursty.idle_at(&s), at(5000), "4 s of debt, then 1 s to store 1");
         bursty.refund(&mut s, at(500), 2);
         assert_eq!(s.next_free(), at(2000));
         bursty.refund(&mut s, at(1000), 100);

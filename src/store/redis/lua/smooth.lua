@@ -11,8 +11,8 @@
 -- The state is "stored_permits start next_free": start is the µs since the epoch at
 -- which the state was made fresh, next_free the µs after start, as Rust counts them.
 -- Counting from start keeps the numbers small and exact, and reproduces Rust's clamp
--- of an earlier `now` to the start. A state is forgotten at start + next_free, as the
--- Rust `idle_at`: from then it decides as a fresh one.
+-- of an earlier `now` to the start. A state is forgotten once its stored permits are
+-- back at the maximum, as the Rust `idle_at` says.
 --
 -- Exact while next_free plus the time to store the maximum stays within 2^53 µs of the
 -- start (285 years). Rust's capacity lets one request cost up to 2^53 µs, so a request
@@ -72,11 +72,22 @@ function smooth.parse(state)
   return {stored = f[1], start = f[2], next_free = f[3]}
 end
 
+-- The µs since the epoch at which the stored permits are back at the maximum: the Rust
+-- `idle_at` (`full_at`), from which the state is forgotten.
+function smooth.full_at(shape, p, s)
+  local missing = p[2] - s.stored
+  local refill = 0
+  if missing > 0 then
+    refill = math.ceil(missing * shape.cool_down(p))
+  end
+  return s.start + s.next_free + refill
+end
+
 -- The key's state, or a fresh one at `now` if there is none or it may be forgotten.
 function smooth.state(shape, p, state, now)
   if state ~= nil then
     local s = smooth.parse(state)
-    if s.start + s.next_free > now then
+    if smooth.full_at(shape, p, s) > now then
       return s
     end
   end
@@ -195,8 +206,7 @@ function smooth.algorithm(shape)
     end,
 
     expires_at = function(p, state)
-      local s = smooth.parse(state)
-      return s.start + s.next_free
+      return smooth.full_at(shape, p, smooth.parse(state))
     end,
   }
 end
