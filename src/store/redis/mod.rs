@@ -88,7 +88,13 @@ impl RedisStore<ConnectionManager> {
             .set_number_of_retries(1)
             .set_max_delay(Duration::from_millis(100))
             .set_connection_timeout(Some(CONNECT_TIMEOUT));
-        let connection = ConnectionManager::new_with_config(client, config)
+        let mut connection = ConnectionManager::new_with_config(client, config)
+            .await
+            .map_err(from_redis)?;
+        // A connection without the password that a server requires opens fine: only
+        // its first command is refused, which should happen here rather than later.
+        redis::cmd("PING")
+            .query_async::<()>(&mut connection)
             .await
             .map_err(from_redis)?;
         RedisStore::new(connection, prefix)
@@ -333,6 +339,11 @@ pub(crate) fn from_redis(error: RedisError) -> StoreError {
         || error
             .code()
             .is_some_and(|c| c == "NOAUTH" || c == "WRONGPASS")
+        // Redis answers a long command from an unauthenticated client so (and closes
+        // the connection) rather than with NOAUTH.
+        || error
+            .detail()
+            .is_some_and(|d| d.starts_with("Protocol error: unauthenticated"))
     {
         StoreError::Authentication(Box::new(error))
     } else if error.is_io_error()
