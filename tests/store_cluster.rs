@@ -140,9 +140,10 @@ async fn every_tag_gets_exactly_its_burst_on_whichever_master_holds_it() {
     let Some(fixture) = Fixture::start("burst").await else {
         return;
     };
-    // One per second, burst 5: at one instant, exactly 5 of 8 requests per tag.
+    // One per 10 s, burst 5: at one instant, exactly 5 of 8 requests per tag. (Long
+    // intervals keep the keys' real-time TTLs far longer than the test.)
     let limiter =
-        SharedLimiter::new(fixture.store.clone(), gcra(Duration::from_secs(1), 5)).unwrap();
+        SharedLimiter::new(fixture.store.clone(), gcra(Duration::from_secs(10), 5)).unwrap();
     let tags = tags();
     let names: Vec<&String> = tags.iter().flat_map(|tag| [tag; 8]).collect();
     let decisions = join_all(
@@ -156,7 +157,7 @@ async fn every_tag_gets_exactly_its_burst_on_whichever_master_holds_it() {
         match decision.unwrap() {
             Ok(_) => *admitted.entry(tag.as_str()).or_default() += 1,
             Err(Denied::Limited(limited)) => {
-                assert_eq!(limited.retry_after(), Duration::from_secs(1), "{tag}")
+                assert_eq!(limited.retry_after(), Duration::from_secs(10), "{tag}")
             }
             Err(other) => panic!("{tag}: {other:?}"),
         }
@@ -165,11 +166,17 @@ async fn every_tag_gets_exactly_its_burst_on_whichever_master_holds_it() {
         assert_eq!(admitted.get(tag.as_str()), Some(&5), "{tag}: {admitted:?}");
     }
 
-    // A second later, exactly one more each, then none.
+    // An interval later, exactly one more each, then none.
     for tag in &tags {
-        let admitted = limiter.try_acquire_at(tag, 1, at(1_000_000)).await.unwrap();
+        let admitted = limiter
+            .try_acquire_at(tag, 1, at(10_000_000))
+            .await
+            .unwrap();
         assert_eq!(admitted.unwrap().remaining(), 0, "{tag}");
-        let denied = limiter.try_acquire_at(tag, 1, at(1_000_000)).await.unwrap();
+        let denied = limiter
+            .try_acquire_at(tag, 1, at(10_000_000))
+            .await
+            .unwrap();
         assert!(denied.is_err(), "{tag}");
     }
 
@@ -182,34 +189,36 @@ async fn a_multi_rule_request_decides_in_its_tags_slot() {
     let Some(fixture) = Fixture::start("multi").await else {
         return;
     };
-    let second = gcra(Duration::from_secs(1), 2);
-    let minute = gcra(Duration::from_secs(60), 3);
-    let hour = gcra(Duration::from_secs(3600), 4);
+    // One per 10 s (burst 2), per 10 min (burst 3) and per hour (burst 4).
     let limiter = SharedLimiter::all_of(
         fixture.store.clone(),
         [
-            ("second", second.clone()),
-            ("minute", minute.clone()),
-            ("hour", hour.clone()),
+            ("short", gcra(Duration::from_secs(10), 2)),
+            ("medium", gcra(Duration::from_secs(600), 3)),
+            ("long", gcra(Duration::from_secs(3600), 4)),
         ],
     )
     .unwrap();
-    let s = 1_000_000;
+    let ten_seconds = 10_000_000;
     let mut spanning = 0;
     for tag in &tags() {
-        // Two at once (the per-second burst), a third the next second: the per-minute
-        // burst of 3 is spent, so the fourth waits for it, and nothing is written.
-        for (t, remaining) in [(0, 1), (0, 0), (s, 0)] {
+        // Two at once (the short burst), a third 10 s later: the medium burst of 3 is
+        // spent, so the fourth waits for it, and nothing is written.
+        for (t, remaining) in [(0, 1), (0, 0), (ten_seconds, 0)] {
             let admitted = limiter.try_acquire_at(tag, 1, at(t)).await.unwrap();
             assert_eq!(admitted.unwrap().remaining(), remaining, "{tag} at {t}");
         }
-        let keys = ["second", "minute", "hour"].map(|name| fixture.store.redis_key(tag, name));
+        let keys = ["short", "medium", "long"].map(|name| fixture.store.redis_key(tag, name));
         let denied = limiter
-            .try_acquire_at(tag, 1, at(2 * s))
+            .try_acquire_at(tag, 1, at(2 * ten_seconds))
             .await
             .unwrap()
             .unwrap_err();
-        assert_eq!(denied.retry_after(), Some(Duration::from_secs(58)), "{tag}");
+        assert_eq!(
+            denied.retry_after(),
+            Some(Duration::from_secs(580)),
+            "{tag}"
+        );
         // One MGET reads them all: they share a slot.
         let after: Vec<Option<String>> = fixture
             .store
@@ -221,8 +230,8 @@ async fn a_multi_rule_request_decides_in_its_tags_slot() {
         assert!(after.iter().all(Option::is_some), "{tag}: {after:?}");
         assert_eq!(
             after[0].as_deref(),
-            Some((EPOCH_MICROS + 3 * s).to_string().as_str()),
-            "{tag}: the denial changed the per-second rule's state"
+            Some((EPOCH_MICROS + 3 * ten_seconds).to_string().as_str()),
+            "{tag}: the denial changed the short rule's state"
         );
 
         // One slot with the tag, and without it the same names would mostly span slots.
@@ -301,7 +310,7 @@ async fn the_script_is_reloaded_on_every_node_after_script_flush() {
         return;
     };
     let limiter =
-        SharedLimiter::new(fixture.store.clone(), gcra(Duration::from_secs(1), 5)).unwrap();
+        SharedLimiter::new(fixture.store.clone(), gcra(Duration::from_secs(60), 5)).unwrap();
     let tags = tags();
     for tag in &tags {
         let admitted = limiter.try_acquire_at(tag, 1, at(0)).await.unwrap();

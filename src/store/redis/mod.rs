@@ -72,8 +72,9 @@ impl RedisStore<ConnectionManager> {
     /// and keeps keys under `prefix`.
     ///
     /// A connection attempt times out after 1 s and is retried once, so that a down
-    /// Redis fails fast; for other settings, build the manager and use
-    /// [`new`](Self::new).
+    /// Redis fails fast, and the new connection is checked with a `PING`, so that a
+    /// missing password fails here rather than at the first request; for other
+    /// settings, build the manager and use [`new`](Self::new).
     ///
     /// # Errors
     ///
