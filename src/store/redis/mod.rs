@@ -72,8 +72,9 @@ impl RedisStore<ConnectionManager> {
     /// and keeps keys under `prefix`.
     ///
     /// A connection attempt times out after 1 s and is retried once, so that a down
-    /// Redis fails fast; for other settings, build the manager and use
-    /// [`new`](Self::new).
+    /// Redis fails fast, and the new connection is checked with a `PING`, so that a
+    /// missing password fails here rather than at the first request; for other
+    /// settings, build the manager and use [`new`](Self::new).
     ///
     /// # Errors
     ///
@@ -88,7 +89,13 @@ impl RedisStore<ConnectionManager> {
             .set_number_of_retries(1)
             .set_max_delay(Duration::from_millis(100))
             .set_connection_timeout(Some(CONNECT_TIMEOUT));
-        let connection = ConnectionManager::new_with_config(client, config)
+        let mut connection = ConnectionManager::new_with_config(client, config)
+            .await
+            .map_err(from_redis)?;
+        // A connection without the password that a server requires opens fine: only
+        // its first command is refused, which should happen here rather than later.
+        redis::cmd("PING")
+            .query_async::<()>(&mut connection)
             .await
             .map_err(from_redis)?;
         RedisStore::new(connection, prefix)
@@ -333,6 +340,11 @@ pub(crate) fn from_redis(error: RedisError) -> StoreError {
         || error
             .code()
             .is_some_and(|c| c == "NOAUTH" || c == "WRONGPASS")
+        // Redis answers a long command from an unauthenticated client so (and closes
+        // the connection) rather than with NOAUTH.
+        || error
+            .detail()
+            .is_some_and(|d| d.starts_with("Protocol error: unauthenticated"))
     {
         StoreError::Authentication(Box::new(error))
     } else if error.is_io_error()
