@@ -283,8 +283,9 @@ async fn keys_holding_foreign_state_are_key_conflicts() {
             )
             .await
             .unwrap_err();
+            let expected = store.redis_key(tag, "");
             assert!(
-                matches!(error, StoreError::KeyConflict { .. }),
+                matches!(&error, StoreError::KeyConflict { key } if *key == expected),
                 "{tag} {op:?}: {error:?}"
             );
             assert!(error.is_permanent());
@@ -301,7 +302,11 @@ async fn keys_holding_foreign_state_are_key_conflicts() {
         .execute(&Request::new("pair", &pair, Op::Acquire(1)).at(at(0)))
         .await
         .unwrap_err();
-    assert!(matches!(error, StoreError::KeyConflict { .. }), "{error:?}");
+    let expected = store.redis_key("pair", "b");
+    assert!(
+        matches!(&error, StoreError::KeyConflict { key } if *key == expected),
+        "{error:?}"
+    );
     let exists: bool = connection
         .exists(store.redis_key("pair", "a"))
         .await

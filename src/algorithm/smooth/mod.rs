@@ -574,7 +574,11 @@ mod tests {
         let bursty = SmoothBursty::new(1.0).unwrap();
         let mut s = bursty.initial_state(Nanos::ZERO);
         bursty.acquire_wait(&mut s, Nanos::ZERO, 4).unwrap();
-        assert_eq!(bursty.idle_at(&s), at(5000), "4 s of debt, then 1 s to store 1");
+        assert_eq!(
+            bursty.idle_at(&s),
+            at(5000),
+            "4 s of debt, then 1 s to store 1"
+        );
         bursty.refund(&mut s, at(500), 2);
         assert_eq!(s.next_free(), at(2000));
         bursty.refund(&mut s, at(1000), 100);

@@ -356,7 +356,8 @@ pub(crate) fn from_redis(error: RedisError) -> StoreError {
         StoreError::Connection(Box::new(error))
     } else if error.kind() == ErrorKind::InvalidClientConfig {
         invalid_url(error)
-    } else if error.to_string().contains("TOLLGATE_CONFLICT") || error.code() == Some("WRONGTYPE") {
+    } else if error.code() == Some("TOLLGATE_CONFLICT") {
+        // The script names the key: "TOLLGATE_CONFLICT <key>".
         StoreError::KeyConflict {
             key: error.detail().unwrap_or_default().to_owned(),
         }

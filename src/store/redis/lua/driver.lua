@@ -44,7 +44,7 @@ for i = 1, #KEYS do
   end
   local ok, stored = pcall(redis.call, 'GET', KEYS[i])
   if not ok then
-    conflict()
+    return redis.error_reply('TOLLGATE_CONFLICT ' .. KEYS[i])
   end
   if stored == false then
     stored = nil
@@ -52,24 +52,38 @@ for i = 1, #KEYS do
   checks[i] = {algorithm = algorithm, p = p, stored = stored}
 end
 
+-- One check's verdict and new state.
+local function decide(check)
+  local a = check.algorithm
+  if op == 'acquire' then
+    return a.acquire(check.p, check.stored, now, n)
+  elseif op == 'peek' then
+    if a.peek then
+      return a.peek(check.p, check.stored, now, n)
+    end
+    return a.acquire(check.p, check.stored, now, n)
+  elseif op == 'reserve' then
+    return a.reserve(check.p, check.stored, now, n, max_wait)
+  elseif op == 'refund' then
+    return refunded(), a.refund(check.p, check.stored, now, n)
+  end
+  error({err = 'TOLLGATE_UNKNOWN_OP ' .. tostring(op)})
+end
+
 local all_admit = true
 local reply = {}
 for i, check in ipairs(checks) do
-  local a, verdict, new_state = check.algorithm, nil, nil
-  if op == 'acquire' then
-    verdict, new_state = a.acquire(check.p, check.stored, now, n)
-  elseif op == 'peek' then
-    if a.peek then
-      verdict = a.peek(check.p, check.stored, now, n)
-    else
-      verdict = a.acquire(check.p, check.stored, now, n)
+  -- A state this rule cannot read is reported with its key.
+  local ok, verdict, new_state = pcall(decide, check)
+  if not ok then
+    local message = verdict
+    if type(verdict) == 'table' then
+      message = verdict.err
     end
-  elseif op == 'reserve' then
-    verdict, new_state = a.reserve(check.p, check.stored, now, n, max_wait)
-  elseif op == 'refund' then
-    verdict, new_state = refunded(), a.refund(check.p, check.stored, now, n)
-  else
-    return redis.error_reply('TOLLGATE_UNKNOWN_OP ' .. tostring(op))
+    if string.find(tostring(message), 'TOLLGATE_CONFLICT', 1, true) then
+      return redis.error_reply('TOLLGATE_CONFLICT ' .. KEYS[i])
+    end
+    error(verdict)
   end
   check.new_state = new_state
   if not is_admitted(verdict) then
