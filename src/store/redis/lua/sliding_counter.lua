@@ -130,16 +130,24 @@ local function sliding_counter_acquire(p, state, now, n)
   if n > p[1] then
     return never(p[1])
   end
-  local s, elapsed, at = sliding_counter_roll(p, sliding_counter_decode(state), now)
+  local stored = sliding_counter_decode(state)
+  local s, elapsed, at = sliding_counter_roll(p, stored, now)
+  -- A call that changes nothing deletes a state idle at `now`, as the memory store
+  -- forgets it then (a request reading the clock earlier would see it again). Rolled
+  -- to `now`, an idle state holds no counts, so it expires at once.
+  local unchanged = nil
+  if state ~= nil and sliding_counter_expires_at(p, stored) <= now then
+    unchanged = sliding_counter_encode(s)
+  end
   if s.current + n + sliding_counter_weight(p, s, elapsed) > p[1] then
     local remaining, reset_after = sliding_counter_verdict(p, s, elapsed, now)
     if n == 0 then
-      return admitted(p[1], remaining, reset_after)
+      return admitted(p[1], remaining, reset_after), unchanged
     end
     local retry = math.max(sliding_counter_allowed_at(p, s, at, n) - now, 0)
     return limited(retry, p[1], remaining, reset_after)
   end
-  local new_state = nil
+  local new_state = unchanged
   if n > 0 then
     s.current = s.current + n
     new_state = sliding_counter_encode(s)

@@ -6,14 +6,15 @@
 
 -- The most entries a log can hold: twice the largest limit the Rust side sends
 -- (src/store/redis/args/sliding_log.rs). Past it a state is not one this rule wrote.
-local SLIDING_LOG_MAX_ENTRIES = 10000
+local SLIDING_LOG_MAX_ENTRIES = 2000
 
--- The log as a list of timestamps, oldest first. A state idle at `now` decides as a
--- fresh one, and the memory store forgets it then: start afresh as it does.
+-- The log as a list of timestamps, oldest first, and whether a stored state was
+-- forgotten: one idle at `now` decides as a fresh one, and the memory store forgets
+-- it then, so start afresh as it does.
 local function sliding_log_decode(p, state, now)
   local log = {}
   if state == nil then
-    return log
+    return log, false
   end
   local f = fields(state)
   if #f % 2 ~= 0 then
@@ -34,9 +35,18 @@ local function sliding_log_decode(p, state, now)
     end
   end
   if len > 0 and log[len] + math.max(p[2], p[3]) <= now then
-    return {}
+    return {}, true
   end
-  return log
+  return log, false
+end
+
+-- The new state when a call changes nothing: a forgotten state is deleted, as the
+-- memory store deletes it (a request reading the clock earlier would see it again).
+local function sliding_log_unchanged(forgotten)
+  if forgotten then
+    return ''
+  end
+  return nil
 end
 
 local function sliding_log_encode(log)
@@ -145,9 +155,9 @@ ALGORITHMS.sliding_log = {
     if n > p[1] then
       return never(p[1])
     end
-    local log = sliding_log_decode(p, state, now)
+    local log, forgotten = sliding_log_decode(p, state, now)
     if n == 0 then
-      return sliding_log_admitted(p, log, now, 0)
+      return sliding_log_admitted(p, log, now, 0), sliding_log_unchanged(forgotten)
     end
     local at = sliding_log_allowed_at(p, log, now, n)
     if at > now then
@@ -182,10 +192,10 @@ ALGORITHMS.sliding_log = {
     if n > p[1] then
       return never(p[1])
     end
+    local log, forgotten = sliding_log_decode(p, state, now)
     if n == 0 then
-      return reserved(0)
+      return reserved(0), sliding_log_unchanged(forgotten)
     end
-    local log = sliding_log_decode(p, state, now)
     local at = sliding_log_allowed_at(p, log, now, n)
     local wait = at - now
     local retry = math.max(wait - max_wait, 0)
