@@ -179,11 +179,15 @@ impl<C: Clock> MemoryStore<C> {
         let shard = &mut *shard;
 
         let mut states = Vec::with_capacity(keys.len());
+        let mut expired = Vec::new();
         let mut verdicts = Vec::with_capacity(keys.len());
         for (check, key) in request.checks.iter().zip(&keys) {
-            let stored = shard
-                .entries
-                .get(key)
+            let entry = shard.entries.get(key);
+            // Forgotten, as Redis forgets a key by its TTL: removed on the next commit.
+            if entry.is_some_and(|e| e.expires_at <= now) {
+                expired.push(key.clone());
+            }
+            let stored = entry
                 .filter(|e| e.expires_at > now)
                 .map(|e| e.state.clone());
             // A fresh key that nothing changes is not written: it is created by the
@@ -202,6 +206,9 @@ impl<C: Clock> MemoryStore<C> {
         let commit = !matches!(step, super::rule::Step::Peek(_))
             && (keys.len() == 1 || verdicts.iter().all(Verdict::admits));
         if commit {
+            for key in &expired {
+                shard.entries.remove(key);
+            }
             let writes: Vec<(String, RuleState, Nanos)> = request
                 .checks
                 .iter()
