@@ -75,8 +75,9 @@ pub enum FailurePolicy {
     Closed,
     /// Decide in this process's memory, each rule at its share for one of `nodes`
     /// nodes ([`Rule::per_node`]), so that the nodes together admit no more than
-    /// the rule. The local state starts empty at each outage's first request and is
-    /// not carried to the store when it returns.
+    /// the rule. The local state lives in this process only (each key forgotten once
+    /// idle): it starts from nothing the store had counted, and is not carried to the
+    /// store when it returns.
     Fallback {
         /// How many nodes share the limits.
         nodes: u32,
@@ -170,9 +171,7 @@ pub struct Resilient<S, C: Clock = MonotonicClock> {
     inner: S,
     clock: C,
     deadline: Duration,
-    policy: FailurePolicy,
-    /// The local store of [`FailurePolicy::Fallback`].
-    local: Option<MemoryStore<C>>,
+    policy: Policy<C>,
     breaker: Breaker,
     counters: Counters,
 }
@@ -181,7 +180,7 @@ impl<S, C: Clock> fmt::Debug for Resilient<S, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Resilient")
             .field("deadline", &self.deadline)
-            .field("policy", &self.policy)
+            .field("policy", &self.policy())
             .field("stats", &self.stats())
             .finish_non_exhaustive()
     }
@@ -336,11 +335,11 @@ impl<S: Store, C: Clock> ResilientBuilder<S, C> {
                 parameter: "cool_down",
             });
         }
-        let local = match self.policy {
+        let policy = match self.policy {
             FailurePolicy::Fallback { nodes: 0 } => {
                 return Err(ConfigError::Zero { parameter: "nodes" })
             }
-            FailurePolicy::Fallback { .. } => {
+            FailurePolicy::Fallback { nodes } => {
                 self.fallback_keys.validate()?;
                 let local = MemoryStore::with_clock(
                     self.fallback_keys,
@@ -354,16 +353,16 @@ impl<S: Store, C: Clock> ResilientBuilder<S, C> {
                         expected: "a bound a memory store accepts",
                     },
                 })?;
-                Some(local)
+                Policy::Local { nodes, local }
             }
-            FailurePolicy::Open | FailurePolicy::Closed => None,
+            FailurePolicy::Open => Policy::Open,
+            FailurePolicy::Closed => Policy::Closed,
         };
         Ok(Resilient {
             inner: self.inner,
             clock: self.clock,
             deadline: self.deadline,
-            policy: self.policy,
-            local,
+            policy,
             breaker: Breaker::new(self.failure_threshold, self.cool_down),
             counters: Counters::default(),
         })
@@ -378,7 +377,11 @@ impl<S, C: Clock> Resilient<S, C> {
 
     /// The policy.
     pub fn policy(&self) -> FailurePolicy {
-        self.policy
+        match self.policy {
+            Policy::Open => FailurePolicy::Open,
+            Policy::Closed => FailurePolicy::Closed,
+            Policy::Local { nodes, .. } => FailurePolicy::Fallback { nodes },
+        }
     }
 
     /// How long one call to the inner store may take.
@@ -435,9 +438,7 @@ impl<S: Store, C: Clock> Resilient<S, C> {
         error: StoreError,
     ) -> Result<Outcome, StoreError> {
         let n = request.op.permits();
-        if let (Op::Refund(_), FailurePolicy::Open | FailurePolicy::Closed) =
-            (request.op, self.policy)
-        {
+        if let (Op::Refund(_), Policy::Open | Policy::Closed) = (request.op, &self.policy) {
             return Err(error);
         }
         self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
@@ -457,11 +458,11 @@ impl<S: Store, C: Clock> Resilient<S, C> {
                 retry_after,
             )))
         };
-        let decision = match self.policy {
-            FailurePolicy::Fallback { nodes } => return self.decide_locally(request, nodes),
-            FailurePolicy::Open => admitted(),
-            FailurePolicy::Closed if n == 0 => admitted(),
-            FailurePolicy::Closed => denied(),
+        let decision = match &self.policy {
+            Policy::Local { nodes, local } => return self.decide_locally(request, *nodes, local),
+            Policy::Open => admitted(),
+            Policy::Closed if n == 0 => admitted(),
+            Policy::Closed => denied(),
         };
         Ok(match request.op {
             Op::Reserve { .. } => {
@@ -472,12 +473,12 @@ impl<S: Store, C: Clock> Resilient<S, C> {
     }
 
     /// `request` on the local store, each rule at its share.
-    fn decide_locally(&self, request: &Request<'_>, nodes: u32) -> Result<Outcome, StoreError> {
-        let Some(local) = &self.local else {
-            return Err(StoreError::Protocol(
-                "a fallback policy without its local store".into(),
-            ));
-        };
+    fn decide_locally(
+        &self,
+        request: &Request<'_>,
+        nodes: u32,
+        local: &MemoryStore<C>,
+    ) -> Result<Outcome, StoreError> {
         let shares = request
             .checks
             .iter()
@@ -562,11 +563,18 @@ impl<S: Store, C: Clock> Store for Resilient<S, C> {
     /// ([`Rule::per_node`]).
     fn check_rule(&self, rule: &Rule) -> Result<(), StoreError> {
         self.inner.check_rule(rule)?;
-        if let FailurePolicy::Fallback { nodes } = self.policy {
+        if let Policy::Local { nodes, .. } = self.policy {
             rule.per_node(nodes)?;
         }
         Ok(())
     }
+}
+
+/// A [`FailurePolicy`], with the local store of a fallback.
+enum Policy<C> {
+    Open,
+    Closed,
+    Local { nodes: u32, local: MemoryStore<C> },
 }
 
 #[derive(Debug, Default)]
