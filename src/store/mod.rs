@@ -22,7 +22,9 @@ mod memory;
 #[cfg(feature = "redis")]
 mod redis;
 mod request;
+mod resilient;
 mod rule;
+mod share;
 
 #[cfg(feature = "redis")]
 pub use self::redis::RedisStore;
@@ -30,6 +32,7 @@ pub use error::StoreError;
 pub use limiter::{SharedAcquireError, SharedLimiter};
 pub use memory::MemoryStore;
 pub use request::{Check, Op, Outcome, Request};
+pub use resilient::{BreakerState, FailurePolicy, Resilient, ResilientBuilder, ResilientStats};
 pub use rule::Rule;
 
 /// The longest key (prefix, tag and key together) a store accepts by default, in bytes.
