@@ -60,7 +60,8 @@ async fn admitted_calls_set_a_ttl_and_peeks_and_denials_write_nothing() {
     // 20 s of debt, plus the script's second of slack.
     assert!(ttl > 20_000 && ttl <= 21_000, "ttl {ttl} ms");
     let tat: String = connection.get(&key).await.unwrap();
-    assert_eq!(tat, (EPOCH_MICROS + 20_000_000).to_string());
+    // The value names its kind of rule, then the TAT in µs.
+    assert_eq!(tat, format!("gcra:{}", EPOCH_MICROS + 20_000_000));
 
     let denied = store.try_acquire_at("k", 1, at(5)).await.unwrap();
     assert_eq!(

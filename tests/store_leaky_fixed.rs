@@ -178,7 +178,9 @@ async fn server_micros(connection: &mut MultiplexedConnection) -> u64 {
 /// The key's state as its whitespace-separated integers.
 async fn stored_fields(connection: &mut MultiplexedConnection, key: &str) -> Vec<u64> {
     let state: String = connection.get(key).await.unwrap();
-    state
+    // "<kind>:<fields>".
+    let (_, fields) = state.split_once(':').expect("a kind before the state");
+    fields
         .split(' ')
         .map(|f| f.parse().unwrap_or_else(|_| panic!("state {state:?}")))
         .collect()

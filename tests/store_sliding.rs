@@ -344,7 +344,13 @@ async fn sliding_log_state_and_ttl_on_the_server_clock() {
     assert_eq!(admitted.remaining(), 0);
     // Two entries at one timestamp: one run.
     let state: String = connection.get(&key).await.unwrap();
-    let fields: Vec<u64> = state.split(' ').map(|f| f.parse().unwrap()).collect();
+    let fields: Vec<u64> = state
+        .split_once(':')
+        .unwrap()
+        .1
+        .split(' ')
+        .map(|f| f.parse().unwrap())
+        .collect();
     assert_eq!(fields.len(), 2, "state {state:?}");
     let taken_at = fields[0];
     assert!((before..=after).contains(&taken_at), "state {state:?}");
@@ -359,7 +365,13 @@ async fn sliding_log_state_and_ttl_on_the_server_clock() {
     let denied = limiter.try_acquire("k", 1).await.unwrap().unwrap_err();
     let after = server_micros(&mut connection).await;
     let state: String = connection.get(&key).await.unwrap();
-    let fields: Vec<u64> = state.split(' ').map(|f| f.parse().unwrap()).collect();
+    let fields: Vec<u64> = state
+        .split_once(':')
+        .unwrap()
+        .1
+        .split(' ')
+        .map(|f| f.parse().unwrap())
+        .collect();
     assert_eq!(fields.len(), 4, "state {state:?}");
     assert_eq!((fields[0], fields[1], fields[3]), (taken_at, 2, 1));
     let blocked_at = taken_at + fields[2];
@@ -400,7 +412,13 @@ async fn sliding_counter_state_and_ttl_on_the_server_clock() {
     let admitted = limiter.try_acquire("k", 3).await.unwrap().unwrap();
     let after = server_micros(&mut connection).await;
     let state: String = connection.get(&key).await.unwrap();
-    let fields: Vec<u64> = state.split(' ').map(|f| f.parse().unwrap()).collect();
+    let fields: Vec<u64> = state
+        .split_once(':')
+        .unwrap()
+        .1
+        .split(' ')
+        .map(|f| f.parse().unwrap())
+        .collect();
     let index = fields[0];
     assert!(
         (before / WINDOW..=after / WINDOW).contains(&index),

@@ -447,7 +447,7 @@ async fn server_clock_state_and_ttl() {
         "ttl {ttl} ms: until fully cold again (1.875 s), plus 1 s of slack"
     );
     let state: String = connection.get(&key).await.unwrap();
-    let fields: Vec<&str> = state.split(' ').collect();
+    let fields: Vec<&str> = state.split_once(':').unwrap().1.split(' ').collect();
     assert_eq!((fields[0], fields[2]), ("7", "1375000"), "state {state}");
     let start: u64 = fields[1].parse().unwrap();
     assert!(

@@ -8,6 +8,9 @@
 -- ARGV[4]   now µs since the epoch, or "" for the server's TIME
 -- ARGV[5..] for each check in order: its kind, its parameter count c, c parameters
 --
+-- A key's value is "<kind>:<state>", so that a key written by one kind of rule is a
+-- conflict for every other, even one whose state has the same shape.
+--
 -- Returns five integers per check (see prelude.lua). One check writes what it decided
 -- (a denial that counts attempts changes its state); several write only if all admit.
 -- Every write carries a TTL that ends when the state may be forgotten, plus a second
@@ -48,8 +51,13 @@ for i = 1, #KEYS do
   end
   if stored == false then
     stored = nil
+  elseif string.sub(stored, 1, #kind + 1) == kind .. ':' then
+    stored = string.sub(stored, #kind + 2)
+  else
+    -- Another rule's state, or something tollgate never wrote.
+    return redis.error_reply('TOLLGATE_CONFLICT ' .. KEYS[i])
   end
-  checks[i] = {algorithm = algorithm, p = p, stored = stored}
+  checks[i] = {algorithm = algorithm, kind = kind, p = p, stored = stored}
 end
 
 -- One check's verdict and new state.
@@ -100,7 +108,7 @@ if op ~= 'peek' and (#checks == 1 or all_admit) then
     if state ~= nil and state ~= check.stored then
       local ttl = check.algorithm.expires_at(check.p, state) - now
       if ttl > 0 then
-        redis.call('SET', KEYS[i], state, 'PX', int(math.ceil(ttl / 1000) + EXPIRY_SLACK_MS))
+        redis.call('SET', KEYS[i], check.kind .. ':' .. state, 'PX', int(math.ceil(ttl / 1000) + EXPIRY_SLACK_MS))
       else
         redis.call('DEL', KEYS[i])
       end
