@@ -55,7 +55,6 @@ mod tests {
     }
 
     #[test]
-    #[test]
     fn sub_microsecond_period_is_rejected() {
         let r = rule(1, Duration::from_nanos(2_500));
         assert!(matches!(

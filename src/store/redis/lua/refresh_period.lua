@@ -4,7 +4,8 @@
 -- µs since the epoch), the cycle last brought up to date, and the permits left in it,
 -- negative when later cycles are reserved. The Rust side bounds the limit to 2^52 and
 -- the deepest debt to 2^53, so where a sum could pass 2^53 (and round) the code below
--- takes a detour that keeps it exact.
+-- takes a detour that keeps it exact. Only times past 2^53 µs (285 years) round: the
+-- retry_after of a denial that would wait that long, with a refresh period of years.
 
 -- floor(a / b) for integers a >= 0, b >= 1. fmod is exact, so a - fmod(a, b) is an
 -- exact multiple of b and the quotient is exact, where a plain double quotient may
