@@ -103,7 +103,8 @@ local function refresh_until_cycle(p, current, cycle)
 end
 
 local function refresh_wait(p, current, n)
-  return refresh_until_cycle(p, current, refresh_cycle_reaching(p, current.cycle, current.permits, n))
+  local cycle = refresh_cycle_reaching(p, current.cycle, current.permits, n)
+  return refresh_until_cycle(p, current, cycle)
 end
 
 local function refresh_until_full(p, current)
@@ -168,8 +169,8 @@ ALGORITHMS.refresh_period = {
     local s = refresh_load(p, state, now)
     local current = refresh_current(p, s, now)
     if current.permits < p[2] then
-      local after = {start = s.start, cycle = current.cycle, permits = math.min(current.permits + n, p[2])}
-      return refresh_state(after)
+      local permits = math.min(current.permits + n, p[2])
+      return refresh_state({start = s.start, cycle = current.cycle, permits = permits})
     end
     return nil
   end,
