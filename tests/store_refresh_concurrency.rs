@@ -169,7 +169,9 @@ async fn server_micros(connection: &mut MultiplexedConnection) -> i64 {
 /// A key's state, as its space-separated integers.
 async fn state(connection: &mut MultiplexedConnection, key: &str) -> Vec<i64> {
     let text: String = connection.get(key).await.unwrap();
-    text.split(' ').map(|f| f.parse().unwrap()).collect()
+    // "<kind>:<fields>".
+    let (_, fields) = text.split_once(':').expect("a kind before the state");
+    fields.split(' ').map(|f| f.parse().unwrap()).collect()
 }
 
 #[tokio::test]
@@ -343,8 +345,14 @@ async fn malformed_states_are_conflicts_and_inexact_rules_are_typed_errors() {
     ];
     for (key, states) in cases {
         for stored in states {
+            // Under the rule's own kind, so that the state's parser must refuse it.
+            let kind = if key == "r" {
+                "refresh_period"
+            } else {
+                "concurrency"
+            };
             let () = connection
-                .set(store.redis_key(key, ""), stored)
+                .set(store.redis_key(key, ""), format!("{kind}:{stored}"))
                 .await
                 .unwrap();
             let result = if key == "r" {

@@ -505,8 +505,13 @@ async fn foreign_or_malformed_states_are_key_conflicts() {
         )
         .unwrap();
         let key = limiter.store().redis_key("k", "");
+        let kind = limiter.rules().next().unwrap().1.kind();
         for state in states {
-            let () = connection.set(&key, *state).await.unwrap();
+            // Under the rule's own kind, so that the state's parser must refuse it.
+            let () = connection
+                .set(&key, format!("{kind}:{state}"))
+                .await
+                .unwrap();
             let got = limiter.try_acquire_at("k", 1, at).await;
             assert!(
                 matches!(got, Err(StoreError::KeyConflict { .. })),
