@@ -166,7 +166,11 @@ fn requests_of_several_rules_are_cached_as_one_shape() {
     assert!(run(&cache, "k", &[&second, &minute], Op::Acquire(2)).is_admitted());
     let denied = run(&cache, "k", &[&second, &minute], Op::Acquire(1));
     // The start is 20 s into a minute.
-    assert_eq!(retry_after(denied), Some(Duration::from_secs(40)), "the minute's");
+    assert_eq!(
+        retry_after(denied),
+        Some(Duration::from_secs(40)),
+        "the minute's"
+    );
     clock.advance(Duration::from_secs(5));
     let denied = run(&cache, "k", &[&second, &minute], Op::Acquire(1));
     assert_eq!(retry_after(denied), Some(Duration::from_secs(35)));
@@ -279,7 +283,8 @@ fn rules_whose_denials_end_otherwise_are_never_cached() {
             .unwrap()
             .count_blocked(true),
     );
-    let leased = Rule::from(Leased::new(Concurrency::new(1).unwrap(), Duration::from_secs(30)).unwrap());
+    let leased =
+        Rule::from(Leased::new(Concurrency::new(1).unwrap(), Duration::from_secs(30)).unwrap());
     for (tag, rule) in [("k", &counting), ("j", &leased)] {
         assert!(run(&cache, tag, &[rule], Op::Acquire(1)).is_admitted());
         for _ in 0..3 {
@@ -318,9 +323,8 @@ fn cacheable_rule() -> impl Strategy<Value = Rule> {
             let drain = Quota::with_period(Duration::from_millis(ms)).unwrap();
             Rule::from(LeakyBucket::new(capacity, drain).unwrap())
         }),
-        (1u32..50).prop_map(|per_second| Rule::from(
-            SmoothBursty::new(f64::from(per_second)).unwrap()
-        )),
+        (1u32..50)
+            .prop_map(|per_second| Rule::from(SmoothBursty::new(f64::from(per_second)).unwrap())),
     ]
 }
 
@@ -414,9 +418,8 @@ mod batched {
         let server = RedisServer::start();
         let connection = connect(&server).await;
         let gcra = Rule::from(Gcra::new(Quota::per_second(10).unwrap()));
-        let first_hit = Rule::from(
-            FixedWindow::from_first_hit(10, Duration::from_secs(1)).unwrap(),
-        );
+        let first_hit =
+            Rule::from(FixedWindow::from_first_hit(10, Duration::from_secs(1)).unwrap());
         for rule in [gcra, first_hit] {
             let error = BatchedLimiter::new(connection.clone(), "b", rule, ms(100)).unwrap_err();
             assert!(
@@ -451,7 +454,10 @@ mod batched {
         let a = node(&server, &clock, 100, Duration::from_secs(60), ms(100)).await;
         assert_eq!(a.redis_key("k"), format!("b:{{k}}:{}", START_SECS / 60));
         let named = a.clone().with_name("minute");
-        assert_eq!(named.redis_key("k"), format!("b:{{k}}:minute:{}", START_SECS / 60));
+        assert_eq!(
+            named.redis_key("k"),
+            format!("b:{{k}}:minute:{}", START_SECS / 60)
+        );
 
         assert!(a.try_acquire("k", 1).await.unwrap().is_ok()); // reads the count first
         let before = script_calls(&mut probe).await;
@@ -459,7 +465,11 @@ mod batched {
             clock.advance(ms(1));
             assert!(a.try_acquire("k", 1).await.unwrap().is_ok());
         }
-        assert_eq!(script_calls(&mut probe).await, before, "no sync within 100 ms");
+        assert_eq!(
+            script_calls(&mut probe).await,
+            before,
+            "no sync within 100 ms"
+        );
         assert_eq!(count(&mut probe, &a.redis_key("k")).await, 0);
 
         clock.advance(ms(50)); // 100 ms since the first sync ended
@@ -561,7 +571,10 @@ mod batched {
             }
         }
         let mut probe = connect(server).await;
-        let _: () = redis::cmd("FLUSHALL").query_async(&mut probe).await.unwrap();
+        let _: () = redis::cmd("FLUSHALL")
+            .query_async(&mut probe)
+            .await
+            .unwrap();
         admitted
     }
 
@@ -573,16 +586,10 @@ mod batched {
         let window = Duration::from_secs(10);
         for (nodes, interval_ms, rate) in [(4u64, 100u64, 100u64), (3, 250, 200), (2, 50, 1_000)] {
             let gap = Duration::from_secs(1) / rate as u32;
-            let admitted = admitted_in_a_window(
-                &server,
-                nodes as usize,
-                limit,
-                window,
-                ms(interval_ms),
-                gap,
-            )
-            .await;
-            // limit + (N − 1) × r × 2 × sync_interval, no round trip in virtual time.
+            let admitted =
+                admitted_in_a_window(&server, nodes as usize, limit, window, ms(interval_ms), gap)
+                    .await;
+            // limit + (N − 1) × r × 2 × (sync_interval + rtt), rtt = 0 in virtual time.
             let bound = limit + (nodes - 1) * rate * 2 * interval_ms / 1_000;
             let offered = nodes * rate * window.as_secs();
             assert!(offered > limit);

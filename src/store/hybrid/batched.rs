@@ -62,10 +62,10 @@ const MAX_TTL_MS: u64 = 1 << 52;
 /// each admitting at most `r` permits per second on a key, and a round trip of
 /// `rtt`, a window admits at most about
 ///
-/// `limit + (N − 1) × r × (2 × sync_interval + rtt)`
+/// `limit + (N − 1) × r × 2 × (sync_interval + rtt)`
 ///
-/// (a node's last global read can be one interval old, and it missed up to one
-/// interval of each other node's admissions before that read), typically
+/// (a node decides on a global count read up to one interval and a round trip ago,
+/// which lacks up to as much of each other node's admissions), typically about
 /// `N × r × sync_interval`, and never more than `N × limit`, since no node admits more
 /// than the limit alone. Clients hammering a key as fast as they can make `r` large:
 /// right after a window opens, every node may admit up to the whole limit before it
@@ -216,8 +216,8 @@ impl Counter {
 
 /// What a request does after its first look at the table.
 enum Next {
-    /// Send this many admissions, then decide.
-    Sync(u64),
+    /// Send this many admissions of this window, then decide.
+    Sync(u64, u64),
     /// Decide in Redis: the table is full.
     InRedis,
 }
@@ -461,15 +461,15 @@ where
     pub async fn flush(&self) -> Result<(), StoreError> {
         let now = self.now();
         let (index, _) = self.window_at(now);
-        let due: Vec<(String, u64)> = self
+        let due: Vec<(String, u64, u64)> = self
             .lock()
             .iter_mut()
-            .filter(|(_, c)| c.window == index && !c.syncing && c.pending > 0)
-            .map(|(tag, c)| (tag.clone(), c.start_sync()))
+            .filter(|(_, c)| c.window >= index && !c.syncing && c.pending > 0)
+            .map(|(tag, c)| (tag.clone(), c.window, c.start_sync()))
             .collect();
         let mut first_error = None;
-        for (tag, increment) in due {
-            let (_counters, result) = self.sync(&tag, index, increment).await;
+        for (tag, window, increment) in due {
+            let (_counters, result) = self.sync(&tag, window, increment).await;
             if let Err(e) = result {
                 first_error.get_or_insert(e);
             }
@@ -501,29 +501,31 @@ where
                 let counter = counters
                     .entry_ref(tag)
                     .or_insert_with(|| Counter::fresh(index, now));
-                if counter.window != index {
+                // A clock read on another thread may lag one already counted:
+                // decide it in the newer window, which only denies more.
+                if counter.window < index {
                     *counter = Counter::fresh(index, now);
                 }
                 if counter.syncing || now < counter.next_sync {
                     return Ok(self.decide_on(counter, n, take, now));
                 }
-                Next::Sync(counter.start_sync())
+                Next::Sync(counter.window, counter.start_sync())
             }
         };
-        let increment = match next {
-            Next::Sync(increment) => increment,
+        let (window, increment) = match next {
+            Next::Sync(window, increment) => (window, increment),
             Next::InRedis => {
                 let call = if take { Call::Take } else { Call::Peek };
                 return self.decide_in_redis(tag, n, call, index, now, end).await;
             }
         };
-        let (mut counters, result) = self.sync(tag, index, increment).await;
+        let (mut counters, result) = self.sync(tag, window, increment).await;
         result?;
         let now = self.now().max(now);
         Ok(match counters.get_mut(tag) {
             Some(counter) => self.decide_on(counter, n, take, now),
             // Never: a key under way is not forgotten. Decide on a fresh count.
-            None => self.decide_on(&mut Counter::fresh(index, now), n, take, now),
+            None => self.decide_on(&mut Counter::fresh(window, now), n, take, now),
         })
     }
 
@@ -563,7 +565,7 @@ where
             armed: true,
         };
         let now = self.now();
-        let (_, end) = self.window_at(now);
+        let end = self.end_of(index);
         let result = self
             .call(tag, Call::Add, increment, index, now, end)
             .await
@@ -650,7 +652,7 @@ where
         if counters.len() < self.max_keys {
             return true;
         }
-        counters.retain(|_, c| c.syncing || (c.window == index && c.pending > 0));
+        counters.retain(|_, c| c.syncing || (c.window >= index && c.pending > 0));
         counters.len() < self.max_keys
     }
 
