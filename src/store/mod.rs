@@ -17,6 +17,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 mod error;
+mod hybrid;
 mod limiter;
 mod memory;
 #[cfg(feature = "redis")]
@@ -29,6 +30,9 @@ mod share;
 #[cfg(feature = "redis")]
 pub use self::redis::RedisStore;
 pub use error::StoreError;
+#[cfg(feature = "redis")]
+pub use hybrid::BatchedLimiter;
+pub use hybrid::DeniedCache;
 pub use limiter::{SharedAcquireError, SharedLimiter};
 pub use memory::MemoryStore;
 pub use request::{Check, Op, Outcome, Request};

@@ -1,0 +1,442 @@
+//! The hybrid modes against the exact one: several simulated nodes (each its own
+//! connection and limiter, in one process on a tokio multi-thread runtime) share a
+//! few hot keys through one `redis-server` this benchmark starts on a free port.
+//!
+//! Modes:
+//! - `exact`: `SharedLimiter` over `RedisStore`, one script call per decision;
+//! - `denied-cache`: the same over `DeniedCache<RedisStore>`;
+//! - `batched <interval>`: `BatchedLimiter`, fixed windows counted on each node and
+//!   synced every interval.
+//!
+//! Loads, each for a few seconds starting on a whole second:
+//! - `hammer`: closed-loop clients, each sending its next request as soon as the last
+//!   is decided (yielding to the runtime in between, as a server's request handlers
+//!   would);
+//! - `paced`: every node offers each key a steady rate; all nodes together offer
+//!   twice the quota.
+//!
+//! For each run it prints decisions per second, permits admitted against the quota
+//! (so the over-admission), and script calls per decision. The quota is `LIMIT` per
+//! key per second: fixed windows of one second where the rule is a fixed window, and
+//! otherwise (a Redis store without the fixed-window script) a GCRA of `LIMIT` per
+//! second with a burst of `LIMIT`, whose quota over a run of `d` seconds is
+//! `LIMIT × (1 + d)`.
+//!
+//! Run `cargo bench --features redis --bench hybrid` (about 40 s); it needs
+//! `redis-server` on `PATH`.
+
+#[cfg(feature = "redis")]
+#[path = "../tests/common/redis.rs"]
+#[allow(dead_code)]
+mod redis_harness;
+
+#[cfg(not(feature = "redis"))]
+fn main() {
+    eprintln!(
+        "the hybrid benchmark needs the redis feature: cargo bench --features redis --bench hybrid"
+    );
+}
+
+#[cfg(feature = "redis")]
+fn main() {
+    bench::main();
+}
+
+#[cfg(feature = "redis")]
+mod bench {
+    use std::collections::HashMap;
+    use std::sync::OnceLock;
+    use std::time::{Duration, Instant};
+
+    use redis::aio::MultiplexedConnection;
+    use tokio::time::MissedTickBehavior;
+    use tollgate::algorithm::{FixedWindow, Gcra};
+    use tollgate::clock::{Clock, MonotonicClock};
+    use tollgate::store::{
+        BatchedLimiter, DeniedCache, RedisStore, Rule, SharedLimiter, Store, StoreError,
+    };
+    use tollgate::Quota;
+
+    use super::redis_harness::{require_redis, RedisServer};
+
+    /// Simulated nodes.
+    const NODES: usize = 4;
+    /// Hot keys every node serves.
+    const KEYS: [&str; 4] = ["hot-0", "hot-1", "hot-2", "hot-3"];
+    /// Permits per key per second.
+    const LIMIT: u64 = 1_000;
+    /// How long each run lasts.
+    const RUN: Duration = Duration::from_secs(3);
+    /// Closed-loop clients per node in the hammer load.
+    const CLIENTS_PER_NODE: usize = 8;
+    /// The paced load: all nodes together offer each key this many times the quota.
+    const PACED_OVERLOAD: u64 = 2;
+
+    #[derive(Clone, Copy, Debug)]
+    enum Mode {
+        Exact,
+        DeniedCache,
+        Batched(Duration),
+    }
+
+    impl Mode {
+        fn name(self) -> String {
+            match self {
+                Mode::Exact => "exact".into(),
+                Mode::DeniedCache => "denied-cache".into(),
+                Mode::Batched(d) => format!("batched {} ms", d.as_millis()),
+            }
+        }
+    }
+
+    #[derive(Clone, Copy, Debug)]
+    enum Load {
+        Hammer,
+        Paced,
+    }
+
+    impl Load {
+        fn name(self) -> &'static str {
+            match self {
+                Load::Hammer => "hammer",
+                Load::Paced => "paced",
+            }
+        }
+    }
+
+    /// The quota as the exact modes run it.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum Quotum {
+        FixedWindow,
+        Gcra,
+    }
+
+    /// One node's limiter.
+    #[derive(Clone)]
+    enum Node {
+        Exact(SharedLimiter<RedisStore<MultiplexedConnection>>),
+        Cached(SharedLimiter<DeniedCache<RedisStore<MultiplexedConnection>>>),
+        Batched(BatchedLimiter<MultiplexedConnection>),
+    }
+
+    impl Node {
+        async fn try_acquire(&self, key: &str) -> Result<bool, StoreError> {
+            Ok(match self {
+                Node::Exact(l) => l.try_acquire(key, 1).await?.is_ok(),
+                Node::Cached(l) => l.try_acquire(key, 1).await?.is_ok(),
+                Node::Batched(l) => l.try_acquire(key, 1).await?.is_ok(),
+            })
+        }
+
+        fn cache_hits(&self) -> u64 {
+            match self {
+                Node::Cached(l) => l.store().hits(),
+                _ => 0,
+            }
+        }
+    }
+
+    /// What one client counted.
+    #[derive(Default)]
+    struct Tally {
+        decisions: u64,
+        errors: u64,
+        first_error: Option<String>,
+        /// Admissions per key and per second since the epoch, at send time.
+        admitted: HashMap<(usize, u64), u64>,
+    }
+
+    impl Tally {
+        fn merge(&mut self, other: Tally) {
+            self.decisions += other.decisions;
+            self.errors += other.errors;
+            if self.first_error.is_none() {
+                self.first_error = other.first_error;
+            }
+            for (k, v) in other.admitted {
+                *self.admitted.entry(k).or_default() += v;
+            }
+        }
+    }
+
+    struct Row {
+        mode: String,
+        load: &'static str,
+        rule: &'static str,
+        decisions_per_sec: f64,
+        admitted: u64,
+        quota: u64,
+        calls_per_decision: f64,
+        hit_rate: f64,
+        errors: u64,
+    }
+
+    pub fn main() {
+        let Some(()) = require_redis() else {
+            eprintln!("skipping the hybrid benchmark: no redis-server");
+            return;
+        };
+        let server = RedisServer::start();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a tokio runtime");
+        let rows = runtime.block_on(run_all(&server));
+        print_table(&rows);
+    }
+
+    async fn run_all(server: &RedisServer) -> Vec<Row> {
+        let mut connections = Vec::new();
+        for _ in 0..NODES {
+            let client = redis::Client::open(server.url()).expect("a client");
+            connections.push(
+                client
+                    .get_multiplexed_async_connection()
+                    .await
+                    .expect("a connection"),
+            );
+        }
+        let window = Rule::from(FixedWindow::new(LIMIT, Duration::from_secs(1)).expect("rule"));
+        let probe = RedisStore::new(connections[0].clone(), "probe").expect("store");
+        let quotum = if probe.check_rule(&window).is_ok() {
+            Quotum::FixedWindow
+        } else {
+            Quotum::Gcra
+        };
+        let modes = [
+            Mode::Exact,
+            Mode::DeniedCache,
+            Mode::Batched(Duration::from_millis(10)),
+            Mode::Batched(Duration::from_millis(100)),
+        ];
+        let mut rows = Vec::new();
+        for load in [Load::Hammer, Load::Paced] {
+            for (i, mode) in modes.iter().enumerate() {
+                let prefix = format!("bench-{}-{i}", load.name());
+                let nodes = build(&connections, *mode, quotum, &prefix);
+                let row = run(&connections[0], &nodes, *mode, quotum, load).await;
+                eprintln!(
+                    "{:>7} {:<16} {:>10.0}/s admitted {:>6} quota {:>6}",
+                    row.load, row.mode, row.decisions_per_sec, row.admitted, row.quota
+                );
+                rows.push(row);
+            }
+        }
+        rows
+    }
+
+    fn build(
+        connections: &[MultiplexedConnection],
+        mode: Mode,
+        quotum: Quotum,
+        prefix: &str,
+    ) -> Vec<Node> {
+        let rule = match (mode, quotum) {
+            (Mode::Batched(_), _) | (_, Quotum::FixedWindow) => {
+                Rule::from(FixedWindow::new(LIMIT, Duration::from_secs(1)).expect("rule"))
+            }
+            (_, Quotum::Gcra) => {
+                let quota = Quota::per_second(LIMIT).expect("quota");
+                Rule::from(Gcra::new(quota.burst(LIMIT).expect("burst")))
+            }
+        };
+        connections
+            .iter()
+            .map(|connection| {
+                let store = RedisStore::new(connection.clone(), prefix).expect("store");
+                match mode {
+                    Mode::Exact => {
+                        Node::Exact(SharedLimiter::new(store, rule.clone()).expect("limiter"))
+                    }
+                    Mode::DeniedCache => {
+                        let cache = DeniedCache::new(store, 10_000).expect("cache");
+                        Node::Cached(SharedLimiter::new(cache, rule.clone()).expect("limiter"))
+                    }
+                    Mode::Batched(interval) => Node::Batched(
+                        BatchedLimiter::new(connection.clone(), prefix, rule.clone(), interval)
+                            .expect("batched")
+                            .with_clock(clock().clone()),
+                    ),
+                }
+            })
+            .collect()
+    }
+
+    /// Unix time on the clock the batched nodes decide by, so that an admission is
+    /// counted in the window its node counted it in (Redis decides the exact modes on
+    /// the system clock, which agrees with this one to a few microseconds).
+    fn unix_now() -> Duration {
+        let clock = clock();
+        clock.unix_origin() + clock.now().as_duration()
+    }
+
+    fn clock() -> &'static MonotonicClock {
+        static CLOCK: OnceLock<MonotonicClock> = OnceLock::new();
+        CLOCK.get_or_init(MonotonicClock::new)
+    }
+
+    /// Script calls the server has run so far.
+    async fn script_calls(connection: &MultiplexedConnection) -> u64 {
+        let mut connection = connection.clone();
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut connection)
+            .await
+            .expect("INFO");
+        info.lines()
+            .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+            .filter_map(|l| {
+                l.split("calls=")
+                    .nth(1)?
+                    .split(',')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum()
+    }
+
+    async fn run(
+        probe: &MultiplexedConnection,
+        nodes: &[Node],
+        mode: Mode,
+        quotum: Quotum,
+        load: Load,
+    ) -> Row {
+        // Run whole seconds, so that the run covers whole windows.
+        let to_next_second =
+            Duration::from_secs(1) - Duration::from_nanos(u64::from(unix_now().subsec_nanos()));
+        tokio::time::sleep(to_next_second).await;
+        // Tokio's timer and this clock may disagree by a millisecond: never start in
+        // the last moments of the previous second.
+        while unix_now().subsec_millis() > 900 {
+            tokio::task::yield_now().await;
+        }
+        let first_second = unix_now().as_secs();
+        let end = Duration::from_secs(first_second) + RUN;
+        let calls_before = script_calls(probe).await;
+        let started = Instant::now();
+        let mut tasks = Vec::new();
+        for node in nodes {
+            match load {
+                Load::Hammer => {
+                    for client in 0..CLIENTS_PER_NODE {
+                        let node = node.clone();
+                        tasks.push(tokio::spawn(async move {
+                            let mut tally = Tally::default();
+                            let mut i = client;
+                            while unix_now() < end {
+                                decide(&node, i % KEYS.len(), &mut tally).await;
+                                i += 1;
+                                // A decision made locally is ready at once: without
+                                // this, clients never yield, and the connections'
+                                // tasks starve until their calls time out.
+                                tokio::task::yield_now().await;
+                            }
+                            tally
+                        }));
+                    }
+                }
+                Load::Paced => {
+                    // Each node offers each key its share of the overload.
+                    let per_node = LIMIT * PACED_OVERLOAD / NODES as u64;
+                    let period = Duration::from_secs(1) / per_node as u32;
+                    for key in 0..KEYS.len() {
+                        let node = node.clone();
+                        tasks.push(tokio::spawn(async move {
+                            let mut tally = Tally::default();
+                            let mut ticks = tokio::time::interval(period);
+                            ticks.set_missed_tick_behavior(MissedTickBehavior::Burst);
+                            loop {
+                                ticks.tick().await;
+                                if unix_now() >= end {
+                                    break tally;
+                                }
+                                decide(&node, key, &mut tally).await;
+                            }
+                        }));
+                    }
+                }
+            }
+        }
+        let mut tally = Tally::default();
+        for task in tasks {
+            tally.merge(task.await.expect("a client"));
+        }
+        let elapsed = started.elapsed();
+        let calls = script_calls(probe).await - calls_before;
+
+        let admitted: u64 = tally.admitted.values().sum();
+        let fixed_window = matches!(
+            (mode, quotum),
+            (Mode::Batched(_), _) | (_, Quotum::FixedWindow)
+        );
+        // GCRA: a full burst, then the rate, over the run.
+        let per_key = if fixed_window {
+            LIMIT * RUN.as_secs()
+        } else {
+            LIMIT + LIMIT * RUN.as_secs()
+        };
+        let hits: u64 = nodes.iter().map(Node::cache_hits).sum();
+        if let Some(e) = &tally.first_error {
+            eprintln!("{} errors, the first: {e}", tally.errors);
+        }
+        Row {
+            mode: mode.name(),
+            load: load.name(),
+            rule: if fixed_window { "fixed window" } else { "gcra" },
+            decisions_per_sec: tally.decisions as f64 / elapsed.as_secs_f64(),
+            admitted,
+            quota: per_key * KEYS.len() as u64,
+            calls_per_decision: calls as f64 / tally.decisions.max(1) as f64,
+            hit_rate: hits as f64 / tally.decisions.max(1) as f64,
+            errors: tally.errors,
+        }
+    }
+
+    async fn decide(node: &Node, key: usize, tally: &mut Tally) {
+        let second = unix_now().as_secs();
+        match node.try_acquire(KEYS[key]).await {
+            Ok(admitted) => {
+                tally.decisions += 1;
+                if admitted {
+                    *tally.admitted.entry((key, second)).or_default() += 1;
+                }
+            }
+            Err(e) => {
+                tally.errors += 1;
+                tally.first_error.get_or_insert_with(|| e.to_string());
+            }
+        }
+    }
+
+    fn print_table(rows: &[Row]) {
+        println!();
+        println!(
+            "{NODES} nodes, {} hot keys, {LIMIT} permits per key per second, {} s per run",
+            KEYS.len(),
+            RUN.as_secs()
+        );
+        println!(
+            "| load | mode | rule | decisions/s | admitted | quota | over-admission | script calls/decision | cache hits | errors |"
+        );
+        println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|");
+        for r in rows {
+            let over = (r.admitted as f64 - r.quota as f64) / r.quota as f64 * 100.0;
+            println!(
+                "| {} | {} | {} | {:.0} | {} | {} | {:+.1}% | {:.3} | {:.1}% | {} |",
+                r.load,
+                r.mode,
+                r.rule,
+                r.decisions_per_sec,
+                r.admitted,
+                r.quota,
+                over,
+                r.calls_per_decision,
+                r.hit_rate * 100.0,
+                r.errors
+            );
+        }
+    }
+}

@@ -1,0 +1,420 @@
+//! [`DeniedCache`]: a [`Store`] wrapper that repeats the store's own denials until
+//! their retry time, without asking the store again.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use async_trait::async_trait;
+
+use super::super::request::{Check, Op, Outcome, Request};
+use super::super::rule::Rule;
+use super::super::{Store, StoreError};
+use crate::clock::{Clock, MonotonicClock, Nanos};
+use crate::decision::{Denied, Limited};
+use crate::error::ConfigError;
+
+/// A [`Store`] that remembers "over the limit until T" answers, so that requests for
+/// a key known to be denied are denied in this process without a round trip (the
+/// local cache of over-limit keys of envoy's ratelimit service).
+///
+/// When the inner store denies an [`Op::Acquire`] or [`Op::Peek`] of `n` permits with
+/// [`Denied::Limited`], the cache records that this request's shape (its tag, and
+/// every check's key and rule) is denied for `n` permits until the time the request
+/// was sent plus the denial's `retry_after`. Until then an acquire or a peek of the
+/// same shape for `n` permits is denied here, its `retry_after` shortened to the time
+/// left (which is what the store would answer), and the inner store is not called.
+/// Other counts of permits (a larger one would be denied too, but may wait longer),
+/// other shapes and every other op go to the store; the newest denial of a shape
+/// replaces the one held. [`Op::Refund`] and [`Op::Reserve`] pass
+/// through and drop every entry under their tag, as does [`invalidate`](Self::invalidate).
+///
+/// # Why it never admits more than the store
+///
+/// The cache only ever answers with a denial, and only one the store itself gave:
+/// `retry_after` is how long until the same request can succeed if nothing else
+/// consumes permits, and other requests consuming permits (here or on other nodes)
+/// only push that time later. The entry's clock starts when the request was *sent*,
+/// which is no later than when the store decided, so the entry never outlives the
+/// store's own answer. Every admission still comes from the store. In one process
+/// the repeated denial is exactly what the store would answer (an admission through
+/// the cache drops the denials of its tag, whose waits it lengthened); with other
+/// processes consuming too, its `retry_after` is a lower bound.
+///
+/// # What it costs
+///
+/// A denial may outlive permits given back meanwhile: a refund (or a concurrency
+/// release) made by another process is not seen here, and the cache keeps denying
+/// until the recorded time, where the store would already admit. Refunds made through
+/// this cache invalidate at once. Two kinds of rule are therefore never cached: a
+/// [`Rule::Concurrency`] limit, whose denials end when holders release rather than at
+/// a time, and a [`SlidingLog`](crate::algorithm::SlidingLog) that
+/// [counts blocked attempts](crate::algorithm::SlidingLog::count_blocked), whose every
+/// denial must reach the store to be counted. Requests with either pass through.
+///
+/// # Memory
+///
+/// At most `max_entries` entries, one per request shape denied. When a new denial
+/// finds the cache full, expired entries go first, then the entry that expires
+/// soonest.
+///
+/// Time is Unix time read from the clock (`unix_origin + now`), or the request's
+/// explicit time, as in [`MemoryStore`](super::super::MemoryStore).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::algorithm::FixedWindow;
+/// use tollgate::clock::ManualClock;
+/// use tollgate::store::{DeniedCache, MemoryStore, SharedLimiter};
+/// use tollgate::KeyedConfig;
+///
+/// # futures::executor::block_on(async {
+/// let clock = ManualClock::new();
+/// let store = MemoryStore::with_clock(KeyedConfig::new(1_000), "api", clock.clone())?;
+/// let cache = DeniedCache::new(store, 10_000)?.with_clock(clock.clone());
+/// let limiter = SharedLimiter::new(cache, FixedWindow::new(1, Duration::from_secs(1))?)?;
+/// assert!(limiter.try_acquire("user-42", 1).await?.is_ok());
+/// assert!(limiter.try_acquire("user-42", 1).await?.is_err()); // the store's denial
+/// clock.advance(Duration::from_millis(400));
+/// let denied = limiter.try_acquire("user-42", 1).await?.unwrap_err(); // the cache's
+/// assert_eq!(denied.retry_after(), Some(Duration::from_millis(600)));
+/// assert_eq!(limiter.store().hits(), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
+pub struct DeniedCache<S, C = MonotonicClock> {
+    inner: S,
+    clock: C,
+    max_entries: usize,
+    table: Mutex<Table>,
+    hits: AtomicU64,
+}
+
+/// The denials held, findable by tag and by expiry.
+#[derive(Default)]
+struct Table {
+    /// Entries by hash tag: one per request shape, and a tag usually has one shape.
+    by_tag: HashMap<String, Vec<Entry>>,
+    /// Every entry by its end, then its id: the first one expires soonest.
+    by_expiry: BTreeMap<(Nanos, u64), String>,
+    next_id: u64,
+    /// Counts invalidations: a denial decided before one must not be stored after it.
+    generation: u64,
+}
+
+/// One request shape denied for `permits` until `until`.
+struct Entry {
+    id: u64,
+    checks: Box<[(String, Rule)]>,
+    permits: u64,
+    until: Nanos,
+    sent_at: Nanos,
+    denial: Limited,
+}
+
+impl Entry {
+    fn is_shape_of(&self, checks: &[Check<'_>]) -> bool {
+        self.checks.len() == checks.len()
+            && self
+                .checks
+                .iter()
+                .zip(checks)
+                .all(|((key, rule), check)| key == check.key && rule == check.rule)
+    }
+}
+
+impl Table {
+    /// The denial for `n` permits of `request` at `now`, if one is held.
+    fn lookup(&self, request: &Request<'_>, n: u64, now: Nanos) -> Option<Limited> {
+        let entry = self
+            .by_tag
+            .get(request.tag)?
+            .iter()
+            .find(|e| e.is_shape_of(request.checks))?;
+        if now >= entry.until || n != entry.permits {
+            return None;
+        }
+        let elapsed = now.saturating_since(entry.sent_at);
+        Some(Limited::new(
+            entry.until.saturating_since(now),
+            entry.denial.limit(),
+            entry.denial.remaining(),
+            entry.denial.reset_after().saturating_sub(elapsed),
+        ))
+    }
+
+    fn insert(&mut self, request: &Request<'_>, entry: Entry, now: Nanos, max_entries: usize) {
+        if let Some(old) = self
+            .by_tag
+            .get(request.tag)
+            .and_then(|entries| entries.iter().find(|e| e.is_shape_of(request.checks)))
+            .map(|e| (e.until, e.id))
+        {
+            self.remove(request.tag, old);
+        }
+        while let Some((&(until, id), tag)) = self.by_expiry.first_key_value() {
+            if until > now && self.by_expiry.len() < max_entries {
+                break;
+            }
+            let tag = tag.clone();
+            self.remove(&tag, (until, id));
+        }
+        self.by_expiry
+            .insert((entry.until, entry.id), request.tag.to_owned());
+        self.by_tag
+            .entry(request.tag.to_owned())
+            .or_default()
+            .push(entry);
+    }
+
+    fn remove(&mut self, tag: &str, (until, id): (Nanos, u64)) {
+        self.by_expiry.remove(&(until, id));
+        if let Some(entries) = self.by_tag.get_mut(tag) {
+            entries.retain(|e| e.id != id);
+            if entries.is_empty() {
+                self.by_tag.remove(tag);
+            }
+        }
+    }
+
+    /// Drops the denials under `tag`, and any denial decided before now.
+    fn invalidate(&mut self, tag: &str) {
+        self.generation += 1;
+        self.forget(tag);
+    }
+
+    fn forget(&mut self, tag: &str) {
+        if let Some(entries) = self.by_tag.remove(tag) {
+            for e in entries {
+                self.by_expiry.remove(&(e.until, e.id));
+            }
+        }
+    }
+}
+
+impl<S, C> fmt::Debug for DeniedCache<S, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeniedCache")
+            .field("max_entries", &self.max_entries)
+            .field("hits", &self.hits.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: Store> DeniedCache<S, MonotonicClock> {
+    /// A cache of at most `max_entries` denials in front of `inner`, on the monotonic
+    /// clock.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::store::{DeniedCache, MemoryStore};
+    /// use tollgate::{ConfigError, KeyedConfig};
+    ///
+    /// let store = MemoryStore::new(KeyedConfig::new(1_000), "api")?;
+    /// let cache = DeniedCache::new(store, 10_000)?;
+    /// assert!(cache.is_empty());
+    /// let store = MemoryStore::new(KeyedConfig::new(1_000), "api")?;
+    /// assert_eq!(
+    ///     DeniedCache::new(store, 0).unwrap_err(),
+    ///     ConfigError::Zero { parameter: "max_entries" }
+    /// );
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Zero`] for `max_entries == 0`.
+    pub fn new(inner: S, max_entries: usize) -> Result<Self, ConfigError> {
+        if max_entries == 0 {
+            return Err(ConfigError::Zero {
+                parameter: "max_entries",
+            });
+        }
+        Ok(DeniedCache {
+            inner,
+            clock: MonotonicClock::new(),
+            max_entries,
+            table: Mutex::new(Table::default()),
+            hits: AtomicU64::new(0),
+        })
+    }
+}
+
+impl<S: Store, C: Clock> DeniedCache<S, C> {
+    /// The same cache, reading time from `clock` (a
+    /// [`ManualClock`](crate::clock::ManualClock) in tests). Entries held so far are
+    /// dropped: they were timed on the old clock.
+    pub fn with_clock<C2: Clock>(self, clock: C2) -> DeniedCache<S, C2> {
+        DeniedCache {
+            inner: self.inner,
+            clock,
+            max_entries: self.max_entries,
+            table: Mutex::new(Table::default()),
+            hits: self.hits,
+        }
+    }
+
+    /// The store behind the cache.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    /// The most denials held.
+    pub fn max_entries(&self) -> usize {
+        self.max_entries
+    }
+
+    /// Denials held now, expired ones not yet dropped included.
+    pub fn len(&self) -> usize {
+        self.lock().by_expiry.len()
+    }
+
+    /// Whether no denial is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Requests denied by the cache without calling the store, since it was built.
+    pub fn hits(&self) -> u64 {
+        self.hits.load(Ordering::Relaxed)
+    }
+
+    /// Forgets every denial under `tag`: for an application that learns of permits
+    /// given back elsewhere (a refund by another process, say).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use tollgate::store::{DeniedCache, MemoryStore};
+    /// # use tollgate::KeyedConfig;
+    /// # let cache = DeniedCache::new(MemoryStore::new(KeyedConfig::new(10), "api")?, 10)?;
+    /// cache.invalidate("user-42");
+    /// assert!(cache.is_empty());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn invalidate(&self, tag: &str) {
+        self.lock().invalidate(tag);
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn now(&self, request: &Request<'_>) -> Nanos {
+        match request.at {
+            Some(at) => Nanos::from_duration(at),
+            None => Nanos::from_duration(self.clock.unix_origin()) + self.clock.now().as_duration(),
+        }
+    }
+
+    /// An acquire or a peek: answered from the cache, or asked and its denial kept.
+    async fn decide(&self, request: &Request<'_>, n: u64) -> Result<Outcome, StoreError> {
+        if let Some(known) = request.precheck()? {
+            return Ok(known);
+        }
+        let sent_at = self.now(request);
+        let generation = {
+            let table = self.lock();
+            if let Some(denial) = table.lookup(request, n, sent_at) {
+                self.hits.fetch_add(1, Ordering::Relaxed);
+                return Ok(Outcome::Decision(Err(Denied::Limited(denial))));
+            }
+            table.generation
+        };
+        let outcome = self.inner.execute(request).await?;
+        if matches!(request.op, Op::Acquire(n) if n > 0) && outcome.is_admitted() {
+            // Permits taken under this tag make its denials' waits too short.
+            let mut table = self.lock();
+            if table.by_tag.contains_key(request.tag) {
+                table.forget(request.tag);
+            }
+        } else if let Outcome::Decision(Err(Denied::Limited(denial))) = outcome {
+            let until = sent_at + denial.retry_after();
+            let now = self.now(request);
+            let mut table = self.lock();
+            // A refund or reservation since the request was sent may have freed what
+            // this denial saw taken.
+            if until > now && table.generation == generation {
+                let entry = Entry {
+                    id: table.next_id,
+                    checks: request
+                        .checks
+                        .iter()
+                        .map(|c| (c.key.to_owned(), c.rule.clone()))
+                        .collect(),
+                    permits: n,
+                    until,
+                    sent_at,
+                    denial,
+                };
+                table.next_id += 1;
+                table.insert(request, entry, now, self.max_entries);
+            }
+        }
+        Ok(outcome)
+    }
+}
+
+/// Whether the store's denial of `checks` holds until its retry time, whatever happens
+/// in this process meanwhile (refunds aside, which invalidate).
+fn cacheable(checks: &[Check<'_>]) -> bool {
+    checks.iter().all(|c| match c.rule {
+        Rule::Concurrency(_) => false,
+        Rule::SlidingLog(log) => !log.counts_blocked(),
+        _ => true,
+    })
+}
+
+/// Drops the denials under a tag once a refund or reservation has run, or was
+/// dropped while it ran (it may still have been applied).
+struct InvalidateOnDrop<'a> {
+    table: &'a Mutex<Table>,
+    tag: &'a str,
+}
+
+impl Drop for InvalidateOnDrop<'_> {
+    fn drop(&mut self) {
+        self.table
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .invalidate(self.tag);
+    }
+}
+
+#[async_trait]
+impl<S: Store, C: Clock> Store for DeniedCache<S, C> {
+    /// Decides from the cache when it holds a denial for `request`, and otherwise as
+    /// the inner store does (see [`DeniedCache`]).
+    ///
+    /// # Errors
+    ///
+    /// The inner store's errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// As the inner store's. A refund or reservation dropped while it runs still drops
+    /// the denials under its tag.
+    async fn execute(&self, request: &Request<'_>) -> Result<Outcome, StoreError> {
+        match request.op {
+            Op::Acquire(n) | Op::Peek(n) if cacheable(request.checks) => {
+                self.decide(request, n).await
+            }
+            Op::Acquire(_) | Op::Peek(_) => self.inner.execute(request).await,
+            _ => {
+                let _invalidate = InvalidateOnDrop {
+                    table: &self.table,
+                    tag: request.tag,
+                };
+                self.inner.execute(request).await
+            }
+        }
+    }
+
+    fn check_rule(&self, rule: &Rule) -> Result<(), StoreError> {
+        self.inner.check_rule(rule)
+    }
+}

@@ -1,0 +1,19 @@
+//! Hybrid modes: less traffic to a shared store, for a bounded or no loss of exactness.
+//!
+//! - [`DeniedCache`] wraps any [`Store`](super::Store) and remembers "denied until T"
+//!   answers, so that a client hammering a key that is over its limit stops costing a
+//!   round trip per request (envoy ratelimit's local cache of over-limit keys). It
+//!   never admits what the store would deny: it only repeats denials the store gave.
+//! - [`BatchedLimiter`] (feature `redis`) counts fixed windows in this process and
+//!   sends its increments to Redis every `sync_interval`, one script call per key
+//!   (Kong's `sync_rate`). Most decisions cost no round trip at all; in exchange the
+//!   nodes together may admit more than the limit, by about
+//!   `nodes × rate per node × sync_interval`.
+
+#[cfg(feature = "redis")]
+mod batched;
+mod denied_cache;
+
+#[cfg(feature = "redis")]
+pub use batched::BatchedLimiter;
+pub use denied_cache::DeniedCache;
