@@ -420,15 +420,26 @@ impl<S: Store + 'static, C> Drop for RefundOnDrop<'_, S, C> {
         if refund
             .as_mut()
             .poll(&mut Context::from_waker(&waker))
-            .is_ready()
+            .is_pending()
         {
-            return;
-        }
-        #[cfg(feature = "redis")]
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(refund);
+            finish_detached(refund);
         }
     }
+}
+
+/// Runs the rest of a refund as a task on the current tokio runtime (the Redis store's).
+#[cfg(feature = "redis")]
+fn finish_detached(refund: Pin<Box<dyn Future<Output = ()> + Send>>) {
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(refund);
+    }
+}
+
+/// Without a runtime to finish it, a refund that cannot complete at once is dropped:
+/// the booked permits then stay unused until their time passes.
+#[cfg(not(feature = "redis"))]
+fn finish_detached(refund: Pin<Box<dyn Future<Output = ()> + Send>>) {
+    drop(refund);
 }
 
 fn noop_waker() -> Waker {
