@@ -9,7 +9,7 @@ mod common;
 use std::time::Duration;
 
 use common::redis::{require_redis, RedisServer};
-use common::store::{Ask, Differential, Step};
+use common::store::{connect, server_micros, Ask, Differential, Step};
 use proptest::prelude::*;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
@@ -164,17 +164,6 @@ fn first_hit_fixed_window_with_gcra_decides_all_or_nothing_as_the_memory_store()
     with_gcra(48, first_hit());
 }
 
-async fn connect_raw(url: &str) -> MultiplexedConnection {
-    let client = redis::Client::open(url).unwrap();
-    client.get_multiplexed_async_connection().await.unwrap()
-}
-
-/// The server's clock, µs since the epoch.
-async fn server_micros(connection: &mut MultiplexedConnection) -> u64 {
-    let time: Vec<u64> = redis::cmd("TIME").query_async(connection).await.unwrap();
-    time[0] * 1_000_000 + time[1]
-}
-
 /// The key's state as its whitespace-separated integers.
 async fn stored_fields(connection: &mut MultiplexedConnection, key: &str) -> Vec<u64> {
     let state: String = connection.get(key).await.unwrap();
@@ -205,7 +194,7 @@ const SLACK_MS: u64 = 1_000;
 async fn leaky_bucket_stores_when_it_empties_with_a_ttl_to_then() {
     let Some(()) = require_redis() else { return };
     let server = RedisServer::start();
-    let mut connection = connect_raw(&server.url()).await;
+    let mut connection = connect(&server.url()).await;
     // One unit drains every 1.5 ms; 3 fit.
     let limiter = SharedLimiter::new(
         RedisStore::new(connection.clone(), "leaky").unwrap(),
@@ -243,7 +232,7 @@ async fn leaky_bucket_stores_when_it_empties_with_a_ttl_to_then() {
 async fn aligned_fixed_window_stores_its_index_with_a_ttl_to_the_window_end() {
     let Some(()) = require_redis() else { return };
     let server = RedisServer::start();
-    let mut connection = connect_raw(&server.url()).await;
+    let mut connection = connect(&server.url()).await;
     // Windows of 2 s whose edges fall 700 ms before the epoch's multiples of 2 s.
     let (window, offset) = (2_000_000, 700_000);
     let limiter = SharedLimiter::new(
@@ -293,7 +282,7 @@ async fn aligned_fixed_window_stores_its_index_with_a_ttl_to_the_window_end() {
 async fn first_hit_fixed_window_stores_its_start_with_a_ttl_to_its_end() {
     let Some(()) = require_redis() else { return };
     let server = RedisServer::start();
-    let mut connection = connect_raw(&server.url()).await;
+    let mut connection = connect(&server.url()).await;
     let window = 3_000_000;
     let limiter = SharedLimiter::new(
         RedisStore::new(connection.clone(), "first").unwrap(),

@@ -11,10 +11,10 @@ use std::ops::Range;
 use std::time::Duration;
 
 use common::redis::{require_redis, RedisServer};
-use common::store::{Ask, Differential, Step, EPOCH_MICROS};
+use common::store::{connect, Ask, Differential, Step, EPOCH_MICROS};
 use proptest::prelude::*;
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncCommands, AsyncConnectionConfig};
+use redis::AsyncCommands;
 use tollgate::algorithm::{Concurrency, Gcra, Leased, RefreshPeriod};
 use tollgate::store::{
     Check, Op, Outcome, RedisStore, Request, Rule, SharedLimiter, Store, StoreError,
@@ -149,17 +149,6 @@ fn leased_concurrency_with_gcra_decides_all_or_nothing_as_the_memory_store() {
     });
 }
 
-/// A connection that waits for slow replies: redis-rs gives up after 500 ms, which a
-/// machine busy compiling can exceed.
-async fn connect_raw(url: &str) -> MultiplexedConnection {
-    let client = redis::Client::open(url).unwrap();
-    let config = AsyncConnectionConfig::new().set_response_timeout(Some(Duration::from_secs(10)));
-    client
-        .get_multiplexed_async_connection_with_config(&config)
-        .await
-        .unwrap()
-}
-
 /// The server's clock, µs since the epoch.
 async fn server_micros(connection: &mut MultiplexedConnection) -> i64 {
     let (secs, micros): (i64, i64) = redis::cmd("TIME").query_async(connection).await.unwrap();
@@ -178,7 +167,7 @@ async fn state(connection: &mut MultiplexedConnection, key: &str) -> Vec<i64> {
 async fn refresh_period_on_the_server_clock_keeps_its_cycle_start_and_ttl() {
     let Some(()) = require_redis() else { return };
     let server = RedisServer::start();
-    let mut connection = connect_raw(&server.url()).await;
+    let mut connection = connect(&server.url()).await;
     // 3 permits every 10 s.
     let rule = RefreshPeriod::new(3, Duration::from_secs(10), Duration::ZERO).unwrap();
     let limiter =
@@ -237,7 +226,7 @@ async fn refresh_period_on_the_server_clock_keeps_its_cycle_start_and_ttl() {
 async fn leased_concurrency_on_the_server_clock_keeps_its_lease_and_ttl() {
     let Some(()) = require_redis() else { return };
     let server = RedisServer::start();
-    let mut connection = connect_raw(&server.url()).await;
+    let mut connection = connect(&server.url()).await;
     let rule = Leased::new(Concurrency::new(3).unwrap(), Duration::from_secs(30)).unwrap();
     let limiter =
         SharedLimiter::new(RedisStore::new(connection.clone(), "conc").unwrap(), rule).unwrap();
@@ -285,7 +274,7 @@ async fn leased_concurrency_on_the_server_clock_keeps_its_lease_and_ttl() {
 async fn a_leased_limit_frees_the_permits_of_a_holder_that_never_released_them() {
     let Some(()) = require_redis() else { return };
     let server = RedisServer::start();
-    let mut connection = connect_raw(&server.url()).await;
+    let mut connection = connect(&server.url()).await;
     let lease = 5_000_000;
     let rule = Rule::from(
         Leased::new(Concurrency::new(2).unwrap(), Duration::from_micros(lease)).unwrap(),
@@ -333,7 +322,7 @@ async fn a_leased_limit_frees_the_permits_of_a_holder_that_never_released_them()
 async fn malformed_states_are_conflicts_and_inexact_rules_are_typed_errors() {
     let Some(()) = require_redis() else { return };
     let server = RedisServer::start();
-    let mut connection = connect_raw(&server.url()).await;
+    let mut connection = connect(&server.url()).await;
     let store = RedisStore::new(connection.clone(), "bad").unwrap();
     let refresh = RefreshPeriod::new(2, Duration::from_secs(1), Duration::ZERO).unwrap();
     let leased = Leased::new(Concurrency::new(2).unwrap(), Duration::from_secs(1)).unwrap();

@@ -11,11 +11,10 @@ mod common;
 use std::time::Duration;
 
 use common::redis::{require_redis, RedisServer};
-use common::store::{steps, Differential, Step, EPOCH_MICROS};
+use common::store::{connect, server_micros, steps, Differential, Step, EPOCH_MICROS};
 use proptest::prelude::*;
 use proptest::test_runner::{TestCaseError, TestRunner};
-use redis::aio::MultiplexedConnection;
-use redis::{AsyncCommands, AsyncConnectionConfig};
+use redis::AsyncCommands;
 use tollgate::algorithm::{Gcra, SlidingCounter, SlidingLog};
 use tollgate::clock::ManualClock;
 use tollgate::store::{
@@ -307,23 +306,6 @@ fn sliding_counter_script_retries_at_the_memory_stores_time_rounded_up_to_the_mi
         },
     );
     differential_with_earlier_readings(64, strategy, retry_in_whole_micros);
-}
-
-/// A connection that waits 10 s for a reply rather than redis-rs's 500 ms: on a loaded
-/// machine the server may not be scheduled in time, and no test here measures speed.
-async fn connect(url: &str) -> MultiplexedConnection {
-    let client = redis::Client::open(url).unwrap();
-    let config = AsyncConnectionConfig::new().set_response_timeout(Some(Duration::from_secs(10)));
-    client
-        .get_multiplexed_async_connection_with_config(&config)
-        .await
-        .unwrap()
-}
-
-/// The server's clock, in µs since the epoch.
-async fn server_micros(connection: &mut MultiplexedConnection) -> u64 {
-    let (seconds, micros): (u64, u64) = redis::cmd("TIME").query_async(connection).await.unwrap();
-    seconds * 1_000_000 + micros
 }
 
 #[tokio::test]

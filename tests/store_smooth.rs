@@ -9,10 +9,10 @@ mod common;
 use std::time::Duration;
 
 use common::redis::{require_redis, RedisServer};
-use common::store::{steps, Differential, EPOCH_MICROS};
+use common::store::{connect, steps, Differential, EPOCH_MICROS};
 use proptest::prelude::*;
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncCommands, AsyncConnectionConfig};
+use redis::AsyncCommands;
 use tollgate::algorithm::{Gcra, SmoothBursty, SmoothWarmingUp};
 use tollgate::store::{Check, Op, RedisStore, Request, Rule, SharedLimiter, Store};
 use tollgate::{Quota, Reservation};
@@ -226,18 +226,6 @@ impl Stopwatch {
     }
 }
 
-/// A connection that waits out a loaded machine (redis-rs gives up after 500 ms).
-async fn connect(server: &RedisServer) -> MultiplexedConnection {
-    let client = redis::Client::open(server.url()).unwrap();
-    let patient = AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(Duration::from_secs(10)))
-        .set_response_timeout(Some(Duration::from_secs(10)));
-    client
-        .get_multiplexed_async_connection_with_config(&patient)
-        .await
-        .unwrap()
-}
-
 fn bursty_rule(rate: f64) -> SmoothBursty {
     SmoothBursty::new(rate).unwrap()
 }
@@ -253,7 +241,7 @@ fn warming_rule(rate: f64, warmup_ms: u64, cold_factor: f64) -> SmoothWarmingUp 
 async fn guava_bursty_sequences_through_redis() {
     let Some(()) = require_redis() else { return };
     let server = RedisServer::start();
-    let connection = connect(&server).await;
+    let connection = connect(&server.url()).await;
 
     let mut sw = Stopwatch::new(&connection, "simple", bursty_rule(5.0));
     for _ in 0..3 {
@@ -313,7 +301,7 @@ async fn guava_bursty_sequences_through_redis() {
 async fn guava_warm_up_sequences_through_redis() {
     let Some(()) = require_redis() else { return };
     let server = RedisServer::start();
-    let connection = connect(&server).await;
+    let connection = connect(&server.url()).await;
 
     let mut sw = Stopwatch::new(&connection, "warm-up", warming_rule(2.0, 4000, 3.0));
     for _ in 0..8 {
@@ -380,7 +368,7 @@ impl Random {
 async fn guava_time_to_warm_up_is_honoured_even_with_weights_through_redis() {
     let Some(()) = require_redis() else { return };
     let server = RedisServer::start();
-    let connection = connect(&server).await;
+    let connection = connect(&server.url()).await;
     let mut random = Random(0x2545_F491_4F6C_DD1D);
     let warmup_permits = 10u64;
     let mut trial = 0;
@@ -418,7 +406,7 @@ async fn guava_time_to_warm_up_is_honoured_even_with_weights_through_redis() {
 async fn server_clock_state_and_ttl() {
     let Some(()) = require_redis() else { return };
     let server = RedisServer::start();
-    let mut connection = connect(&server).await;
+    let mut connection = connect(&server.url()).await;
     let server_micros = |time: (u64, u64)| time.0 * 1_000_000 + time.1;
 
     // Guava's testWarmUp: fully cold, 8 stored permits; the first takes one, and the

@@ -104,16 +104,7 @@ impl Differential {
             .build()
             .unwrap();
         let url = server.url();
-        let connection = runtime.block_on(async {
-            let client = redis::Client::open(url).unwrap();
-            // A loaded 2-core machine can stall a reply past redis-rs's default 500 ms.
-            let config = redis::AsyncConnectionConfig::new()
-                .set_response_timeout(Some(Duration::from_secs(10)));
-            client
-                .get_multiplexed_async_connection_with_config(&config)
-                .await
-                .unwrap()
-        });
+        let connection = runtime.block_on(connect(&url));
         Some(Differential {
             _server: server,
             runtime,
@@ -201,6 +192,25 @@ impl Differential {
         }
         Ok(())
     }
+}
+
+/// A connection to `url` that waits for slow replies: a loaded 2-core machine can stall
+/// one past redis-rs's default 500 ms.
+pub async fn connect(url: &str) -> MultiplexedConnection {
+    let client = redis::Client::open(url).unwrap();
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(10)))
+        .set_response_timeout(Some(Duration::from_secs(10)));
+    client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .unwrap()
+}
+
+/// The server's clock, µs since the epoch.
+pub async fn server_micros(connection: &mut MultiplexedConnection) -> u64 {
+    let (seconds, micros): (u64, u64) = redis::cmd("TIME").query_async(connection).await.unwrap();
+    seconds * 1_000_000 + micros
 }
 
 /// Whether two outcomes agree; a convenience for tests that compare by hand.
