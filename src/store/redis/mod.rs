@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{Client, ErrorKind, RedisError, Script};
+use redis::{Client, Cmd, ErrorKind, RedisError, Script, ServerErrorKind};
 
 use super::request::{Outcome, Request};
 use super::rule::{Step, Verdict};
@@ -208,15 +208,14 @@ where
     ///
     /// As [`execute`](Store::execute), for what can be checked without Redis.
     pub fn script_call(&self, request: &Request<'_>) -> Result<Vec<String>, StoreError> {
-        let (keys, args) = self.encode(request)?;
-        let mut out = Vec::with_capacity(1 + keys.len() + args.len());
-        out.push(keys.len().to_string());
-        out.extend(keys);
-        out.extend(args);
+        let mut out = Vec::new();
+        self.encode(request, &mut out)?;
         Ok(out)
     }
 
-    fn encode(&self, request: &Request<'_>) -> Result<(Vec<String>, Vec<String>), StoreError> {
+    /// Writes the arguments of `EVALSHA` after the script hash into `out`, once
+    /// everything is checked: the key count, the keys, then the arguments.
+    fn encode(&self, request: &Request<'_>, out: &mut impl ScriptArgs) -> Result<(), StoreError> {
         let step = request.op.step(request.checks.len());
         let (op, n, max_wait) = match step {
             Step::Acquire(n) => ("acquire", n, 0),
@@ -228,21 +227,8 @@ where
             ),
             Step::Refund(n) => ("refund", n, 0),
         };
-        let now = request
-            .at
-            .map(|at| {
-                u64::try_from(at.as_micros())
-                    .unwrap_or(u64::MAX)
-                    .to_string()
-            })
-            .unwrap_or_default();
-        let mut keys = Vec::with_capacity(request.checks.len());
-        let mut argv = vec![
-            op.to_owned(),
-            args::exact_count(n, "n")?.to_string(),
-            max_wait.min(args::MAX_SCRIPT_MICROS).to_string(),
-            now,
-        ];
+        let n = args::exact_count(n, "n")?;
+        let mut checks = Vec::with_capacity(request.checks.len());
         for check in request.checks {
             let key = storage_key(&self.prefix, request.tag, check.key);
             if key.len() > self.max_key_len {
@@ -251,13 +237,31 @@ where
                     max: self.max_key_len,
                 });
             }
-            keys.push(key);
             let (kind, params) = args::rule_args(check.rule)?;
-            argv.push(kind.to_owned());
-            argv.push(params.len().to_string());
-            argv.extend(params.into_iter().map(args::Arg::to_text));
+            checks.push((key, kind, params));
         }
-        Ok((keys, argv))
+        out.int(checks.len() as u64);
+        for (key, _, _) in &checks {
+            out.text(key);
+        }
+        out.text(op);
+        out.int(n);
+        out.int(max_wait.min(args::MAX_SCRIPT_MICROS));
+        match request.at {
+            Some(at) => out.int(u64::try_from(at.as_micros()).unwrap_or(u64::MAX)),
+            None => out.text(""),
+        }
+        for (_, kind, params) in &checks {
+            out.text(kind);
+            out.int(params.len() as u64);
+            for &param in params {
+                match param {
+                    args::Arg::Int(v) => out.int(v),
+                    args::Arg::Float(_) => out.text(&param.to_text()),
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Maps the script's five integers per check.
@@ -307,19 +311,25 @@ where
         if let Some(known) = request.precheck()? {
             return Ok(known);
         }
-        let (keys, argv) = self.encode(request)?;
-        let mut invocation = self.script.prepare_invoke();
-        for key in keys {
-            invocation.key(key);
-        }
-        for arg in argv {
-            invocation.arg(arg);
-        }
+        // Written straight into the command, not through a string per argument.
+        let checks = request.checks.len();
+        let mut command = Cmd::with_capacity(7 + 12 * checks, 128 + 96 * checks);
+        command.arg("EVALSHA").arg(self.script.get_hash());
+        self.encode(request, &mut command)?;
         let mut connection = self.connection.clone();
-        let reply: Vec<i64> = invocation
-            .invoke_async(&mut connection)
-            .await
-            .map_err(from_redis)?;
+        // As `ScriptInvocation::invoke_async`: load the script after `NOSCRIPT` (a
+        // restart, a failover, `SCRIPT FLUSH`) and send the call again.
+        let reply: Vec<i64> = match command.query_async(&mut connection).await {
+            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                self.script
+                    .load_async(&mut connection)
+                    .await
+                    .map_err(from_redis)?;
+                command.query_async(&mut connection).await
+            }
+            reply => reply,
+        }
+        .map_err(from_redis)?;
         let verdicts = self.verdicts(request, &reply)?;
         request.combine(verdicts)
     }
@@ -327,6 +337,32 @@ where
     fn check_rule(&self, rule: &super::Rule) -> Result<(), StoreError> {
         args::rule_args(rule)?;
         Ok(())
+    }
+}
+
+/// Where a request's `EVALSHA` arguments are written: text for tools, or a command.
+trait ScriptArgs {
+    fn text(&mut self, text: &str);
+    fn int(&mut self, value: u64);
+}
+
+impl ScriptArgs for Vec<String> {
+    fn text(&mut self, text: &str) {
+        self.push(text.to_owned());
+    }
+
+    fn int(&mut self, value: u64) {
+        self.push(value.to_string());
+    }
+}
+
+impl ScriptArgs for Cmd {
+    fn text(&mut self, text: &str) {
+        self.arg(text);
+    }
+
+    fn int(&mut self, value: u64) {
+        self.arg(value);
     }
 }
 
@@ -363,5 +399,130 @@ pub(crate) fn from_redis(error: RedisError) -> StoreError {
         }
     } else {
         StoreError::Server(Box::new(error))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algorithm::Gcra;
+    use crate::store::{Check, Op, Rule};
+    use crate::Quota;
+    use redis::{RedisFuture, Value};
+
+    /// A connection that is never used: `encode` needs none.
+    #[derive(Clone)]
+    struct Unused;
+
+    impl ConnectionLike for Unused {
+        fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> RedisFuture<'a, Value> {
+            Box::pin(async { Ok(Value::Nil) })
+        }
+
+        fn req_packed_commands<'a>(
+            &'a mut self,
+            _: &'a redis::Pipeline,
+            _: usize,
+            _: usize,
+        ) -> RedisFuture<'a, Vec<Value>> {
+            Box::pin(async { Ok(Vec::new()) })
+        }
+
+        fn get_db(&self) -> i64 {
+            0
+        }
+    }
+
+    /// The packed `EVALSHA` of `request` as `execute` builds it, and as a tool
+    /// replaying `script_call` would.
+    fn packed(store: &RedisStore<Unused>, request: &Request<'_>) -> (Vec<u8>, Vec<u8>) {
+        let mut direct = Cmd::new();
+        direct.arg("EVALSHA").arg(store.script_hash());
+        store.encode(request, &mut direct).unwrap();
+        let mut replayed = redis::cmd("EVALSHA");
+        replayed.arg(store.script_hash());
+        for arg in store.script_call(request).unwrap() {
+            replayed.arg(arg);
+        }
+        (direct.get_packed_command(), replayed.get_packed_command())
+    }
+
+    fn gcra(per_second: u64, burst: u64) -> Rule {
+        let quota = Quota::per_second(per_second).unwrap().burst(burst).unwrap();
+        Rule::from(Gcra::new(quota))
+    }
+
+    #[test]
+    fn the_command_sent_is_the_script_call() {
+        let store = RedisStore::new(Unused, "p").unwrap();
+        let (second, minute) = (gcra(10, 5), gcra(1_000, 50));
+        let one = [Check::new("", &second)];
+        let two = [Check::new("s", &second), Check::new("m", &minute)];
+        let requests = [
+            Request::new("user-42", &one, Op::Acquire(1)),
+            Request::new("user-42", &one, Op::Peek(0)),
+            Request::new("u", &one, Op::Refund(3)).at(Duration::from_micros(1_700_000_000_123_456)),
+            Request::new(
+                "u",
+                &one,
+                Op::Reserve {
+                    n: 2,
+                    max_wait: Duration::MAX,
+                },
+            ),
+            Request::new("u", &two, Op::Acquire(2)),
+        ];
+        for request in &requests {
+            let (direct, replayed) = packed(&store, request);
+            assert_eq!(
+                String::from_utf8_lossy(&direct),
+                String::from_utf8_lossy(&replayed),
+                "{request:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn script_call_lists_count_keys_then_arguments() {
+        let store = RedisStore::new(Unused, "p").unwrap();
+        let (second, minute) = (gcra(10, 5), gcra(1_000, 50));
+        let two = [Check::new("s", &second), Check::new("m", &minute)];
+        let request = Request::new("u", &two, Op::Acquire(2)).at(Duration::from_micros(7));
+        assert_eq!(
+            store.script_call(&request).unwrap(),
+            [
+                "2", "p:{u}:s", "p:{u}:m", "acquire", "2", "0", "7", "gcra", "3", "100000",
+                "500000", "5", "gcra", "3", "1000", "50000", "50",
+            ]
+        );
+        let one = [Check::new("", &second)];
+        let request = Request::new(
+            "u",
+            &one,
+            Op::Reserve {
+                n: 1,
+                max_wait: Duration::from_secs(2),
+            },
+        );
+        assert_eq!(
+            store.script_call(&request).unwrap(),
+            ["1", "p:{u}", "reserve", "1", "2000000", "", "gcra", "3", "100000", "500000", "5"]
+        );
+    }
+
+    #[test]
+    fn nothing_is_written_before_every_check_passes() {
+        let store = RedisStore::new(Unused, "p").unwrap().max_key_len(8);
+        let rule = gcra(10, 5);
+        let checks = [Check::new("", &rule), Check::new("far-too-long", &rule)];
+        let mut command = Cmd::new();
+        let error = store
+            .encode(&Request::new("u", &checks, Op::Acquire(1)), &mut command)
+            .unwrap_err();
+        assert!(
+            matches!(error, StoreError::KeyTooLong { len: 18, max: 8 }),
+            "{error:?}"
+        );
+        assert_eq!(command.args_iter().count(), 0);
     }
 }
