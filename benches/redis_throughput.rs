@@ -9,8 +9,8 @@
 //! - `limiter`: C tasks on a 2-worker multi-thread runtime loop on
 //!   `SharedLimiter::try_acquire(key, 1)` over k `RedisStore`s (each its own
 //!   `ConnectionManager`, as `RedisStore::connect` builds it; task i uses store i % k);
-//! - `execute`: the same with `Store::execute` on a `Request` built by the task (no
-//!   per-call `Vec` of checks, which `SharedLimiter` builds);
+//! - `execute`: the same with `Store::execute` on a `Request` the task builds (without
+//!   the `Vec` of checks that `SharedLimiter` builds per call);
 //! - `redis-benchmark -c k -P C/k`: k connections, each sending a batch of C/k
 //!   requests and waiting for all their replies, so at most C are in flight, as with
 //!   C tasks on k multiplexed connections. It runs the very `EVALSHA` the store sends
@@ -18,20 +18,30 @@
 //!
 //! Keys are `bench:{NNNNNNNNNNNN}`, 12 digits drawn uniformly from 100,000 by both
 //! clients. The rule is 1,000 per second with a burst of 1,000 per key, so at these
-//! rates every decision is admitted and writes its key (`SET ... PX`).
+//! rates every decision is admitted and writes its key (`SET ... PX`). The server is
+//! emptied (`FLUSHALL`, scripts kept) before every run.
 //!
-//! Every call's latency (request built to decision returned, `Instant`) is kept and
-//! sorted for p50/p99; `redis-benchmark` reports its own (send of the batch to each
-//! reply). The server, the client under test and `redis-benchmark` share the
-//! machine's cores: on 2 cores, what the client spends is taken from the server.
+//! Every call's latency (from building the request to the decision, `Instant`) is kept
+//! and sorted for p50/p99; `redis-benchmark` reports its own, from sending a batch to
+//! each reply. CPU time per decision: this process's from `/proc/self/stat` (10 ms
+//! ticks), redis-benchmark's as a waited-for child, redis-server's from `INFO cpu`.
+//! The server, the client under test and `redis-benchmark` share the machine's cores:
+//! on 2 cores, what a client spends is taken from the server.
 //!
-//! Run `cargo bench --features redis --bench redis_throughput` (about 50 s). Options
-//! after `--`: `--secs S` per run (default 3), `--tasks 16,64,256`,
-//! `--connections 1,4`.
+//! Each configuration runs `--repeat` times (default 3), ours and redis-benchmark in
+//! turn, and the run with the median decisions/s of each client is shown; the ratio
+//! is of the medians.
+//!
+//! Run `cargo bench --features redis --bench redis_throughput` (about 2 min). Options
+//! after `--`: `--secs S` per run (default 2), `--repeat R`, `--tasks 16,64,256`,
+//! `--connections 1,4`, `--workers 2`, `--limiter-only`.
 
 #[cfg(not(feature = "redis"))]
 fn main() {
-    eprintln!("redis_throughput needs the redis feature: cargo bench --features redis --bench redis_throughput");
+    eprintln!(
+        "redis_throughput needs the redis feature: \
+         cargo bench --features redis --bench redis_throughput"
+    );
 }
 
 #[cfg(feature = "redis")]
@@ -44,8 +54,46 @@ fn main() {
 #[allow(dead_code)]
 mod redis_harness;
 
+/// The system allocator, counting allocations: a figure per decision that does not
+/// depend on how busy the machine is.
+#[cfg(feature = "redis")]
+mod counting {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    pub struct Counting;
+
+    pub static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+            System.alloc(layout)
+        }
+
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            System.dealloc(ptr, layout)
+        }
+
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+            System.realloc(ptr, layout, new_size)
+        }
+    }
+
+    /// Allocations (and reallocations) so far, by every thread.
+    pub fn allocations() -> u64 {
+        ALLOCATIONS.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(feature = "redis")]
+#[global_allocator]
+static ALLOCATOR: counting::Counting = counting::Counting;
+
 #[cfg(feature = "redis")]
 mod bench {
+    use std::fmt::Write as _;
     use std::process::Command;
     use std::time::{Duration, Instant};
 
@@ -54,13 +102,17 @@ mod bench {
     use tollgate::store::{Check, Op, RedisStore, Request, Rule, SharedLimiter, Store};
     use tollgate::Quota;
 
+    use super::counting::allocations;
     use super::redis_harness::{require_redis, RedisServer};
 
     const PREFIX: &str = "bench";
     /// Keys drawn from; `redis-benchmark -r` draws the same 12-digit numbers.
     const KEYSPACE: u64 = 100_000;
-    /// Untimed calls before each run: connections warm, script loaded.
+    /// Untimed calls before each run of ours: connections busy, script loaded.
     const WARM_UP: Duration = Duration::from_millis(500);
+    /// Attempts at one redis-benchmark run: on a loaded machine it sometimes drops
+    /// its connection at start-up ("All clients disconnected").
+    const PEER_ATTEMPTS: usize = 3;
 
     /// What the tasks call.
     #[derive(Clone, Copy, PartialEq)]
@@ -72,67 +124,31 @@ mod bench {
     impl Api {
         fn name(self) -> &'static str {
             match self {
-                Api::Limiter => "limiter",
-                Api::Execute => "execute",
+                Api::Limiter => "tollgate limiter",
+                Api::Execute => "tollgate execute",
             }
         }
     }
 
     /// One run's figures.
+    #[derive(Clone)]
     struct Figures {
         per_second: f64,
         p50: Duration,
         p99: Duration,
-        denied: u64,
+        /// Denied decisions, where the client sees them (not redis-benchmark).
+        denied: Option<u64>,
         /// CPU time of the client (this process, or redis-benchmark) per decision.
         client_cpu: Duration,
         /// CPU time of redis-server per decision.
         server_cpu: Duration,
-    }
-
-    /// User + system CPU time of this process (`self`) or of its waited-for children,
-    /// from `/proc/self/stat` (in clock ticks, 100 per second on Linux).
-    fn cpu_time(children: bool) -> Duration {
-        let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-        // Fields after the command name, which is in parentheses: the 14th to 17th
-        // of the line are utime, stime, cutime, cstime.
-        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-        let fields: Vec<u64> = rest
-            .split_whitespace()
-            .skip(11)
-            .take(4)
-            .map(|f| f.parse().unwrap_or(0))
-            .collect();
-        let ticks = if fields.len() < 4 {
-            0
-        } else if children {
-            fields[2] + fields[3]
-        } else {
-            fields[0] + fields[1]
-        };
-        Duration::from_millis(ticks * 10)
-    }
-
-    /// redis-server's CPU time so far (`INFO cpu`).
-    async fn server_cpu(connection: &mut MultiplexedConnection) -> Duration {
-        let info: String = redis::cmd("INFO")
-            .arg("cpu")
-            .query_async(connection)
-            .await
-            .unwrap();
-        let seconds: f64 = info
-            .lines()
-            .filter_map(|l| {
-                let (name, value) = l.split_once(':')?;
-                matches!(name, "used_cpu_user" | "used_cpu_sys")
-                    .then(|| value.trim().parse::<f64>().ok())?
-            })
-            .sum();
-        Duration::from_secs_f64(seconds)
+        /// Heap allocations of this process per decision (not redis-benchmark's).
+        allocations: Option<f64>,
     }
 
     struct Settings {
         secs: f64,
+        repeat: usize,
         tasks: Vec<usize>,
         connections: Vec<usize>,
         workers: usize,
@@ -141,15 +157,17 @@ mod bench {
 
     fn settings() -> Settings {
         let mut settings = Settings {
-            secs: 3.0,
+            secs: 2.0,
+            repeat: 3,
             tasks: vec![16, 64, 256],
             connections: vec![1, 4],
             workers: 2,
             apis: vec![Api::Limiter, Api::Execute],
         };
-        let list = |v: &str| -> Vec<usize> {
-            v.split(',')
-                .map(|x| x.trim().parse().expect("a list of counts"))
+        let list = |v: Option<String>, what: &str| -> Vec<usize> {
+            v.unwrap_or_default()
+                .split(',')
+                .map(|x| x.trim().parse().unwrap_or_else(|_| panic!("{what}")))
                 .collect()
         };
         let mut args = std::env::args().skip(1);
@@ -158,11 +176,10 @@ mod bench {
                 "--secs" => {
                     settings.secs = args.next().and_then(|v| v.parse().ok()).expect("--secs S")
                 }
-                "--tasks" => settings.tasks = list(&args.next().expect("--tasks 16,64")),
-                "--connections" => {
-                    settings.connections = list(&args.next().expect("--connections 1,4"))
-                }
-                "--workers" => settings.workers = list(&args.next().expect("--workers 2"))[0],
+                "--repeat" => settings.repeat = list(args.next(), "--repeat R")[0].max(1),
+                "--tasks" => settings.tasks = list(args.next(), "--tasks 16,64"),
+                "--connections" => settings.connections = list(args.next(), "--connections 1,4"),
+                "--workers" => settings.workers = list(args.next(), "--workers N")[0],
                 "--limiter-only" => settings.apis = vec![Api::Limiter],
                 // `cargo bench` passes `--bench`.
                 _ => {}
@@ -176,7 +193,7 @@ mod bench {
         Rule::from(Gcra::new(quota))
     }
 
-    /// A xorshift64*: random keys without a dependency.
+    /// Random 12-digit keys below `KEYSPACE` from a xorshift64*: no dependency.
     struct Keys(u64);
 
     impl Keys {
@@ -186,15 +203,21 @@ mod bench {
             self.0 ^= self.0 >> 27;
             let n = self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % KEYSPACE;
             buf.clear();
-            use std::fmt::Write;
             write!(buf, "{n:012}").unwrap();
         }
     }
 
     pub fn main() {
         let Some(()) = require_redis() else { return };
-        if !runs("redis-benchmark") {
-            eprintln!("note: redis-benchmark not found; it comes with redis-server (apt-get install -y redis-server)");
+        if Command::new("redis-benchmark")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            eprintln!(
+                "note: skipping: redis-benchmark not found; it comes with redis-server \
+                 (apt-get install -y redis-server)"
+            );
             return;
         }
         let settings = settings();
@@ -219,78 +242,100 @@ mod bench {
         let rule = rule();
         let command = {
             let checks = [Check::new("", &rule)];
-            let call = stores[0]
-                .script_call(&Request::new("__rand_int__", &checks, Op::Acquire(1)))
-                .unwrap();
+            let request = Request::new("__rand_int__", &checks, Op::Acquire(1));
             let mut args = vec!["EVALSHA".to_owned(), stores[0].script_hash().to_owned()];
-            args.extend(call);
+            args.extend(stores[0].script_call(&request).unwrap());
             args
         };
-        println!("server: redis-server on 127.0.0.1:{}", server.port());
+        let version = Command::new("redis-server")
+            .arg("--version")
+            .output()
+            .unwrap();
         println!(
-            "client: tokio multi-thread runtime, {} workers; rule: GCRA 1000/s, burst 1000, \
-             {KEYSPACE} random keys; {} s per run after {} ms of warm-up",
+            "server: {} on 127.0.0.1:{}; {} CPUs, load average {}",
+            String::from_utf8_lossy(&version.stdout).trim_end(),
+            server.port(),
+            std::thread::available_parallelism().map_or(0, |n| n.get()),
+            load_average()
+        );
+        println!(
+            "client: tokio multi-thread runtime with {} workers; GCRA 1000/s, burst 1000, \
+             {KEYSPACE} random keys; {} s per run after {} ms of warm-up; median of {}",
             settings.workers,
             settings.secs,
-            WARM_UP.as_millis()
+            WARM_UP.as_millis(),
+            settings.repeat
         );
         println!("redis-benchmark runs: {}", shell_words(&command));
         println!();
         println!(
             "| tasks C | connections k | client | decisions/s | p50 | p99 | denied \
-             | client CPU/decision | server CPU/decision | vs redis-benchmark |"
+             | client CPU/decision | client allocations/decision | server CPU/decision \
+             | ratio to redis-benchmark |"
         );
-        println!("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|");
+        println!("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+        let length = Duration::from_secs_f64(settings.secs);
         for &tasks in &settings.tasks {
             for &k in &settings.connections {
                 if tasks % k != 0 {
                     continue;
                 }
-                let mut ours = Vec::new();
-                for &api in &settings.apis {
+                let mut ours: Vec<Vec<Figures>> = vec![Vec::new(); settings.apis.len()];
+                let mut peer = Vec::new();
+                for _ in 0..settings.repeat {
+                    let mut fastest: f64 = 0.0;
+                    for (i, &api) in settings.apis.iter().enumerate() {
+                        runtime.block_on(flush(&mut monitor));
+                        let f = runtime.block_on(run(
+                            &stores[..k],
+                            &rule,
+                            api,
+                            tasks,
+                            length,
+                            &mut monitor,
+                        ));
+                        fastest = fastest.max(f.per_second);
+                        ours[i].push(f);
+                    }
                     runtime.block_on(flush(&mut monitor));
-                    let length = Duration::from_secs_f64(settings.secs);
-                    let figures = runtime.block_on(run(
-                        &stores[..k],
-                        &rule,
-                        api,
-                        tasks,
-                        length,
+                    // About as long as our runs.
+                    let requests = ((fastest * settings.secs) as u64).max(20_000);
+                    peer.push(runtime.block_on(redis_benchmark(
                         &mut monitor,
-                    ));
-                    ours.push((api, figures));
+                        server.port(),
+                        &command,
+                        (k, tasks / k),
+                        requests,
+                    )));
                 }
-                runtime.block_on(flush(&mut monitor));
-                let best = ours.iter().map(|(_, f)| f.per_second).fold(0.0, f64::max);
-                let requests = ((best * settings.secs) as u64).max(50_000);
-                let peer = runtime.block_on(redis_benchmark(
-                    &mut monitor,
-                    server.port(),
-                    &command,
-                    k,
-                    tasks / k,
-                    requests,
-                ));
-                for (api, f) in &ours {
-                    row(
-                        tasks,
-                        k,
-                        &format!("tollgate {}", api.name()),
-                        f,
-                        &f.denied.to_string(),
-                        &format!("**{:.2}**", f.per_second / peer.per_second),
-                    );
+                let peer = median(peer);
+                for (api, figures) in settings.apis.iter().zip(ours) {
+                    let f = median(figures);
+                    let ratio = format!("**{:.2}**", f.per_second / peer.per_second);
+                    row(tasks, k, api.name(), &f, &ratio);
                 }
                 let name = format!("redis-benchmark -c {k} -P {}", tasks / k);
-                row(tasks, k, &name, &peer, "n/a", "1.00");
+                row(tasks, k, &name, &peer, "1.00");
             }
         }
-        drop(server);
+        println!();
+        println!("load average at the end: {}", load_average());
     }
 
-    fn row(tasks: usize, k: usize, client: &str, f: &Figures, denied: &str, ratio: &str) {
+    /// The run with the median decisions/s.
+    fn median(mut runs: Vec<Figures>) -> Figures {
+        runs.sort_by(|a, b| a.per_second.total_cmp(&b.per_second));
+        runs[runs.len() / 2].clone()
+    }
+
+    fn row(tasks: usize, k: usize, client: &str, f: &Figures, ratio: &str) {
+        let denied = f.denied.map_or("n/a".to_owned(), |d| d.to_string());
+        let allocations = f
+            .allocations
+            .map_or("n/a".to_owned(), |a| format!("{a:.1}"));
         println!(
-            "| {tasks} | {k} | {client} | {:.0} | {} | {} | {denied} | {} | {} | {ratio} |",
+            "| {tasks} | {k} | {client} | {:.0} | {} | {} | {denied} | {} | {allocations} | {} \
+             | {ratio} |",
             f.per_second,
             micros(f.p50),
             micros(f.p99),
@@ -309,20 +354,64 @@ mod bench {
     }
 
     fn shell_words(args: &[String]) -> String {
-        args.iter()
+        let quoted: Vec<String> = args
+            .iter()
             .map(|a| {
-                if a.is_empty() {
-                    "''".to_owned()
+                if a.is_empty() || a.contains(['{', '}']) {
+                    format!("'{a}'")
                 } else {
                     a.clone()
                 }
             })
+            .collect();
+        quoted.join(" ")
+    }
+
+    fn load_average() -> String {
+        let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+        text.split_whitespace()
+            .take(3)
             .collect::<Vec<_>>()
             .join(" ")
     }
 
-    fn runs(binary: &str) -> bool {
-        Command::new(binary).arg("--version").output().is_ok()
+    /// User + system CPU time of this process, or of its waited-for children, from
+    /// `/proc/self/stat` (in clock ticks, 100 per second on Linux).
+    fn cpu_time(children: bool) -> Duration {
+        let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+        // After the command name in parentheses, fields 14 to 17 of the line: utime,
+        // stime, cutime, cstime.
+        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+        let fields: Vec<u64> = rest
+            .split_whitespace()
+            .skip(11)
+            .take(4)
+            .map(|f| f.parse().unwrap_or(0))
+            .collect();
+        let ticks = match (fields.len(), children) {
+            (4, false) => fields[0] + fields[1],
+            (4, true) => fields[2] + fields[3],
+            _ => 0,
+        };
+        Duration::from_millis(ticks * 10)
+    }
+
+    /// redis-server's CPU time so far (`INFO cpu`).
+    async fn server_cpu(connection: &mut MultiplexedConnection) -> Duration {
+        let info: String = redis::cmd("INFO")
+            .arg("cpu")
+            .query_async(connection)
+            .await
+            .unwrap();
+        let seconds: f64 = info
+            .lines()
+            .filter_map(|line| {
+                let (name, value) = line.split_once(':')?;
+                let counted = name == "used_cpu_user" || name == "used_cpu_sys";
+                counted.then(|| value.trim().parse::<f64>().ok())?
+            })
+            .sum();
+        Duration::from_secs_f64(seconds)
     }
 
     /// Empties the server, so each run starts from fresh keys; keeps the script.
@@ -333,8 +422,8 @@ mod bench {
             .unwrap();
     }
 
-    /// `tasks` tasks calling `api` in a loop over `stores` for `WARM_UP + length`,
-    /// the calls that start and end within the last `length` counted.
+    /// `tasks` tasks calling `api` in a loop over `stores` for `WARM_UP + length`;
+    /// the calls that start and end within the last `length` are counted.
     async fn run(
         stores: &[RedisStore<ConnectionManager>],
         rule: &Rule,
@@ -343,8 +432,7 @@ mod bench {
         length: Duration,
         monitor: &mut MultiplexedConnection,
     ) -> Figures {
-        let start = Instant::now();
-        let measure_from = start + WARM_UP;
+        let measure_from = Instant::now() + WARM_UP;
         let end = measure_from + length;
         let mut handles = Vec::new();
         for i in 0..tasks {
@@ -352,8 +440,8 @@ mod bench {
             let limiter = SharedLimiter::new(store.clone(), rule.clone()).unwrap();
             let rule = rule.clone();
             handles.push(tokio::spawn(async move {
-                let mut keys =
-                    Keys(0x9e37_79b9_7f4a_7c15 ^ (i as u64 + 1).wrapping_mul(0x1000_0001));
+                let seed = 0x9e37_79b9_7f4a_7c15 ^ (i as u64 + 1).wrapping_mul(0x1000_0001);
+                let mut keys = Keys(seed);
                 let mut key = String::with_capacity(12);
                 let checks = [Check::new("", &rule)];
                 let mut latencies: Vec<u32> = Vec::with_capacity(1 << 16);
@@ -374,7 +462,8 @@ mod bench {
                     };
                     let t1 = Instant::now();
                     if t0 >= measure_from && t1 <= end {
-                        latencies.push(u32::try_from((t1 - t0).as_nanos()).unwrap_or(u32::MAX));
+                        let nanos = u32::try_from((t1 - t0).as_nanos()).unwrap_or(u32::MAX);
+                        latencies.push(nanos);
                         denied += u64::from(!admitted);
                     }
                 }
@@ -383,7 +472,9 @@ mod bench {
         }
         tokio::time::sleep_until(measure_from.into()).await;
         let (client_from, server_from) = (cpu_time(false), server_cpu(monitor).await);
+        let allocations_from = allocations();
         tokio::time::sleep_until(end.into()).await;
+        let allocations_to = allocations();
         let (client_to, server_to) = (cpu_time(false), server_cpu(monitor).await);
         let mut all = Vec::new();
         let mut denied = 0;
@@ -392,80 +483,91 @@ mod bench {
             all.extend(latencies);
             denied += d;
         }
+        assert!(!all.is_empty(), "no call completed within the run");
         all.sort_unstable();
         let at =
             |q: f64| Duration::from_nanos(u64::from(all[((all.len() - 1) as f64 * q) as usize]));
-        let decisions = all.len().max(1) as u32;
+        let decisions = u32::try_from(all.len()).unwrap_or(u32::MAX);
         Figures {
             per_second: all.len() as f64 / length.as_secs_f64(),
             p50: at(0.5),
             p99: at(0.99),
-            denied,
-            client_cpu: (client_to - client_from) / decisions,
-            server_cpu: (server_to - server_from) / decisions,
+            denied: Some(denied),
+            client_cpu: client_to.saturating_sub(client_from) / decisions,
+            server_cpu: server_to.saturating_sub(server_from) / decisions,
+            allocations: Some((allocations_to - allocations_from) as f64 / f64::from(decisions)),
         }
     }
 
-    /// Runs `redis-benchmark` with `command` and reads its CSV line; checks with
-    /// `INFO commandstats` that every `EVALSHA` it sent succeeded.
+    /// Runs `redis-benchmark` with `command` on `clients` connections each pipelining
+    /// `pipeline` requests, and reads its CSV line; checks with `INFO commandstats`
+    /// that every `EVALSHA` it sent succeeded.
     async fn redis_benchmark(
         monitor: &mut MultiplexedConnection,
         port: u16,
         command: &[String],
-        clients: usize,
-        pipeline: usize,
+        (clients, pipeline): (usize, usize),
         requests: u64,
     ) -> Figures {
-        let before = evalsha_stats(monitor).await;
-        let (client_from, server_from) = (cpu_time(true), server_cpu(monitor).await);
-        // Blocks the thread in `block_on`, not a worker: the connection runs meanwhile.
-        let output = Command::new("redis-benchmark")
-            .args(["-h", "127.0.0.1", "-p", &port.to_string()])
-            .args(["-c", &clients.to_string(), "-P", &pipeline.to_string()])
-            .args(["-n", &requests.to_string(), "-r", &KEYSPACE.to_string()])
-            .args(["--csv", "--precision", "3"])
-            .args(command)
-            .output()
-            .expect("redis-benchmark runs");
-        let (client_to, server_to) = (cpu_time(true), server_cpu(monitor).await);
-        let after = evalsha_stats(monitor).await;
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        assert!(
-            output.status.success(),
-            "redis-benchmark -c {clients} -P {pipeline} -n {requests} failed: {}{}",
-            stdout,
-            String::from_utf8_lossy(&output.stderr)
-        );
-        assert_eq!(
-            after.1, before.1,
-            "redis-benchmark's EVALSHA calls failed: {stdout}"
-        );
-        assert!(
-            after.0 - before.0 >= requests,
-            "redis-benchmark sent fewer calls than asked"
-        );
-        // "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
-        let line = stdout
-            .lines()
-            .rev()
-            .find(|l| l.starts_with('"') && !l.starts_with("\"test\""))
-            .unwrap_or_else(|| panic!("no CSV line from redis-benchmark: {stdout}"));
-        let fields: Vec<f64> = line
-            .rsplitn(8, ',')
-            .take(7)
-            .map(|f| f.trim_matches('"').parse().expect("a number"))
-            .collect();
-        // Reversed: max, p99, p95, p50, min, avg, rps.
-        let ms = |v: f64| Duration::from_secs_f64(v / 1e3);
-        let decisions = requests as u32;
-        Figures {
-            per_second: fields[6],
-            p50: ms(fields[3]),
-            p99: ms(fields[1]),
-            denied: 0,
-            client_cpu: (client_to - client_from) / decisions,
-            server_cpu: (server_to - server_from) / decisions,
+        let mut failures = String::new();
+        for _ in 0..PEER_ATTEMPTS {
+            let (calls_from, failed_from) = evalsha_stats(monitor).await;
+            let (client_from, server_from) = (cpu_time(true), server_cpu(monitor).await);
+            // Blocks the thread in `block_on`, not a worker: the monitor's connection
+            // keeps running.
+            let output = Command::new("redis-benchmark")
+                .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+                .args(["-c", &clients.to_string(), "-P", &pipeline.to_string()])
+                .args(["-n", &requests.to_string(), "-r", &KEYSPACE.to_string()])
+                .args(["--csv", "--precision", "3"])
+                .args(command)
+                .output()
+                .expect("redis-benchmark runs");
+            let (client_to, server_to) = (cpu_time(true), server_cpu(monitor).await);
+            let (calls_to, failed_to) = evalsha_stats(monitor).await;
+            let stdout = String::from_utf8_lossy(&output.stdout);
+            if !output.status.success() {
+                let stderr = String::from_utf8_lossy(&output.stderr);
+                writeln!(failures, "{stdout}{stderr}").unwrap();
+                continue;
+            }
+            assert_eq!(
+                failed_to, failed_from,
+                "redis-benchmark's EVALSHA failed: {stdout}"
+            );
+            assert!(
+                calls_to - calls_from >= requests,
+                "redis-benchmark sent too few"
+            );
+            // "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms",
+            // "p95_latency_ms","p99_latency_ms","max_latency_ms": the command itself
+            // has commas in it, so read from the end.
+            let line = stdout
+                .lines()
+                .rev()
+                .find(|l| l.starts_with('"') && !l.starts_with("\"test\""))
+                .unwrap_or_else(|| panic!("no CSV line from redis-benchmark: {stdout}"));
+            let fields: Vec<f64> = line
+                .rsplitn(8, ',')
+                .take(7)
+                .map(|f| f.trim_matches('"').parse().expect("a number"))
+                .collect();
+            // Reversed: max, p99, p95, p50, min, avg, rps.
+            let ms = |v: f64| Duration::from_secs_f64(v / 1e3);
+            let decisions = u32::try_from(requests).unwrap_or(u32::MAX);
+            return Figures {
+                per_second: fields[6],
+                p50: ms(fields[3]),
+                p99: ms(fields[1]),
+                denied: None,
+                client_cpu: client_to.saturating_sub(client_from) / decisions,
+                server_cpu: server_to.saturating_sub(server_from) / decisions,
+                allocations: None,
+            };
         }
+        panic!(
+            "redis-benchmark -c {clients} -P {pipeline} failed {PEER_ATTEMPTS} times:\n{failures}"
+        );
     }
 
     /// `EVALSHA` calls and failed calls so far.
@@ -480,7 +582,7 @@ mod bench {
             .find(|l| l.starts_with("cmdstat_evalsha:"))
             .unwrap_or("");
         let field = |name: &str| -> u64 {
-            line.split(|c| c == ':' || c == ',')
+            line.split([':', ','])
                 .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0)
