@@ -153,6 +153,7 @@ mod bench {
         connections: Vec<usize>,
         workers: usize,
         apis: Vec<Api>,
+        ceiling: bool,
     }
 
     fn settings() -> Settings {
@@ -163,6 +164,7 @@ mod bench {
             connections: vec![1, 4],
             workers: 2,
             apis: vec![Api::Limiter, Api::Execute],
+            ceiling: true,
         };
         let list = |v: Option<String>, what: &str| -> Vec<usize> {
             v.unwrap_or_default()
@@ -181,6 +183,7 @@ mod bench {
                 "--connections" => settings.connections = list(args.next(), "--connections 1,4"),
                 "--workers" => settings.workers = list(args.next(), "--workers N")[0],
                 "--limiter-only" => settings.apis = vec![Api::Limiter],
+                "--no-ceiling" => settings.ceiling = false,
                 // `cargo bench` passes `--bench`.
                 _ => {}
             }
@@ -318,8 +321,84 @@ mod bench {
                 row(tasks, k, &name, &peer, "1.00");
             }
         }
+        if settings.ceiling {
+            runtime.block_on(ceiling(&mut monitor, server.port(), &command));
+        }
         println!();
         println!("load average at the end: {}", load_average());
+    }
+
+    /// The same GCRA decision with nothing but what any such script needs: the
+    /// server's time, the state read, the state written with a TTL, five integers
+    /// back. ARGV as the store sends it: `acquire n max_wait now gcra 3 interval
+    /// tolerance burst`.
+    const MINIMAL_GCRA: &str = "\
+        local t = redis.call('TIME')
+        local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+        local n, interval, tolerance = tonumber(ARGV[2]), tonumber(ARGV[7]), tonumber(ARGV[8])
+        local stored = redis.call('GET', KEYS[1])
+        local tat = math.max(stored and tonumber(stored) or 0, now) + n * interval
+        if tat - tolerance > now then
+          return {0, tonumber(ARGV[9]), 0, 0, tat - tolerance - now}
+        end
+        redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX', math.ceil((tat - now) / 1000) + 1000)
+        return {1, tonumber(ARGV[9]), 0, tat - now, 0}";
+
+    /// What the server alone can do, with a client that costs nearly nothing
+    /// (redis-benchmark, one connection, 64 pipelined): the same call on scripts
+    /// that do less than the store's, and the server's time per call
+    /// (`INFO commandstats`).
+    async fn ceiling(monitor: &mut MultiplexedConnection, port: u16, command: &[String]) {
+        let source = RedisStore::<ConnectionManager>::script_source();
+        // The store's script with its driver cut off: the cost of defining every
+        // algorithm, which each call pays before deciding anything.
+        let definitions = source
+            .find("-- The driver:")
+            .map(|at| format!("{}\nreturn {{1, 1, 1, 1, 1}}\n", &source[..at]));
+        let mut scripts = vec![
+            ("`return 1`", "return 1".to_owned()),
+            ("minimal GCRA: TIME, GET, SET PX", MINIMAL_GCRA.to_owned()),
+        ];
+        if let Some(definitions) = definitions {
+            scripts.push(("the store's script, definitions only", definitions));
+        }
+        scripts.push(("the store's script", source.to_owned()));
+        println!();
+        println!("Server ceiling: redis-benchmark -c 1 -P 64, the same arguments, other scripts");
+        println!();
+        println!("| script | decisions/s | server time per call (`usec_per_call`) |");
+        println!("|---|---:|---:|");
+        for (name, script) in scripts {
+            let hash: String = redis::cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(&script)
+                .query_async(monitor)
+                .await
+                .unwrap();
+            let mut call = command.to_vec();
+            call[1] = hash;
+            flush(monitor).await;
+            let () = redis::cmd("CONFIG")
+                .arg("RESETSTAT")
+                .query_async(monitor)
+                .await
+                .unwrap();
+            let f = redis_benchmark(monitor, port, &call, (1, 64), 200_000).await;
+            let info: String = redis::cmd("INFO")
+                .arg("commandstats")
+                .query_async(monitor)
+                .await
+                .unwrap();
+            let per_call = info
+                .lines()
+                .find_map(|l| l.strip_prefix("cmdstat_evalsha:"))
+                .and_then(|l| {
+                    l.split(',')
+                        .find_map(|kv| kv.strip_prefix("usec_per_call="))
+                })
+                .unwrap_or("?");
+            println!("| {name} | {:.0} | {per_call} µs |", f.per_second);
+        }
     }
 
     /// The run with the median decisions/s.
