@@ -32,7 +32,7 @@
 //! turn, and the run with the median decisions/s of each client is shown; the ratio
 //! is of the medians.
 //!
-//! Run `cargo bench --features redis --bench redis_throughput` (about 2 min). Options
+//! Run `cargo bench --features redis --bench redis_throughput` (about 2.5 min). Options
 //! after `--`: `--secs S` per run (default 2), `--repeat R`, `--tasks 16,64,256`,
 //! `--connections 1,4`, `--workers 2`, `--limiter-only`.
 
