@@ -405,7 +405,7 @@ pub(crate) fn from_redis(error: RedisError) -> StoreError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algorithm::Gcra;
+    use crate::algorithm::{Gcra, SmoothBursty};
     use crate::store::{Check, Op, Rule};
     use crate::Quota;
     use redis::{RedisFuture, Value};
@@ -456,9 +456,13 @@ mod tests {
     fn the_command_sent_is_the_script_call() {
         let store = RedisStore::new(Unused, "p").unwrap();
         let (second, minute) = (gcra(10, 5), gcra(1_000, 50));
+        // Doubles as parameters: `3.0` per second is a stable interval of 333,333.33 µs.
+        let smooth = Rule::from(SmoothBursty::new(3.0).unwrap());
         let one = [Check::new("", &second)];
         let two = [Check::new("s", &second), Check::new("m", &minute)];
+        let doubles = [Check::new("", &smooth), Check::new("g", &second)];
         let requests = [
+            Request::new("d", &doubles, Op::Acquire(1)),
             Request::new("user-42", &one, Op::Acquire(1)),
             Request::new("user-42", &one, Op::Peek(0)),
             Request::new("u", &one, Op::Refund(3)).at(Duration::from_micros(1_700_000_000_123_456)),
