@@ -78,17 +78,52 @@ pub(crate) fn rule_args(rule: &Rule) -> Result<(&'static str, Vec<Arg>), ConfigE
     Ok((rule.kind(), args))
 }
 
-/// Every algorithm's script, in the order they are concatenated.
+/// The one script: the prelude, GCRA, every other algorithm file wrapped in a function
+/// that defines it, and the driver.
+///
+/// Redis runs the whole script on every `EVALSHA`, so a file at the top level is
+/// defined again on every call, whatever the call decides: defining all of them cost
+/// more than a GCRA decision itself (`benches/README.md`, Redis throughput). A wrapped
+/// file is defined only when a call looks up one of its kinds (`ALGORITHMS`'
+/// `__index`), and once per call at most. GCRA stays at the top level: the leaky
+/// bucket is built from its functions. The files are the same; what a call decides
+/// is the same.
 pub(crate) const SCRIPT: &str = concat!(
     include_str!("../lua/prelude.lua"),
     include_str!("../lua/gcra.lua"),
+    "\n-- Every other algorithm is defined on first use, by the call that needs it.\n",
+    "local DEFINE = {}\n",
+    "DEFINE.leaky_bucket = function()\n",
     include_str!("../lua/leaky_bucket.lua"),
+    "end\n",
+    "DEFINE.fixed_window = function()\n",
     include_str!("../lua/fixed_window.lua"),
+    "end\n",
+    "DEFINE.fixed_window_first_hit = DEFINE.fixed_window\n",
+    "DEFINE.sliding_log = function()\n",
     include_str!("../lua/sliding_log.lua"),
+    "end\n",
+    "DEFINE.sliding_counter = function()\n",
     include_str!("../lua/sliding_counter.lua"),
+    "end\n",
+    "DEFINE.smooth_bursty = function()\n",
     include_str!("../lua/smooth.lua"),
+    "end\n",
+    "DEFINE.smooth_warming_up = DEFINE.smooth_bursty\n",
+    "DEFINE.refresh_period = function()\n",
     include_str!("../lua/refresh_period.lua"),
+    "end\n",
+    "DEFINE.concurrency = function()\n",
     include_str!("../lua/concurrency.lua"),
+    "end\n",
+    "setmetatable(ALGORITHMS, {__index = function(algorithms, kind)\n",
+    "  local define = DEFINE[kind]\n",
+    "  if define == nil then\n",
+    "    return nil\n",
+    "  end\n",
+    "  define()\n",
+    "  return rawget(algorithms, kind)\n",
+    "end})\n\n",
     include_str!("../lua/driver.lua"),
 );
 
@@ -105,3 +140,66 @@ const _KINDS: [&str; 10] = [
     rule_kind::RefreshPeriod,
     rule_kind::Concurrency,
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The part of `SCRIPT` that defines `kind`: GCRA's file at the top level, or the
+    /// body of the function that `DEFINE.<kind>` names (following an alias).
+    fn definition_of(kind: &str) -> &'static str {
+        if kind == rule_kind::Gcra {
+            let start = SCRIPT.find("ALGORITHMS.gcra =").expect("gcra");
+            let end = SCRIPT.find("local DEFINE = {}").expect("DEFINE");
+            return &SCRIPT[start..end];
+        }
+        let entry = format!("\nDEFINE.{kind} = ");
+        let at = SCRIPT
+            .find(&entry)
+            .unwrap_or_else(|| panic!("no DEFINE.{kind}"))
+            + entry.len();
+        let rest = &SCRIPT[at..];
+        if let Some(alias) = rest.strip_prefix("DEFINE.") {
+            let other = &alias[..alias.find('\n').expect("a line")];
+            return definition_of(other);
+        }
+        let body = rest.strip_prefix("function()\n").expect("a function");
+        let end = ["\nDEFINE.", "\nsetmetatable(ALGORITHMS"]
+            .iter()
+            .filter_map(|marker| body.find(marker))
+            .min()
+            .expect("the end of the function");
+        &body[..end]
+    }
+
+    #[test]
+    fn every_kind_is_defined_at_the_top_or_on_first_use() {
+        for kind in _KINDS {
+            let registers = format!("ALGORITHMS.{kind} =");
+            assert!(
+                definition_of(kind).contains(&registers),
+                "{kind} is not registered where DEFINE says"
+            );
+        }
+        let wrapped = SCRIPT.matches("= function()\n").count();
+        assert_eq!(wrapped, 7, "one function per file but GCRA's");
+    }
+
+    #[test]
+    fn every_algorithm_file_is_in_the_script() {
+        for file in [
+            include_str!("../lua/prelude.lua"),
+            include_str!("../lua/gcra.lua"),
+            include_str!("../lua/leaky_bucket.lua"),
+            include_str!("../lua/fixed_window.lua"),
+            include_str!("../lua/sliding_log.lua"),
+            include_str!("../lua/sliding_counter.lua"),
+            include_str!("../lua/smooth.lua"),
+            include_str!("../lua/refresh_period.lua"),
+            include_str!("../lua/concurrency.lua"),
+            include_str!("../lua/driver.lua"),
+        ] {
+            assert!(SCRIPT.contains(file));
+        }
+    }
+}
