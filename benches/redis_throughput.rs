@@ -32,9 +32,14 @@
 //! turn, and the run with the median decisions/s of each client is shown; the ratio
 //! is of the medians.
 //!
+//! Last, the server's ceiling: redis-benchmark alone (one connection, 64 pipelined)
+//! with the same arguments on `return 1`, on a minimal GCRA script, on the store's
+//! script without its driver (what every call defines) and on the store's script,
+//! with the server's time per call.
+//!
 //! Run `cargo bench --features redis --bench redis_throughput` (about 2.5 min). Options
 //! after `--`: `--secs S` per run (default 2), `--repeat R`, `--tasks 16,64,256`,
-//! `--connections 1,4`, `--workers 2`, `--limiter-only`.
+//! `--connections 1,4`, `--workers 2`, `--limiter-only`, `--no-ceiling`.
 
 #[cfg(not(feature = "redis"))]
 fn main() {
