@@ -11,6 +11,16 @@
 //!
 //! Keys are `{prefix}:{tag}:{key}`, with literal braces: the tag is the Redis Cluster
 //! hash tag, so that one request's keys share a slot.
+//!
+//! On top of any store:
+//!
+//! - [`SharedLimiter`]: the limiter API per key (`try_acquire`, `reserve`,
+//!   `acquire(n).await`, …), one round trip per call;
+//! - [`Resilient`]: a per-call deadline, a [`FailurePolicy`] (open, closed, or a local
+//!   fallback holding each node's share, [`Rule::per_node`]) and a circuit breaker;
+//! - [`DeniedCache`]: known denials answered locally until their retry time;
+//! - `BatchedLimiter` (feature `redis`): fixed windows counted locally and synced to
+//!   Redis in batches, trading a bounded over-admission for fewer round trips.
 
 use std::sync::Arc;
 
