@@ -182,8 +182,7 @@ fn requeue(state: &mut State, batch: Vec<Queued>) {
 /// The error of requests whose batch's sender was dropped while it was in flight.
 fn cancelled() -> StoreError {
     StoreError::Connection(
-        "the call carrying this request was cancelled: it may or may not have been decided"
-            .into(),
+        "the call carrying this request was cancelled: it may or may not have been decided".into(),
     )
 }
 
