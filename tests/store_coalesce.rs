@@ -403,7 +403,7 @@ fn differential_cases_decide_the_same_through_a_coalescing_store() {
         steps(3_000_000, 8, 1..24),
     );
     diff.run(16, strategy, |diff, (a, b, start, steps)| {
-        check_coalescing(diff, &[a.clone()], start, &steps)?;
+        check_coalescing(diff, std::slice::from_ref(&a), start, &steps)?;
         check_coalescing(diff, &[a, b], start, &steps)
     });
 }

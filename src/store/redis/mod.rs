@@ -658,6 +658,26 @@ mod tests {
     }
 
     #[test]
+    fn batch_script_call_lists_every_key_then_each_request_after_its_key_count() {
+        let store = RedisStore::new(Unused, "p").unwrap();
+        let (second, minute) = (gcra(10, 5), gcra(1_000, 50));
+        let one = [Check::new("", &second)];
+        let two = [Check::new("s", &second), Check::new("m", &minute)];
+        let requests = [
+            Request::new("a", &one, Op::Acquire(1)),
+            Request::new("b", &two, Op::Peek(2)),
+        ];
+        assert_eq!(
+            store.batch_script_call(&requests).unwrap(),
+            [
+                "3", "p:{a}", "p:{b}:s", "p:{b}:m", "batch", "2", "1", "acquire", "1", "0", "",
+                "gcra", "3", "100000", "500000", "5", "2", "peek", "2", "0", "", "gcra", "3",
+                "100000", "500000", "5", "gcra", "3", "1000", "50000", "50",
+            ]
+        );
+    }
+
+    #[test]
     fn nothing_is_written_before_every_check_passes() {
         let store = RedisStore::new(Unused, "p").unwrap().max_key_len(8);
         let rule = gcra(10, 5);
