@@ -32,6 +32,12 @@
 //! turn, and the run with the median decisions/s of each client is shown; the ratio
 //! is of the medians.
 //!
+//! Then coalesced (`RedisStore::coalescing(B)`, one connection): C tasks on
+//! `Store::execute` over one store whose concurrent requests go up to B per `EVALSHA`,
+//! with the mean requests per call (`INFO commandstats`), next to `redis-benchmark
+//! -c 1 -P 1` running the store's batch call of R requests (`batch_script_call`, R
+//! the mean per call of our run rounded, each key `__rand_int__`), its calls/s times R.
+//!
 //! Last, the server's ceiling: redis-benchmark alone (one connection, 64 pipelined)
 //! with the same arguments on `return 1`, on a minimal GCRA script, on the store's
 //! script without its driver (what every call defines) and on the store's script,
@@ -39,7 +45,8 @@
 //!
 //! Run `cargo bench --features redis --bench redis_throughput` (about 2.5 min). Options
 //! after `--`: `--secs S` per run (default 2), `--repeat R`, `--tasks 16,64,256`,
-//! `--connections 1,4`, `--workers 2`, `--limiter-only`, `--no-ceiling`.
+//! `--connections 1,4`, `--workers 2`, `--limiter-only`, `--no-ceiling`,
+//! `--batches 64,256` (coalesced runs' B), `--coalesced-only`.
 
 #[cfg(not(feature = "redis"))]
 fn main() {
@@ -149,6 +156,8 @@ mod bench {
         server_cpu: Duration,
         /// Heap allocations of this process per decision (not redis-benchmark's).
         allocations: Option<f64>,
+        /// Decisions per `EVALSHA`, for our runs.
+        per_call: Option<f64>,
     }
 
     struct Settings {
@@ -159,6 +168,8 @@ mod bench {
         workers: usize,
         apis: Vec<Api>,
         ceiling: bool,
+        batches: Vec<usize>,
+        uncoalesced: bool,
     }
 
     fn settings() -> Settings {
@@ -170,6 +181,8 @@ mod bench {
             workers: 2,
             apis: vec![Api::Limiter, Api::Execute],
             ceiling: true,
+            batches: vec![64, 256],
+            uncoalesced: true,
         };
         let list = |v: Option<String>, what: &str| -> Vec<usize> {
             v.unwrap_or_default()
@@ -189,6 +202,11 @@ mod bench {
                 "--workers" => settings.workers = list(args.next(), "--workers N")[0],
                 "--limiter-only" => settings.apis = vec![Api::Limiter],
                 "--no-ceiling" => settings.ceiling = false,
+                "--batches" => settings.batches = list(args.next(), "--batches 64,256"),
+                "--coalesced-only" => {
+                    settings.uncoalesced = false;
+                    settings.ceiling = false;
+                }
                 // `cargo bench` passes `--bench`.
                 _ => {}
             }
@@ -275,6 +293,37 @@ mod bench {
             settings.repeat
         );
         println!("redis-benchmark runs: {}", shell_words(&command));
+        if settings.uncoalesced {
+            uncoalesced(
+                &settings,
+                &runtime,
+                &server,
+                &stores,
+                &mut monitor,
+                &rule,
+                &command,
+            );
+        }
+        if !settings.batches.is_empty() {
+            runtime.block_on(coalesced(&settings, &server, &rule, &mut monitor));
+        }
+        if settings.ceiling {
+            runtime.block_on(ceiling(&mut monitor, server.port(), &command));
+        }
+        println!();
+        println!("load average at the end: {}", load_average());
+    }
+
+    /// The table of one decision per call.
+    fn uncoalesced(
+        settings: &Settings,
+        runtime: &tokio::runtime::Runtime,
+        server: &RedisServer,
+        stores: &[RedisStore<ConnectionManager>],
+        monitor: &mut MultiplexedConnection,
+        rule: &Rule,
+        command: &[String],
+    ) {
         println!();
         println!(
             "| tasks C | connections k | client | decisions/s | p50 | p99 | denied \
@@ -293,25 +342,19 @@ mod bench {
                 for _ in 0..settings.repeat {
                     let mut fastest: f64 = 0.0;
                     for (i, &api) in settings.apis.iter().enumerate() {
-                        runtime.block_on(flush(&mut monitor));
-                        let f = runtime.block_on(run(
-                            &stores[..k],
-                            &rule,
-                            api,
-                            tasks,
-                            length,
-                            &mut monitor,
-                        ));
+                        runtime.block_on(flush(monitor));
+                        let f =
+                            runtime.block_on(run(&stores[..k], rule, api, tasks, length, monitor));
                         fastest = fastest.max(f.per_second);
                         ours[i].push(f);
                     }
-                    runtime.block_on(flush(&mut monitor));
+                    runtime.block_on(flush(monitor));
                     // About as long as our runs.
                     let requests = ((fastest * settings.secs) as u64).max(20_000);
                     peer.push(runtime.block_on(redis_benchmark(
-                        &mut monitor,
+                        monitor,
                         server.port(),
-                        &command,
+                        command,
                         (k, tasks / k),
                         requests,
                     )));
@@ -326,11 +369,77 @@ mod bench {
                 row(tasks, k, &name, &peer, "1.00");
             }
         }
-        if settings.ceiling {
-            runtime.block_on(ceiling(&mut monitor, server.port(), &command));
-        }
+    }
+
+    /// The table of coalesced runs: C tasks on one coalescing store, against
+    /// redis-benchmark sending the same batch calls one at a time.
+    async fn coalesced(
+        settings: &Settings,
+        server: &RedisServer,
+        rule: &Rule,
+        monitor: &mut MultiplexedConnection,
+    ) {
         println!();
-        println!("load average at the end: {}", load_average());
+        println!(
+            "Coalesced: one connection, `RedisStore::coalescing(B)`; redis-benchmark -c 1 -P 1 \
+             on the batch call of R requests (R = our mean requests per call), calls/s × R"
+        );
+        println!();
+        println!(
+            "| tasks C | B | client | decisions/s | requests/call | p50 | p99 | denied \
+             | client CPU/decision | server CPU/decision | ratio to redis-benchmark |"
+        );
+        println!("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+        let length = Duration::from_secs_f64(settings.secs);
+        let checks = [Check::new("", rule)];
+        for &tasks in &settings.tasks {
+            for &batch in &settings.batches {
+                let store = RedisStore::connect(&server.url(), PREFIX)
+                    .await
+                    .unwrap()
+                    .coalescing(batch);
+                let mut ours = Vec::new();
+                let mut peer = Vec::new();
+                for _ in 0..settings.repeat {
+                    flush(monitor).await;
+                    let stores = [store.clone()];
+                    let f = run(&stores, rule, Api::Execute, tasks, length, monitor).await;
+                    let per_call = f.per_call.unwrap_or(1.0).round().max(1.0) as usize;
+                    let requests: Vec<Request<'_>> = (0..per_call)
+                        .map(|_| Request::new("__rand_int__", &checks, Op::Acquire(1)))
+                        .collect();
+                    let mut call = vec!["EVALSHA".to_owned(), store.script_hash().to_owned()];
+                    call.extend(store.batch_script_call(&requests).unwrap());
+                    let calls =
+                        ((f.per_second * settings.secs) as u64 / per_call as u64).max(2_000);
+                    ours.push(f);
+                    flush(monitor).await;
+                    let mut p = redis_benchmark(monitor, server.port(), &call, (1, 1), calls).await;
+                    p.per_second *= per_call as f64;
+                    p.client_cpu /= per_call as u32;
+                    p.server_cpu /= per_call as u32;
+                    p.per_call = Some(per_call as f64);
+                    peer.push(p);
+                }
+                let (f, p) = (median(ours), median(peer));
+                let ratio = format!("**{:.2}**", f.per_second / p.per_second);
+                coalesced_row(tasks, batch, "tollgate execute", &f, &ratio);
+                coalesced_row(tasks, batch, "redis-benchmark -c 1 -P 1", &p, "1.00");
+            }
+        }
+    }
+
+    fn coalesced_row(tasks: usize, batch: usize, client: &str, f: &Figures, ratio: &str) {
+        let denied = f.denied.map_or("n/a".to_owned(), |d| d.to_string());
+        let per_call = f.per_call.map_or("n/a".to_owned(), |r| format!("{r:.1}"));
+        println!(
+            "| {tasks} | {batch} | {client} | {:.0} | {per_call} | {} | {} | {denied} | {} | {} | {ratio} |",
+            f.per_second,
+            micros(f.p50),
+            micros(f.p99),
+            micros(f.client_cpu),
+            micros(f.server_cpu),
+        );
     }
 
     /// The same GCRA decision with nothing but what any such script needs: the
@@ -556,10 +665,12 @@ mod bench {
         }
         tokio::time::sleep_until(measure_from.into()).await;
         let (client_from, server_from) = (cpu_time(false), server_cpu(monitor).await);
+        let (calls_from, _) = evalsha_stats(monitor).await;
         let allocations_from = allocations();
         tokio::time::sleep_until(end.into()).await;
         let allocations_to = allocations();
         let (client_to, server_to) = (cpu_time(false), server_cpu(monitor).await);
+        let (calls_to, _) = evalsha_stats(monitor).await;
         let mut all = Vec::new();
         let mut denied = 0;
         for handle in handles {
@@ -580,6 +691,9 @@ mod bench {
             client_cpu: client_to.saturating_sub(client_from) / decisions,
             server_cpu: server_to.saturating_sub(server_from) / decisions,
             allocations: Some((allocations_to - allocations_from) as f64 / f64::from(decisions)),
+            per_call: Some(
+                f64::from(decisions) / calls_to.saturating_sub(calls_from).max(1) as f64,
+            ),
         }
     }
 
@@ -647,6 +761,7 @@ mod bench {
                 client_cpu: client_to.saturating_sub(client_from) / decisions,
                 server_cpu: server_to.saturating_sub(server_from) / decisions,
                 allocations: None,
+                per_call: None,
             };
         }
         panic!(

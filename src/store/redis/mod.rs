@@ -6,10 +6,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::aio::{
+    ConnectionLike, ConnectionManager, ConnectionManagerConfig, MultiplexedConnection,
+};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{Client, Cmd, ErrorKind, RedisError, Script, ServerErrorKind};
+use redis::{
+    Client, Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult, Script, ServerErrorKind,
+};
 
 use super::request::{Outcome, Request};
 use super::rule::{Step, Verdict};
@@ -17,6 +21,7 @@ use super::{storage_key, validate_prefix, Store, StoreError, DEFAULT_MAX_KEY_LEN
 use crate::decision::{Admitted, InsufficientCapacity, Limited, Reservation};
 
 pub(crate) mod args;
+mod coalesce;
 
 /// How long a connection attempt waits.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
@@ -31,7 +36,9 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// restart, a failover or `SCRIPT FLUSH`).
 ///
 /// Concurrent requests over one store share its connection and are pipelined on it:
-/// clone the store (cheap) rather than connecting again.
+/// clone the store (cheap) rather than connecting again. With
+/// [`coalescing`](RedisStore::coalescing), concurrent requests are also decided
+/// several per `EVALSHA`, which is what lifts the server's ceiling.
 ///
 /// # Examples
 ///
@@ -55,6 +62,8 @@ pub struct RedisStore<C = ConnectionManager> {
     prefix: Arc<str>,
     script: Arc<Script>,
     max_key_len: usize,
+    /// Shared by clones: their concurrent requests batch together.
+    coalescer: Option<Arc<coalesce::Coalescer>>,
 }
 
 impl<C> fmt::Debug for RedisStore<C> {
@@ -62,6 +71,10 @@ impl<C> fmt::Debug for RedisStore<C> {
         f.debug_struct("RedisStore")
             .field("prefix", &self.prefix)
             .field("max_key_len", &self.max_key_len)
+            .field(
+                "coalescing",
+                &self.coalescer.as_ref().map(|c| c.max_batch()),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -99,6 +112,70 @@ impl RedisStore<ConnectionManager> {
             .await
             .map_err(from_redis)?;
         RedisStore::new(connection, prefix)
+    }
+
+    /// The same store, deciding concurrent requests up to `max_batch` per `EVALSHA`
+    /// (a `max_batch` of 0 counts as 1). Off by default.
+    ///
+    /// Redis spends most of a call on the call itself rather than on the decision,
+    /// and runs one script at a time: one decision per call caps a server at some
+    /// tens of thousands per second (`benches/README.md`, Redis throughput). With
+    /// coalescing, one call of this store and its clones is in flight at a time;
+    /// requests made meanwhile queue, and the next call carries up to `max_batch` of
+    /// them, in arrival order. Each is decided as alone, all-or-nothing on its own
+    /// (a conflict fails only its caller), and all read one `TIME`. A request with
+    /// an explicit time ([`Request::at`]) shares a call only with the same time. An
+    /// error of the call itself (connection, timeout) goes to every caller in it.
+    /// There is no background task: the caller whose request goes first sends the
+    /// call and hands out the replies, then hands the next call to the first caller
+    /// queued for it. A request arriving when nothing is in flight goes at once.
+    ///
+    /// Not offered for Redis Cluster: the keys of one script must share one slot.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use tollgate::store::RedisStore;
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = RedisStore::connect("redis://127.0.0.1/", "api")
+    ///     .await?
+    ///     .coalescing(64);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping a request's future before its call is sent takes it out of the
+    /// queue. Dropping the future that is sending a call fails the other requests
+    /// of that call with [`StoreError::Connection`] (whether Redis decided them is
+    /// unknown, as after a lost connection); the next call is sent all the same.
+    pub fn coalescing(self, max_batch: usize) -> Self {
+        self.with_coalescer(max_batch)
+    }
+}
+
+impl RedisStore<MultiplexedConnection> {
+    /// As [`RedisStore::<ConnectionManager>::coalescing`](RedisStore::coalescing):
+    /// concurrent requests decided up to `max_batch` per `EVALSHA`.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use tollgate::store::RedisStore;
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = redis::Client::open("redis://127.0.0.1/")?;
+    /// let connection = client.get_multiplexed_async_connection().await?;
+    /// let store = RedisStore::new(connection, "api")?.coalescing(64);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`RedisStore::<ConnectionManager>::coalescing`](RedisStore::coalescing).
+    pub fn coalescing(self, max_batch: usize) -> Self {
+        self.with_coalescer(max_batch)
     }
 }
 
@@ -152,7 +229,15 @@ where
             prefix: prefix.into(),
             script: Arc::new(Script::new(args::SCRIPT)),
             max_key_len: DEFAULT_MAX_KEY_LEN,
+            coalescer: None,
         })
+    }
+
+    fn with_coalescer(self, max_batch: usize) -> Self {
+        RedisStore {
+            coalescer: Some(Arc::new(coalesce::Coalescer::new(max_batch))),
+            ..self
+        }
     }
 
     /// The same store, accepting keys of at most `max` bytes (prefix and tag included)
@@ -211,6 +296,49 @@ where
         let mut out = Vec::new();
         self.encode(request, &mut out)?;
         Ok(out)
+    }
+
+    /// The arguments of `EVALSHA` after the script hash for `requests` decided in
+    /// one call, as a coalescing store sends them: the key count, every request's
+    /// keys, then `batch`, the request count and each request's key count and
+    /// arguments. For tools that replay a batch.
+    ///
+    /// # Errors
+    ///
+    /// As [`execute`](Store::execute), for what can be checked without Redis.
+    pub fn batch_script_call(&self, requests: &[Request<'_>]) -> Result<Vec<String>, StoreError> {
+        let entries = requests
+            .iter()
+            .map(|r| self.entry(r))
+            .collect::<Result<Vec<_>, _>>()?;
+        let keys: usize = entries.iter().map(|e| e.keys.len()).sum();
+        let mut out = vec![keys.to_string()];
+        for entry in &entries {
+            out.extend(entry.keys.iter().cloned());
+        }
+        out.push("batch".into());
+        out.push(entries.len().to_string());
+        for entry in entries {
+            out.push(entry.keys.len().to_string());
+            out.extend(entry.args);
+        }
+        Ok(out)
+    }
+
+    /// `request` as a batch carries it.
+    fn entry(&self, request: &Request<'_>) -> Result<coalesce::Entry, StoreError> {
+        let mut args = Vec::new();
+        self.encode(request, &mut args)?;
+        let keys = request.checks.len();
+        let rest = args.split_off(1 + keys);
+        args.remove(0);
+        Ok(coalesce::Entry {
+            at: request
+                .at
+                .map(|at| u64::try_from(at.as_micros()).unwrap_or(u64::MAX)),
+            keys: args,
+            args: rest,
+        })
     }
 
     /// Writes the arguments of `EVALSHA` after the script hash into `out`, once
@@ -311,25 +439,23 @@ where
         if let Some(known) = request.precheck()? {
             return Ok(known);
         }
+        if let Some(coalescer) = &self.coalescer {
+            let entry = self.entry(request)?;
+            let reply = coalescer
+                .execute(&self.connection, &self.script, entry)
+                .await?;
+            let verdicts = self.verdicts(request, &reply)?;
+            return request.combine(verdicts);
+        }
         // Written straight into the command, not through a string per argument.
         let checks = request.checks.len();
         let mut command = Cmd::with_capacity(7 + 12 * checks, 128 + 96 * checks);
         command.arg("EVALSHA").arg(self.script.get_hash());
         self.encode(request, &mut command)?;
         let mut connection = self.connection.clone();
-        // As `ScriptInvocation::invoke_async`: load the script after `NOSCRIPT` (a
-        // restart, a failover, `SCRIPT FLUSH`) and send the call again.
-        let reply: Vec<i64> = match command.query_async(&mut connection).await {
-            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                self.script
-                    .load_async(&mut connection)
-                    .await
-                    .map_err(from_redis)?;
-                command.query_async(&mut connection).await
-            }
-            reply => reply,
-        }
-        .map_err(from_redis)?;
+        let reply: Vec<i64> = invoke(&self.script, &mut connection, &command)
+            .await
+            .map_err(from_redis)?;
         let verdicts = self.verdicts(request, &reply)?;
         request.combine(verdicts)
     }
@@ -363,6 +489,23 @@ impl ScriptArgs for Cmd {
 
     fn int(&mut self, value: u64) {
         self.arg(value);
+    }
+}
+
+/// Sends `command`, an `EVALSHA` of `script`. As `ScriptInvocation::invoke_async`:
+/// loads the script after `NOSCRIPT` (a restart, a failover, `SCRIPT FLUSH`) and sends
+/// the call again.
+async fn invoke<T, C>(script: &Script, connection: &mut C, command: &Cmd) -> RedisResult<T>
+where
+    T: FromRedisValue,
+    C: ConnectionLike + Send,
+{
+    match command.query_async(connection).await {
+        Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+            script.load_async(connection).await?;
+            command.query_async(connection).await
+        }
+        reply => reply,
     }
 }
 
@@ -511,6 +654,26 @@ mod tests {
         assert_eq!(
             store.script_call(&request).unwrap(),
             ["1", "p:{u}", "reserve", "1", "2000000", "", "gcra", "3", "100000", "500000", "5"]
+        );
+    }
+
+    #[test]
+    fn batch_script_call_lists_every_key_then_each_request_after_its_key_count() {
+        let store = RedisStore::new(Unused, "p").unwrap();
+        let (second, minute) = (gcra(10, 5), gcra(1_000, 50));
+        let one = [Check::new("", &second)];
+        let two = [Check::new("s", &second), Check::new("m", &minute)];
+        let requests = [
+            Request::new("a", &one, Op::Acquire(1)),
+            Request::new("b", &two, Op::Peek(2)),
+        ];
+        assert_eq!(
+            store.batch_script_call(&requests).unwrap(),
+            [
+                "3", "p:{a}", "p:{b}:s", "p:{b}:m", "batch", "2", "1", "acquire", "1", "0", "",
+                "gcra", "3", "100000", "500000", "5", "2", "peek", "2", "0", "", "gcra", "3",
+                "100000", "500000", "5", "gcra", "3", "1000", "50000", "50",
+            ]
         );
     }
 
