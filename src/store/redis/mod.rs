@@ -23,6 +23,11 @@ use crate::decision::{Admitted, InsufficientCapacity, Limited, Reservation};
 pub(crate) mod args;
 mod coalesce;
 
+/// How long a cluster connection waits for a reply (a managed connection keeps
+/// redis-rs's 500 ms): a call that outlives it fails as a `Connection` error rather
+/// than hanging.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// How long a connection attempt waits.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -111,7 +116,7 @@ impl RedisStore<ConnectionManager> {
             .query_async::<()>(&mut connection)
             .await
             .map_err(from_redis)?;
-        RedisStore::new(connection, prefix)
+        RedisStore::new(connection, prefix)?.preloaded().await
     }
 
     /// The same store, deciding concurrent requests up to `max_batch` per `EVALSHA`
@@ -191,11 +196,13 @@ impl RedisStore<ClusterConnection> {
         validate_prefix(prefix)?;
         let client = ClusterClient::builder(urls.iter().copied())
             .connection_timeout(CONNECT_TIMEOUT)
+            // The cluster client waits forever for a reply by default.
+            .response_timeout(RESPONSE_TIMEOUT)
             .retries(1)
             .build()
             .map_err(invalid_url)?;
         let connection = client.get_async_connection().await.map_err(from_redis)?;
-        RedisStore::new(connection, prefix)
+        RedisStore::new(connection, prefix)?.preloaded().await
     }
 }
 
@@ -247,6 +254,17 @@ where
             max_key_len: max,
             ..self
         }
+    }
+
+    /// Loads the script (on every master of a cluster), so that the first requests
+    /// do not all meet `NOSCRIPT` and load it each.
+    async fn preloaded(self) -> Result<Self, StoreError> {
+        let mut connection = self.connection.clone();
+        self.script
+            .load_async(&mut connection)
+            .await
+            .map_err(from_redis)?;
+        Ok(self)
     }
 
     /// The prefix of every key.
