@@ -35,18 +35,27 @@ async fn park<F: Future>(future: &mut Pin<Box<F>>, clock: &ManualClock) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dropped_booked_wait_is_refunded_in_redis() {
-    let Some(()) = require_redis() else { return };
-    let server = RedisServer::start();
+/// A limiter of one per minute on `server` whose key "k" is spent, sleeping on a
+/// manual clock. One per minute, so the server's real clock never frees a permit
+/// during a test.
+async fn spent_limiter(
+    server: &RedisServer,
+) -> (SharedLimiter<RedisStore, ManualClock>, ManualClock) {
     let clock = ManualClock::new();
-    // One per minute, so the server's real clock never frees a permit during the test.
     let gcra = Gcra::new(Quota::per_minute(1).unwrap());
     let store = RedisStore::connect(&server.url(), "wait").await.unwrap();
     let limiter = SharedLimiter::new(store, gcra)
         .unwrap()
         .with_clock(clock.clone());
     assert!(limiter.try_acquire("k", 1).await.unwrap().is_ok());
+    (limiter, clock)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_booked_wait_is_refunded_in_redis() {
+    let Some(()) = require_redis() else { return };
+    let server = RedisServer::start();
+    let (limiter, clock) = spent_limiter(&server).await;
 
     let mut waiter = Box::pin(limiter.acquire("k", 1));
     park(&mut waiter, &clock).await;
@@ -79,13 +88,7 @@ async fn a_dropped_booked_wait_is_refunded_in_redis() {
 async fn a_booked_wait_ends_when_the_limiters_clock_reaches_it() {
     let Some(()) = require_redis() else { return };
     let server = RedisServer::start();
-    let clock = ManualClock::new();
-    let gcra = Gcra::new(Quota::per_minute(1).unwrap());
-    let store = RedisStore::connect(&server.url(), "wait").await.unwrap();
-    let limiter = SharedLimiter::new(store, gcra)
-        .unwrap()
-        .with_clock(clock.clone());
-    assert!(limiter.try_acquire("k", 1).await.unwrap().is_ok());
+    let (limiter, clock) = spent_limiter(&server).await;
     let mut waiter = Box::pin(limiter.acquire("k", 1));
     park(&mut waiter, &clock).await;
     clock.advance(Duration::from_secs(60));

@@ -201,11 +201,7 @@ impl<S: Store, C: Clock> SharedLimiter<S, C> {
     }
 
     async fn run(&self, key: &str, op: Op, at: Option<Duration>) -> Result<Outcome, StoreError> {
-        let checks: Vec<Check<'_>> = self
-            .rules
-            .iter()
-            .map(|(name, rule)| Check::new(name, rule))
-            .collect();
+        let checks = checks(&self.rules);
         let mut request = Request::new(key, &checks, op);
         request.at = at;
         self.store.execute(&request).await
@@ -393,6 +389,14 @@ impl<S: Store, C: Clock> SharedLimiter<S, C> {
     }
 }
 
+/// Each named rule on its key under the request's tag.
+fn checks(rules: &[(String, Rule)]) -> Vec<Check<'_>> {
+    rules
+        .iter()
+        .map(|(name, rule)| Check::new(name, rule))
+        .collect()
+}
+
 /// Gives back a booked wait whose waiter was dropped.
 struct RefundOnDrop<'a, S: Store + 'static, C> {
     limiter: &'a SharedLimiter<S, C>,
@@ -407,10 +411,7 @@ impl<S: Store + 'static, C> Drop for RefundOnDrop<'_, S, C> {
         let key = self.key.to_owned();
         let n = self.n;
         let mut refund: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(async move {
-            let checks: Vec<Check<'_>> = rules
-                .iter()
-                .map(|(name, rule)| Check::new(name, rule))
-                .collect();
+            let checks = checks(&rules);
             // Best effort: a failed refund only leaves the booked permits unused.
             let _ = store
                 .execute(&Request::new(&key, &checks, Op::Refund(n)))

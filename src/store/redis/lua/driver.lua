@@ -88,6 +88,12 @@ local function decide_request(first_key, key_count, at)
   -- One check's verdict and new state.
   local function decide(check)
     local a = check.algorithm
+    -- A state past its expiry decides as a fresh one and is deleted on commit, as the
+    -- memory store forgets it: its TTL's slack must change nothing.
+    if check.stored ~= nil and a.expires_at(check.p, check.stored) <= now then
+      check.stored = nil
+      check.stale = true
+    end
     if op == 'acquire' then
       return a.acquire(check.p, check.stored, now, n)
     elseif op == 'peek' then
@@ -137,6 +143,8 @@ local function decide_request(first_key, key_count, at)
         else
           redis.call('DEL', check.key)
         end
+      elseif check.stale then
+        redis.call('DEL', check.key)
       end
     end
   end

@@ -63,14 +63,11 @@ local function refresh_idle_at(p, s)
   return s.start + refresh_cycle_reaching(p, s.cycle, s.permits, p[2]) * p[1]
 end
 
--- The stored state, or a fresh one starting at `now` where there is none or it is
--- idle, as the memory store forgets a state at its idle_at.
+-- The stored state, or a fresh one starting at `now` where there is none (the driver
+-- hands a state past its idle_at over as none).
 local function refresh_load(p, state, now)
   if state ~= nil then
-    local s = refresh_fields(state)
-    if refresh_idle_at(p, s) > now then
-      return s
-    end
+    return refresh_fields(state)
   end
   return {start = now, cycle = 0, permits = p[2]}
 end

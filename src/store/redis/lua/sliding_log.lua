@@ -220,15 +220,12 @@ ALGORITHMS.sliding_log = {
     return sliding_log_encode(log)
   end,
 
+  -- Decoded in full, so that a malformed state is a conflict even once it would expire.
   expires_at = function(p, state)
-    local f = fields(state)
-    if #f == 0 then
+    local log = sliding_log_decode(p, state, -math.huge)
+    if #log == 0 then
       return 0
     end
-    local newest = 0
-    for i = 1, #f, 2 do
-      newest = newest + f[i]
-    end
-    return newest + math.max(p[2], p[3])
+    return log[#log] + math.max(p[2], p[3])
   end,
 }

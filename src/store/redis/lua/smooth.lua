@@ -83,13 +83,11 @@ function smooth.full_at(shape, p, s)
   return s.start + s.next_free + refill
 end
 
--- The key's state, or a fresh one at `now` if there is none or it may be forgotten.
+-- The key's state, or a fresh one at `now` if there is none (the driver hands a
+-- state past its expiry over as none).
 function smooth.state(shape, p, state, now)
   if state ~= nil then
-    local s = smooth.parse(state)
-    if smooth.full_at(shape, p, s) > now then
-      return s
-    end
+    return smooth.parse(state)
   end
   return {stored = shape.initial_stored(p), start = now, next_free = 0}
 end
