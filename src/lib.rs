@@ -47,6 +47,8 @@ pub mod clock;
 mod decision;
 pub mod engine;
 mod error;
+#[cfg(feature = "http")]
+pub mod http;
 pub mod keyed;
 mod leaky_queue;
 mod limiter;

@@ -1,0 +1,2 @@
+//! Placeholder replaced by the shaping benchmark.
+fn main() {}

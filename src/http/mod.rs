@@ -1,0 +1,13 @@
+//! tower middleware for HTTP (feature `http`): a server layer that answers 429 with
+//! rate-limit headers, and a client layer that waits for permits and backs off when
+//! the server says so.
+//!
+//! The server layer asks a [`Limits`] about each request: [`KeyedLimits`] (a
+//! [`SharedLimiter`](crate::store::SharedLimiter) per key, over the memory store or
+//! Redis) or the rules of a config file (feature `config`).
+
+mod key;
+mod limits;
+
+pub use key::{ClientIp, Global, HeaderKey, KeyError, KeyExtractor};
+pub use limits::{CheckError, CheckFuture, KeyedLimits, Limits, Policy, Verdict};
