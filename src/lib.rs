@@ -44,6 +44,8 @@
 
 pub mod algorithm;
 pub mod clock;
+#[cfg(feature = "config")]
+pub mod config;
 mod decision;
 pub mod engine;
 mod error;
@@ -52,8 +54,10 @@ pub mod http;
 pub mod keyed;
 mod leaky_queue;
 mod limiter;
+pub mod observe;
 mod quota;
 pub mod semaphore;
+pub mod shape;
 pub mod store;
 mod sync;
 mod units;

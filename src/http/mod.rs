@@ -6,8 +6,10 @@
 //! [`SharedLimiter`](crate::store::SharedLimiter) per key, over the memory store or
 //! Redis) or the rules of a config file (feature `config`).
 
+pub mod client;
 mod key;
 mod limits;
+pub mod server;
 
 pub use key::{ClientIp, Global, HeaderKey, KeyError, KeyExtractor};
 pub use limits::{CheckError, CheckFuture, KeyedLimits, Limits, Policy, Verdict};

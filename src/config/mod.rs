@@ -1,0 +1,1 @@
+//! Rules from a YAML file, in the envoy-ratelimit style (feature `config`).

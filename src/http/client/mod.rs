@@ -1,0 +1,1 @@
+//! The client layer: waits for permits and backs off when the server says so.

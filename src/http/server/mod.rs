@@ -1,0 +1,1 @@
+//! The server layer: answers 429 with rate-limit headers.

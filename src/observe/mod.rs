@@ -1,0 +1,1 @@
+//! Observability: events, metrics and tracing.

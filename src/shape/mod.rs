@@ -1,0 +1,1 @@
+//! Shaping: streams, readers and writers held to a rate.
