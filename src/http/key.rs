@@ -4,11 +4,31 @@ use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 
 use http::request::Parts;
-use http::HeaderName;
+use http::{HeaderMap, HeaderName};
 
 /// Reads the key a request counts against from its head.
 ///
 /// Closures `Fn(&Parts) -> Result<String, KeyError>` are extractors too.
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::http::{KeyError, KeyExtractor};
+///
+/// // The first segment of the path: a tenant.
+/// let tenant = |request: &http::request::Parts| -> Result<String, KeyError> {
+///     request
+///         .uri
+///         .path()
+///         .split('/')
+///         .nth(1)
+///         .filter(|s| !s.is_empty())
+///         .map(str::to_owned)
+///         .ok_or_else(|| KeyError::Other("no tenant in the path".into()))
+/// };
+/// let (parts, ()) = http::Request::get("/acme/orders").body(()).unwrap().into_parts();
+/// assert_eq!(tenant.extract(&parts), Ok("acme".to_owned()));
+/// ```
 pub trait KeyExtractor: Send + Sync + 'static {
     /// The key of `request`.
     ///
@@ -28,16 +48,46 @@ where
 }
 
 /// One key for every request: a global limit, shared by every clone of the layer.
+///
+/// The key is `"global"`, not empty: a store's hash tag is the key, and Redis Cluster
+/// hashes a key with an empty tag `{}` whole, which would put the rules of one request
+/// in different slots.
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::http::{Global, KeyExtractor};
+///
+/// let (parts, ()) = http::Request::get("/").body(()).unwrap().into_parts();
+/// assert_eq!(Global.extract(&parts), Ok("global".to_owned()));
+/// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Global;
 
 impl KeyExtractor for Global {
     fn extract(&self, _: &Parts) -> Result<String, KeyError> {
-        Ok(String::new())
+        Ok("global".to_owned())
     }
 }
 
 /// The value of a request header, such as an API key.
+///
+/// The first value of the header is the key. A missing or empty value, or one that is
+/// not visible ASCII, is [`KeyError::MissingHeader`]: the server layer answers 400.
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::http::{HeaderKey, KeyError, KeyExtractor};
+///
+/// let key = HeaderKey::from_static("x-api-key");
+/// let request = http::Request::get("/").header("x-api-key", "k-42").body(()).unwrap();
+/// let (parts, ()) = request.into_parts();
+/// assert_eq!(key.extract(&parts), Ok("k-42".to_owned()));
+///
+/// let (parts, ()) = http::Request::get("/").body(()).unwrap().into_parts();
+/// assert!(matches!(key.extract(&parts), Err(KeyError::MissingHeader(_))));
+/// ```
 #[derive(Clone, Debug)]
 pub struct HeaderKey {
     pub(crate) name: HeaderName,
@@ -45,22 +95,438 @@ pub struct HeaderKey {
 
 impl HeaderKey {
     /// Keys by the header `name`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::http::HeaderKey;
+    ///
+    /// let key = HeaderKey::new(http::header::AUTHORIZATION);
+    /// assert_eq!(key.name(), "authorization");
+    /// ```
     pub fn new(name: HeaderName) -> HeaderKey {
         HeaderKey { name }
     }
+
+    /// Keys by the header `name`, a lowercase literal.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::http::HeaderKey;
+    ///
+    /// let key = HeaderKey::from_static("x-api-key");
+    /// assert_eq!(key.name(), "x-api-key");
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// As [`HeaderName::from_static`]: if `name` is not a valid, lowercase header name.
+    pub fn from_static(name: &'static str) -> HeaderKey {
+        HeaderKey::new(HeaderName::from_static(name))
+    }
+
+    /// The header read.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::http::HeaderKey;
+    ///
+    /// assert_eq!(HeaderKey::from_static("x-tenant").name(), "x-tenant");
+    /// ```
+    pub fn name(&self) -> &HeaderName {
+        &self.name
+    }
+}
+
+impl KeyExtractor for HeaderKey {
+    fn extract(&self, request: &Parts) -> Result<String, KeyError> {
+        request
+            .headers
+            .get(&self.name)
+            .and_then(|v| v.to_str().ok())
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned)
+            .ok_or_else(|| KeyError::MissingHeader(self.name.clone()))
+    }
+}
+
+/// Which header a trusted proxy reports the client in.
+///
+/// Only one is read: a proxy that sets one passes the other through from the client
+/// unchanged, so reading both would let a client choose its key.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ForwardedHeader {
+    /// `X-Forwarded-For: client, proxy1, proxy2` (the default).
+    #[default]
+    XForwardedFor,
+    /// RFC 7239 `Forwarded: for=client, for=proxy1`.
+    Forwarded,
 }
 
 /// The client's IP address: the connection's peer, or, when the peer is a trusted
 /// proxy, the address that proxy reports in `X-Forwarded-For` / `Forwarded`.
 ///
-/// The peer address is read from the request's extensions: a [`SocketAddr`], or
-/// axum's `ConnectInfo<SocketAddr>` (feature `axum`).
+/// The peer address is read from the request's extensions: a [`SocketAddr`] or an
+/// [`IpAddr`], or axum's `ConnectInfo<SocketAddr>` (feature `axum`; serve the router
+/// with `into_make_service_with_connect_info::<SocketAddr>()`). A request without one
+/// is [`KeyError::NoPeerAddress`]: the server is misconfigured, and the layer answers
+/// 500 rather than counting every client against one key.
+///
+/// # Trusted proxies
+///
+/// With no trusted network (the default), forwarded headers are ignored: anyone can
+/// write them. With some, the forwarded list is walked **right to left**, starting
+/// from the peer: while the address at hand is a trusted proxy, the next address to
+/// the left is the one that proxy saw. The key is the first address that is not a
+/// trusted proxy. A client can prepend what it likes to the list, but every trusted
+/// proxy appends the address it saw, so the walk stops at the real client before it
+/// reaches anything the client wrote. An entry that is not an IP address (`unknown`,
+/// an obfuscated `_identifier`, garbage) ends the walk: the request counts against
+/// the last address known, the proxy that reported it.
+///
+/// Addresses are keyed in canonical form: an IPv4-mapped IPv6 peer (`::ffff:1.2.3.4`,
+/// from a dual-stack listener) is keyed as `1.2.3.4`.
+///
+/// # Examples
+///
+/// ```
+/// use std::net::SocketAddr;
+/// use tollgate::http::{ClientIp, KeyExtractor};
+///
+/// let key = ClientIp::new().trust("10.0.0.0/8")?;
+///
+/// // Through the proxy 10.0.0.2: the client wrote "6.6.6.6", the proxy appended the
+/// // address it saw.
+/// let mut request = http::Request::get("/")
+///     .header("x-forwarded-for", "6.6.6.6, 203.0.113.9")
+///     .body(())
+///     .unwrap();
+/// request.extensions_mut().insert("10.0.0.2:41000".parse::<SocketAddr>()?);
+/// let (parts, ()) = request.into_parts();
+/// assert_eq!(key.extract(&parts)?, "203.0.113.9");
+///
+/// // Straight from a client: its header is ignored.
+/// let mut request = http::Request::get("/")
+///     .header("x-forwarded-for", "6.6.6.6")
+///     .body(())
+///     .unwrap();
+/// request.extensions_mut().insert("198.51.100.4:5000".parse::<SocketAddr>()?);
+/// let (parts, ()) = request.into_parts();
+/// assert_eq!(key.extract(&parts)?, "198.51.100.4");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, Default)]
 pub struct ClientIp {
+    /// Networks as (address with the host bits cleared, prefix length).
     pub(crate) trusted_proxies: Vec<(IpAddr, u8)>,
+    header: ForwardedHeader,
 }
 
+impl ClientIp {
+    /// The peer's address, trusting no proxy.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::net::SocketAddr;
+    /// use tollgate::http::{ClientIp, KeyExtractor};
+    ///
+    /// let mut request = http::Request::get("/").body(()).unwrap();
+    /// request.extensions_mut().insert("[::ffff:192.0.2.1]:80".parse::<SocketAddr>()?);
+    /// let (parts, ()) = request.into_parts();
+    /// assert_eq!(ClientIp::new().extract(&parts)?, "192.0.2.1");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn new() -> ClientIp {
+        ClientIp::default()
+    }
+
+    /// Also trusts the proxies in `network`: an address (`"10.1.2.3"`, `"::1"`) or a
+    /// CIDR network (`"10.0.0.0/8"`, `"fd00::/8"`). Host bits below the prefix are
+    /// ignored, as in `"10.1.2.3/8"`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::http::ClientIp;
+    ///
+    /// let key = ClientIp::new().trust("10.0.0.0/8")?.trust("::1")?;
+    /// assert!(ClientIp::new().trust("10.0.0.0/33").is_err());
+    /// # Ok::<(), tollgate::http::InvalidNetwork>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidNetwork`] if `network` is not an address, or its prefix length is not
+    /// a number within the address's bits (32 for IPv4, 128 for IPv6).
+    pub fn trust(mut self, network: &str) -> Result<ClientIp, InvalidNetwork> {
+        self.trusted_proxies.push(parse_network(network)?);
+        Ok(self)
+    }
+
+    /// Reads the client from `header` when the peer is trusted (by default
+    /// `X-Forwarded-For`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::net::SocketAddr;
+    /// use tollgate::http::{ClientIp, ForwardedHeader, KeyExtractor};
+    ///
+    /// let key = ClientIp::new().trust("127.0.0.1")?.header(ForwardedHeader::Forwarded);
+    /// let mut request = http::Request::get("/")
+    ///     .header("forwarded", r#"for="[2001:db8::17]:4711";proto=https"#)
+    ///     .header("x-forwarded-for", "6.6.6.6")
+    ///     .body(())
+    ///     .unwrap();
+    /// request.extensions_mut().insert("127.0.0.1:9000".parse::<SocketAddr>()?);
+    /// let (parts, ()) = request.into_parts();
+    /// assert_eq!(key.extract(&parts)?, "2001:db8::17");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn header(mut self, header: ForwardedHeader) -> ClientIp {
+        self.header = header;
+        self
+    }
+
+    /// Whether `ip` is in a trusted network.
+    fn is_trusted(&self, ip: IpAddr) -> bool {
+        self.trusted_proxies
+            .iter()
+            .any(|&(network, prefix)| mask(ip, prefix) == Some(network))
+    }
+
+    /// The client's address for a request from `peer`.
+    fn client(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
+        let mut client = peer.to_canonical();
+        if !self.is_trusted(client) {
+            return client;
+        }
+        let hops = match self.header {
+            ForwardedHeader::XForwardedFor => x_forwarded_for(headers),
+            ForwardedHeader::Forwarded => forwarded_for(headers),
+        };
+        for hop in hops.into_iter().rev() {
+            match hop {
+                Some(ip) => client = ip.to_canonical(),
+                None => break,
+            }
+            if !self.is_trusted(client) {
+                break;
+            }
+        }
+        client
+    }
+}
+
+impl KeyExtractor for ClientIp {
+    fn extract(&self, request: &Parts) -> Result<String, KeyError> {
+        let peer = peer_address(request).ok_or(KeyError::NoPeerAddress)?;
+        Ok(self.client(peer, &request.headers).to_string())
+    }
+}
+
+/// The connection's peer, as the server recorded it in the request's extensions.
+fn peer_address(request: &Parts) -> Option<IpAddr> {
+    let extensions = &request.extensions;
+    if let Some(addr) = extensions.get::<SocketAddr>() {
+        return Some(addr.ip());
+    }
+    #[cfg(feature = "axum")]
+    if let Some(info) = extensions.get::<axum::extract::ConnectInfo<SocketAddr>>() {
+        return Some(info.0.ip());
+    }
+    extensions.get::<IpAddr>().copied()
+}
+
+/// Every `X-Forwarded-For` entry, left to right across all the header's lines: `None`
+/// for one that is not an address.
+fn x_forwarded_for(headers: &HeaderMap) -> Vec<Option<IpAddr>> {
+    let mut hops = Vec::new();
+    for value in headers.get_all("x-forwarded-for") {
+        match value.to_str() {
+            Ok(value) => hops.extend(value.split(',').map(|hop| parse_node(hop.trim()))),
+            Err(_) => hops.push(None),
+        }
+    }
+    hops
+}
+
+/// The `for=` of every RFC 7239 `Forwarded` element, left to right: `None` for an
+/// element without one or whose node is not an address.
+fn forwarded_for(headers: &HeaderMap) -> Vec<Option<IpAddr>> {
+    let mut hops = Vec::new();
+    for value in headers.get_all("forwarded") {
+        let Ok(value) = value.to_str() else {
+            hops.push(None);
+            continue;
+        };
+        for element in split_unquoted(value, ',') {
+            let node = split_unquoted(element, ';').into_iter().find_map(|pair| {
+                let (name, value) = pair.split_once('=')?;
+                name.trim()
+                    .eq_ignore_ascii_case("for")
+                    .then(|| unquote(value.trim()))
+            });
+            hops.push(node.and_then(|node| parse_node(&node)));
+        }
+    }
+    hops
+}
+
+/// `s` split at each `separator` outside a quoted string.
+fn split_unquoted(s: &str, separator: char) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let (mut start, mut quoted, mut escaped) = (0, false, false);
+    for (i, c) in s.char_indices() {
+        if escaped {
+            escaped = false;
+        } else if quoted && c == '\\' {
+            escaped = true;
+        } else if c == '"' {
+            quoted = !quoted;
+        } else if c == separator && !quoted {
+            parts.push(&s[start..i]);
+            start = i + c.len_utf8();
+        }
+    }
+    parts.push(&s[start..]);
+    parts
+}
+
+/// The content of an RFC 7230 quoted string, or `s` as it is if it is a token.
+fn unquote(s: &str) -> String {
+    let Some(inner) = s.strip_prefix('"').and_then(|s| s.strip_suffix('"')) else {
+        return s.to_owned();
+    };
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => out.extend(chars.next()),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// An address, with or without a port: `192.0.2.1`, `192.0.2.1:80`, `2001:db8::1`,
+/// `[2001:db8::1]`, `[2001:db8::1]:80`.
+fn parse_node(node: &str) -> Option<IpAddr> {
+    if let Ok(ip) = node.parse::<IpAddr>() {
+        return Some(ip);
+    }
+    if let Ok(addr) = node.parse::<SocketAddr>() {
+        return Some(addr.ip());
+    }
+    node.strip_prefix('[')
+        .and_then(|n| n.strip_suffix(']'))
+        .and_then(|n| n.parse::<std::net::Ipv6Addr>().ok())
+        .map(IpAddr::V6)
+}
+
+/// `ip` with every bit after the first `prefix` cleared; `None` if the prefix is
+/// longer than the address.
+fn mask(ip: IpAddr, prefix: u8) -> Option<IpAddr> {
+    let prefix = u32::from(prefix);
+    match ip {
+        IpAddr::V4(v4) if prefix <= 32 => {
+            let keep = u32::MAX.checked_shl(32 - prefix).unwrap_or(0);
+            Some(IpAddr::V4((u32::from(v4) & keep).into()))
+        }
+        IpAddr::V6(v6) if prefix <= 128 => {
+            let keep = u128::MAX.checked_shl(128 - prefix).unwrap_or(0);
+            Some(IpAddr::V6((u128::from(v6) & keep).into()))
+        }
+        _ => None,
+    }
+}
+
+fn parse_network(network: &str) -> Result<(IpAddr, u8), InvalidNetwork> {
+    let invalid = |reason| InvalidNetwork {
+        input: network.to_owned(),
+        reason,
+    };
+    let trimmed = network.trim();
+    let (address, prefix) = match trimmed.split_once('/') {
+        Some((a, p)) => (a, Some(p)),
+        None => (trimmed, None),
+    };
+    let bracketed = address.strip_prefix('[').and_then(|a| a.strip_suffix(']'));
+    let ip = match bracketed {
+        Some(v6) => v6.parse::<std::net::Ipv6Addr>().map(IpAddr::V6),
+        None => address.parse::<IpAddr>(),
+    }
+    .map_err(|_| invalid("not an IP address"))?
+    .to_canonical();
+    let bits = if ip.is_ipv4() { 32 } else { 128 };
+    let prefix = match prefix {
+        None => bits,
+        Some(p) => p.parse::<u8>().ok().filter(|&p| p <= bits).ok_or_else(|| {
+            invalid(if ip.is_ipv4() {
+                "the prefix length is not a number from 0 to 32"
+            } else {
+                "the prefix length is not a number from 0 to 128"
+            })
+        })?,
+    };
+    let network = mask(ip, prefix).ok_or_else(|| invalid("the prefix is too long"))?;
+    Ok((network, prefix))
+}
+
+/// A trusted network that could not be parsed: see [`ClientIp::trust`].
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::http::ClientIp;
+///
+/// let error = ClientIp::new().trust("10.0.0.0/40").unwrap_err();
+/// assert_eq!(error.input(), "10.0.0.0/40");
+/// assert_eq!(
+///     error.to_string(),
+///     "invalid trusted network \"10.0.0.0/40\": the prefix length is not a number from 0 to 32"
+/// );
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InvalidNetwork {
+    input: String,
+    reason: &'static str,
+}
+
+impl InvalidNetwork {
+    /// The text that was given.
+    pub fn input(&self) -> &str {
+        &self.input
+    }
+}
+
+impl fmt::Display for InvalidNetwork {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "invalid trusted network {:?}: {}",
+            self.input, self.reason
+        )
+    }
+}
+
+impl std::error::Error for InvalidNetwork {}
+
 /// Why a request has no usable key.
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::http::{ClientIp, KeyError, KeyExtractor};
+///
+/// // No peer address in the extensions: the server is not recording it.
+/// let (parts, ()) = http::Request::get("/").body(()).unwrap().into_parts();
+/// assert_eq!(ClientIp::new().extract(&parts), Err(KeyError::NoPeerAddress));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum KeyError {
@@ -84,5 +550,211 @@ impl fmt::Display for KeyError {
 
 impl std::error::Error for KeyError {}
 
-#[allow(dead_code)]
-fn _peer(_: SocketAddr) {}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(peer: Option<&str>, headers: &[(&str, &str)]) -> Parts {
+        let mut builder = http::Request::get("/");
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        let mut request = builder.body(()).unwrap();
+        if let Some(peer) = peer {
+            request
+                .extensions_mut()
+                .insert(peer.parse::<SocketAddr>().unwrap());
+        }
+        request.into_parts().0
+    }
+
+    fn key(extractor: &ClientIp, peer: &str, headers: &[(&str, &str)]) -> String {
+        extractor.extract(&parts(Some(peer), headers)).unwrap()
+    }
+
+    #[test]
+    fn untrusted_peer_cannot_spoof_its_key() {
+        let ip = ClientIp::new().trust("10.0.0.0/8").unwrap();
+        let spoof = [
+            ("x-forwarded-for", "1.1.1.1"),
+            ("forwarded", "for=1.1.1.1"),
+            ("x-real-ip", "1.1.1.1"),
+        ];
+        assert_eq!(key(&ip, "203.0.113.5:1000", &spoof), "203.0.113.5");
+        let nobody = ClientIp::new();
+        assert_eq!(key(&nobody, "10.0.0.1:1000", &spoof), "10.0.0.1");
+    }
+
+    #[test]
+    fn a_client_prepending_entries_behind_a_trusted_proxy_is_keyed_by_what_the_proxy_saw() {
+        let ip = ClientIp::new().trust("10.0.0.0/8").unwrap();
+        let h = [("x-forwarded-for", "1.1.1.1, 2.2.2.2, 203.0.113.7")];
+        assert_eq!(key(&ip, "10.0.0.2:1000", &h), "203.0.113.7");
+    }
+
+    #[test]
+    fn a_chain_of_trusted_proxies_is_walked_right_to_left() {
+        let ip = ClientIp::new()
+            .trust("10.0.0.0/8")
+            .unwrap()
+            .trust("192.168.1.1")
+            .unwrap();
+        let h = [(
+            "x-forwarded-for",
+            "6.6.6.6, 203.0.113.7, 10.9.9.9, 192.168.1.1",
+        )];
+        assert_eq!(key(&ip, "10.0.0.2:1000", &h), "203.0.113.7");
+        // The same entries over several header lines.
+        let h = [
+            ("x-forwarded-for", "6.6.6.6"),
+            ("x-forwarded-for", "203.0.113.7, 10.9.9.9"),
+            ("x-forwarded-for", "192.168.1.1"),
+        ];
+        assert_eq!(key(&ip, "10.0.0.2:1000", &h), "203.0.113.7");
+    }
+
+    #[test]
+    fn a_client_inside_a_trusted_network_cannot_spoof_through_an_untrusted_address() {
+        // 192.168.1.2 is not trusted: it is what the proxy saw, whatever is to its left.
+        let ip = ClientIp::new().trust("192.168.1.1/32").unwrap();
+        let h = [("x-forwarded-for", "10.0.0.9, 192.168.1.2")];
+        assert_eq!(key(&ip, "192.168.1.1:1000", &h), "192.168.1.2");
+    }
+
+    #[test]
+    fn all_trusted_yields_the_leftmost_address() {
+        let ip = ClientIp::new().trust("10.0.0.0/8").unwrap();
+        let h = [("x-forwarded-for", "10.1.1.1, 10.2.2.2")];
+        assert_eq!(key(&ip, "10.0.0.2:1000", &h), "10.1.1.1");
+    }
+
+    #[test]
+    fn a_trusted_peer_without_the_header_is_the_key() {
+        let ip = ClientIp::new().trust("10.0.0.0/8").unwrap();
+        assert_eq!(key(&ip, "10.0.0.2:1000", &[]), "10.0.0.2");
+        assert_eq!(
+            key(&ip, "10.0.0.2:1000", &[("x-forwarded-for", "")]),
+            "10.0.0.2"
+        );
+    }
+
+    #[test]
+    fn garbage_ends_the_walk_at_the_last_address_known() {
+        let ip = ClientIp::new().trust("10.0.0.0/8").unwrap();
+        let h = [("x-forwarded-for", "203.0.113.7, unknown, 10.3.3.3")];
+        assert_eq!(key(&ip, "10.0.0.2:1000", &h), "10.3.3.3");
+        let h = [("x-forwarded-for", "not an address")];
+        assert_eq!(key(&ip, "10.0.0.2:1000", &h), "10.0.0.2");
+    }
+
+    #[test]
+    fn entries_with_ports_and_brackets_are_addresses() {
+        let ip = ClientIp::new().trust("10.0.0.0/8").unwrap();
+        let h = [("x-forwarded-for", "203.0.113.7:5555")];
+        assert_eq!(key(&ip, "10.0.0.2:1000", &h), "203.0.113.7");
+        let h = [("x-forwarded-for", "[2001:db8::1]:80")];
+        assert_eq!(key(&ip, "10.0.0.2:1000", &h), "2001:db8::1");
+        let h = [("x-forwarded-for", "[2001:db8::2]")];
+        assert_eq!(key(&ip, "10.0.0.2:1000", &h), "2001:db8::2");
+    }
+
+    #[test]
+    fn forwarded_is_read_only_when_chosen() {
+        let xff = ClientIp::new().trust("10.0.0.0/8").unwrap();
+        let rfc = xff.clone().header(ForwardedHeader::Forwarded);
+        let h = [
+            ("forwarded", "for=198.51.100.1"),
+            ("x-forwarded-for", "203.0.113.7"),
+        ];
+        assert_eq!(key(&xff, "10.0.0.2:1000", &h), "203.0.113.7");
+        assert_eq!(key(&rfc, "10.0.0.2:1000", &h), "198.51.100.1");
+    }
+
+    #[test]
+    fn forwarded_elements_pairs_and_quotes() {
+        let ip = ClientIp::new()
+            .trust("10.0.0.0/8")
+            .unwrap()
+            .header(ForwardedHeader::Forwarded);
+        let h = [(
+            "forwarded",
+            r#"for=6.6.6.6, For="[2001:db8:cafe::17]:4711";proto=https;by=10.0.0.1, for=10.1.1.1"#,
+        )];
+        assert_eq!(key(&ip, "10.0.0.2:1000", &h), "2001:db8:cafe::17");
+        // A comma inside a quoted value does not split the element.
+        let h = [("forwarded", r#"for=6.6.6.6;x="a,b", for=203.0.113.7"#)];
+        assert_eq!(key(&ip, "10.0.0.2:1000", &h), "203.0.113.7");
+        // An obfuscated node or an element without `for` ends the walk.
+        let h = [("forwarded", r#"for=6.6.6.6, for="_hidden""#)];
+        assert_eq!(key(&ip, "10.0.0.2:1000", &h), "10.0.0.2");
+        let h = [("forwarded", "for=6.6.6.6, proto=http")];
+        assert_eq!(key(&ip, "10.0.0.2:1000", &h), "10.0.0.2");
+    }
+
+    #[test]
+    fn ipv4_mapped_peers_are_keyed_and_trusted_as_ipv4() {
+        let ip = ClientIp::new().trust("127.0.0.1").unwrap();
+        assert_eq!(key(&ip, "[::ffff:192.0.2.1]:80", &[]), "192.0.2.1");
+        let h = [("x-forwarded-for", "203.0.113.7")];
+        assert_eq!(key(&ip, "[::ffff:127.0.0.1]:80", &h), "203.0.113.7");
+    }
+
+    #[test]
+    fn networks_parse_with_typed_errors() {
+        let parsed = |s| parse_network(s);
+        assert_eq!(parsed("10.1.2.3/8"), Ok(("10.0.0.0".parse().unwrap(), 8)));
+        assert_eq!(parsed("10.1.2.3"), Ok(("10.1.2.3".parse().unwrap(), 32)));
+        assert_eq!(parsed("0.0.0.0/0"), Ok(("0.0.0.0".parse().unwrap(), 0)));
+        assert_eq!(parsed("fd00::1/8"), Ok(("fd00::".parse().unwrap(), 8)));
+        assert_eq!(parsed("::1"), Ok(("::1".parse().unwrap(), 128)));
+        for bad in [
+            "",
+            "10.0.0.0/",
+            "10.0.0.0/33",
+            "10.0.0/8",
+            "::/129",
+            "x/8",
+            "10.0.0.0/-1",
+        ] {
+            let error = parsed(bad).unwrap_err();
+            assert_eq!(error.input(), bad);
+        }
+    }
+
+    #[test]
+    fn network_membership() {
+        let ip = ClientIp::new()
+            .trust("10.0.0.0/8")
+            .unwrap()
+            .trust("2001:db8::/32")
+            .unwrap();
+        assert!(ip.is_trusted("10.255.0.1".parse().unwrap()));
+        assert!(!ip.is_trusted("11.0.0.1".parse().unwrap()));
+        assert!(ip.is_trusted("2001:db8:1::1".parse().unwrap()));
+        assert!(!ip.is_trusted("2001:db9::1".parse().unwrap()));
+        let everyone = ClientIp::new().trust("0.0.0.0/0").unwrap();
+        assert!(everyone.is_trusted("8.8.8.8".parse().unwrap()));
+        assert!(!everyone.is_trusted("::8".parse().unwrap()));
+    }
+
+    #[test]
+    fn no_peer_address_is_an_error() {
+        assert_eq!(
+            ClientIp::new().extract(&parts(None, &[("x-forwarded-for", "1.1.1.1")])),
+            Err(KeyError::NoPeerAddress)
+        );
+    }
+
+    #[test]
+    fn header_keys() {
+        let k = HeaderKey::from_static("x-api-key");
+        assert_eq!(
+            k.extract(&parts(None, &[("x-api-key", "a"), ("x-api-key", "b")])),
+            Ok("a".into())
+        );
+        assert_eq!(
+            k.extract(&parts(None, &[("x-api-key", "")])),
+            Err(KeyError::MissingHeader(k.name().clone()))
+        );
+    }
+}

@@ -10,8 +10,8 @@ use http::request::Parts;
 
 use super::key::{KeyError, KeyExtractor};
 use crate::clock::Clock;
-use crate::decision::Decision;
-use crate::store::{SharedLimiter, Store, StoreError};
+use crate::decision::{Decision, Denied};
+use crate::store::{Rule, SharedLimiter, Store, StoreError};
 
 /// The future of a [`Limits::check`].
 pub type CheckFuture = Pin<Box<dyn Future<Output = Result<Verdict, CheckError>> + Send>>;
@@ -20,13 +20,52 @@ pub type CheckFuture = Pin<Box<dyn Future<Output = Result<Verdict, CheckError>> 
 ///
 /// The check reads what it needs from the head at once (a key, descriptors) and returns
 /// a `'static` future, so that the request can go on to the inner service afterwards.
+///
+/// # Examples
+///
+/// A limit that only applies to `POST` requests, over [`KeyedLimits`]:
+///
+/// ```
+/// use tollgate::algorithm::Gcra;
+/// use tollgate::http::{CheckFuture, Global, KeyedLimits, Limits, Policy, Verdict};
+/// use tollgate::store::{MemoryStore, SharedLimiter};
+/// use tollgate::{KeyedConfig, Quota};
+///
+/// struct Writes(KeyedLimits<Global, MemoryStore>);
+///
+/// impl Limits for Writes {
+///     fn check(&self, request: &http::request::Parts) -> CheckFuture {
+///         if request.method == http::Method::POST {
+///             self.0.check(request)
+///         } else {
+///             Box::pin(std::future::ready(Ok(Verdict::unlimited())))
+///         }
+///     }
+///
+///     fn policies(&self) -> Vec<Policy> {
+///         self.0.policies()
+///     }
+/// }
+///
+/// # futures::executor::block_on(async {
+/// let store = MemoryStore::new(KeyedConfig::new(1_000), "writes")?;
+/// let limits = Writes(KeyedLimits::new(Global, SharedLimiter::new(store, Gcra::new(Quota::per_second(1)?))?));
+/// let (get, ()) = http::Request::get("/").body(()).unwrap().into_parts();
+/// assert_eq!(limits.check(&get).await?.decision, None);
+/// let (post, ()) = http::Request::post("/").body(()).unwrap().into_parts();
+/// assert!(limits.check(&post).await?.is_admitted());
+/// assert!(!limits.check(&post).await?.is_admitted());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
 pub trait Limits: Send + Sync + 'static {
     /// Decides `request`: takes its permits if every limit that applies admits it.
     ///
     /// # Errors
     ///
     /// [`CheckError::Key`] when the request carries no usable key (the layer answers
-    /// 400), [`CheckError::Store`] when the store could not decide (503).
+    /// 400, or 500 for a missing peer address), [`CheckError::Store`] when the store
+    /// could not decide (503).
     ///
     /// # Cancel safety
     ///
@@ -39,9 +78,20 @@ pub trait Limits: Send + Sync + 'static {
 }
 
 /// One limit as the `RateLimit-Policy` field describes it.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::http::Policy;
+///
+/// let policy = Policy::new("daily", 1_000, Duration::from_secs(86_400));
+/// assert_eq!(policy.quota, 1_000);
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Policy {
-    /// Its name: a structured-field string (printable ASCII).
+    /// Its name: a structured-field string, so printable ASCII; any other byte is
+    /// percent-encoded when sent (see [`headers`](super::headers)).
     pub name: String,
     /// The most requests (permits) the policy grants at once: `q`.
     pub quota: u64,
@@ -49,7 +99,40 @@ pub struct Policy {
     pub window: Duration,
 }
 
+impl Policy {
+    /// The policy `name`: `quota` permits over `window`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::http::Policy;
+    ///
+    /// let burst = Policy::new("burst", 100, Duration::from_secs(60));
+    /// assert_eq!(burst.name, "burst");
+    /// ```
+    pub fn new(name: impl Into<String>, quota: u64, window: Duration) -> Policy {
+        Policy {
+            name: name.into(),
+            quota,
+            window,
+        }
+    }
+}
+
 /// The answer of [`Limits::check`]: the decision, and the policies it was made under.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::http::{Policy, Verdict};
+/// use tollgate::Admitted;
+///
+/// let policy = Policy::new("default", 10, Duration::from_secs(1));
+/// let verdict = Verdict::new(Ok(Admitted::new(10, 9, Duration::from_millis(100))), vec![policy], 0);
+/// assert!(verdict.is_admitted());
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Verdict {
     /// `None` when no limit applied (the request passes with no rate-limit fields).
@@ -63,6 +146,20 @@ pub struct Verdict {
 
 impl Verdict {
     /// `decision` made under `policies`, reported under `policies[decisive]`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::http::{Policy, Verdict};
+    /// use tollgate::{Denied, Limited};
+    ///
+    /// let policy = Policy::new("default", 10, Duration::from_secs(1));
+    /// let denied = Denied::Limited(Limited::new(Duration::from_millis(100), 10, 0, Duration::from_secs(1)));
+    /// let verdict = Verdict::new(Err(denied), vec![policy], 0);
+    /// assert!(!verdict.is_admitted());
+    /// assert_eq!(verdict.decisive_policy().unwrap().name, "default");
+    /// ```
     pub fn new(decision: Decision, policies: Vec<Policy>, decisive: usize) -> Verdict {
         Verdict {
             decision: Some(decision),
@@ -72,6 +169,14 @@ impl Verdict {
     }
 
     /// No limit applied.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::http::Verdict;
+    ///
+    /// assert!(Verdict::unlimited().is_admitted());
+    /// ```
     pub fn unlimited() -> Verdict {
         Verdict {
             decision: None,
@@ -81,12 +186,42 @@ impl Verdict {
     }
 
     /// Whether the request may pass.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::http::Verdict;
+    ///
+    /// assert!(Verdict::unlimited().is_admitted());
+    /// ```
     pub fn is_admitted(&self) -> bool {
         !matches!(self.decision, Some(Err(_)))
+    }
+
+    /// The policy the decision reports, `policies[decisive]`, if there is one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::http::Verdict;
+    ///
+    /// assert_eq!(Verdict::unlimited().decisive_policy(), None);
+    /// ```
+    pub fn decisive_policy(&self) -> Option<&Policy> {
+        self.policies.get(self.decisive)
     }
 }
 
 /// Why a request could not be checked.
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::http::{CheckError, KeyError};
+///
+/// let error = CheckError::from(KeyError::NoPeerAddress);
+/// assert_eq!(error.to_string(), "the request carries no peer address");
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum CheckError {
@@ -126,11 +261,72 @@ impl From<StoreError> for CheckError {
     }
 }
 
+/// What one request costs, in permits.
+#[derive(Clone)]
+enum Cost {
+    Fixed(u64),
+    Computed(Arc<dyn Fn(&Parts) -> u64 + Send + Sync>),
+}
+
+impl fmt::Debug for Cost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Cost::Fixed(n) => write!(f, "{n}"),
+            Cost::Computed(_) => f.write_str("<fn>"),
+        }
+    }
+}
+
 /// A [`SharedLimiter`] per key, the key read from each request by a [`KeyExtractor`].
-pub struct KeyedLimits<K, S, C> {
+///
+/// Each request costs one permit, or what [`cost`](KeyedLimits::cost) /
+/// [`cost_with`](KeyedLimits::cost_with) say. Every rule of the limiter is a
+/// [`Policy`]: named as the rule (a single unnamed rule, as
+/// [`SharedLimiter::new`] makes, is `"default"`), with the quota its decisions report
+/// as their `limit` (the rule's capacity; for Guava's limiters the permits idle time
+/// stores, at least 1, and for Resilience4j's the permits per period) and the window
+/// [`Rule::window`].
+///
+/// # The decisive policy
+///
+/// With several rules ([`SharedLimiter::all_of`]) the store combines their decisions
+/// into one: the admission with the fewest permits remaining (its `reset_after` the
+/// longest of all), or the denial with the longest wait, or a request more costly
+/// than some rule can ever grant. The verdict's `decisive` policy is the rule that
+/// combined decision speaks for: the first rule whose quota equals the decision's
+/// `limit` (for a request too costly, whose capacity equals the one reported). When
+/// two rules have the same quota the decision cannot tell them apart and the first
+/// is named; the numbers reported (`r`, `t`) are still the combined decision's.
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::algorithm::Gcra;
+/// use tollgate::http::{HeaderKey, KeyedLimits, Limits};
+/// use tollgate::store::{MemoryStore, SharedLimiter};
+/// use tollgate::{KeyedConfig, Quota};
+///
+/// # futures::executor::block_on(async {
+/// let store = MemoryStore::new(KeyedConfig::new(10_000), "api")?;
+/// let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(2)?))?;
+/// let limits = KeyedLimits::new(HeaderKey::from_static("x-api-key"), limiter);
+/// assert_eq!(limits.policies()[0].name, "default");
+///
+/// let request = http::Request::get("/").header("x-api-key", "k1").body(()).unwrap();
+/// let (head, ()) = request.into_parts();
+/// assert!(limits.check(&head).await?.is_admitted());
+/// assert!(limits.check(&head).await?.is_admitted());
+/// assert!(!limits.check(&head).await?.is_admitted());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
+pub struct KeyedLimits<K, S, C = crate::clock::MonotonicClock> {
     pub(crate) extractor: K,
     pub(crate) limiter: SharedLimiter<S, C>,
     pub(crate) policies: Arc<[Policy]>,
+    /// Each rule's capacity, as a request too costly reports it.
+    capacities: Arc<[u64]>,
+    cost: Cost,
 }
 
 impl<K: fmt::Debug, S, C> fmt::Debug for KeyedLimits<K, S, C> {
@@ -138,11 +334,183 @@ impl<K: fmt::Debug, S, C> fmt::Debug for KeyedLimits<K, S, C> {
         f.debug_struct("KeyedLimits")
             .field("extractor", &self.extractor)
             .field("limiter", &self.limiter)
+            .field("cost", &self.cost)
             .finish()
     }
 }
 
-// Implemented by the server layer's module: `KeyedLimits::new(extractor, limiter)`,
-// deriving each rule's `Policy`, and `Limits for KeyedLimits`.
-#[allow(dead_code)]
-fn _assert_bounds<K: KeyExtractor, S: Store + 'static, C: Clock>() {}
+impl<K: KeyExtractor, S: Store + 'static, C: Clock> KeyedLimits<K, S, C> {
+    /// Requests keyed by `extractor`, each costing one permit of `limiter`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::algorithm::{FixedWindow, Gcra};
+    /// use tollgate::http::{ClientIp, KeyedLimits, Limits, Policy};
+    /// use tollgate::store::{MemoryStore, SharedLimiter};
+    /// use tollgate::{KeyedConfig, Quota};
+    ///
+    /// let store = MemoryStore::new(KeyedConfig::new(10_000), "api")?;
+    /// let limiter = SharedLimiter::all_of(store, [
+    ///     ("burst", Gcra::new(Quota::per_second(10)?.burst(100)?).into()),
+    ///     ("daily", FixedWindow::new(1_000, Duration::from_secs(86_400))?.into()),
+    /// ])?;
+    /// let limits = KeyedLimits::new(ClientIp::new(), limiter);
+    /// assert_eq!(limits.policies(), [
+    ///     Policy::new("burst", 100, Duration::from_secs(10)),
+    ///     Policy::new("daily", 1_000, Duration::from_secs(86_400)),
+    /// ]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn new(extractor: K, limiter: SharedLimiter<S, C>) -> KeyedLimits<K, S, C> {
+        let policies: Vec<Policy> = limiter
+            .rules()
+            .map(|(name, rule)| {
+                let name = if name.is_empty() { "default" } else { name };
+                Policy::new(name, quota(rule), rule.window())
+            })
+            .collect();
+        let capacities: Vec<u64> = limiter.rules().map(|(_, rule)| rule.capacity()).collect();
+        KeyedLimits {
+            extractor,
+            limiter,
+            policies: policies.into(),
+            capacities: capacities.into(),
+            cost: Cost::Fixed(1),
+        }
+    }
+
+    /// Every request costs `permits`. A cost of 0 takes nothing and only reports
+    /// (a peek).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::http::{Global, KeyedLimits, Limits};
+    /// use tollgate::store::{MemoryStore, SharedLimiter};
+    /// use tollgate::{KeyedConfig, Quota};
+    ///
+    /// # futures::executor::block_on(async {
+    /// let store = MemoryStore::new(KeyedConfig::new(10), "api")?;
+    /// let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(10)?))?;
+    /// let limits = KeyedLimits::new(Global, limiter).cost(4);
+    /// let (head, ()) = http::Request::get("/").body(()).unwrap().into_parts();
+    /// let verdict = limits.check(&head).await?;
+    /// assert_eq!(verdict.decision.unwrap()?.remaining(), 6);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn cost(mut self, permits: u64) -> KeyedLimits<K, S, C> {
+        self.cost = Cost::Fixed(permits);
+        self
+    }
+
+    /// Each request costs what `cost` reads from its head, such as a batch size.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::http::{Global, KeyedLimits, Limits};
+    /// use tollgate::store::{MemoryStore, SharedLimiter};
+    /// use tollgate::{KeyedConfig, Quota};
+    ///
+    /// # futures::executor::block_on(async {
+    /// let store = MemoryStore::new(KeyedConfig::new(10), "api")?;
+    /// let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(10)?))?;
+    /// // `x-batch: 3` costs 3 permits; no header costs 1.
+    /// let limits = KeyedLimits::new(Global, limiter).cost_with(|head| {
+    ///     head.headers
+    ///         .get("x-batch")
+    ///         .and_then(|v| v.to_str().ok()?.parse().ok())
+    ///         .unwrap_or(1)
+    /// });
+    /// let request = http::Request::get("/").header("x-batch", "3").body(()).unwrap();
+    /// let (head, ()) = request.into_parts();
+    /// assert_eq!(limits.check(&head).await?.decision.unwrap()?.remaining(), 7);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn cost_with<F>(mut self, cost: F) -> KeyedLimits<K, S, C>
+    where
+        F: Fn(&Parts) -> u64 + Send + Sync + 'static,
+    {
+        self.cost = Cost::Computed(Arc::new(cost));
+        self
+    }
+
+    /// The limiter.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::http::{Global, KeyedLimits};
+    /// use tollgate::store::{MemoryStore, SharedLimiter};
+    /// use tollgate::{KeyedConfig, Quota};
+    ///
+    /// let store = MemoryStore::new(KeyedConfig::new(10), "api")?;
+    /// let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(10)?))?;
+    /// let limits = KeyedLimits::new(Global, limiter);
+    /// assert_eq!(limits.limiter().capacity(), 10);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn limiter(&self) -> &SharedLimiter<S, C> {
+        &self.limiter
+    }
+}
+
+impl<K, S, C> Limits for KeyedLimits<K, S, C>
+where
+    K: KeyExtractor,
+    S: Store + 'static,
+    C: Clock,
+{
+    fn check(&self, request: &Parts) -> CheckFuture {
+        let key = match self.extractor.extract(request) {
+            Ok(key) => key,
+            Err(e) => return Box::pin(std::future::ready(Err(e.into()))),
+        };
+        let n = match &self.cost {
+            Cost::Fixed(n) => *n,
+            Cost::Computed(cost) => cost(request),
+        };
+        let limiter = self.limiter.clone();
+        let policies = self.policies.to_vec();
+        let capacities = self.capacities.clone();
+        Box::pin(async move {
+            let decision = limiter.try_acquire(&key, n).await?;
+            let decisive = decisive(&policies, &capacities, &decision);
+            Ok(Verdict::new(decision, policies, decisive))
+        })
+    }
+
+    fn policies(&self) -> Vec<Policy> {
+        self.policies.to_vec()
+    }
+}
+
+/// The quota a rule's decisions report as their `limit`.
+fn quota(rule: &Rule) -> u64 {
+    match rule {
+        Rule::SmoothBursty(r) => (r.max_permits() as u64).max(1),
+        Rule::SmoothWarmingUp(r) => (r.max_permits() as u64).max(1),
+        Rule::RefreshPeriod(r) => r.limit_for_period(),
+        other => other.capacity(),
+    }
+}
+
+/// The index of the policy `decision` speaks for: the first whose quota is the
+/// decision's limit, or, for a request too costly, whose capacity is the one reported.
+fn decisive(policies: &[Policy], capacities: &[u64], decision: &Decision) -> usize {
+    let by_quota = |limit: u64| policies.iter().position(|p| p.quota == limit);
+    let found = match decision {
+        Ok(admitted) => by_quota(admitted.limit()),
+        Err(Denied::Limited(limited)) => by_quota(limited.limit()),
+        Err(Denied::Insufficient(i)) => capacities.iter().position(|&c| c == i.capacity()),
+        Err(Denied::Closed) => None,
+    };
+    found.unwrap_or(0)
+}

@@ -4,12 +4,17 @@
 //!
 //! The server layer asks a [`Limits`] about each request: [`KeyedLimits`] (a
 //! [`SharedLimiter`](crate::store::SharedLimiter) per key, over the memory store or
-//! Redis) or the rules of a config file (feature `config`).
+//! Redis) or the rules of a config file (feature `config`). Keys come from a
+//! [`KeyExtractor`]: [`ClientIp`] (behind trusted proxies only), [`HeaderKey`],
+//! [`Global`], or a closure. [`headers`] formats the rate-limit fields.
 
 pub mod client;
+pub mod headers;
 mod key;
 mod limits;
 pub mod server;
 
-pub use key::{ClientIp, Global, HeaderKey, KeyError, KeyExtractor};
+pub use key::{
+    ClientIp, ForwardedHeader, Global, HeaderKey, InvalidNetwork, KeyError, KeyExtractor,
+};
 pub use limits::{CheckError, CheckFuture, KeyedLimits, Limits, Policy, Verdict};

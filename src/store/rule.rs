@@ -114,6 +114,56 @@ macro_rules! rules {
     };
 }
 
+impl Rule {
+    /// The time an emptied rule takes to become full again, with no request meanwhile:
+    /// the `w` its `RateLimit-Policy` reports.
+    ///
+    /// - GCRA and the leaky bucket: the capacity times the emission (drain) interval;
+    /// - fixed windows, the sliding log and the sliding counter: the window (a sliding
+    ///   counter emptied early in its window can take up to two to forget it all);
+    /// - Guava's bursty limiter: `max_burst_seconds`; the warming-up one: the warm-up
+    ///   (from hot back to fully cold); each at least one stable interval, the time
+    ///   of one permit, which is what a limiter without burst or warm-up refills;
+    /// - Resilience4j's limiter: the refresh period;
+    /// - a concurrency limit: the lease, after which permits held by a holder that
+    ///   never released them are back.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::algorithm::{FixedWindow, Gcra};
+    /// use tollgate::store::Rule;
+    /// use tollgate::Quota;
+    ///
+    /// let bucket = Rule::from(Gcra::new(Quota::per_second(10)?.burst(20)?));
+    /// assert_eq!(bucket.window(), Duration::from_secs(2));
+    /// let window = Rule::from(FixedWindow::new(100, Duration::from_secs(60))?);
+    /// assert_eq!(window.window(), Duration::from_secs(60));
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn window(&self) -> Duration {
+        let times = |interval: Duration, n: u64| {
+            u64::try_from(interval.as_nanos().saturating_mul(u128::from(n)))
+                .map_or(Duration::MAX, Duration::from_nanos)
+        };
+        match self {
+            Rule::Gcra(g) => times(g.emission_interval(), g.capacity()),
+            Rule::LeakyBucket(b) => times(b.drain_interval(), b.capacity()),
+            Rule::FixedWindow(w) => w.window(),
+            Rule::FixedWindowFirstHit(w) => w.window(),
+            Rule::SlidingLog(l) => l.window(),
+            Rule::SlidingCounter(c) => c.window(),
+            Rule::SmoothBursty(b) => Duration::try_from_secs_f64(b.max_burst_seconds())
+                .unwrap_or(Duration::MAX)
+                .max(b.stable_interval()),
+            Rule::SmoothWarmingUp(w) => w.warmup().max(w.stable_interval()),
+            Rule::RefreshPeriod(r) => r.refresh_period(),
+            Rule::Concurrency(l) => l.lease(),
+        }
+    }
+}
+
 /// The script names of the rules, shared by the Redis store.
 #[allow(non_upper_case_globals)]
 pub(crate) mod rule_kind {

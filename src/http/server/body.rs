@@ -1,0 +1,122 @@
+//! [`RateLimitBody`]: the inner service's body, or the layer's own JSON.
+
+use std::fmt;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+
+/// The body of a [`RateLimitService`](super::RateLimitService)'s responses: the inner
+/// service's body on an admitted request, or the layer's JSON on a request it answered
+/// itself (429, 400, 500, 503).
+///
+/// The inner body is boxed, so that any body works, `Unpin` or not.
+///
+/// # Examples
+///
+/// ```
+/// use http_body_util::BodyExt;
+/// use tollgate::http::server::RateLimitBody;
+///
+/// # futures::executor::block_on(async {
+/// let body = RateLimitBody::new(http_body_util::Full::new(bytes::Bytes::from("hello")));
+/// assert_eq!(body.collect().await?.to_bytes(), "hello");
+///
+/// let body = RateLimitBody::<http_body_util::Empty<bytes::Bytes>>::full(r#"{"error":"rate_limited"}"#);
+/// assert_eq!(body.collect().await?.to_bytes(), r#"{"error":"rate_limited"}"#);
+/// # Ok::<(), std::convert::Infallible>(())
+/// # }).unwrap();
+/// ```
+pub struct RateLimitBody<B> {
+    kind: Kind<B>,
+}
+
+enum Kind<B> {
+    Inner(Pin<Box<B>>),
+    /// The whole body, until it is sent.
+    Full(Option<Bytes>),
+}
+
+impl<B> RateLimitBody<B> {
+    /// The inner service's `body`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use http_body::Body;
+    /// use tollgate::http::server::RateLimitBody;
+    ///
+    /// let body = RateLimitBody::new(http_body_util::Empty::<bytes::Bytes>::new());
+    /// assert!(body.is_end_stream());
+    /// ```
+    pub fn new(body: B) -> RateLimitBody<B> {
+        RateLimitBody {
+            kind: Kind::Inner(Box::pin(body)),
+        }
+    }
+
+    /// A body of `bytes`, sent in one frame.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use http_body::Body;
+    /// use tollgate::http::server::RateLimitBody;
+    ///
+    /// let body = RateLimitBody::<http_body_util::Empty<bytes::Bytes>>::full("{}");
+    /// assert_eq!(body.size_hint().exact(), Some(2));
+    /// ```
+    pub fn full(bytes: impl Into<Bytes>) -> RateLimitBody<B> {
+        RateLimitBody {
+            kind: Kind::Full(Some(bytes.into())),
+        }
+    }
+}
+
+impl<B> fmt::Debug for RateLimitBody<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            Kind::Inner(_) => f.write_str("RateLimitBody::Inner(..)"),
+            Kind::Full(bytes) => f.debug_tuple("RateLimitBody::Full").field(bytes).finish(),
+        }
+    }
+}
+
+impl<B> Body for RateLimitBody<B>
+where
+    B: Body,
+    B::Data: From<Bytes>,
+{
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
+        match &mut self.get_mut().kind {
+            Kind::Inner(body) => body.as_mut().poll_frame(cx),
+            Kind::Full(bytes) => Poll::Ready(
+                bytes
+                    .take()
+                    .filter(|b| !b.is_empty())
+                    .map(|b| Ok(Frame::data(b.into()))),
+            ),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.kind {
+            Kind::Inner(body) => body.is_end_stream(),
+            Kind::Full(bytes) => bytes.as_ref().map_or(true, Bytes::is_empty),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.kind {
+            Kind::Inner(body) => body.size_hint(),
+            Kind::Full(bytes) => SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64)),
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! [`ResponseFuture`]: the check, then the inner service's call.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use http::{Request, Response};
+use tower_service::Service;
+
+use super::body::RateLimitBody;
+use super::response;
+use crate::http::headers;
+use crate::http::limits::{CheckFuture, Verdict};
+
+/// The response future of a [`RateLimitService`](super::RateLimitService): awaits the
+/// request's check, then answers itself or awaits the inner service.
+///
+/// # Cancel safety
+///
+/// Dropped while the check runs, the request is not sent to the inner service, and
+/// whether its permits were taken is unknown (as for the store's
+/// [`execute`](crate::store::Store::execute)); dropped later, the inner service's
+/// future is dropped.
+///
+/// # Panics
+///
+/// If polled again after it completed.
+///
+/// # Examples
+///
+/// ```
+/// use std::convert::Infallible;
+/// use tollgate::algorithm::Gcra;
+/// use tollgate::http::server::{RateLimitLayer, ResponseFuture};
+/// use tollgate::store::{MemoryStore, SharedLimiter};
+/// use tollgate::{KeyedConfig, Quota};
+/// use tower::{Layer, Service};
+///
+/// # futures::executor::block_on(async {
+/// let store = MemoryStore::new(KeyedConfig::new(10), "api")?;
+/// let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(1)?))?;
+/// let echo = tower::service_fn(|_: http::Request<()>| async {
+///     Ok::<_, Infallible>(http::Response::new(http_body_util::Empty::<bytes::Bytes>::new()))
+/// });
+/// let mut service = RateLimitLayer::global(limiter).layer(echo);
+/// let future = service.call(http::Request::new(()));
+/// assert_eq!(future.await?.status(), 200);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
+pub struct ResponseFuture<S, B>
+where
+    S: Service<Request<B>>,
+{
+    state: State<S, B>,
+    legacy_headers: bool,
+}
+
+enum State<S: Service<Request<B>>, B> {
+    Checking {
+        check: CheckFuture,
+        /// Boxed, so that the future is `Unpin` whatever the service and body are.
+        pending: Option<Box<(S, Request<B>)>>,
+    },
+    Calling {
+        future: Pin<Box<S::Future>>,
+        verdict: Verdict,
+    },
+    Done,
+}
+
+impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
+    pub(super) fn new(
+        check: CheckFuture,
+        inner: S,
+        request: Request<B>,
+        legacy_headers: bool,
+    ) -> Self {
+        ResponseFuture {
+            state: State::Checking {
+                check,
+                pending: Some(Box::new((inner, request))),
+            },
+            legacy_headers,
+        }
+    }
+}
+
+impl<S: Service<Request<B>>, B> fmt::Debug for ResponseFuture<S, B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match self.state {
+            State::Checking { .. } => "checking",
+            State::Calling { .. } => "calling",
+            State::Done => "done",
+        };
+        f.debug_struct("ResponseFuture")
+            .field("state", &state)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, B, ResBody> Future for ResponseFuture<S, B>
+where
+    S: Service<Request<B>, Response = Response<ResBody>>,
+{
+    type Output = Result<Response<RateLimitBody<ResBody>>, S::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        loop {
+            match &mut this.state {
+                State::Checking { check, pending } => {
+                    let checked = ready!(check.as_mut().poll(cx));
+                    let verdict = match checked {
+                        Ok(verdict) if verdict.is_admitted() => verdict,
+                        Ok(verdict) => {
+                            this.state = State::Done;
+                            return Poll::Ready(Ok(response::denied(
+                                &verdict,
+                                this.legacy_headers,
+                            )));
+                        }
+                        Err(error) => {
+                            this.state = State::Done;
+                            return Poll::Ready(Ok(response::check_error(&error)));
+                        }
+                    };
+                    let (mut inner, request) = *pending
+                        .take()
+                        .expect("the request is pending until the check completes");
+                    let future = Box::pin(inner.call(request));
+                    this.state = State::Calling { future, verdict };
+                }
+                State::Calling { future, verdict } => {
+                    let mut response = ready!(future.as_mut().poll(cx))?;
+                    headers::insert(response.headers_mut(), verdict, this.legacy_headers);
+                    this.state = State::Done;
+                    return Poll::Ready(Ok(response.map(RateLimitBody::new)));
+                }
+                State::Done => panic!("ResponseFuture polled after it completed"),
+            }
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! [`RateLimitLayer`]: the layer's configuration, shared by every clone.
+
+use std::fmt;
+use std::sync::Arc;
+
+use tower_layer::Layer;
+
+use super::service::RateLimitService;
+use crate::clock::Clock;
+use crate::http::key::{Global, KeyExtractor};
+use crate::http::limits::{KeyedLimits, Limits};
+use crate::store::{SharedLimiter, Store};
+
+/// A tower layer that rate-limits requests by their [`Limits`], answering 429 with
+/// rate-limit headers.
+///
+/// Cloning the layer, and every service it makes, shares one [`Limits`] (an `Arc`):
+/// one limit for the whole server, however many connections and routes the framework
+/// clones it into (unlike tower's `RateLimit`, which is not `Clone`).
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::algorithm::Gcra;
+/// use tollgate::http::ClientIp;
+/// use tollgate::http::server::RateLimitLayer;
+/// use tollgate::store::{MemoryStore, SharedLimiter};
+/// use tollgate::{KeyedConfig, Quota};
+///
+/// let store = MemoryStore::new(KeyedConfig::new(100_000), "api")?;
+/// let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(10)?))?;
+/// let layer = RateLimitLayer::keyed(ClientIp::new(), limiter).legacy_headers(true);
+/// let router: axum::Router = axum::Router::new()
+///     .route("/", axum::routing::get(|| async { "hello" }))
+///     .layer(layer);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct RateLimitLayer<L: ?Sized> {
+    limits: Arc<L>,
+    legacy_headers: bool,
+}
+
+impl<L: ?Sized> Clone for RateLimitLayer<L> {
+    fn clone(&self) -> Self {
+        RateLimitLayer {
+            limits: self.limits.clone(),
+            legacy_headers: self.legacy_headers,
+        }
+    }
+}
+
+impl<L: ?Sized> fmt::Debug for RateLimitLayer<L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimitLayer")
+            .field("legacy_headers", &self.legacy_headers)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<L: Limits> RateLimitLayer<L> {
+    /// Limits requests by `limits`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::http::{HeaderKey, KeyedLimits};
+    /// use tollgate::http::server::RateLimitLayer;
+    /// use tollgate::store::{MemoryStore, SharedLimiter};
+    /// use tollgate::{KeyedConfig, Quota};
+    ///
+    /// let store = MemoryStore::new(KeyedConfig::new(100_000), "api")?;
+    /// let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(10)?))?;
+    /// let limits = KeyedLimits::new(HeaderKey::from_static("x-api-key"), limiter).cost(2);
+    /// let layer = RateLimitLayer::new(limits);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn new(limits: L) -> RateLimitLayer<L> {
+        RateLimitLayer::from_arc(Arc::new(limits))
+    }
+}
+
+impl<L: Limits + ?Sized> RateLimitLayer<L> {
+    /// Limits requests by `limits`, shared with whoever else holds it: an
+    /// `Arc<dyn Limits>` works too.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::http::{Global, KeyedLimits, Limits};
+    /// use tollgate::http::server::RateLimitLayer;
+    /// use tollgate::store::{MemoryStore, SharedLimiter};
+    /// use tollgate::{KeyedConfig, Quota};
+    ///
+    /// let store = MemoryStore::new(KeyedConfig::new(10), "api")?;
+    /// let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(10)?))?;
+    /// let limits: Arc<dyn Limits> = Arc::new(KeyedLimits::new(Global, limiter));
+    /// let layer = RateLimitLayer::from_arc(limits);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn from_arc(limits: Arc<L>) -> RateLimitLayer<L> {
+        RateLimitLayer {
+            limits,
+            legacy_headers: false,
+        }
+    }
+
+    /// Whether responses also carry `X-RateLimit-Limit`, `X-RateLimit-Remaining` and
+    /// `X-RateLimit-Reset` (off by default; see [`headers`](crate::http::headers) for
+    /// what they mean here).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::http::server::RateLimitLayer;
+    /// use tollgate::store::{MemoryStore, SharedLimiter};
+    /// use tollgate::{KeyedConfig, Quota};
+    ///
+    /// let store = MemoryStore::new(KeyedConfig::new(10), "api")?;
+    /// let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(10)?))?;
+    /// let layer = RateLimitLayer::global(limiter).legacy_headers(true);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn legacy_headers(mut self, on: bool) -> RateLimitLayer<L> {
+        self.legacy_headers = on;
+        self
+    }
+
+    /// The limits.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::http::Limits;
+    /// use tollgate::http::server::RateLimitLayer;
+    /// use tollgate::store::{MemoryStore, SharedLimiter};
+    /// use tollgate::{KeyedConfig, Quota};
+    ///
+    /// let store = MemoryStore::new(KeyedConfig::new(10), "api")?;
+    /// let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(10)?))?;
+    /// let layer = RateLimitLayer::global(limiter);
+    /// assert_eq!(layer.limits().policies()[0].quota, 10);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn limits(&self) -> &Arc<L> {
+        &self.limits
+    }
+}
+
+impl<K: KeyExtractor, S: Store + 'static, C: Clock> RateLimitLayer<KeyedLimits<K, S, C>> {
+    /// Limits each key `extractor` reads by `limiter`, one permit per request.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::http::ClientIp;
+    /// use tollgate::http::server::RateLimitLayer;
+    /// use tollgate::store::{MemoryStore, SharedLimiter};
+    /// use tollgate::{KeyedConfig, Quota};
+    ///
+    /// let store = MemoryStore::new(KeyedConfig::new(100_000), "api")?;
+    /// let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(10)?))?;
+    /// let layer = RateLimitLayer::keyed(ClientIp::new().trust("10.0.0.0/8")?, limiter);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn keyed(extractor: K, limiter: SharedLimiter<S, C>) -> Self {
+        RateLimitLayer::new(KeyedLimits::new(extractor, limiter))
+    }
+}
+
+impl<S: Store + 'static, C: Clock> RateLimitLayer<KeyedLimits<Global, S, C>> {
+    /// One limit for every request, shared by every clone of the layer.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::http::server::RateLimitLayer;
+    /// use tollgate::store::{MemoryStore, SharedLimiter};
+    /// use tollgate::{KeyedConfig, Quota};
+    ///
+    /// let store = MemoryStore::new(KeyedConfig::new(10), "api")?;
+    /// let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(1_000)?))?;
+    /// let layer = RateLimitLayer::global(limiter);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn global(limiter: SharedLimiter<S, C>) -> Self {
+        RateLimitLayer::keyed(Global, limiter)
+    }
+}
+
+impl<S, L: Limits + ?Sized> Layer<S> for RateLimitLayer<L> {
+    type Service = RateLimitService<S, L>;
+
+    fn layer(&self, inner: S) -> RateLimitService<S, L> {
+        RateLimitService::new(inner, self.limits.clone(), self.legacy_headers)
+    }
+}

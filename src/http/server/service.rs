@@ -1,0 +1,157 @@
+//! [`RateLimitService`]: checks each request before the inner service sees it.
+
+use std::fmt;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http::{Request, Response};
+use tower_service::Service;
+
+use super::body::RateLimitBody;
+use super::future::ResponseFuture;
+use crate::http::limits::Limits;
+
+/// The service a [`RateLimitLayer`](super::RateLimitLayer) wraps around `S`.
+///
+/// Each call checks the request's head against the [`Limits`] (a round trip to the
+/// store, for a shared one), then either answers itself (429, or an error status) or
+/// calls the inner service and adds the rate-limit fields to its response. Clones
+/// share the limits.
+///
+/// Since the check is awaited before the inner service is called, `call` takes the
+/// inner service that `poll_ready` made ready and leaves a clone in its place (so
+/// `S: Clone`), as tower's guide advises.
+///
+/// # Examples
+///
+/// ```
+/// use std::convert::Infallible;
+/// use tollgate::algorithm::Gcra;
+/// use tollgate::http::server::RateLimitLayer;
+/// use tollgate::store::{MemoryStore, SharedLimiter};
+/// use tollgate::{KeyedConfig, Quota};
+/// use tower::{Layer, Service, ServiceExt};
+///
+/// # futures::executor::block_on(async {
+/// let store = MemoryStore::new(KeyedConfig::new(10), "api")?;
+/// let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_minute(1)?))?;
+/// let hello = tower::service_fn(|_: http::Request<()>| async {
+///     Ok::<_, Infallible>(http::Response::new(http_body_util::Full::new(bytes::Bytes::from("hello"))))
+/// });
+/// let mut service = RateLimitLayer::global(limiter).layer(hello);
+///
+/// let response = service.ready().await?.call(http::Request::new(())).await?;
+/// assert_eq!(response.status(), 200);
+/// assert_eq!(response.headers()["ratelimit"], r#""default";r=0;t=60"#);
+///
+/// let response = service.ready().await?.call(http::Request::new(())).await?;
+/// assert_eq!(response.status(), 429);
+/// assert_eq!(response.headers()["retry-after"], "60");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
+pub struct RateLimitService<S, L: ?Sized> {
+    inner: S,
+    limits: Arc<L>,
+    legacy_headers: bool,
+}
+
+impl<S, L: ?Sized> RateLimitService<S, L> {
+    pub(super) fn new(inner: S, limits: Arc<L>, legacy_headers: bool) -> Self {
+        RateLimitService {
+            inner,
+            limits,
+            legacy_headers,
+        }
+    }
+
+    /// The inner service.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::http::server::RateLimitLayer;
+    /// use tollgate::store::{MemoryStore, SharedLimiter};
+    /// use tollgate::{KeyedConfig, Quota};
+    /// use tower::Layer;
+    ///
+    /// let store = MemoryStore::new(KeyedConfig::new(10), "api")?;
+    /// let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(1)?))?;
+    /// let service = RateLimitLayer::global(limiter).layer(42);
+    /// assert_eq!(*service.get_ref(), 42);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The limits, shared with the layer and every clone.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::http::server::RateLimitLayer;
+    /// use tollgate::store::{MemoryStore, SharedLimiter};
+    /// use tollgate::{KeyedConfig, Quota};
+    /// use tower::Layer;
+    ///
+    /// let store = MemoryStore::new(KeyedConfig::new(10), "api")?;
+    /// let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(1)?))?;
+    /// let layer = RateLimitLayer::global(limiter);
+    /// let service = layer.layer(());
+    /// assert!(Arc::ptr_eq(service.limits(), layer.limits()));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn limits(&self) -> &Arc<L> {
+        &self.limits
+    }
+}
+
+impl<S: Clone, L: ?Sized> Clone for RateLimitService<S, L> {
+    fn clone(&self) -> Self {
+        RateLimitService {
+            inner: self.inner.clone(),
+            limits: self.limits.clone(),
+            legacy_headers: self.legacy_headers,
+        }
+    }
+}
+
+impl<S: fmt::Debug, L: ?Sized> fmt::Debug for RateLimitService<S, L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimitService")
+            .field("inner", &self.inner)
+            .field("legacy_headers", &self.legacy_headers)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, L, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimitService<S, L>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
+    L: Limits + ?Sized,
+{
+    type Response = Response<RateLimitBody<ResBody>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S, ReqBody>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        let (head, body) = request.into_parts();
+        let check = self.limits.check(&head);
+        let clone = self.inner.clone();
+        let ready = std::mem::replace(&mut self.inner, clone);
+        ResponseFuture::new(
+            check,
+            ready,
+            Request::from_parts(head, body),
+            self.legacy_headers,
+        )
+    }
+}
