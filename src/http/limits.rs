@@ -514,3 +514,186 @@ fn decisive(policies: &[Policy], capacities: &[u64], decision: &Decision) -> usi
     };
     found.unwrap_or(0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algorithm::{
+        Concurrency, FixedWindow, Gcra, LeakyBucket, Leased, RefreshPeriod, SlidingCounter,
+        SlidingLog, SmoothBursty, SmoothWarmingUp,
+    };
+    use crate::clock::ManualClock;
+    use crate::decision::{Admitted, InsufficientCapacity, Limited};
+    use crate::http::key::{Global, HeaderKey};
+    use crate::store::MemoryStore;
+    use crate::{KeyedConfig, Quota};
+    use futures::executor::block_on;
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    fn store() -> MemoryStore<ManualClock> {
+        MemoryStore::with_clock(KeyedConfig::new(100), "t", ManualClock::new()).unwrap()
+    }
+
+    fn head(headers: &[(&str, &str)]) -> Parts {
+        let mut builder = http::Request::get("/");
+        for (k, v) in headers {
+            builder = builder.header(*k, *v);
+        }
+        builder.body(()).unwrap().into_parts().0
+    }
+
+    #[test]
+    fn every_kind_of_rule_is_a_policy_whose_quota_is_the_limit_its_decisions_report() {
+        let rules: Vec<(Rule, Policy)> = vec![
+            (
+                Gcra::new(Quota::per_second(10).unwrap().burst(20).unwrap()).into(),
+                Policy::new("default", 20, secs(2)),
+            ),
+            (
+                LeakyBucket::new(5, Quota::per_second(1).unwrap())
+                    .unwrap()
+                    .into(),
+                Policy::new("default", 5, secs(5)),
+            ),
+            (
+                FixedWindow::new(100, secs(60)).unwrap().into(),
+                Policy::new("default", 100, secs(60)),
+            ),
+            (
+                FixedWindow::from_first_hit(7, secs(9)).unwrap().into(),
+                Policy::new("default", 7, secs(9)),
+            ),
+            (
+                SlidingLog::new(3, secs(10)).unwrap().into(),
+                Policy::new("default", 3, secs(10)),
+            ),
+            (
+                SlidingCounter::new(50, secs(30)).unwrap().into(),
+                Policy::new("default", 50, secs(30)),
+            ),
+            (
+                SmoothBursty::new(5.0).unwrap().into(),
+                Policy::new("default", 5, secs(1)),
+            ),
+            (
+                SmoothWarmingUp::new(5.0, secs(2)).unwrap().into(),
+                Policy::new("default", 10, secs(2)),
+            ),
+            (
+                RefreshPeriod::new(4, secs(1), Duration::ZERO)
+                    .unwrap()
+                    .into(),
+                Policy::new("default", 4, secs(1)),
+            ),
+            (
+                Leased::new(Concurrency::new(8).unwrap(), secs(30))
+                    .unwrap()
+                    .into(),
+                Policy::new("default", 8, secs(30)),
+            ),
+        ];
+        for (rule, expected) in rules {
+            let limiter = SharedLimiter::new(store(), rule.clone()).unwrap();
+            let limits = KeyedLimits::new(Global, limiter);
+            assert_eq!(limits.policies(), [expected.clone()], "{rule:?}");
+            let verdict = block_on(limits.check(&head(&[]))).unwrap();
+            let admitted = verdict.decision.unwrap().unwrap();
+            assert_eq!(admitted.limit(), expected.quota, "{rule:?}");
+        }
+    }
+
+    #[test]
+    fn a_smooth_limiter_without_burst_reports_one_permit_per_stable_interval() {
+        let rule: Rule = SmoothBursty::with_max_burst_seconds(4.0, 0.0)
+            .unwrap()
+            .into();
+        let limits = KeyedLimits::new(Global, SharedLimiter::new(store(), rule).unwrap());
+        assert_eq!(
+            limits.policies(),
+            [Policy::new("default", 1, Duration::from_millis(250))]
+        );
+    }
+
+    #[test]
+    fn the_decisive_policy_is_the_one_whose_quota_the_decision_reports() {
+        let policies = [
+            Policy::new("burst", 10, secs(1)),
+            Policy::new("daily", 1000, secs(86_400)),
+            Policy::new("same", 1000, secs(3_600)),
+        ];
+        let capacities = [10, 1000, 1000];
+        let admitted = |limit| Ok(Admitted::new(limit, 1, secs(1)));
+        assert_eq!(decisive(&policies, &capacities, &admitted(10)), 0);
+        assert_eq!(decisive(&policies, &capacities, &admitted(1000)), 1);
+        let limited = Err(Denied::Limited(Limited::new(secs(1), 1000, 0, secs(1))));
+        // A tie between "daily" and "same": the first is named.
+        assert_eq!(decisive(&policies, &capacities, &limited), 1);
+        let never = Err(Denied::Insufficient(InsufficientCapacity::new(11, 10)));
+        assert_eq!(decisive(&policies, &capacities, &never), 0);
+        assert_eq!(decisive(&policies, &capacities, &Err(Denied::Closed)), 0);
+    }
+
+    #[test]
+    fn several_rules_report_the_one_that_denies() {
+        let limiter = SharedLimiter::all_of(
+            store(),
+            [
+                ("burst", Gcra::new(Quota::per_second(5).unwrap()).into()),
+                ("minute", FixedWindow::new(3, secs(60)).unwrap().into()),
+            ],
+        )
+        .unwrap();
+        let limits = KeyedLimits::new(Global, limiter);
+        let check = || block_on(limits.check(&head(&[]))).unwrap();
+        // 5 and 3 permits: after one request the window has 2 left, the bucket 4.
+        let first = check();
+        assert_eq!(first.decisive_policy().unwrap().name, "minute");
+        assert_eq!(first.decision.unwrap().unwrap().remaining(), 2);
+        check();
+        check();
+        let denied = check();
+        assert!(!denied.is_admitted());
+        assert_eq!(denied.decisive_policy().unwrap().name, "minute");
+        assert_eq!(denied.policies.len(), 2);
+    }
+
+    #[test]
+    fn a_request_costing_more_than_the_capacity_is_never_admitted() {
+        let limiter = SharedLimiter::new(store(), Gcra::new(Quota::per_second(5).unwrap()));
+        let limits = KeyedLimits::new(Global, limiter.unwrap()).cost_with(|head| {
+            head.headers
+                .get("x-cost")
+                .and_then(|v| v.to_str().ok()?.parse().ok())
+                .unwrap_or(1)
+        });
+        let verdict = block_on(limits.check(&head(&[("x-cost", "6")]))).unwrap();
+        assert!(matches!(
+            verdict.decision,
+            Some(Err(Denied::Insufficient(_)))
+        ));
+        let verdict = block_on(limits.check(&head(&[("x-cost", "5")]))).unwrap();
+        assert_eq!(verdict.decision.unwrap().unwrap().remaining(), 0);
+    }
+
+    #[test]
+    fn a_missing_key_fails_without_asking_the_store() {
+        let limiter = SharedLimiter::new(store(), Gcra::new(Quota::per_second(5).unwrap()));
+        let limits = KeyedLimits::new(HeaderKey::from_static("x-api-key"), limiter.unwrap());
+        let error = block_on(limits.check(&head(&[]))).unwrap_err();
+        assert!(matches!(error, CheckError::Key(KeyError::MissingHeader(_))));
+        assert!(limits.limiter().store().is_empty());
+    }
+
+    #[test]
+    fn keys_count_apart() {
+        let limiter = SharedLimiter::new(store(), Gcra::new(Quota::per_second(1).unwrap()));
+        let limits = KeyedLimits::new(HeaderKey::from_static("x-api-key"), limiter.unwrap());
+        let check = |key| block_on(limits.check(&head(&[("x-api-key", key)]))).unwrap();
+        assert!(check("a").is_admitted());
+        assert!(!check("a").is_admitted());
+        assert!(check("b").is_admitted());
+    }
+}
