@@ -554,3 +554,78 @@ async fn several_rules_are_all_listed_and_the_tightest_reported() {
         minute.body
     );
 }
+
+/// Serves `service` with hyper alone, putting each connection's peer address into
+/// the request's extensions as a `SocketAddr`.
+async fn serve_with_hyper<S, B>(service: S) -> SocketAddr
+where
+    S: tower::Service<Request<hyper::body::Incoming>, Response = http::Response<B>>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send,
+    S::Error: std::error::Error + Send + Sync + 'static,
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
+    use tower::ServiceExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (stream, peer) = listener.accept().await.unwrap();
+            let service = service.clone();
+            let per_request = hyper::service::service_fn(move |mut request: Request<_>| {
+                request.extensions_mut().insert(peer);
+                service.clone().oneshot(request)
+            });
+            tokio::spawn(
+                hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), per_request),
+            );
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn a_plain_tower_service_served_by_hyper() {
+    use tower::Layer;
+    let clock = ManualClock::new();
+    let limiter = limiter(&clock, "hyper", FixedWindow::new(1, secs(30)).unwrap());
+    let hello = tower::service_fn(|_: Request<hyper::body::Incoming>| async {
+        Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Full::new(
+            Bytes::from("hi"),
+        )))
+    });
+    let service = RateLimitLayer::keyed(ClientIp::new(), limiter).layer(hello);
+    let addr = serve_with_hyper(service).await;
+
+    let ok = get_path(addr, "/").await;
+    assert_eq!(ok.status, StatusCode::OK);
+    assert_eq!(ok.body, "hi");
+    assert_eq!(ok.one("ratelimit"), Some(r#""hyper";r=0;t=30"#));
+    let denied = get_path(addr, "/").await;
+    assert_eq!(denied.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(denied.one("retry-after"), Some("30"));
+    assert_eq!(
+        denied.body,
+        r#"{"error":"rate_limited","message":"rate limit \"hyper\" exceeded: retry after 30 s","retry_after":30,"policy":"hyper"}"#
+    );
+}
+
+/// What a framework needs of the layer: `Clone + Send + Sync`, futures and bodies
+/// `Send`.
+#[allow(dead_code)]
+fn the_layer_is_send_sync_and_clone() {
+    fn clone_send_sync<T: Clone + Send + Sync + 'static>() {}
+    fn send<T: Send + 'static>() {}
+    type Limits = KeyedLimits<ClientIp, MemoryStore>;
+    type Service = tollgate::http::server::RateLimitService<axum::routing::Route, Limits>;
+    clone_send_sync::<RateLimitLayer<Limits>>();
+    clone_send_sync::<RateLimitLayer<dyn tollgate::http::Limits>>();
+    clone_send_sync::<Service>();
+    send::<tollgate::http::server::ResponseFuture<axum::routing::Route, axum::body::Body>>();
+    send::<tollgate::http::server::RateLimitBody<axum::body::Body>>();
+}

@@ -598,7 +598,11 @@ mod tests {
         for (rule, expected) in rules {
             let limiter = SharedLimiter::new(store(), rule.clone()).unwrap();
             let limits = KeyedLimits::new(Global, limiter);
-            assert_eq!(limits.policies(), std::slice::from_ref(&expected), "{rule:?}");
+            assert_eq!(
+                limits.policies(),
+                std::slice::from_ref(&expected),
+                "{rule:?}"
+            );
             let verdict = block_on(limits.check(&head(&[]))).unwrap();
             let admitted = verdict.decision.unwrap().unwrap();
             assert_eq!(admitted.limit(), expected.quota, "{rule:?}");
