@@ -57,19 +57,49 @@ use super::limits::{Policy, Verdict};
 use crate::decision::Denied;
 
 /// `RateLimit-Policy`: every policy that applies to the request.
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(tollgate::http::headers::RATELIMIT_POLICY, "ratelimit-policy");
+/// ```
 pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 
 /// `RateLimit`: what remains of the decisive policy.
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(tollgate::http::headers::RATELIMIT, "ratelimit");
+/// ```
 pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 
 /// Legacy `X-RateLimit-Limit`: the decisive policy's quota.
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(tollgate::http::headers::X_RATELIMIT_LIMIT, "x-ratelimit-limit");
+/// ```
 pub const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
 
 /// Legacy `X-RateLimit-Remaining`: the permits the decisive policy has left.
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(tollgate::http::headers::X_RATELIMIT_REMAINING, "x-ratelimit-remaining");
+/// ```
 pub const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
 
 /// Legacy `X-RateLimit-Reset`: seconds (a delta, not a Unix time) until the decisive
 /// policy is back to its full quota.
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(tollgate::http::headers::X_RATELIMIT_RESET, "x-ratelimit-reset");
+/// ```
 pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 
 /// `d` in whole seconds, rounded up: what every field here sends.

@@ -156,6 +156,15 @@ impl KeyExtractor for HeaderKey {
 ///
 /// Only one is read: a proxy that sets one passes the other through from the client
 /// unchanged, so reading both would let a client choose its key.
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::http::{ClientIp, ForwardedHeader};
+///
+/// let key = ClientIp::new().trust("10.0.0.0/8")?.header(ForwardedHeader::Forwarded);
+/// # Ok::<(), tollgate::http::InvalidNetwork>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ForwardedHeader {

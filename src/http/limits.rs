@@ -14,6 +14,14 @@ use crate::decision::{Decision, Denied};
 use crate::store::{Rule, SharedLimiter, Store, StoreError};
 
 /// The future of a [`Limits::check`].
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::http::{CheckFuture, Verdict};
+///
+/// let check: CheckFuture = Box::pin(async { Ok(Verdict::unlimited()) });
+/// ```
 pub type CheckFuture = Pin<Box<dyn Future<Output = Result<Verdict, CheckError>> + Send>>;
 
 /// Decides whether a request may pass, from its head.

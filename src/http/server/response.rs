@@ -18,23 +18,13 @@ struct Problem<'a> {
     error: &'static str,
     /// For people.
     message: String,
-    /// Seconds until the same request can pass; `null` when it never can.
-    #[serde(skip_serializing_if = "Skip::skip")]
-    retry_after: Skip<Option<u64>>,
+    /// Seconds until the same request can pass; `null` when it never can, left out
+    /// when the request was not decided.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retry_after: Option<Option<u64>>,
     /// The decisive policy's name.
     #[serde(skip_serializing_if = "Option::is_none")]
     policy: Option<&'a str>,
-}
-
-/// A field that is either left out or sent, possibly as `null`.
-#[derive(Serialize)]
-#[serde(transparent)]
-struct Skip<T>(Option<T>);
-
-impl<T> Skip<T> {
-    fn skip(&self) -> bool {
-        self.0.is_none()
-    }
 }
 
 /// The answer to a denied `verdict`.
@@ -44,7 +34,7 @@ pub(super) fn denied<B>(verdict: &Verdict, legacy: bool) -> Response<RateLimitBo
         Some(Err(Denied::Limited(limited))) => {
             let seconds = headers::seconds_up(limited.retry_after()).max(1);
             let message = match policy {
-                Some(name) => format!("rate limit {name:?} exceeded: retry after {seconds} s"),
+                Some(name) => format!("rate limit \"{name}\" exceeded: retry after {seconds} s"),
                 None => format!("rate limit exceeded: retry after {seconds} s"),
             };
             (
@@ -52,7 +42,7 @@ pub(super) fn denied<B>(verdict: &Verdict, legacy: bool) -> Response<RateLimitBo
                 Problem {
                     error: "rate_limited",
                     message,
-                    retry_after: Skip(Some(Some(seconds))),
+                    retry_after: Some(Some(seconds)),
                     policy,
                 },
             )
@@ -66,11 +56,11 @@ pub(super) fn denied<B>(verdict: &Verdict, legacy: bool) -> Response<RateLimitBo
                      ({}): it can never pass, do not retry it unchanged",
                     i.requested(),
                     policy.map_or("the rate limit".to_owned(), |name| format!(
-                        "rate limit {name:?}"
+                        "rate limit \"{name}\""
                     )),
                     i.capacity()
                 ),
-                retry_after: Skip(Some(None)),
+                retry_after: Some(None),
                 policy,
             },
         ),
@@ -79,7 +69,7 @@ pub(super) fn denied<B>(verdict: &Verdict, legacy: bool) -> Response<RateLimitBo
             Problem {
                 error: "limiter_closed",
                 message: "the rate limiter is closed".to_owned(),
-                retry_after: Skip(None),
+                retry_after: None,
                 policy: None,
             },
         ),
@@ -129,7 +119,7 @@ pub(super) fn check_error<B>(error: &CheckError) -> Response<RateLimitBody<B>> {
         &Problem {
             error: code,
             message,
-            retry_after: Skip(None),
+            retry_after: None,
             policy: None,
         },
     )
