@@ -197,7 +197,9 @@ pub enum ForwardedHeader {
 /// the last address known, the proxy that reported it.
 ///
 /// Addresses are keyed in canonical form: an IPv4-mapped IPv6 peer (`::ffff:1.2.3.4`,
-/// from a dual-stack listener) is keyed as `1.2.3.4`.
+/// from a dual-stack listener) is keyed as `1.2.3.4`. An IPv6 host usually holds a
+/// whole /64: [`ipv6_prefix(64)`](ClientIp::ipv6_prefix) keys it by that network, so
+/// that it cannot dodge its limit by changing address.
 ///
 /// # Examples
 ///
@@ -232,6 +234,8 @@ pub struct ClientIp {
     /// Networks as (address with the host bits cleared, prefix length).
     pub(crate) trusted_proxies: Vec<(IpAddr, u8)>,
     header: ForwardedHeader,
+    /// Key IPv6 clients by their network of this many bits, not their address.
+    ipv6_prefix: Option<u8>,
 }
 
 impl ClientIp {
@@ -301,6 +305,40 @@ impl ClientIp {
         self
     }
 
+    /// Keys IPv6 clients by their network of `prefix` bits (as `"2001:db8:1:2::/64"`)
+    /// rather than by their address. A host usually holds a whole /64 and can pick a
+    /// fresh address in it for every request: keyed by address, it would never be
+    /// limited. IPv4 clients (IPv4-mapped ones included) are keyed by address.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::net::SocketAddr;
+    /// use tollgate::http::{ClientIp, KeyExtractor};
+    ///
+    /// let key = ClientIp::new().ipv6_prefix(64)?;
+    /// let mut request = http::Request::get("/").body(()).unwrap();
+    /// request.extensions_mut().insert("[2001:db8:1:2:aaaa::9]:443".parse::<SocketAddr>()?);
+    /// let (parts, ()) = request.into_parts();
+    /// assert_eq!(key.extract(&parts)?, "2001:db8:1:2::/64");
+    /// assert!(ClientIp::new().ipv6_prefix(129).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidNetwork`] for a prefix longer than 128 bits.
+    pub fn ipv6_prefix(mut self, prefix: u8) -> Result<ClientIp, InvalidNetwork> {
+        if prefix > 128 {
+            return Err(InvalidNetwork {
+                input: prefix.to_string(),
+                reason: "an IPv6 prefix length is at most 128",
+            });
+        }
+        self.ipv6_prefix = Some(prefix);
+        Ok(self)
+    }
+
     /// Whether `ip` is in a trusted network.
     fn is_trusted(&self, ip: IpAddr) -> bool {
         self.trusted_proxies
@@ -334,7 +372,14 @@ impl ClientIp {
 impl KeyExtractor for ClientIp {
     fn extract(&self, request: &Parts) -> Result<String, KeyError> {
         let peer = peer_address(request).ok_or(KeyError::NoPeerAddress)?;
-        Ok(self.client(peer, &request.headers).to_string())
+        let client = self.client(peer, &request.headers);
+        Ok(match (client, self.ipv6_prefix) {
+            (IpAddr::V6(_), Some(prefix)) => {
+                let network = mask(client, prefix).unwrap_or(client);
+                format!("{network}/{prefix}")
+            }
+            _ => client.to_string(),
+        })
     }
 }
 
@@ -744,6 +789,24 @@ mod tests {
         let everyone = ClientIp::new().trust("0.0.0.0/0").unwrap();
         assert!(everyone.is_trusted("8.8.8.8".parse().unwrap()));
         assert!(!everyone.is_trusted("::8".parse().unwrap()));
+    }
+
+    #[test]
+    fn ipv6_clients_can_be_keyed_by_network() {
+        let ip = ClientIp::new().ipv6_prefix(64).unwrap();
+        assert_eq!(key(&ip, "[2001:db8:0:1::5]:1", &[]), "2001:db8:0:1::/64");
+        assert_eq!(
+            key(&ip, "[2001:db8:0:1:ffff::]:1", &[]),
+            "2001:db8:0:1::/64"
+        );
+        assert_eq!(key(&ip, "[2001:db8:0:2::5]:1", &[]), "2001:db8:0:2::/64");
+        assert_eq!(key(&ip, "192.0.2.1:1", &[]), "192.0.2.1");
+        assert_eq!(key(&ip, "[::ffff:192.0.2.1]:1", &[]), "192.0.2.1");
+        // Behind a trusted proxy, the forwarded client's network.
+        let proxied = ip.trust("10.0.0.0/8").unwrap();
+        let h = [("x-forwarded-for", "2001:db8:7:7:1::1")];
+        assert_eq!(key(&proxied, "10.0.0.1:1", &h), "2001:db8:7:7::/64");
+        assert_eq!(ClientIp::new().ipv6_prefix(129).unwrap_err().input(), "129");
     }
 
     #[test]
