@@ -47,6 +47,13 @@
 //! goes later). The inner service's own time is not counted: bound it with tower's
 //! `Timeout` layer.
 //!
+//! # Cancel safety
+//!
+//! Dropping a call's future while it waits for its permits gives back whatever the
+//! limiter had booked for it, and the next waiter moves up; while it waits out a pause
+//! it holds nothing. Nothing was sent either way, and no other caller is left waiting
+//! on it. A permit given back during a pause is returned before the call sleeps.
+//!
 //! # Permits are spent
 //!
 //! A permit counts against a rate, and is not returned when the response arrives: do
@@ -54,6 +61,33 @@
 //! `ConcurrencyLimit` layer bounds calls in flight).
 //!
 //! # Examples
+//!
+//! A 429 with `Retry-After: 2` holds the next call until the clock has moved 2 s:
+//!
+//! ```
+//! use std::time::Duration;
+//! use http::{Request, Response};
+//! use tower::{service_fn, Layer, ServiceExt};
+//! use tollgate::http::client::ThrottleLayer;
+//! use tollgate::{algorithm::Gcra, clock::ManualClock, Limiter, Quota};
+//!
+//! # futures::executor::block_on(async {
+//! let clock = ManualClock::new();
+//! let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone());
+//! let layer = ThrottleLayer::new(limiter);
+//! let api = layer.layer(service_fn(|_: Request<()>| async {
+//!     Response::builder().status(429).header("retry-after", "2").body(())
+//! }));
+//!
+//! let refused = api.clone().oneshot(Request::new(())).await?;
+//! assert_eq!(refused.status(), 429);
+//! let mut next = Box::pin(api.oneshot(Request::new(())));
+//! assert!(futures::poll!(next.as_mut()).is_pending());
+//! clock.advance(Duration::from_secs(2));
+//! assert!(futures::poll!(next.as_mut()).is_ready());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
 //!
 //! hyper-util's client, held to 5 calls per second:
 //!
