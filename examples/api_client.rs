@@ -1,75 +1,182 @@
-//! An outbound API client held to a hard limit: never more than 5 calls in any
-//! second, however the calls bunch up, with each call's wait shown.
+//! A client held to a third-party API's limit, with tollgate's client layer.
 //!
-//! Run with `cargo run --example api_client`. It takes about four seconds.
+//! A fake API on 127.0.0.1 serves at most 5 calls in any rolling second and refuses
+//! the rest with `429 Too Many Requests` and a `Retry-After`. Two clients call it
+//! through hyper-util's client wrapped in a `ThrottleLayer`:
 //!
-//! A sliding-window log is exact: no rolling window ever holds a sixth *grant*. But a
-//! call happens a little after its grant, and that delay varies (here, task
-//! scheduling; for a real API, the network too), so two calls can land closer than
-//! their grants were. The client therefore keeps a margin: 5 calls per 1.05 s. The
-//! fake API below counts on the limiter's clock and panics on a sixth call within any
-//! second.
+//! 1. One that knows the limit (5 per 1.05 s, a margin for the delay between a grant
+//!    and the call reaching the API): bursts of calls wait their turn, and the API
+//!    refuses none.
+//! 2. One that thinks the limit is 10 per second: the API refuses its excess, the
+//!    layer pauses every caller for the `Retry-After`, and the refused calls, retried
+//!    by a loop outside the layer, wait out the pause and get through.
+//!
+//! Run with `cargo run --example api_client --features http`. It takes about three
+//! seconds.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use tollgate::algorithm::SlidingLog;
-use tollgate::clock::Nanos;
-use tollgate::Limiter;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::Router;
+use http_body_util::Empty;
+use hyper::body::Bytes;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use tower::{Layer, ServiceExt};
 
-/// Stands in for a third-party API that bans clients going over 5 calls per second.
-struct ThirdPartyApi {
-    calls: Mutex<VecDeque<Nanos>>,
+use tollgate::algorithm::{Algorithm, Gcra, SlidingLog};
+use tollgate::clock::MonotonicClock;
+use tollgate::http::client::{Permits, Throttle, ThrottleLayer};
+use tollgate::{Limiter, Quota};
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+type HttpClient = Client<HttpConnector, Empty<Bytes>>;
+
+/// The API's limit: calls in any rolling second.
+const API_LIMIT: usize = 5;
+
+/// The fake API: its record of the calls it served, and of those it refused.
+#[derive(Default)]
+struct Api {
+    served: Mutex<VecDeque<Instant>>,
+    all_served: Mutex<Vec<Instant>>,
+    refused: Mutex<usize>,
 }
 
-impl ThirdPartyApi {
-    fn call(&self, request: u32, now: Nanos) -> String {
-        let mut calls = self.calls.lock().unwrap();
-        while calls
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Api {
+    /// Serves a call if fewer than 5 were served in the last second; otherwise refuses
+    /// it, saying when the oldest of them leaves the window.
+    fn answer(&self) -> axum::response::Response {
+        let now = Instant::now();
+        let mut served = lock(&self.served);
+        while served
             .front()
-            .is_some_and(|t| now.saturating_since(*t) >= Duration::from_secs(1))
+            .is_some_and(|t| now.duration_since(*t) >= Duration::from_secs(1))
         {
-            calls.pop_front();
+            served.pop_front();
         }
-        assert!(calls.len() < 5, "the API would have banned us");
-        calls.push_back(now);
-        format!("response to request {request}")
+        if served.len() >= API_LIMIT {
+            *lock(&self.refused) += 1;
+            let free_in = served.front().map_or(Duration::ZERO, |t| {
+                Duration::from_secs(1) - now.duration_since(*t)
+            });
+            // Retry-After counts whole seconds: round up.
+            let retry_after = free_in.as_secs() + u64::from(free_in.subsec_nanos() > 0);
+            return (
+                StatusCode::TOO_MANY_REQUESTS,
+                [(header::RETRY_AFTER, retry_after.to_string())],
+                "slow down",
+            )
+                .into_response();
+        }
+        served.push_back(now);
+        lock(&self.all_served).push(now);
+        (StatusCode::OK, "here you are").into_response()
     }
+
+    /// The most calls served in any one-second window.
+    fn busiest_second(&self) -> usize {
+        let served = lock(&self.all_served);
+        (0..served.len())
+            .map(|i| {
+                served[i..]
+                    .iter()
+                    .take_while(|t| t.duration_since(served[i]) < Duration::from_secs(1))
+                    .count()
+            })
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+async fn start_api() -> Result<(SocketAddr, Arc<Api>), Error> {
+    let api = Arc::new(Api::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let state = Arc::clone(&api);
+    let app = Router::new().fallback(move || {
+        let api = Arc::clone(&state);
+        async move { api.answer() }
+    });
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Ok((addr, api))
+}
+
+/// Calls `/items/{n}` until the API serves it; prints each answer.
+async fn call<P: Permits>(
+    client: Throttle<HttpClient, P>,
+    addr: SocketAddr,
+    n: u32,
+    start: Instant,
+) -> Result<u32, Error> {
+    let mut refusals = 0;
+    loop {
+        let request = http::Request::get(format!("http://{addr}/items/{n}")).body(Empty::new())?;
+        let response = client.clone().oneshot(request).await?;
+        println!(
+            "  t={:4.2}s  call {n:2}: {}",
+            start.elapsed().as_secs_f64(),
+            response.status()
+        );
+        if response.status() != StatusCode::TOO_MANY_REQUESTS {
+            return Ok(refusals);
+        }
+        // The layer has paused every caller; the retry waits out the pause.
+        refusals += 1;
+    }
+}
+
+/// Sends `calls` calls through `layer`: `first` at once, the rest a second later.
+async fn run<A: Algorithm>(
+    layer: ThrottleLayer<Limiter<A, MonotonicClock>>,
+    calls: u32,
+    first: u32,
+) -> Result<(), Error> {
+    let (addr, api) = start_api().await?;
+    let client: HttpClient = Client::builder(TokioExecutor::new()).build_http();
+    let service = layer.layer(client);
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for n in 0..calls {
+        if n == first {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        tasks.push(tokio::spawn(call(service.clone(), addr, n, start)));
+    }
+    let mut retries = 0;
+    for task in tasks {
+        retries += task.await??;
+    }
+    println!(
+        "  {calls} calls served in {:.2}s; the API refused {} and never served more than {} in a second ({} allowed).\n",
+        start.elapsed().as_secs_f64(),
+        retries,
+        api.busiest_second(),
+        API_LIMIT,
+    );
+    Ok(())
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    // 5% margin over the API's 5 per second, for the grant-to-call delay.
-    let limiter = Limiter::new(SlidingLog::new(5, Duration::from_millis(1050))?);
-    let api = Arc::new(ThirdPartyApi {
-        calls: Mutex::new(VecDeque::new()),
-    });
-    let start = Instant::now();
-    // 18 requests arrive in two bursts: 12 at once, then 6 more a second later.
-    let mut calls = Vec::new();
-    for request in 0..18u32 {
-        if request == 12 {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-        let (limiter, api) = (limiter.clone(), Arc::clone(&api));
-        calls.push(tokio::spawn(async move {
-            let waited = limiter.acquire(1).await?;
-            let response = api.call(request, limiter.now());
-            println!(
-                "t={:5.2}s  request {request:2} waited {:>8.1?}  -> {response}",
-                start.elapsed().as_secs_f64(),
-                waited
-            );
-            Ok::<(), tollgate::wait::AcquireError>(())
-        }));
-    }
-    for call in calls {
-        call.await??;
-    }
-    println!(
-        "\n18 calls in {:.2}s, never more than 5 in any second at the API.",
-        start.elapsed().as_secs_f64()
-    );
+async fn main() -> Result<(), Error> {
+    println!("A client that knows the limit: 12 calls, 8 at once and 4 a second later.");
+    let knows = Limiter::new(SlidingLog::new(
+        API_LIMIT as u64,
+        Duration::from_millis(1050),
+    )?);
+    run(ThrottleLayer::new(knows), 12, 8).await?;
+
+    println!("A client that thinks the limit is 10 a second: 10 calls at once.");
+    let wrong = Limiter::new(Gcra::new(Quota::per_second(10)?.burst(10)?));
+    run(ThrottleLayer::new(wrong), 10, 10).await?;
     Ok(())
 }

@@ -181,6 +181,11 @@ impl<S: Store, C: Clock> SharedLimiter<S, C> {
         }
     }
 
+    /// The clock it sleeps on while it waits.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
     /// The store.
     pub fn store(&self) -> &S {
         &self.store

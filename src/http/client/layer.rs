@@ -1,0 +1,135 @@
+//! [`ThrottleLayer`]: the configuration, shared by every clone.
+
+use std::time::Duration;
+
+use tower_layer::Layer;
+
+use super::pause::{Backoff, Shared};
+use super::{Permits, Throttle};
+use crate::clock::Nanos;
+use crate::sync::Arc;
+
+/// The pause after a 429 that names no time.
+const DEFAULT_BACKOFF: Duration = Duration::from_secs(1);
+/// The longest pause a server can impose by default.
+const DEFAULT_MAX_PAUSE: Duration = Duration::from_secs(3600);
+
+/// A tower [`Layer`] that makes a client wait for permits before each call, and pause
+/// every call when the server says it is over its limit.
+///
+/// Every clone of the layer, and every [`Throttle`] it makes, shares one permit source
+/// and one pause. The settings (`cost`, `timeout`, back-off) belong to each value:
+/// `layer.clone().timeout(d)` waits on the same limiter with another timeout.
+///
+/// See [the module](super) for what the layer does precisely.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::http::client::ThrottleLayer;
+/// use tollgate::{algorithm::Gcra, Limiter, Quota};
+///
+/// let layer = ThrottleLayer::new(Limiter::new(Gcra::new(Quota::per_second(10)?)))
+///     .timeout(Duration::from_secs(5))
+///     .max_pause(Duration::from_secs(60));
+/// # drop(layer);
+/// # Ok::<(), tollgate::ConfigError>(())
+/// ```
+#[derive(Debug)]
+pub struct ThrottleLayer<P> {
+    pub(super) shared: Arc<Shared<P>>,
+    pub(super) settings: Settings,
+}
+
+/// What each call through a layer costs, how long it may wait, how it backs off.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Settings {
+    pub(super) cost: u64,
+    pub(super) timeout: Option<Duration>,
+    pub(super) backoff: Backoff,
+}
+
+impl<P: Permits> ThrottleLayer<P> {
+    /// A layer taking one permit per call from `permits` (a [`Limiter`](crate::Limiter)
+    /// or a [`StorePermits`](super::StorePermits)), waiting as long as it takes,
+    /// pausing 1 s after a 429 that names no time, and never pausing more than an hour.
+    pub fn new(permits: P) -> ThrottleLayer<P> {
+        ThrottleLayer {
+            shared: Arc::new(Shared::new(permits)),
+            settings: Settings {
+                cost: 1,
+                timeout: None,
+                backoff: Backoff {
+                    default: DEFAULT_BACKOFF,
+                    max: DEFAULT_MAX_PAUSE,
+                },
+            },
+        }
+    }
+
+    /// Each call takes `n` permits, unless the request carries a [`Cost`](super::Cost).
+    /// Zero lets calls through without permits (pauses still apply).
+    pub fn cost(mut self, n: u64) -> ThrottleLayer<P> {
+        self.settings.cost = n;
+        self
+    }
+
+    /// A call fails with [`ThrottleError::TimedOut`](super::ThrottleError::TimedOut)
+    /// when its permit (and the end of any pause) cannot be had within `timeout`: at
+    /// once when that is already known. The inner service's own time is not counted.
+    pub fn timeout(mut self, timeout: Duration) -> ThrottleLayer<P> {
+        self.settings.timeout = Some(timeout);
+        self
+    }
+
+    /// The pause after a 429 whose headers name no time (1 s by default).
+    pub fn default_backoff(mut self, pause: Duration) -> ThrottleLayer<P> {
+        self.settings.backoff.default = pause;
+        self
+    }
+
+    /// The longest pause a server's answer can impose (an hour by default): a bounded
+    /// wait however large a `Retry-After` the server sends.
+    pub fn max_pause(mut self, max: Duration) -> ThrottleLayer<P> {
+        self.settings.backoff.max = max;
+        self
+    }
+
+    /// The permit source.
+    pub fn permits(&self) -> &P {
+        &self.shared.permits
+    }
+
+    /// The end of the current pause on the permit source's clock, if one is on.
+    pub fn paused_until(&self) -> Option<Nanos> {
+        self.shared.paused_until()
+    }
+
+    /// Holds every call off for `d` from now, unless a longer pause is on, as if a
+    /// server had asked: for signals the layer does not read itself.
+    pub fn pause_for(&self, d: Duration) {
+        self.shared.pause_for(d)
+    }
+}
+
+impl<P> Clone for ThrottleLayer<P> {
+    fn clone(&self) -> Self {
+        ThrottleLayer {
+            shared: Arc::clone(&self.shared),
+            settings: self.settings,
+        }
+    }
+}
+
+impl<S, P> Layer<S> for ThrottleLayer<P> {
+    type Service = Throttle<S, P>;
+
+    fn layer(&self, inner: S) -> Throttle<S, P> {
+        Throttle {
+            inner,
+            shared: Arc::clone(&self.shared),
+            settings: self.settings,
+        }
+    }
+}

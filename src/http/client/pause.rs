@@ -1,0 +1,108 @@
+//! The shared state behind every clone of a layer: the permit source, and the instant
+//! until which the server asked everyone to hold off.
+
+use std::time::Duration;
+
+use http::{Response, StatusCode};
+
+use super::parse::backoff;
+use super::permits::{check_capacity, Permits};
+use super::ThrottleError;
+use crate::clock::{Clock, Nanos};
+use crate::sync::{AtomicU64, Ordering};
+use crate::wait::Sleep;
+
+/// The permit source and the pause, shared by every clone of a layer and its services.
+#[derive(Debug)]
+pub(super) struct Shared<P> {
+    pub(super) permits: P,
+    /// Nanos on the permit source's clock before which no call goes; only grows.
+    paused_until: AtomicU64,
+}
+
+/// How the layer reads the server's answers.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Backoff {
+    /// The pause after a 429 that says nothing of when to come back.
+    pub(super) default: Duration,
+    /// The longest pause any answer can impose.
+    pub(super) max: Duration,
+}
+
+impl<P: Permits> Shared<P> {
+    pub(super) fn new(permits: P) -> Shared<P> {
+        Shared {
+            permits,
+            paused_until: AtomicU64::new(0),
+        }
+    }
+
+    fn clock(&self) -> &P::Clock {
+        self.permits.clock()
+    }
+
+    /// The end of the pause, if one is on.
+    pub(super) fn paused_until(&self) -> Option<Nanos> {
+        let until = Nanos::new(self.paused_until.load(Ordering::Acquire));
+        (until > self.clock().now()).then_some(until)
+    }
+
+    /// Holds every caller off for `d` from now, unless a longer pause is on.
+    pub(super) fn pause_for(&self, d: Duration) {
+        let until = self.clock().now() + d;
+        self.paused_until
+            .fetch_max(until.as_u64(), Ordering::AcqRel);
+    }
+
+    /// Pauses as `response` asks: for the longest of its `Retry-After`, exhausted
+    /// `RateLimit` items and legacy reset, or for the default back-off after a 429 that
+    /// names none; never longer than the maximum.
+    pub(super) fn observe<B>(&self, response: &Response<B>, backoff_config: Backoff) {
+        let clock = self.clock();
+        let now_since_epoch = clock.unix_origin() + clock.now().as_duration();
+        let asked = match backoff(response.headers(), now_since_epoch) {
+            Some(asked) => asked,
+            None if response.status() == StatusCode::TOO_MANY_REQUESTS => backoff_config.default,
+            None => return,
+        };
+        self.pause_for(asked.min(backoff_config.max));
+    }
+
+    /// Waits for the end of any pause and for `n` permits, within `timeout`.
+    ///
+    /// A permit granted while a pause began is given back, and the caller waits out
+    /// the pause and queues again: holding it would send every such caller at once
+    /// when the pause ends.
+    ///
+    /// Cancel safety: the limiter's wait gives back what it booked; the sleep holds
+    /// nothing; a refund cut short leaves its permits unused.
+    pub(super) async fn admit(
+        &self,
+        n: u64,
+        timeout: Option<Duration>,
+    ) -> Result<(), ThrottleError> {
+        check_capacity(&self.permits, n)?;
+        let clock = self.clock();
+        let deadline = timeout.map(|t| clock.now() + t);
+        loop {
+            self.wait_out_pause(deadline).await?;
+            let left = deadline.map(|d| d.saturating_since(clock.now()));
+            self.permits.acquire(n, left).await?;
+            if self.paused_until().is_none() {
+                return Ok(());
+            }
+            self.permits.refund(n).await;
+        }
+    }
+
+    async fn wait_out_pause(&self, deadline: Option<Nanos>) -> Result<(), ThrottleError> {
+        // A pause may grow while we sleep: check again after each.
+        while let Some(until) = self.paused_until() {
+            if deadline.is_some_and(|d| until > d) {
+                return Err(ThrottleError::TimedOut);
+            }
+            Sleep::until(self.clock().clone(), until).await;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,127 @@
+//! [`Throttle`]: the [`Service`] that waits, calls, and reads the answer.
+
+use std::future::poll_fn;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use http::{Request, Response};
+use tower_service::Service;
+
+use super::layer::Settings;
+use super::pause::Shared;
+use super::{Cost, Permits, ResponseFuture, ThrottleError};
+use crate::clock::Nanos;
+use crate::sync::Arc;
+
+/// A client [`Service`] that waits for permits before each call and pauses every call
+/// when the server says so; made by [`ThrottleLayer`](super::ThrottleLayer).
+///
+/// It is always ready: the wait happens in the [`ResponseFuture`], which holds a clone
+/// of the inner service and readies it only once the permit is granted, so that a
+/// waiting call holds none of the inner service's capacity (a pooled connection, a
+/// concurrency slot).
+///
+/// # Examples
+///
+/// ```
+/// use std::convert::Infallible;
+/// use http::{Request, Response};
+/// use tower::{service_fn, ServiceBuilder, ServiceExt};
+/// use tollgate::http::client::ThrottleLayer;
+/// use tollgate::{algorithm::Gcra, clock::ManualClock, Limiter, Quota};
+///
+/// # futures::executor::block_on(async {
+/// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(2)?), ManualClock::new());
+/// let client = ServiceBuilder::new()
+///     .layer(ThrottleLayer::new(limiter))
+///     .service(service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new(())) }));
+/// let response = client.oneshot(Request::new(())).await?;
+/// assert_eq!(response.status(), 200);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
+#[derive(Debug)]
+pub struct Throttle<S, P> {
+    pub(super) inner: S,
+    pub(super) shared: Arc<Shared<P>>,
+    pub(super) settings: Settings,
+}
+
+impl<S, P: Permits> Throttle<S, P> {
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The end of the current pause on the permit source's clock, if one is on.
+    pub fn paused_until(&self) -> Option<Nanos> {
+        self.shared.paused_until()
+    }
+
+    /// Holds every call through this layer off for `d` from now, unless a longer pause
+    /// is on.
+    pub fn pause_for(&self, d: Duration) {
+        self.shared.pause_for(d)
+    }
+}
+
+impl<S: Clone, P> Clone for Throttle<S, P> {
+    fn clone(&self) -> Self {
+        Throttle {
+            inner: self.inner.clone(),
+            shared: Arc::clone(&self.shared),
+            settings: self.settings,
+        }
+    }
+}
+
+impl<S, P, B, RB> Service<Request<B>> for Throttle<S, P>
+where
+    S: Service<Request<B>, Response = Response<RB>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Send + 'static,
+    P: Permits,
+    B: Send + 'static,
+    RB: Send + 'static,
+{
+    type Response = Response<RB>;
+    type Error = ThrottleError<S::Error>;
+    type Future = ResponseFuture<Response<RB>, S::Error>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    /// Waits for the end of any pause and for the call's permits, then calls the inner
+    /// service, then pauses every caller if the answer asks for it.
+    ///
+    /// # Errors
+    ///
+    /// The future fails with [`ThrottleError::Insufficient`] at once when the call
+    /// costs more than the limiter can ever grant, [`ThrottleError::TimedOut`] when
+    /// the wait would exceed the timeout (at once when that is known),
+    /// [`ThrottleError::Closed`] or [`ThrottleError::Store`] when the permit source
+    /// fails, and [`ThrottleError::Inner`] with the inner service's error. A 429 is a
+    /// response, not an error.
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let mut inner = self.inner.clone();
+        let shared = Arc::clone(&self.shared);
+        let settings = self.settings;
+        let cost = request
+            .extensions()
+            .get::<Cost>()
+            .map_or(settings.cost, |c| c.0);
+        ResponseFuture::new(async move {
+            shared
+                .admit(cost, settings.timeout)
+                .await
+                .map_err(ThrottleError::widen)?;
+            poll_fn(|cx| inner.poll_ready(cx))
+                .await
+                .map_err(ThrottleError::Inner)?;
+            let response = inner.call(request).await.map_err(ThrottleError::Inner)?;
+            shared.observe(&response, settings.backoff);
+            Ok(response)
+        })
+    }
+}
