@@ -83,14 +83,28 @@ descriptors:
     let got: Vec<_> = rules
         .limits()
         .iter()
-        .map(|l| (l.name(), l.unit(), l.algorithm(), l.rule().kind(), l.rule().capacity()))
+        .map(|l| {
+            (
+                l.name(),
+                l.unit(),
+                l.algorithm(),
+                l.rule().kind(),
+                l.rule().capacity(),
+            )
+        })
         .collect();
     assert_eq!(
         got,
         [
             ("a", Unit::Second, Algorithm::FixedWindow, "fixed_window", 1),
             ("b", Unit::Minute, Algorithm::Gcra, "gcra", 4),
-            ("c", Unit::Hour, Algorithm::SlidingWindow, "sliding_counter", 3),
+            (
+                "c",
+                Unit::Hour,
+                Algorithm::SlidingWindow,
+                "sliding_counter",
+                3
+            ),
             ("d", Unit::Day, Algorithm::SlidingLog, "sliding_log", 4),
             ("e", Unit::Week, Algorithm::LeakyBucket, "leaky_bucket", 2),
             ("f", Unit::Month, Algorithm::FixedWindow, "fixed_window", 6),
@@ -501,11 +515,16 @@ fn file_errors_carry_the_path() {
     let dir = std::env::temp_dir().join(format!("tollgate-config-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("bad.yaml");
-    std::fs::write(&path, "domain: d\ndescriptors:\n  - key: a\n    colour: red\n").unwrap();
+    std::fs::write(
+        &path,
+        "domain: d\ndescriptors:\n  - key: a\n    colour: red\n",
+    )
+    .unwrap();
     let e = RuleSet::from_file(&path).unwrap_err();
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(
-        e.to_string().starts_with(&format!("{}:4:5: ", path.display())),
+        e.to_string()
+            .starts_with(&format!("{}:4:5: ", path.display())),
         "{e}"
     );
 }
@@ -571,7 +590,10 @@ descriptors:
     let ip = ("remote_address", "10.0.0.1");
     assert_eq!(names(&rules, &[d(&[ip])]), ["client"]);
     // The longer descriptor counts only against the nested limit.
-    assert_eq!(names(&rules, &[d(&[ip, ("path", "/login")])]), ["client_login"]);
+    assert_eq!(
+        names(&rules, &[d(&[ip, ("path", "/login")])]),
+        ["client_login"]
+    );
     // No nested node for this path: nothing, not the parent's limit.
     assert!(names(&rules, &[d(&[ip, ("path", "/other")])]).is_empty());
     // Deeper than the tree: nothing.
@@ -745,7 +767,9 @@ fn a_denial_consumes_nothing_from_the_other_limits() {
     let client = [d(&[("remote_address", "10.0.0.1")])];
     // Two logins from other clients use up the login limit.
     for ip in ["10.0.0.2", "10.0.0.3"] {
-        assert!(block(limiter.check(&login_request(ip), 1)).unwrap().is_admitted());
+        assert!(block(limiter.check(&login_request(ip), 1))
+            .unwrap()
+            .is_admitted());
     }
     for _ in 0..5 {
         let denied = block(limiter.check(&login_request("10.0.0.1"), 1)).unwrap();
@@ -805,7 +829,9 @@ fn fixed_windows_are_aligned_to_the_unix_epoch() {
     let login = [d(&[("path", "/login")])];
     // 50 s into a minute of Unix time: the window ends 10 s later, not 60 s later.
     let at = MINUTE_EDGE + Duration::from_secs(50);
-    assert!(block(limiter.check_at(&login, 2, at)).unwrap().is_admitted());
+    assert!(block(limiter.check_at(&login, 2, at))
+        .unwrap()
+        .is_admitted());
     let denied = block(limiter.check_at(&login, 1, at)).unwrap();
     assert_eq!(
         denied.decision().unwrap().unwrap_err().retry_after(),
@@ -816,7 +842,9 @@ fn fixed_windows_are_aligned_to_the_unix_epoch() {
     assert!(!block(limiter.check_at(&login, 1, just_before))
         .unwrap()
         .is_admitted());
-    assert!(block(limiter.check_at(&login, 2, edge)).unwrap().is_admitted());
+    assert!(block(limiter.check_at(&login, 2, edge))
+        .unwrap()
+        .is_admitted());
 }
 
 #[test]
@@ -871,7 +899,11 @@ fn shadow_limits_count_and_report_but_never_deny() {
     assert!(first.is_admitted());
     assert_eq!(first.shadow_denial(), None);
     let names: Vec<_> = first.applied().iter().map(|a| a.name.as_str()).collect();
-    assert_eq!(names, ["enforced"], "shadow limits are not reported as applied");
+    assert_eq!(
+        names,
+        ["enforced"],
+        "shadow limits are not reported as applied"
+    );
 
     let second = block(limiter.check(&request, 1)).unwrap();
     assert!(second.is_admitted(), "a shadow denial does not block");
@@ -935,8 +967,208 @@ descriptors:
       requests_per_unit: 1
       algorithm: sliding_log
 ";
-    let e = ConfigLimiter::new(rules(yaml), NoSlidingLogs(memory(&ManualClock::new())))
-        .unwrap_err();
+    let e =
+        ConfigLimiter::new(rules(yaml), NoSlidingLogs(memory(&ManualClock::new()))).unwrap_err();
     assert!(matches!(e.kind(), ConfigFileErrorKind::Store(_)));
     assert_eq!(e.line(), Some(7));
+}
+
+// ---------------------------------------------------------------- the server layer's `Limits`
+
+#[cfg(feature = "http")]
+mod http_limits {
+    use std::net::SocketAddr;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    use http::request::Parts;
+    use http::HeaderName;
+    use tollgate::config::{ConfigLimits, RequestDescriptor, RequestEntry};
+    use tollgate::http::{CheckError, KeyError, Limits, Policy};
+
+    use super::*;
+
+    /// The peer address, as `tollgate::http::ClientIp` reads it without proxies.
+    fn peer(parts: &Parts) -> Result<String, KeyError> {
+        let addr = parts
+            .extensions
+            .get::<SocketAddr>()
+            .ok_or(KeyError::NoPeerAddress)?;
+        Ok(addr.ip().to_string())
+    }
+
+    fn parts(method: &str, uri: &str, ip: Option<[u8; 4]>) -> Parts {
+        let (mut parts, ()) = http::Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("x-api-key", "k-1")
+            .body(())
+            .unwrap()
+            .into_parts();
+        if let Some(ip) = ip {
+            parts.extensions.insert(SocketAddr::from((ip, 40_000)));
+        }
+        parts
+    }
+
+    fn example_limits(clock: &ManualClock) -> ConfigLimits<MemoryStore<ManualClock>> {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/rules.yaml");
+        let limiter = ConfigLimiter::new(RuleSet::from_file(path).unwrap(), memory(clock)).unwrap();
+        ConfigLimits::by_client_and_path(limiter, peer)
+    }
+
+    #[test]
+    fn the_default_descriptors_are_client_path_and_both() {
+        let limits = example_limits(&ManualClock::new());
+        let got = limits
+            .descriptors_of(&parts("GET", "/login?next=/", Some([10, 0, 0, 1])))
+            .unwrap();
+        assert_eq!(
+            got,
+            [
+                d(&[("remote_address", "10.0.0.1")]),
+                d(&[("path", "/login")]),
+                d(&[("remote_address", "10.0.0.1"), ("path", "/login")]),
+            ]
+        );
+    }
+
+    #[test]
+    fn entries_read_headers_methods_constants_and_closures() {
+        let limiter = ConfigLimiter::new(rules(LOGIN), memory(&ManualClock::new())).unwrap();
+        let limits = ConfigLimits::new(
+            limiter,
+            [
+                RequestDescriptor::new([RequestEntry::generic_key("all"), RequestEntry::method()]),
+                RequestDescriptor::new([RequestEntry::header(
+                    HeaderName::from_static("x-api-key"),
+                    "api_key",
+                )]),
+                RequestDescriptor::new([RequestEntry::header(
+                    HeaderName::from_static("x-tenant"),
+                    "tenant",
+                )]),
+                RequestDescriptor::new([RequestEntry::optional("query", |p: &Parts| {
+                    p.uri.query().map(str::to_owned)
+                })]),
+                RequestDescriptor::new([RequestEntry::extract("host", |_: &Parts| {
+                    Ok("example.org".to_owned())
+                })]),
+            ],
+        );
+        let got = limits
+            .descriptors_of(&parts("DELETE", "/orders/7", None))
+            .unwrap();
+        // No `x-tenant` header and no query: those descriptors are left out.
+        assert_eq!(
+            got,
+            [
+                d(&[("generic_key", "all"), ("method", "DELETE")]),
+                d(&[("api_key", "k-1")]),
+                d(&[("host", "example.org")]),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_request_without_a_peer_address_is_a_key_error() {
+        let limits = example_limits(&ManualClock::new());
+        let err = block(limits.check(&parts("GET", "/", None))).unwrap_err();
+        assert!(matches!(err, CheckError::Key(KeyError::NoPeerAddress)));
+    }
+
+    #[test]
+    fn unmatched_requests_pass_unlimited() {
+        let limits = example_limits(&ManualClock::new());
+        // `remote_address` alone always matches `per_client`; `generic_key` matches
+        // nothing in the example.
+        let only_path = ConfigLimits::new(
+            ConfigLimiter::new(
+                RuleSet::from_file(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/rules.yaml"))
+                    .unwrap(),
+                memory(&ManualClock::new()),
+            )
+            .unwrap(),
+            [RequestDescriptor::new([RequestEntry::path()])],
+        );
+        let verdict = block(only_path.check(&parts("GET", "/health", None))).unwrap();
+        assert_eq!(verdict.decision, None);
+        assert!(verdict.is_admitted());
+        assert!(verdict.policies.is_empty());
+        let verdict = block(limits.check(&parts("GET", "/health", Some([10, 0, 0, 1])))).unwrap();
+        assert_eq!(verdict.policies[0].name, "per_client");
+    }
+
+    #[test]
+    fn verdicts_report_the_policies_and_the_decisive_one() {
+        let clock = ManualClock::new();
+        clock.advance(MINUTE_EDGE);
+        let limits = example_limits(&clock);
+        let login = parts("POST", "/login", Some([10, 0, 0, 1]));
+        for left in (0..5).rev() {
+            let verdict = block(limits.check(&login)).unwrap();
+            assert!(verdict.is_admitted());
+            let names: Vec<_> = verdict.policies.iter().map(|p| p.name.as_str()).collect();
+            assert_eq!(names, ["per_client", "login"]);
+            assert_eq!(verdict.policies[verdict.decisive].name, "login");
+            assert_eq!(verdict.decision.unwrap().unwrap().remaining(), left);
+        }
+        let verdict = block(limits.check(&login)).unwrap();
+        assert!(!verdict.is_admitted());
+        assert_eq!(verdict.policies[verdict.decisive].name, "login");
+        assert_eq!(
+            verdict.decision.unwrap().unwrap_err().retry_after(),
+            Some(Duration::from_secs(12))
+        );
+        // Another client logs in: its own bucket.
+        let other = block(limits.check(&parts("POST", "/login", Some([10, 0, 0, 2])))).unwrap();
+        assert!(other.is_admitted());
+        // The denied login took nothing from per_client: 5 of 10 used.
+        let home = block(limits.check(&parts("GET", "/", Some([10, 0, 0, 1])))).unwrap();
+        assert_eq!(home.decision.unwrap().unwrap().remaining(), 4);
+    }
+
+    #[test]
+    fn policies_list_the_enforced_limits() {
+        let limits = example_limits(&ManualClock::new());
+        assert_eq!(
+            limits.policies(),
+            [
+                Policy {
+                    name: "per_client".into(),
+                    quota: 10,
+                    window: Duration::from_secs(1)
+                },
+                Policy {
+                    name: "login".into(),
+                    quota: 5,
+                    window: Duration::from_secs(60)
+                },
+                Policy {
+                    name: "search".into(),
+                    quota: 30,
+                    window: Duration::from_secs(60)
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn shadow_denials_reach_the_hook_and_never_block() {
+        let clock = ManualClock::new();
+        let denials = Arc::new(AtomicUsize::new(0));
+        let seen = denials.clone();
+        let limiter = ConfigLimiter::new(rules(SHADOW), memory(&clock)).unwrap();
+        let limits = ConfigLimits::new(limiter, [RequestDescriptor::new([RequestEntry::path()])])
+            .on_shadow_denial(move |denial| {
+                assert_eq!(denial.limit.name, "watched");
+                seen.fetch_add(1, Ordering::SeqCst);
+            });
+        for _ in 0..3 {
+            let verdict = block(limits.check(&parts("GET", "/export", None))).unwrap();
+            assert!(verdict.is_admitted());
+            assert_eq!(verdict.decision, None);
+        }
+        assert_eq!(denials.load(Ordering::SeqCst), 2);
+    }
 }

@@ -79,7 +79,7 @@ impl fmt::Display for Location {
 /// assert_eq!(err.location().unwrap().line(), 4);
 /// assert_eq!(
 ///     err.to_string(),
-///     "line 4 column 53: requests_per_unit must be greater than zero"
+///     "line 4 column 52: requests_per_unit must be greater than zero"
 /// );
 /// ```
 #[derive(Debug)]
@@ -205,11 +205,20 @@ impl fmt::Display for ConfigFileErrorKind {
                 f,
                 "empty {what} (leave `value` out to match every value of the key)"
             ),
-            ConfigFileErrorKind::DuplicateDescriptor { key, value: Some(value) } => {
-                write!(f, "duplicate descriptor key {key:?} value {value:?} at this level")
+            ConfigFileErrorKind::DuplicateDescriptor {
+                key,
+                value: Some(value),
+            } => {
+                write!(
+                    f,
+                    "duplicate descriptor key {key:?} value {value:?} at this level"
+                )
             }
             ConfigFileErrorKind::DuplicateDescriptor { key, value: None } => {
-                write!(f, "duplicate descriptor key {key:?} without value at this level")
+                write!(
+                    f,
+                    "duplicate descriptor key {key:?} without value at this level"
+                )
             }
             ConfigFileErrorKind::MissingLimit(field) => write!(
                 f,
@@ -227,7 +236,10 @@ impl fmt::Display for ConfigFileErrorKind {
                 write!(f, "duplicate rate_limit name {name:?}")
             }
             ConfigFileErrorKind::UnknownReplace(name) => {
-                write!(f, "replaces {name:?}, which names no rate_limit of the file")
+                write!(
+                    f,
+                    "replaces {name:?}, which names no rate_limit of the file"
+                )
             }
             ConfigFileErrorKind::ReplacesItself(name) => {
                 write!(f, "rate_limit {name:?} replaces itself")

@@ -239,7 +239,11 @@ impl RuleSet {
 
 fn storage_key(prefix: &str, entries: &[(String, String)]) -> String {
     let mut key = String::with_capacity(
-        prefix.len() + entries.iter().map(|(k, v)| k.len() + v.len() + 2).sum::<usize>(),
+        prefix.len()
+            + entries
+                .iter()
+                .map(|(k, v)| k.len() + v.len() + 2)
+                .sum::<usize>(),
     );
     key.push_str(prefix);
     for (k, v) in entries {

@@ -27,6 +27,8 @@
 
 mod error;
 mod file;
+#[cfg(feature = "http")]
+mod http;
 mod limiter;
 mod locate;
 mod matcher;
@@ -34,6 +36,8 @@ mod rules;
 mod unit;
 
 pub use error::{ConfigFileError, ConfigFileErrorKind, Location};
+#[cfg(feature = "http")]
+pub use http::{ConfigLimits, RequestDescriptor, RequestEntry};
 pub use limiter::{AppliedLimit, ConfigDecision, ConfigLimiter, ShadowDenial};
 pub use matcher::{Descriptor, Matched, MatchedLimit};
 pub use rules::{Limit, RuleSet};

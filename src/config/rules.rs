@@ -263,9 +263,8 @@ impl RuleSet {
     /// ```
     pub fn from_file(path: impl AsRef<Path>) -> Result<RuleSet, ConfigFileError> {
         let path = path.as_ref();
-        let yaml = std::fs::read_to_string(path).map_err(|e| {
-            ConfigFileError::new(ConfigFileErrorKind::Io(e), None).with_path(path)
-        })?;
+        let yaml = std::fs::read_to_string(path)
+            .map_err(|e| ConfigFileError::new(ConfigFileErrorKind::Io(e), None).with_path(path))?;
         RuleSet::from_yaml(&yaml).map_err(|e| e.with_path(path))
     }
 
@@ -368,10 +367,7 @@ impl<'s> Builder<'s> {
                 return Err(self.error(ConfigFileErrorKind::Empty("key"), &[Step::Key("key")]));
             }
             if value == Some("") {
-                return Err(self.error(
-                    ConfigFileErrorKind::Empty("value"),
-                    &[Step::Key("value")],
-                ));
+                return Err(self.error(ConfigFileErrorKind::Empty("value"), &[Step::Key("value")]));
             }
             let entry = level.by_key.entry(node.key.clone()).or_default();
             let taken = match value {
