@@ -676,7 +676,7 @@ descriptors:
 ",
     );
     let ip = d(&[("remote_address", "10.0.0.1")]);
-    assert_eq!(names(&rules, &[ip.clone()]), ["per_client"]);
+    assert_eq!(names(&rules, std::slice::from_ref(&ip)), ["per_client"]);
     assert_eq!(
         names(&rules, &[ip.clone(), d(&[("api_key", "premium")])]),
         ["api_key=premium"]

@@ -35,6 +35,8 @@ pub struct RequestEntry {
     source: Source,
 }
 
+type ReadValue = Arc<dyn Fn(&Parts) -> Option<String> + Send + Sync>;
+
 #[derive(Clone)]
 enum Source {
     /// An extractor: its error fails the check.
@@ -45,7 +47,7 @@ enum Source {
     Header(HeaderName),
     Constant(String),
     /// A closure: `None` leaves the descriptor out.
-    Optional(Arc<dyn Fn(&Parts) -> Option<String> + Send + Sync>),
+    Optional(ReadValue),
 }
 
 impl fmt::Debug for RequestEntry {

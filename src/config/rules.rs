@@ -413,7 +413,7 @@ impl<'s> Builder<'s> {
                     Some(prefix) => {
                         entry.prefixes.push((prefix.to_owned(), tree_node));
                         // Longest first: the most specific prefix wins.
-                        entry.prefixes.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+                        entry.prefixes.sort_by_key(|p| std::cmp::Reverse(p.0.len()));
                     }
                     None => {
                         entry.exact.insert(v.to_owned(), tree_node);
