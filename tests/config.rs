@@ -489,6 +489,32 @@ descriptors:
 }
 
 #[test]
+fn unlimited_blocks_share_the_namespace_of_names() {
+    let (e, line) = error(
+        "domain: d
+descriptors:
+  - key: a
+    rate_limit: {name: n, unlimited: true}
+  - key: b
+    rate_limit: {name: n, unit: second, requests_per_unit: 1}
+",
+    );
+    assert!(matches!(e.kind(), ConfigFileErrorKind::DuplicateName(_)));
+    assert_eq!(line, 6);
+    // Replacing an unlimited block is allowed, and changes nothing.
+    let rules = rules(
+        "domain: d
+descriptors:
+  - key: a
+    rate_limit: {name: free, unlimited: true}
+  - key: b
+    rate_limit: {unit: second, requests_per_unit: 1, replaces: [{name: free}]}
+",
+    );
+    assert_eq!(names(&rules, &[d(&[("b", "x")])]), ["b"]);
+}
+
+#[test]
 fn unlimited_takes_no_count() {
     let (e, line) = error(
         "domain: d

@@ -124,7 +124,7 @@ pub enum ConfigFileErrorKind {
     Limit(ConfigError),
     /// Two limits with the same `name`.
     DuplicateName(String),
-    /// `replaces` names no limit of the file.
+    /// `replaces` names no `rate_limit` of the file.
     UnknownReplace(String),
     /// A limit `replaces` its own name.
     ReplacesItself(String),

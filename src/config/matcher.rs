@@ -290,4 +290,16 @@ mod tests {
         );
         assert_eq!(storage_key("p", &entries(&[("%", "%7C")])), "p|%25=%257C");
     }
+
+    proptest::proptest! {
+        /// Two entry lists share a key only if they are equal, whatever separators
+        /// and escapes their texts hold.
+        #[test]
+        fn different_entries_never_share_a_key(
+            a in proptest::collection::vec(("[a|=%7C]{0,3}", "[a|=%7C]{0,3}"), 0..3),
+            b in proptest::collection::vec(("[a|=%7C]{0,3}", "[a|=%7C]{0,3}"), 0..3),
+        ) {
+            proptest::prop_assert_eq!(storage_key("p", &a) == storage_key("p", &b), a == b);
+        }
+    }
 }

@@ -313,7 +313,8 @@ struct Builder<'s> {
     path: Vec<Step>,
     limits: Vec<Limit>,
     unlimited_replaces: Vec<Vec<usize>>,
-    names: HashMap<String, usize>,
+    /// Every `name`, with its limit's index (`None` for an `unlimited` block).
+    names: HashMap<String, Option<usize>>,
     /// `replaces` to resolve once every name is known: the owner, the name, its path.
     replaces: Vec<(Action, String, Vec<Step>)>,
 }
@@ -458,9 +459,11 @@ impl<'s> Builder<'s> {
                     &[Step::Key("name")],
                 ));
             }
-            if let Action::Limit(index) = action {
-                self.names.insert(name.clone(), index);
-            }
+            let index = match action {
+                Action::Limit(index) => Some(index),
+                _ => None,
+            };
+            self.names.insert(name.clone(), index);
         }
         for (i, replace) in block.replaces.iter().enumerate() {
             let mut path = self.path.clone();
@@ -495,7 +498,7 @@ impl<'s> Builder<'s> {
             None => None,
         };
         let rule = rule(algorithm, requests_per_unit, unit, burst).map_err(|e| {
-            let e = rename(e);
+            let e = rename(e, burst.is_some());
             let field = if e.parameter() == "burst" {
                 "burst"
             } else {
@@ -532,11 +535,16 @@ impl<'s> Builder<'s> {
     fn resolve_replaces(&mut self) -> Result<(), ConfigFileError> {
         for (owner, name, path) in std::mem::take(&mut self.replaces) {
             let at = || locate(self.yaml, &path);
-            let Some(&target) = self.names.get(&name) else {
-                return Err(ConfigFileError::new(
-                    ConfigFileErrorKind::UnknownReplace(name),
-                    at(),
-                ));
+            let target = match self.names.get(&name) {
+                Some(Some(target)) => *target,
+                // An unlimited block counts nothing: replacing it changes nothing.
+                Some(None) => continue,
+                None => {
+                    return Err(ConfigFileError::new(
+                        ConfigFileErrorKind::UnknownReplace(name),
+                        at(),
+                    ))
+                }
             };
             match owner {
                 Action::Limit(index) if index == target => {
@@ -582,10 +590,12 @@ fn rule(
 }
 
 /// A constructor's error in the file's words: its `count`, `limit` or `capacity` is
-/// the file's `requests_per_unit` or `burst`.
-fn rename(e: ConfigError) -> ConfigError {
+/// the file's `requests_per_unit` or `burst` (a leaky bucket's capacity is the burst
+/// when one is given).
+fn rename(e: ConfigError, burst_given: bool) -> ConfigError {
     let parameter = match e.parameter() {
-        "burst" | "capacity" => "burst",
+        "burst" => "burst",
+        "capacity" if burst_given => "burst",
         "window" | "period" => "unit",
         _ => "requests_per_unit",
     };
