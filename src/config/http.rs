@@ -1,0 +1,440 @@
+//! [`ConfigLimits`]: the rules of a file as the server layer's
+//! [`Limits`](crate::http::Limits), with descriptors built from each request's head.
+
+use std::fmt;
+use std::sync::Arc;
+
+use http::request::Parts;
+use http::HeaderName;
+
+use super::limiter::{AppliedLimit, ConfigLimiter, ShadowDenial};
+use super::matcher::Descriptor;
+use crate::http::{CheckError, CheckFuture, KeyError, KeyExtractor, Limits, Policy, Verdict};
+use crate::store::Store;
+
+/// Where one entry of a request's descriptor comes from: its key in the rules file,
+/// and how its value is read from the request's head.
+///
+/// # Examples
+///
+/// ```
+/// use http::HeaderName;
+/// use tollgate::config::RequestEntry;
+///
+/// let entries = [
+///     RequestEntry::path(),
+///     RequestEntry::method(),
+///     RequestEntry::header(HeaderName::from_static("x-api-key"), "api_key"),
+///     RequestEntry::generic_key("public"),
+/// ];
+/// assert_eq!(entries[2].key(), "api_key");
+/// ```
+#[derive(Clone)]
+pub struct RequestEntry {
+    key: String,
+    source: Source,
+}
+
+type ReadValue = Arc<dyn Fn(&Parts) -> Option<String> + Send + Sync>;
+
+#[derive(Clone)]
+enum Source {
+    /// An extractor: its error fails the check.
+    Extract(Arc<dyn KeyExtractor>),
+    Path,
+    Method,
+    /// A header: absent or not visible ASCII, the descriptor is left out.
+    Header(HeaderName),
+    Constant(String),
+    /// A closure: `None` leaves the descriptor out.
+    Optional(ReadValue),
+}
+
+impl fmt::Debug for RequestEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let source = match &self.source {
+            Source::Extract(_) => "extractor".to_owned(),
+            Source::Path => "path".to_owned(),
+            Source::Method => "method".to_owned(),
+            Source::Header(name) => format!("header {name}"),
+            Source::Constant(value) => format!("{value:?}"),
+            Source::Optional(_) => "closure".to_owned(),
+        };
+        f.debug_struct("RequestEntry")
+            .field("key", &self.key)
+            .field("source", &source)
+            .finish()
+    }
+}
+
+impl RequestEntry {
+    /// `remote_address`: the client's address, as `client_ip` reads it (usually
+    /// [`ClientIp`](crate::http::ClientIp), which trusts the proxies it is told to).
+    /// When it fails, the check fails with its [`KeyError`] (the layer answers 400).
+    pub fn remote_address(client_ip: impl KeyExtractor) -> RequestEntry {
+        RequestEntry::extract("remote_address", client_ip)
+    }
+
+    /// `path`: the URI's path, without the query.
+    pub fn path() -> RequestEntry {
+        RequestEntry {
+            key: "path".to_owned(),
+            source: Source::Path,
+        }
+    }
+
+    /// `method`: the request method, as `GET`.
+    pub fn method() -> RequestEntry {
+        RequestEntry {
+            key: "method".to_owned(),
+            source: Source::Method,
+        }
+    }
+
+    /// `key`: the value of the header `name`. Without the header (or with a value that
+    /// is not visible ASCII) the descriptor holding this entry is left out, as envoy's
+    /// `request_headers` action does.
+    pub fn header(name: HeaderName, key: impl Into<String>) -> RequestEntry {
+        RequestEntry {
+            key: key.into(),
+            source: Source::Header(name),
+        }
+    }
+
+    /// `generic_key`: always `value`, as envoy's `generic_key` action.
+    pub fn generic_key(value: impl Into<String>) -> RequestEntry {
+        RequestEntry {
+            key: "generic_key".to_owned(),
+            source: Source::Constant(value.into()),
+        }
+    }
+
+    /// `key`: read by `extractor` (a closure `Fn(&Parts) -> Result<String, KeyError>`
+    /// is one). Its error fails the check.
+    pub fn extract(key: impl Into<String>, extractor: impl KeyExtractor) -> RequestEntry {
+        RequestEntry {
+            key: key.into(),
+            source: Source::Extract(Arc::new(extractor)),
+        }
+    }
+
+    /// `key`: read by `value`; `None` leaves the descriptor out.
+    pub fn optional(
+        key: impl Into<String>,
+        value: impl Fn(&Parts) -> Option<String> + Send + Sync + 'static,
+    ) -> RequestEntry {
+        RequestEntry {
+            key: key.into(),
+            source: Source::Optional(Arc::new(value)),
+        }
+    }
+
+    /// The key this entry has in the rules file.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+}
+
+/// The entries of one descriptor a request produces.
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::config::{RequestDescriptor, RequestEntry};
+///
+/// let per_path_and_method = RequestDescriptor::new([RequestEntry::path(), RequestEntry::method()]);
+/// assert_eq!(per_path_and_method.entries().len(), 2);
+/// ```
+#[derive(Clone, Debug)]
+pub struct RequestDescriptor {
+    entries: Vec<RequestEntry>,
+}
+
+impl RequestDescriptor {
+    /// A descriptor of `entries`, in order.
+    pub fn new(entries: impl IntoIterator<Item = RequestEntry>) -> RequestDescriptor {
+        RequestDescriptor {
+            entries: entries.into_iter().collect(),
+        }
+    }
+
+    /// The entries.
+    pub fn entries(&self) -> &[RequestEntry] {
+        &self.entries
+    }
+}
+
+type ShadowHook = Arc<dyn Fn(&ShadowDenial) + Send + Sync>;
+
+/// The rules of a file over a store, as the server layer's [`Limits`]: each request's
+/// head gives its descriptors, and [`ConfigLimiter::check`] decides them at a cost of
+/// one permit.
+///
+/// Which descriptors a request produces is chosen with [`RequestDescriptor`]s;
+/// [`by_client_and_path`](ConfigLimits::by_client_and_path) is the usual choice:
+/// `[remote_address]`, `[path]` and `[remote_address, path]`.
+///
+/// A request whose descriptors match no limit (or only `unlimited` ones) passes with
+/// no rate-limit fields ([`Verdict::unlimited`]). Shadow limits never deny: their
+/// denials go to a `tracing` event (target `tollgate::config`, level `INFO`) and to
+/// the hook of [`on_shadow_denial`](ConfigLimits::on_shadow_denial).
+///
+/// # Examples
+///
+/// ```
+/// use std::net::SocketAddr;
+/// use tollgate::config::{ConfigLimiter, ConfigLimits, RequestEntry, RuleSet};
+/// use tollgate::http::{KeyError, Limits};
+/// use tollgate::store::MemoryStore;
+/// use tollgate::KeyedConfig;
+///
+/// # futures::executor::block_on(async {
+/// let rules = RuleSet::from_yaml("
+/// domain: api
+/// descriptors:
+///   - key: remote_address
+///     rate_limit: { unit: second, requests_per_unit: 10 }
+///     descriptors:
+///       - key: path
+///         value: /login
+///         rate_limit: { name: login, unit: minute, requests_per_unit: 5 }
+/// ")?;
+/// let limiter = ConfigLimiter::new(rules, MemoryStore::new(KeyedConfig::new(10_000), "rl")?)?;
+/// // The peer address; a server would use `tollgate::http::ClientIp`.
+/// let peer = |parts: &http::request::Parts| {
+///     let addr = parts.extensions.get::<SocketAddr>().ok_or(KeyError::NoPeerAddress)?;
+///     Ok(addr.ip().to_string())
+/// };
+/// let limits = ConfigLimits::by_client_and_path(limiter, peer);
+///
+/// let (mut parts, ()) = http::Request::get("/login").body(())?.into_parts();
+/// parts.extensions.insert(SocketAddr::from(([10, 0, 0, 1], 5000)));
+/// let verdict = limits.check(&parts).await?;
+/// assert!(verdict.is_admitted());
+/// assert_eq!(verdict.policies[verdict.decisive].name, "login");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
+pub struct ConfigLimits<S> {
+    limiter: Arc<ConfigLimiter<S>>,
+    descriptors: Arc<[RequestDescriptor]>,
+    policies: Arc<[Policy]>,
+    on_shadow_denial: Option<ShadowHook>,
+}
+
+impl<S> Clone for ConfigLimits<S> {
+    fn clone(&self) -> Self {
+        ConfigLimits {
+            limiter: self.limiter.clone(),
+            descriptors: self.descriptors.clone(),
+            policies: self.policies.clone(),
+            on_shadow_denial: self.on_shadow_denial.clone(),
+        }
+    }
+}
+
+impl<S> fmt::Debug for ConfigLimits<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConfigLimits")
+            .field("limiter", &self.limiter)
+            .field("descriptors", &self.descriptors)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: Store + 'static> ConfigLimits<S> {
+    /// `limiter`, each request producing `descriptors` (each one left out when an
+    /// entry of it has no value, see [`RequestEntry`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use http::HeaderName;
+    /// use tollgate::config::{ConfigLimiter, ConfigLimits, RequestDescriptor, RequestEntry, RuleSet};
+    /// use tollgate::store::MemoryStore;
+    /// use tollgate::KeyedConfig;
+    ///
+    /// let rules = RuleSet::from_yaml("
+    /// domain: api
+    /// descriptors:
+    ///   - key: api_key
+    ///     rate_limit: { unit: hour, requests_per_unit: 1000 }
+    /// ")?;
+    /// let limiter = ConfigLimiter::new(rules, MemoryStore::new(KeyedConfig::new(10_000), "rl")?)?;
+    /// let limits = ConfigLimits::new(
+    ///     limiter,
+    ///     [RequestDescriptor::new([RequestEntry::header(HeaderName::from_static("x-api-key"), "api_key")])],
+    /// );
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn new(
+        limiter: ConfigLimiter<S>,
+        descriptors: impl IntoIterator<Item = RequestDescriptor>,
+    ) -> ConfigLimits<S> {
+        let policies = limiter
+            .rules()
+            .limits()
+            .iter()
+            .filter(|l| !l.is_shadow())
+            .map(|l| Policy {
+                name: l.name().to_owned(),
+                quota: l.requests_per_unit(),
+                window: l.window(),
+            })
+            .collect();
+        ConfigLimits {
+            limiter: Arc::new(limiter),
+            descriptors: descriptors.into_iter().collect(),
+            policies,
+            on_shadow_denial: None,
+        }
+    }
+
+    /// `limiter`, each request producing three descriptors: `[remote_address]`,
+    /// `[path]` and `[remote_address, path]`, the address read by `client_ip` (usually
+    /// [`ClientIp`](crate::http::ClientIp)). Rules for a client, for a route, and for
+    /// a client on a route then all apply.
+    ///
+    /// # Examples
+    ///
+    /// See [`ConfigLimits`].
+    pub fn by_client_and_path(
+        limiter: ConfigLimiter<S>,
+        client_ip: impl KeyExtractor,
+    ) -> ConfigLimits<S> {
+        let client = RequestEntry::remote_address(client_ip);
+        ConfigLimits::new(
+            limiter,
+            [
+                RequestDescriptor::new([client.clone()]),
+                RequestDescriptor::new([RequestEntry::path()]),
+                RequestDescriptor::new([client, RequestEntry::path()]),
+            ],
+        )
+    }
+
+    /// The same limits, calling `hook` with every shadow denial (say, to count it).
+    pub fn on_shadow_denial(
+        self,
+        hook: impl Fn(&ShadowDenial) + Send + Sync + 'static,
+    ) -> ConfigLimits<S> {
+        ConfigLimits {
+            on_shadow_denial: Some(Arc::new(hook)),
+            ..self
+        }
+    }
+
+    /// The limiter.
+    pub fn limiter(&self) -> &ConfigLimiter<S> {
+        &self.limiter
+    }
+
+    /// The descriptors `request` produces.
+    ///
+    /// # Errors
+    ///
+    /// The [`KeyError`] of an entry read by an extractor
+    /// ([`remote_address`](RequestEntry::remote_address),
+    /// [`extract`](RequestEntry::extract)) that fails.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use tollgate::config::{ConfigLimiter, ConfigLimits, Descriptor, RequestDescriptor, RequestEntry, RuleSet};
+    /// # use tollgate::{store::MemoryStore, KeyedConfig};
+    /// # let rules = RuleSet::from_yaml("{domain: api, descriptors: []}")?;
+    /// # let limiter = ConfigLimiter::new(rules, MemoryStore::new(KeyedConfig::new(10), "rl")?)?;
+    /// let limits = ConfigLimits::new(
+    ///     limiter,
+    ///     [RequestDescriptor::new([RequestEntry::method(), RequestEntry::path()])],
+    /// );
+    /// let (parts, ()) = http::Request::post("/orders?page=2").body(())?.into_parts();
+    /// assert_eq!(
+    ///     limits.descriptors_of(&parts)?,
+    ///     [Descriptor::new().entry("method", "POST").entry("path", "/orders")]
+    /// );
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn descriptors_of(&self, request: &Parts) -> Result<Vec<Descriptor>, KeyError> {
+        // An extractor shared by several descriptors reads the request once.
+        let mut extracted: Vec<(*const (), String)> = Vec::new();
+        let mut out = Vec::with_capacity(self.descriptors.len());
+        'descriptors: for descriptor in self.descriptors.iter() {
+            let mut built = Descriptor::new();
+            for entry in &descriptor.entries {
+                let value = match &entry.source {
+                    Source::Extract(extractor) => {
+                        let id = Arc::as_ptr(extractor).cast::<()>();
+                        match extracted.iter().find(|(seen, _)| *seen == id) {
+                            Some((_, value)) => value.clone(),
+                            None => {
+                                let value = extractor.extract(request)?;
+                                extracted.push((id, value.clone()));
+                                value
+                            }
+                        }
+                    }
+                    Source::Path => request.uri.path().to_owned(),
+                    Source::Method => request.method.as_str().to_owned(),
+                    Source::Header(name) => {
+                        match request.headers.get(name).and_then(|v| v.to_str().ok()) {
+                            Some(value) => value.to_owned(),
+                            None => continue 'descriptors,
+                        }
+                    }
+                    Source::Constant(value) => value.clone(),
+                    Source::Optional(read) => match read(request) {
+                        Some(value) => value,
+                        None => continue 'descriptors,
+                    },
+                };
+                built.push(entry.key.clone(), value);
+            }
+            out.push(built);
+        }
+        Ok(out)
+    }
+}
+
+impl<S: Store + 'static> Limits for ConfigLimits<S> {
+    fn check(&self, request: &Parts) -> CheckFuture {
+        let descriptors = self.descriptors_of(request);
+        let limiter = self.limiter.clone();
+        let hook = self.on_shadow_denial.clone();
+        Box::pin(async move {
+            let decision = limiter.check(&descriptors?, 1).await?;
+            let (decision, applied, decisive, shadow) = decision.into_parts();
+            if let Some(shadow) = shadow {
+                tracing::info!(
+                    target: "tollgate::config",
+                    limit = %shadow.limit.name,
+                    denied = %shadow.denied,
+                    "shadow limit would deny"
+                );
+                if let Some(hook) = hook {
+                    hook(&shadow);
+                }
+            }
+            Ok::<_, CheckError>(match decision {
+                None => Verdict::unlimited(),
+                Some(decision) => Verdict::new(
+                    decision,
+                    applied.into_iter().map(policy).collect(),
+                    decisive,
+                ),
+            })
+        })
+    }
+
+    fn policies(&self) -> Vec<Policy> {
+        self.policies.to_vec()
+    }
+}
+
+fn policy(limit: AppliedLimit) -> Policy {
+    Policy {
+        name: limit.name,
+        quota: limit.quota,
+        window: limit.window,
+    }
+}

@@ -1,0 +1,319 @@
+//! [`ConfigLimiter`]: a [`RuleSet`] decided over a [`Store`].
+
+use std::fmt;
+use std::time::Duration;
+
+use super::error::{ConfigFileError, ConfigFileErrorKind};
+use super::matcher::{Descriptor, MatchedLimit};
+use super::rules::RuleSet;
+use crate::decision::{Decision, Denied};
+use crate::store::{Check, Op, Request, Store, StoreError};
+
+/// The rules of a file over a [`Store`]: decides requests by their descriptors.
+///
+/// All enforced limits a request matches go to the store as **one** all-or-nothing
+/// [`Request`]: either every limit takes the request's cost, or none does, so a
+/// request denied by its per-route limit does not use up its per-client quota. The
+/// request's hash tag is the file's domain, so in Redis Cluster all keys of a domain
+/// share one slot (and one master): the atomic request needs that, since one request
+/// mixes keys of different clients and routes. Split heavy traffic across domains,
+/// each a file of its own, to spread it over the cluster.
+///
+/// Limits in `shadow_mode` go in a second request, sent only when the enforced ones
+/// admit: they count what would pass if they were enforced too, and their denial is
+/// reported ([`ConfigDecision::shadow_denial`]), never applied.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::config::{ConfigLimiter, Descriptor, RuleSet};
+/// use tollgate::store::MemoryStore;
+/// use tollgate::KeyedConfig;
+///
+/// # futures::executor::block_on(async {
+/// let rules = RuleSet::from_yaml("
+/// domain: api
+/// descriptors:
+///   - key: remote_address
+///     rate_limit: { unit: second, requests_per_unit: 2 }
+/// ")?;
+/// let limiter = ConfigLimiter::new(rules, MemoryStore::new(KeyedConfig::new(10_000), "rl")?)?;
+/// let request = [Descriptor::new().entry("remote_address", "10.0.0.1")];
+/// let at = Duration::from_secs(1_700_000_000);
+/// assert!(limiter.check_at(&request, 1, at).await?.is_admitted());
+/// assert!(limiter.check_at(&request, 1, at).await?.is_admitted());
+/// let third = limiter.check_at(&request, 1, at).await?;
+/// assert!(!third.is_admitted());
+/// assert_eq!(third.applied()[third.decisive()].name, "remote_address");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
+pub struct ConfigLimiter<S> {
+    rules: RuleSet,
+    store: S,
+}
+
+impl<S> fmt::Debug for ConfigLimiter<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConfigLimiter")
+            .field("rules", &self.rules)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A limit as a decision reports it: the `RateLimit-Policy` it stands for.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct AppliedLimit {
+    /// The limit's [`name`](super::Limit::name).
+    pub name: String,
+    /// `requests_per_unit`.
+    pub quota: u64,
+    /// The unit's length.
+    pub window: Duration,
+}
+
+impl AppliedLimit {
+    fn of(matched: &MatchedLimit<'_>) -> AppliedLimit {
+        let limit = matched.limit();
+        AppliedLimit {
+            name: limit.name().to_owned(),
+            quota: limit.requests_per_unit(),
+            window: limit.window(),
+        }
+    }
+}
+
+/// A shadow limit that would have denied the request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShadowDenial {
+    /// The shadow limit that denied.
+    pub limit: AppliedLimit,
+    /// Its denial, which was not applied.
+    pub denied: Denied,
+}
+
+/// What [`ConfigLimiter::check`] decided.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigDecision {
+    decision: Option<Decision>,
+    applied: Vec<AppliedLimit>,
+    decisive: usize,
+    shadow_denial: Option<ShadowDenial>,
+}
+
+impl ConfigDecision {
+    /// The decision of the enforced limits, or `None` when none applied.
+    pub fn decision(&self) -> Option<&Decision> {
+        self.decision.as_ref()
+    }
+
+    /// Whether the request may pass: no enforced limit, or all of them admit.
+    pub fn is_admitted(&self) -> bool {
+        !matches!(self.decision, Some(Err(_)))
+    }
+
+    /// The enforced limits that applied, in the order of the request's descriptors.
+    pub fn applied(&self) -> &[AppliedLimit] {
+        &self.applied
+    }
+
+    /// Which of [`applied`](Self::applied) the decision reports: the limit that
+    /// denied, or the one with the fewest permits left. The store answers with one
+    /// combined decision, so this is the first limit whose capacity is the decision's
+    /// limit: of two limits with the same capacity, the first one.
+    pub fn decisive(&self) -> usize {
+        self.decisive
+    }
+
+    /// The shadow limit that would have denied, if any (checked only when the
+    /// enforced limits admit).
+    pub fn shadow_denial(&self) -> Option<&ShadowDenial> {
+        self.shadow_denial.as_ref()
+    }
+
+    /// The parts: decision, applied limits, decisive index, shadow denial.
+    pub fn into_parts(
+        self,
+    ) -> (
+        Option<Decision>,
+        Vec<AppliedLimit>,
+        usize,
+        Option<ShadowDenial>,
+    ) {
+        (
+            self.decision,
+            self.applied,
+            self.decisive,
+            self.shadow_denial,
+        )
+    }
+}
+
+impl<S: Store> ConfigLimiter<S> {
+    /// `rules` over `store`, under the store's prefix and the rules' domain.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigFileErrorKind::Store`], with the limit's line, if the store cannot run
+    /// one of the rules (see [`Store::check_rule`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::config::{ConfigLimiter, RuleSet};
+    /// use tollgate::store::MemoryStore;
+    /// use tollgate::KeyedConfig;
+    ///
+    /// let rules = RuleSet::from_yaml("{domain: api, descriptors: [{key: user}]}")?;
+    /// let limiter = ConfigLimiter::new(rules, MemoryStore::new(KeyedConfig::new(100), "rl")?)?;
+    /// assert_eq!(limiter.rules().domain(), "api");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn new(rules: RuleSet, store: S) -> Result<ConfigLimiter<S>, ConfigFileError> {
+        for limit in rules.limits() {
+            if let Err(e) = store.check_rule(limit.rule()) {
+                return Err(ConfigFileError::new(
+                    ConfigFileErrorKind::Store(e),
+                    rules.location_of(limit),
+                ));
+            }
+        }
+        Ok(ConfigLimiter { rules, store })
+    }
+
+    /// The rules.
+    pub fn rules(&self) -> &RuleSet {
+        &self.rules
+    }
+
+    /// The store.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// Takes `cost` permits from every limit the request's `descriptors` match, if all
+    /// of them admit it; `cost == 0` peeks. See [`RuleSet::limits_for`] for the
+    /// matching.
+    ///
+    /// # Errors
+    ///
+    /// A [`StoreError`] if the store could not decide. A cost above what a limit can
+    /// ever grant is `Err(Denied::Insufficient)` in the decision.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Store::execute`]: dropped before it completes, the decision is unknown
+    /// (a remote store may still apply it), and the shadow request may not be sent.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use tollgate::config::{ConfigLimiter, Descriptor, RuleSet};
+    /// # use tollgate::{store::MemoryStore, KeyedConfig};
+    /// # futures::executor::block_on(async {
+    /// # let rules = RuleSet::from_yaml("{domain: api, descriptors: [{key: user, rate_limit: {unit: second, requests_per_unit: 5}}]}")?;
+    /// # let limiter = ConfigLimiter::new(rules, MemoryStore::new(KeyedConfig::new(100), "rl")?)?;
+    /// let decision = limiter.check(&[Descriptor::new().entry("user", "ann")], 1).await?;
+    /// match decision.decision() {
+    ///     None => println!("no limit applies"),
+    ///     Some(Ok(admitted)) => println!("{} left", admitted.remaining()),
+    ///     Some(Err(denied)) => println!("retry after {:?}", denied.retry_after()),
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn check(
+        &self,
+        descriptors: &[Descriptor],
+        cost: u64,
+    ) -> Result<ConfigDecision, StoreError> {
+        self.run(descriptors, cost, None).await
+    }
+
+    /// [`check`](Self::check) at an explicit time since the Unix epoch instead of the
+    /// store's clock: for tests under virtual time.
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](Self::check).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`check`](Self::check).
+    pub async fn check_at(
+        &self,
+        descriptors: &[Descriptor],
+        cost: u64,
+        since_epoch: Duration,
+    ) -> Result<ConfigDecision, StoreError> {
+        self.run(descriptors, cost, Some(since_epoch)).await
+    }
+
+    async fn run(
+        &self,
+        descriptors: &[Descriptor],
+        cost: u64,
+        at: Option<Duration>,
+    ) -> Result<ConfigDecision, StoreError> {
+        let matched = self.rules.limits_for(descriptors);
+        let enforced: Vec<&MatchedLimit<'_>> = matched.enforced().collect();
+        let shadow: Vec<&MatchedLimit<'_>> = matched.shadow().collect();
+
+        let (decision, decisive) = match self.execute(&enforced, cost, at).await? {
+            Some(decision) => {
+                let decisive = decisive_index(&enforced, &decision);
+                (Some(decision), decisive)
+            }
+            None => (None, 0),
+        };
+        let mut shadow_denial = None;
+        if !matches!(decision, Some(Err(_))) {
+            if let Some(Err(denied)) = self.execute(&shadow, cost, at).await? {
+                let limit = AppliedLimit::of(shadow[decisive_index(&shadow, &Err(denied))]);
+                shadow_denial = Some(ShadowDenial { limit, denied });
+            }
+        }
+        Ok(ConfigDecision {
+            decision,
+            applied: enforced.iter().map(|m| AppliedLimit::of(m)).collect(),
+            decisive,
+            shadow_denial,
+        })
+    }
+
+    /// One all-or-nothing request for `limits`; `None` when there are none.
+    async fn execute(
+        &self,
+        limits: &[&MatchedLimit<'_>],
+        cost: u64,
+        at: Option<Duration>,
+    ) -> Result<Option<Decision>, StoreError> {
+        if limits.is_empty() {
+            return Ok(None);
+        }
+        let checks: Vec<Check<'_>> = limits
+            .iter()
+            .map(|m| Check::new(m.key(), m.limit().rule()))
+            .collect();
+        let mut request = Request::new(self.rules.domain(), &checks, Op::Acquire(cost));
+        request.at = at;
+        let outcome = self.store.execute(&request).await?;
+        outcome.into_decision().map(Some)
+    }
+}
+
+/// The limit a combined decision reports: the first whose capacity is the decision's
+/// limit (the store combines as `AllOf` does, keeping the deciding rule's values).
+fn decisive_index(limits: &[&MatchedLimit<'_>], decision: &Decision) -> usize {
+    let capacity = match decision {
+        Ok(admitted) => admitted.limit(),
+        Err(Denied::Limited(limited)) => limited.limit(),
+        Err(Denied::Insufficient(insufficient)) => insufficient.capacity(),
+        Err(Denied::Closed) => return 0,
+    };
+    limits
+        .iter()
+        .position(|m| m.limit().rule().capacity() == capacity)
+        .unwrap_or(0)
+}

@@ -1,0 +1,151 @@
+//! The words of a `rate_limit` block: its unit of time and its algorithm.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// The time `requests_per_unit` applies to.
+///
+/// Windows are aligned to the Unix epoch, as envoy's are: a `minute` window starts at
+/// every whole minute of Unix time. Units longer than a day are fixed lengths, not
+/// calendar periods: a `week` is 7 days (windows start on Thursdays at 00:00 UTC, the
+/// weekday of the epoch), a `month` 30 days and a `year` 365 days, as in envoy's
+/// ratelimit service.
+///
+/// The file spells them in lower case (`minute`) or, as envoy's protobuf does, upper
+/// case (`MINUTE`).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::config::Unit;
+///
+/// assert_eq!(Unit::Minute.duration(), Duration::from_secs(60));
+/// assert_eq!(Unit::Month.duration(), Duration::from_secs(30 * 86_400));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Unit {
+    /// One second.
+    #[serde(alias = "SECOND")]
+    Second,
+    /// 60 seconds.
+    #[serde(alias = "MINUTE")]
+    Minute,
+    /// 3,600 seconds.
+    #[serde(alias = "HOUR")]
+    Hour,
+    /// 86,400 seconds.
+    #[serde(alias = "DAY")]
+    Day,
+    /// 7 days.
+    #[serde(alias = "WEEK")]
+    Week,
+    /// 30 days.
+    #[serde(alias = "MONTH")]
+    Month,
+    /// 365 days.
+    #[serde(alias = "YEAR")]
+    Year,
+}
+
+impl Unit {
+    /// The unit's length.
+    pub const fn duration(self) -> Duration {
+        Duration::from_secs(self.seconds())
+    }
+
+    const fn seconds(self) -> u64 {
+        match self {
+            Unit::Second => 1,
+            Unit::Minute => 60,
+            Unit::Hour => 3_600,
+            Unit::Day => 86_400,
+            Unit::Week => 7 * 86_400,
+            Unit::Month => 30 * 86_400,
+            Unit::Year => 365 * 86_400,
+        }
+    }
+
+    /// The unit as the file spells it: `"second"`, `"minute"`, …
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Unit::Second => "second",
+            Unit::Minute => "minute",
+            Unit::Hour => "hour",
+            Unit::Day => "day",
+            Unit::Week => "week",
+            Unit::Month => "month",
+            Unit::Year => "year",
+        }
+    }
+}
+
+impl fmt::Display for Unit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How a limit counts (a tollgate extension to envoy's format; envoy counts fixed
+/// windows only).
+///
+/// | `algorithm`      | rule                                                   |
+/// |------------------|--------------------------------------------------------|
+/// | `fixed_window`   | [`FixedWindow`](crate::algorithm::FixedWindow), windows aligned to the Unix epoch (the default, as envoy) |
+/// | `gcra`           | [`Gcra`](crate::algorithm::Gcra): a token bucket; `burst` permits at once (default `requests_per_unit`) |
+/// | `sliding_window` | [`SlidingCounter`](crate::algorithm::SlidingCounter): the current and the weighted previous window |
+/// | `sliding_log`    | [`SlidingLog`](crate::algorithm::SlidingLog): exact rolling window, one entry per permit |
+/// | `leaky_bucket`   | [`LeakyBucket`](crate::algorithm::LeakyBucket): capacity `burst` (default `requests_per_unit`), draining `requests_per_unit` per unit |
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::config::Algorithm;
+///
+/// assert_eq!(Algorithm::default(), Algorithm::FixedWindow);
+/// assert_eq!(Algorithm::Gcra.as_str(), "gcra");
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Algorithm {
+    /// Fixed windows aligned to the Unix epoch.
+    #[default]
+    FixedWindow,
+    /// GCRA token bucket.
+    Gcra,
+    /// Sliding window counter.
+    SlidingWindow,
+    /// Sliding log.
+    SlidingLog,
+    /// Leaky bucket as a meter.
+    LeakyBucket,
+}
+
+impl Algorithm {
+    /// The algorithm as the file spells it: `"fixed_window"`, `"gcra"`, …
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Algorithm::FixedWindow => "fixed_window",
+            Algorithm::Gcra => "gcra",
+            Algorithm::SlidingWindow => "sliding_window",
+            Algorithm::SlidingLog => "sliding_log",
+            Algorithm::LeakyBucket => "leaky_bucket",
+        }
+    }
+
+    /// Whether a `burst` applies: only to the buckets.
+    pub const fn takes_burst(self) -> bool {
+        matches!(self, Algorithm::Gcra | Algorithm::LeakyBucket)
+    }
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

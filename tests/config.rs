@@ -1,0 +1,1200 @@
+//! Rules from a YAML file (feature `config`): parsing, every error with its line,
+//! matching (exact > wildcard > bare key, the depth rule, unlimited, replaces), and
+//! decisions over a memory store on virtual time (all-or-nothing, shadow mode,
+//! windows aligned to the Unix epoch).
+#![cfg(feature = "config")]
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tollgate::clock::ManualClock;
+use tollgate::config::{
+    Algorithm, ConfigFileError, ConfigFileErrorKind, ConfigLimiter, Descriptor, RuleSet, Unit,
+};
+use tollgate::store::{MemoryStore, Outcome, Request, Rule, Store, StoreError};
+use tollgate::{ConfigError, Denied, KeyedConfig};
+
+fn block<F: std::future::Future>(future: F) -> F::Output {
+    futures::executor::block_on(future)
+}
+
+fn rules(yaml: &str) -> RuleSet {
+    RuleSet::from_yaml(yaml).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The error of `yaml`, with its line.
+fn error(yaml: &str) -> (ConfigFileError, usize) {
+    let e = RuleSet::from_yaml(yaml).expect_err("the file should be refused");
+    let line = e.line().unwrap_or_else(|| panic!("no line in {e}"));
+    (e, line)
+}
+
+fn d(entries: &[(&str, &str)]) -> Descriptor {
+    entries.iter().copied().collect()
+}
+
+/// The names of the limits `descriptors` match.
+fn names(rules: &RuleSet, descriptors: &[Descriptor]) -> Vec<String> {
+    rules
+        .limits_for(descriptors)
+        .limits()
+        .iter()
+        .map(|m| m.limit().name().to_owned())
+        .collect()
+}
+
+fn memory(clock: &ManualClock) -> MemoryStore<ManualClock> {
+    MemoryStore::with_clock(KeyedConfig::new(1_000), "rl", clock.clone()).unwrap()
+}
+
+/// A whole minute of Unix time (1_700_000_040 is a multiple of 60).
+const MINUTE_EDGE: Duration = Duration::from_secs(1_700_000_040);
+
+// ---------------------------------------------------------------- parsing
+
+#[test]
+fn the_example_file_parses() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/rules.yaml");
+    let rules = RuleSet::from_file(path).unwrap();
+    assert_eq!(rules.domain(), "api");
+    let names: Vec<_> = rules.limits().iter().map(|l| l.name()).collect();
+    assert_eq!(names, ["per_client", "login", "search", "export_daily"]);
+    let login = rules.limit("login").unwrap();
+    assert_eq!(login.algorithm(), Algorithm::Gcra);
+    assert_eq!(login.unit(), Unit::Minute);
+    assert!(rules.limit("export_daily").unwrap().is_shadow());
+}
+
+#[test]
+fn every_unit_and_algorithm_parses() {
+    let rules = rules(
+        "domain: d
+descriptors:
+  - {key: a, rate_limit: {unit: second, requests_per_unit: 1}}
+  - {key: b, rate_limit: {unit: MINUTE, requests_per_unit: 2, algorithm: gcra, burst: 4}}
+  - {key: c, rate_limit: {unit: hour, requests_per_unit: 3, algorithm: sliding_window}}
+  - {key: d, rate_limit: {unit: day, requests_per_unit: 4, algorithm: sliding_log}}
+  - {key: e, rate_limit: {unit: week, requests_per_unit: 5, algorithm: leaky_bucket, burst: 2}}
+  - {key: f, rate_limit: {unit: month, requests_per_unit: 6, algorithm: fixed_window}}
+  - {key: g, rate_limit: {unit: year, requests_per_unit: 7}}
+",
+    );
+    let got: Vec<_> = rules
+        .limits()
+        .iter()
+        .map(|l| {
+            (
+                l.name(),
+                l.unit(),
+                l.algorithm(),
+                l.rule().kind(),
+                l.rule().capacity(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("a", Unit::Second, Algorithm::FixedWindow, "fixed_window", 1),
+            ("b", Unit::Minute, Algorithm::Gcra, "gcra", 4),
+            (
+                "c",
+                Unit::Hour,
+                Algorithm::SlidingWindow,
+                "sliding_counter",
+                3
+            ),
+            ("d", Unit::Day, Algorithm::SlidingLog, "sliding_log", 4),
+            ("e", Unit::Week, Algorithm::LeakyBucket, "leaky_bucket", 2),
+            ("f", Unit::Month, Algorithm::FixedWindow, "fixed_window", 6),
+            ("g", Unit::Year, Algorithm::FixedWindow, "fixed_window", 7),
+        ]
+    );
+    assert_eq!(Unit::Year.duration(), Duration::from_secs(365 * 86_400));
+}
+
+#[test]
+fn unnamed_limits_are_named_by_their_path() {
+    let rules = rules(
+        "domain: d
+descriptors:
+  - key: remote_address
+    descriptors:
+      - key: path
+        value: /api/*
+        rate_limit: {unit: second, requests_per_unit: 1}
+",
+    );
+    let limit = &rules.limits()[0];
+    assert_eq!(limit.name(), "remote_address.path=/api/*");
+    assert!(!limit.is_named());
+    assert_eq!(rules.location_of(limit).unwrap().line(), 7);
+}
+
+#[test]
+fn numbers_and_booleans_are_values_too() {
+    let rules = rules(
+        "domain: d
+descriptors:
+  - {key: status, value: 404, rate_limit: {unit: second, requests_per_unit: 1}}
+",
+    );
+    assert_eq!(names(&rules, &[d(&[("status", "404")])]), ["status=404"]);
+}
+
+// ---------------------------------------------------------------- errors
+
+#[test]
+fn yaml_syntax_errors_name_their_line() {
+    let (e, line) = error("domain: d\ndescriptors:\n  - key: a\n   value: b\n");
+    assert!(matches!(e.kind(), ConfigFileErrorKind::Format(_)));
+    assert_eq!(line, 4);
+}
+
+#[test]
+fn unknown_keys_are_refused_at_every_level() {
+    let (e, line) = error("domain: d\nversion: 2\n");
+    assert_eq!(line, 2);
+    assert!(e.to_string().contains("unknown field `version`"), "{e}");
+
+    let (e, line) = error("domain: d\ndescriptors:\n  - key: a\n    detailed_metric: true\n");
+    assert_eq!(line, 4);
+    assert!(e.to_string().contains("detailed_metric"), "{e}");
+
+    let (_, line) = error(
+        "domain: d
+descriptors:
+  - key: a
+    rate_limit:
+      unit: second
+      requests_per_unit: 1
+      requests_per_second: 1
+",
+    );
+    assert_eq!(line, 7);
+
+    let (_, line) = error(
+        "domain: d
+descriptors:
+  - key: a
+    rate_limit:
+      unit: second
+      requests_per_unit: 1
+      replaces: [{name: x, why: y}]
+",
+    );
+    assert_eq!(line, 7);
+}
+
+#[test]
+fn unknown_units_and_algorithms_are_refused() {
+    let (e, line) = error(
+        "domain: d
+descriptors:
+  - key: a
+    rate_limit:
+      unit: fortnight
+      requests_per_unit: 1
+",
+    );
+    assert_eq!(line, 5);
+    assert_eq!(e.location().unwrap().column(), 13);
+    assert!(e.to_string().contains("unknown variant `fortnight`"), "{e}");
+
+    let (_, line) = error(
+        "domain: d
+descriptors:
+  - key: a
+    rate_limit:
+      unit: second
+      requests_per_unit: 1
+      algorithm: token_bucket
+",
+    );
+    assert_eq!(line, 7);
+}
+
+#[test]
+fn zero_negative_and_missing_counts_are_refused() {
+    let (e, line) = error(
+        "domain: d
+descriptors:
+  - key: a
+    rate_limit:
+      unit: second
+      requests_per_unit: 0
+",
+    );
+    assert!(matches!(
+        e.kind(),
+        ConfigFileErrorKind::Limit(ConfigError::Zero {
+            parameter: "requests_per_unit"
+        })
+    ));
+    assert_eq!((line, e.location().unwrap().column()), (6, 26));
+    assert_eq!(
+        e.to_string(),
+        "line 6 column 26: requests_per_unit must be greater than zero"
+    );
+
+    let (e, line) = error(
+        "domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: second, requests_per_unit: -3}
+",
+    );
+    assert!(matches!(
+        e.kind(),
+        ConfigFileErrorKind::Limit(ConfigError::Negative {
+            parameter: "requests_per_unit",
+            ..
+        })
+    ));
+    assert_eq!(line, 4);
+
+    let (e, line) = error(
+        "domain: d
+descriptors:
+  - key: a
+    descriptors:
+      - key: b
+        rate_limit:
+          unit: second
+",
+    );
+    assert!(matches!(
+        e.kind(),
+        ConfigFileErrorKind::MissingLimit("requests_per_unit")
+    ));
+    assert_eq!(line, 7);
+
+    let (e, line) = error(
+        "domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: second, requests_per_unit: 1.5}
+",
+    );
+    assert!(matches!(e.kind(), ConfigFileErrorKind::Format(_)));
+    assert_eq!(line, 4);
+}
+
+#[test]
+fn counts_the_algorithm_cannot_hold_are_refused() {
+    // An epoch-aligned window of one second holds at most 2^29 - 1 permits.
+    let (e, line) = error(
+        "domain: d
+descriptors:
+  - key: a
+    rate_limit:
+      unit: second
+      requests_per_unit: 1000000000
+",
+    );
+    assert!(matches!(
+        e.kind(),
+        ConfigFileErrorKind::Limit(ConfigError::OutOfRange {
+            parameter: "requests_per_unit",
+            ..
+        })
+    ));
+    assert_eq!(line, 6);
+
+    let (e, line) = error(
+        "domain: d
+descriptors:
+  - key: a
+    rate_limit:
+      unit: second
+      requests_per_unit: 5000000
+      algorithm: sliding_log
+",
+    );
+    assert!(matches!(e.kind(), ConfigFileErrorKind::Limit(_)));
+    assert_eq!(line, 6);
+}
+
+#[test]
+fn bursts_apply_to_buckets_only_and_must_be_positive() {
+    let (e, line) = error(
+        "domain: d
+descriptors:
+  - key: a
+    rate_limit:
+      unit: second
+      requests_per_unit: 5
+      burst: 10
+",
+    );
+    assert!(matches!(
+        e.kind(),
+        ConfigFileErrorKind::BurstNotApplicable(Algorithm::FixedWindow)
+    ));
+    assert_eq!(line, 7);
+
+    let (e, line) = error(
+        "domain: d
+descriptors:
+  - key: a
+    rate_limit:
+      unit: second
+      requests_per_unit: 5
+      algorithm: gcra
+      burst: 0
+",
+    );
+    assert!(matches!(
+        e.kind(),
+        ConfigFileErrorKind::Limit(ConfigError::Zero { parameter: "burst" })
+    ));
+    assert_eq!(line, 8);
+}
+
+#[test]
+fn empty_keys_values_and_domains_are_refused() {
+    let (e, line) = error("domain: d\ndescriptors:\n  - key: a\n  - key: ''\n");
+    assert!(matches!(e.kind(), ConfigFileErrorKind::Empty("key")));
+    assert_eq!(line, 4);
+
+    let (e, line) = error("domain: d\ndescriptors:\n  - key: a\n    value: ''\n");
+    assert!(matches!(e.kind(), ConfigFileErrorKind::Empty("value")));
+    assert_eq!(line, 4);
+
+    let (e, line) = error("\ndomain: ''\n");
+    assert!(matches!(e.kind(), ConfigFileErrorKind::Domain(_)));
+    assert_eq!(line, 2);
+
+    let (e, line) = error("domain: 'a{b}'\n");
+    assert!(matches!(e.kind(), ConfigFileErrorKind::Domain(_)));
+    assert_eq!(line, 1);
+
+    let e = RuleSet::from_yaml("descriptors: []\n").unwrap_err();
+    assert!(e.to_string().contains("missing field `domain`"), "{e}");
+}
+
+#[test]
+fn duplicate_siblings_are_refused_at_the_second() {
+    let (e, line) = error(
+        "domain: d
+descriptors:
+  - key: path
+    value: /a
+  - key: path
+    value: /b
+  - key: path
+    value: /a
+",
+    );
+    assert!(matches!(
+        e.kind(),
+        ConfigFileErrorKind::DuplicateDescriptor { key, value: Some(v) } if key == "path" && v == "/a"
+    ));
+    assert_eq!(line, 7);
+
+    let (e, line) = error(
+        "domain: d
+descriptors:
+  - key: user
+    descriptors:
+      - key: path
+      - key: path
+        value: /x*
+      - key: path
+        value: /x*
+",
+    );
+    assert!(matches!(
+        e.kind(),
+        ConfigFileErrorKind::DuplicateDescriptor { .. }
+    ));
+    assert_eq!(line, 8);
+
+    let (e, line) = error(
+        "domain: d
+descriptors:
+  - {key: user}
+  - {key: user}
+",
+    );
+    assert!(matches!(
+        e.kind(),
+        ConfigFileErrorKind::DuplicateDescriptor { value: None, .. }
+    ));
+    assert_eq!(line, 4);
+
+    // The same key and value under different parents are not siblings.
+    rules(
+        "domain: d
+descriptors:
+  - {key: a, descriptors: [{key: path, value: /x}]}
+  - {key: b, descriptors: [{key: path, value: /x}]}
+",
+    );
+}
+
+#[test]
+fn duplicate_names_are_refused() {
+    let (e, line) = error(
+        "domain: d
+descriptors:
+  - key: a
+    rate_limit: {name: n, unit: second, requests_per_unit: 1}
+  - key: b
+    descriptors:
+      - key: c
+        rate_limit:
+          name: n
+          unit: second
+          requests_per_unit: 1
+",
+    );
+    assert!(matches!(e.kind(), ConfigFileErrorKind::DuplicateName(n) if n == "n"));
+    assert_eq!(line, 9);
+}
+
+#[test]
+fn replaces_must_name_another_limit() {
+    let (e, line) = error(
+        "domain: d
+descriptors:
+  - key: a
+    rate_limit:
+      unit: second
+      requests_per_unit: 1
+      replaces:
+        - name: b
+        - name: nowhere
+  - key: b
+    rate_limit: {name: b, unit: second, requests_per_unit: 1}
+",
+    );
+    assert!(matches!(e.kind(), ConfigFileErrorKind::UnknownReplace(n) if n == "nowhere"));
+    assert_eq!(line, 9);
+
+    let (e, line) = error(
+        "domain: d
+descriptors:
+  - key: a
+    rate_limit:
+      name: a
+      unit: second
+      requests_per_unit: 1
+      replaces: [{name: a}]
+",
+    );
+    assert!(matches!(e.kind(), ConfigFileErrorKind::ReplacesItself(_)));
+    assert_eq!(line, 8);
+}
+
+#[test]
+fn unlimited_blocks_share_the_namespace_of_names() {
+    let (e, line) = error(
+        "domain: d
+descriptors:
+  - key: a
+    rate_limit: {name: n, unlimited: true}
+  - key: b
+    rate_limit: {name: n, unit: second, requests_per_unit: 1}
+",
+    );
+    assert!(matches!(e.kind(), ConfigFileErrorKind::DuplicateName(_)));
+    assert_eq!(line, 6);
+    // Replacing an unlimited block is allowed, and changes nothing.
+    let rules = rules(
+        "domain: d
+descriptors:
+  - key: a
+    rate_limit: {name: free, unlimited: true}
+  - key: b
+    rate_limit: {unit: second, requests_per_unit: 1, replaces: [{name: free}]}
+",
+    );
+    assert_eq!(names(&rules, &[d(&[("b", "x")])]), ["b"]);
+}
+
+#[test]
+fn unlimited_takes_no_count() {
+    let (e, line) = error(
+        "domain: d
+descriptors:
+  - key: a
+    rate_limit:
+      unlimited: true
+      unit: second
+",
+    );
+    assert!(matches!(
+        e.kind(),
+        ConfigFileErrorKind::UnlimitedWithLimit("unit")
+    ));
+    assert_eq!(line, 6);
+}
+
+#[test]
+fn file_errors_carry_the_path() {
+    let e = RuleSet::from_file("/nonexistent/rules.yaml").unwrap_err();
+    assert!(matches!(e.kind(), ConfigFileErrorKind::Io(_)));
+    assert_eq!(e.path().unwrap().to_str(), Some("/nonexistent/rules.yaml"));
+
+    let dir = std::env::temp_dir().join(format!("tollgate-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("bad.yaml");
+    std::fs::write(
+        &path,
+        "domain: d\ndescriptors:\n  - key: a\n    colour: red\n",
+    )
+    .unwrap();
+    let e = RuleSet::from_file(&path).unwrap_err();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(
+        e.to_string()
+            .starts_with(&format!("{}:4:5: ", path.display())),
+        "{e}"
+    );
+}
+
+// ---------------------------------------------------------------- matching
+
+const PRIORITIES: &str = "domain: d
+descriptors:
+  - key: path
+    rate_limit: {name: any_path, unit: second, requests_per_unit: 100}
+  - key: path
+    value: /api/*
+    rate_limit: {name: api, unit: second, requests_per_unit: 50}
+  - key: path
+    value: /api/admin/*
+    rate_limit: {name: admin, unit: second, requests_per_unit: 5}
+  - key: path
+    value: /api/login
+    rate_limit: {name: login, unit: second, requests_per_unit: 1}
+";
+
+#[test]
+fn exact_values_win_over_prefixes_and_prefixes_over_bare_keys() {
+    let rules = rules(PRIORITIES);
+    let of = |path: &str| names(&rules, &[d(&[("path", path)])]);
+    assert_eq!(of("/api/login"), ["login"]);
+    assert_eq!(of("/api/orders"), ["api"]);
+    assert_eq!(of("/api/admin/users"), ["admin"], "the longest prefix wins");
+    assert_eq!(of("/static"), ["any_path"]);
+    assert!(names(&rules, &[d(&[("method", "GET")])]).is_empty());
+}
+
+#[test]
+fn bare_keys_count_each_value_apart() {
+    let rules = rules(PRIORITIES);
+    let matched = rules.limits_for(&[d(&[("path", "/a")]), d(&[("path", "/b")])]);
+    let keys: Vec<_> = matched.limits().iter().map(|m| m.key()).collect();
+    assert_eq!(keys, ["fixed_window:1|path=/a", "fixed_window:1|path=/b"]);
+    // Equal descriptors count once.
+    let matched = rules.limits_for(&[d(&[("path", "/a")]), d(&[("path", "/a")])]);
+    assert_eq!(matched.limits().len(), 1);
+}
+
+#[test]
+fn limits_apply_at_the_depth_of_the_last_entry() {
+    let rules = rules(
+        "domain: d
+descriptors:
+  - key: remote_address
+    rate_limit: {name: client, unit: second, requests_per_unit: 10}
+    descriptors:
+      - key: path
+        value: /login
+        rate_limit: {name: client_login, unit: minute, requests_per_unit: 5}
+  - key: path
+    value: /login
+    descriptors:
+      - key: method
+        value: POST
+        rate_limit: {name: login_post, unit: minute, requests_per_unit: 100}
+",
+    );
+    let ip = ("remote_address", "10.0.0.1");
+    assert_eq!(names(&rules, &[d(&[ip])]), ["client"]);
+    // The longer descriptor counts only against the nested limit.
+    assert_eq!(
+        names(&rules, &[d(&[ip, ("path", "/login")])]),
+        ["client_login"]
+    );
+    // No nested node for this path: nothing, not the parent's limit.
+    assert!(names(&rules, &[d(&[ip, ("path", "/other")])]).is_empty());
+    // Deeper than the tree: nothing.
+    assert!(names(&rules, &[d(&[ip, ("path", "/login"), ("method", "GET")])]).is_empty());
+    // A node without a limit at the last entry: nothing.
+    assert!(names(&rules, &[d(&[("path", "/login")])]).is_empty());
+    assert_eq!(
+        names(&rules, &[d(&[("path", "/login"), ("method", "POST")])]),
+        ["login_post"]
+    );
+    // All descriptors of a request, in order.
+    assert_eq!(
+        names(&rules, &[d(&[ip]), d(&[ip, ("path", "/login")])]),
+        ["client", "client_login"]
+    );
+    // An empty descriptor matches nothing.
+    assert!(names(&rules, &[Descriptor::new()]).is_empty());
+}
+
+#[test]
+fn matching_never_backtracks_to_a_bare_key() {
+    let rules = rules(
+        "domain: d
+descriptors:
+  - key: user
+    value: ann
+  - key: user
+    descriptors:
+      - key: path
+        rate_limit: {name: user_path, unit: second, requests_per_unit: 1}
+",
+    );
+    // `user=ann` matches the exact node, which has no nested level: as in envoy, the
+    // bare `user` node is not tried instead.
+    assert!(names(&rules, &[d(&[("user", "ann"), ("path", "/")])]).is_empty());
+    assert_eq!(
+        names(&rules, &[d(&[("user", "bob"), ("path", "/")])]),
+        ["user_path"]
+    );
+}
+
+#[test]
+fn unlimited_nodes_match_and_count_nothing() {
+    let rules = rules(
+        "domain: d
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: second, requests_per_unit: 10}
+  - key: remote_address
+    value: 10.1.*
+    rate_limit: {unlimited: true}
+",
+    );
+    let matched = rules.limits_for(&[d(&[("remote_address", "10.1.2.3")])]);
+    assert!(matched.is_empty());
+    assert!(matched.has_unlimited());
+    let matched = rules.limits_for(&[d(&[("remote_address", "10.2.2.3")])]);
+    assert_eq!(matched.limits().len(), 1);
+    assert!(!matched.has_unlimited());
+}
+
+#[test]
+fn replaces_drops_the_named_limits() {
+    let rules = rules(
+        "domain: d
+descriptors:
+  - key: remote_address
+    rate_limit: {name: per_client, unit: second, requests_per_unit: 10}
+  - key: api_key
+    value: premium
+    rate_limit:
+      unit: second
+      requests_per_unit: 100
+      replaces: [{name: per_client}]
+  - key: api_key
+    value: internal
+    rate_limit:
+      unlimited: true
+      replaces: [{name: per_client}]
+",
+    );
+    let ip = d(&[("remote_address", "10.0.0.1")]);
+    assert_eq!(names(&rules, std::slice::from_ref(&ip)), ["per_client"]);
+    assert_eq!(
+        names(&rules, &[ip.clone(), d(&[("api_key", "premium")])]),
+        ["api_key=premium"]
+    );
+    assert!(names(&rules, &[ip.clone(), d(&[("api_key", "internal")])]).is_empty());
+    assert_eq!(
+        names(&rules, &[ip, d(&[("api_key", "basic")])]),
+        ["per_client"]
+    );
+}
+
+#[test]
+fn keys_carry_the_algorithm_window_and_escaped_entries() {
+    let rules = rules(
+        "domain: d
+descriptors:
+  - key: a
+    descriptors:
+      - key: b
+        rate_limit: {unit: minute, requests_per_unit: 1, algorithm: gcra}
+",
+    );
+    let matched = rules.limits_for(&[d(&[("a", "x|b=y"), ("b", "%")])]);
+    assert_eq!(matched.limits()[0].key(), "gcra:60|a=x%7Cb%3Dy|b=%25");
+}
+
+// ---------------------------------------------------------------- decisions
+
+/// Records the tag and keys of every request it passes on.
+struct Recording<S> {
+    inner: S,
+    seen: Mutex<Vec<(String, Vec<String>)>>,
+}
+
+#[async_trait]
+impl<S: Store> Store for Recording<S> {
+    async fn execute(&self, request: &Request<'_>) -> Result<Outcome, StoreError> {
+        let keys = request.checks.iter().map(|c| c.key.to_owned()).collect();
+        self.seen
+            .lock()
+            .unwrap()
+            .push((request.tag.to_owned(), keys));
+        self.inner.execute(request).await
+    }
+}
+
+const LOGIN: &str = "domain: api
+descriptors:
+  - key: remote_address
+    rate_limit: {name: per_client, unit: second, requests_per_unit: 10}
+  - key: path
+    value: /login
+    rate_limit: {name: login, unit: minute, requests_per_unit: 2}
+";
+
+fn login_request(ip: &str) -> [Descriptor; 2] {
+    [d(&[("remote_address", ip)]), d(&[("path", "/login")])]
+}
+
+#[test]
+fn all_matched_limits_go_in_one_request_under_the_domain_tag() {
+    let clock = ManualClock::new();
+    let store = Recording {
+        inner: memory(&clock),
+        seen: Mutex::new(Vec::new()),
+    };
+    let limiter = ConfigLimiter::new(rules(LOGIN), store).unwrap();
+    let decision = block(limiter.check(&login_request("10.0.0.1"), 1)).unwrap();
+    assert!(decision.is_admitted());
+    let seen = limiter.store().seen.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        [(
+            "api".to_owned(),
+            vec![
+                "fixed_window:1|remote_address=10.0.0.1".to_owned(),
+                "fixed_window:60|path=/login".to_owned()
+            ]
+        )]
+    );
+}
+
+#[test]
+fn a_denial_consumes_nothing_from_the_other_limits() {
+    let clock = ManualClock::new();
+    clock.advance(MINUTE_EDGE);
+    let limiter = ConfigLimiter::new(rules(LOGIN), memory(&clock)).unwrap();
+    let client = [d(&[("remote_address", "10.0.0.1")])];
+    // Two logins from other clients use up the login limit.
+    for ip in ["10.0.0.2", "10.0.0.3"] {
+        assert!(block(limiter.check(&login_request(ip), 1))
+            .unwrap()
+            .is_admitted());
+    }
+    for _ in 0..5 {
+        let denied = block(limiter.check(&login_request("10.0.0.1"), 1)).unwrap();
+        assert!(!denied.is_admitted());
+        assert_eq!(denied.applied()[denied.decisive()].name, "login");
+        let retry = denied.decision().unwrap().unwrap_err().retry_after();
+        assert_eq!(retry, Some(Duration::from_secs(60)));
+    }
+    // The denied logins took nothing from the client's per-second limit.
+    let peek = block(limiter.check(&client, 0)).unwrap();
+    assert_eq!(peek.decision().unwrap().unwrap().remaining(), 10);
+    assert_eq!(peek.applied()[peek.decisive()].name, "per_client");
+}
+
+#[test]
+fn the_decision_reports_the_limit_with_the_fewest_left() {
+    let clock = ManualClock::new();
+    clock.advance(MINUTE_EDGE);
+    let limiter = ConfigLimiter::new(rules(LOGIN), memory(&clock)).unwrap();
+    let decision = block(limiter.check(&login_request("10.0.0.1"), 1)).unwrap();
+    let admitted = decision.decision().unwrap().unwrap();
+    assert_eq!((admitted.limit(), admitted.remaining()), (2, 1));
+    let names: Vec<_> = decision.applied().iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(names, ["per_client", "login"]);
+    assert_eq!(decision.decisive(), 1);
+    assert_eq!(decision.applied()[1].quota, 2);
+    assert_eq!(decision.applied()[1].window, Duration::from_secs(60));
+}
+
+#[test]
+fn no_matched_limit_means_no_decision() {
+    let clock = ManualClock::new();
+    let limiter = ConfigLimiter::new(rules(LOGIN), memory(&clock)).unwrap();
+    let decision = block(limiter.check(&[d(&[("path", "/")])], 1)).unwrap();
+    assert!(decision.is_admitted());
+    assert_eq!(decision.decision(), None);
+    assert!(decision.applied().is_empty());
+    assert!(limiter.store().is_empty());
+}
+
+#[test]
+fn a_cost_above_a_limit_is_denied_for_good() {
+    let clock = ManualClock::new();
+    let limiter = ConfigLimiter::new(rules(LOGIN), memory(&clock)).unwrap();
+    let decision = block(limiter.check(&login_request("10.0.0.1"), 3)).unwrap();
+    assert!(matches!(
+        decision.decision(),
+        Some(Err(Denied::Insufficient(i))) if i.capacity() == 2
+    ));
+    assert_eq!(decision.applied()[decision.decisive()].name, "login");
+}
+
+#[test]
+fn fixed_windows_are_aligned_to_the_unix_epoch() {
+    let clock = ManualClock::new();
+    let limiter = ConfigLimiter::new(rules(LOGIN), memory(&clock)).unwrap();
+    let login = [d(&[("path", "/login")])];
+    // 50 s into a minute of Unix time: the window ends 10 s later, not 60 s later.
+    let at = MINUTE_EDGE + Duration::from_secs(50);
+    assert!(block(limiter.check_at(&login, 2, at))
+        .unwrap()
+        .is_admitted());
+    let denied = block(limiter.check_at(&login, 1, at)).unwrap();
+    assert_eq!(
+        denied.decision().unwrap().unwrap_err().retry_after(),
+        Some(Duration::from_secs(10))
+    );
+    let edge = MINUTE_EDGE + Duration::from_secs(60);
+    let just_before = edge - Duration::from_millis(1);
+    assert!(!block(limiter.check_at(&login, 1, just_before))
+        .unwrap()
+        .is_admitted());
+    assert!(block(limiter.check_at(&login, 2, edge))
+        .unwrap()
+        .is_admitted());
+}
+
+#[test]
+fn the_store_clock_drives_the_windows() {
+    let clock = ManualClock::new();
+    clock.advance(MINUTE_EDGE);
+    let limiter = ConfigLimiter::new(rules(LOGIN), memory(&clock)).unwrap();
+    let client = [d(&[("remote_address", "10.0.0.1")])];
+    assert!(block(limiter.check(&client, 10)).unwrap().is_admitted());
+    assert!(!block(limiter.check(&client, 1)).unwrap().is_admitted());
+    clock.advance(Duration::from_secs(1));
+    assert!(block(limiter.check(&client, 10)).unwrap().is_admitted());
+}
+
+#[test]
+fn gcra_limits_refill_smoothly() {
+    let yaml = "domain: d
+descriptors:
+  - key: user
+    rate_limit: {unit: second, requests_per_unit: 10, algorithm: gcra, burst: 2}
+";
+    let clock = ManualClock::new();
+    let limiter = ConfigLimiter::new(rules(yaml), memory(&clock)).unwrap();
+    let user = [d(&[("user", "ann")])];
+    assert!(block(limiter.check(&user, 2)).unwrap().is_admitted());
+    let denied = block(limiter.check(&user, 1)).unwrap();
+    assert_eq!(
+        denied.decision().unwrap().unwrap_err().retry_after(),
+        Some(Duration::from_millis(100))
+    );
+    clock.advance(Duration::from_millis(100));
+    assert!(block(limiter.check(&user, 1)).unwrap().is_admitted());
+}
+
+const SHADOW: &str = "domain: d
+descriptors:
+  - key: user
+    rate_limit: {name: enforced, unit: minute, requests_per_unit: 3}
+  - key: path
+    value: /export
+    shadow_mode: true
+    rate_limit: {name: watched, unit: minute, requests_per_unit: 1}
+";
+
+#[test]
+fn shadow_limits_count_and_report_but_never_deny() {
+    let clock = ManualClock::new();
+    clock.advance(MINUTE_EDGE);
+    let limiter = ConfigLimiter::new(rules(SHADOW), memory(&clock)).unwrap();
+    let request = [d(&[("user", "ann")]), d(&[("path", "/export")])];
+    let first = block(limiter.check(&request, 1)).unwrap();
+    assert!(first.is_admitted());
+    assert_eq!(first.shadow_denial(), None);
+    let names: Vec<_> = first.applied().iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["enforced"],
+        "shadow limits are not reported as applied"
+    );
+
+    let second = block(limiter.check(&request, 1)).unwrap();
+    assert!(second.is_admitted(), "a shadow denial does not block");
+    let shadow = second.shadow_denial().unwrap();
+    assert_eq!(shadow.limit.name, "watched");
+    assert!(shadow.denied.is_limited());
+    assert_eq!(second.decision().unwrap().unwrap().remaining(), 1);
+
+    // Only shadow limits: no decision, and the denial still reported.
+    let only_shadow = block(limiter.check(&request[1..], 1)).unwrap();
+    assert_eq!(only_shadow.decision(), None);
+    assert!(only_shadow.shadow_denial().is_some());
+}
+
+#[test]
+fn shadow_limits_are_not_asked_when_enforced_ones_deny() {
+    let clock = ManualClock::new();
+    clock.advance(MINUTE_EDGE);
+    let store = Recording {
+        inner: memory(&clock),
+        seen: Mutex::new(Vec::new()),
+    };
+    let limiter = ConfigLimiter::new(rules(SHADOW), store).unwrap();
+    let request = [d(&[("user", "ann")]), d(&[("path", "/export")])];
+    let denied = block(limiter.check(&request, 4)).unwrap();
+    assert!(!denied.is_admitted());
+    assert_eq!(denied.shadow_denial(), None);
+    assert_eq!(limiter.store().seen.lock().unwrap().len(), 1);
+}
+
+/// Refuses sliding logs, as a store with no script for them would.
+struct NoSlidingLogs(MemoryStore<ManualClock>);
+
+#[async_trait]
+impl Store for NoSlidingLogs {
+    async fn execute(&self, request: &Request<'_>) -> Result<Outcome, StoreError> {
+        self.0.execute(request).await
+    }
+
+    fn check_rule(&self, rule: &Rule) -> Result<(), StoreError> {
+        if rule.kind() == "sliding_log" {
+            return Err(ConfigError::OutOfRange {
+                parameter: "rule",
+                expected: "not a sliding log",
+            }
+            .into());
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn rules_the_store_cannot_run_are_refused_with_their_line() {
+    let yaml = "domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: b
+    rate_limit:
+      unit: second
+      requests_per_unit: 1
+      algorithm: sliding_log
+";
+    let e =
+        ConfigLimiter::new(rules(yaml), NoSlidingLogs(memory(&ManualClock::new()))).unwrap_err();
+    assert!(matches!(e.kind(), ConfigFileErrorKind::Store(_)));
+    assert_eq!(e.line(), Some(7));
+}
+
+// ---------------------------------------------------------------- the server layer's `Limits`
+
+#[cfg(feature = "http")]
+mod http_limits {
+    use std::net::SocketAddr;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    use http::request::Parts;
+    use http::HeaderName;
+    use tollgate::config::{ConfigLimits, RequestDescriptor, RequestEntry};
+    use tollgate::http::{CheckError, KeyError, Limits, Policy};
+
+    use super::*;
+
+    /// The peer address, as `tollgate::http::ClientIp` reads it without proxies.
+    fn peer(parts: &Parts) -> Result<String, KeyError> {
+        let addr = parts
+            .extensions
+            .get::<SocketAddr>()
+            .ok_or(KeyError::NoPeerAddress)?;
+        Ok(addr.ip().to_string())
+    }
+
+    fn parts(method: &str, uri: &str, ip: Option<[u8; 4]>) -> Parts {
+        let (mut parts, ()) = http::Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("x-api-key", "k-1")
+            .body(())
+            .unwrap()
+            .into_parts();
+        if let Some(ip) = ip {
+            parts.extensions.insert(SocketAddr::from((ip, 40_000)));
+        }
+        parts
+    }
+
+    fn example_limits(clock: &ManualClock) -> ConfigLimits<MemoryStore<ManualClock>> {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/rules.yaml");
+        let limiter = ConfigLimiter::new(RuleSet::from_file(path).unwrap(), memory(clock)).unwrap();
+        ConfigLimits::by_client_and_path(limiter, peer)
+    }
+
+    #[test]
+    fn the_default_descriptors_are_client_path_and_both() {
+        let limits = example_limits(&ManualClock::new());
+        let got = limits
+            .descriptors_of(&parts("GET", "/login?next=/", Some([10, 0, 0, 1])))
+            .unwrap();
+        assert_eq!(
+            got,
+            [
+                d(&[("remote_address", "10.0.0.1")]),
+                d(&[("path", "/login")]),
+                d(&[("remote_address", "10.0.0.1"), ("path", "/login")]),
+            ]
+        );
+    }
+
+    #[test]
+    fn entries_read_headers_methods_constants_and_closures() {
+        let limiter = ConfigLimiter::new(rules(LOGIN), memory(&ManualClock::new())).unwrap();
+        let limits = ConfigLimits::new(
+            limiter,
+            [
+                RequestDescriptor::new([RequestEntry::generic_key("all"), RequestEntry::method()]),
+                RequestDescriptor::new([RequestEntry::header(
+                    HeaderName::from_static("x-api-key"),
+                    "api_key",
+                )]),
+                RequestDescriptor::new([RequestEntry::header(
+                    HeaderName::from_static("x-tenant"),
+                    "tenant",
+                )]),
+                RequestDescriptor::new([RequestEntry::optional("query", |p: &Parts| {
+                    p.uri.query().map(str::to_owned)
+                })]),
+                RequestDescriptor::new([RequestEntry::extract("host", |_: &Parts| {
+                    Ok("example.org".to_owned())
+                })]),
+            ],
+        );
+        let got = limits
+            .descriptors_of(&parts("DELETE", "/orders/7", None))
+            .unwrap();
+        // No `x-tenant` header and no query: those descriptors are left out.
+        assert_eq!(
+            got,
+            [
+                d(&[("generic_key", "all"), ("method", "DELETE")]),
+                d(&[("api_key", "k-1")]),
+                d(&[("host", "example.org")]),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_request_without_a_peer_address_is_a_key_error() {
+        let limits = example_limits(&ManualClock::new());
+        let err = block(limits.check(&parts("GET", "/", None))).unwrap_err();
+        assert!(matches!(err, CheckError::Key(KeyError::NoPeerAddress)));
+    }
+
+    #[test]
+    fn unmatched_requests_pass_unlimited() {
+        let limits = example_limits(&ManualClock::new());
+        // `remote_address` alone always matches `per_client`; `generic_key` matches
+        // nothing in the example.
+        let only_path = ConfigLimits::new(
+            ConfigLimiter::new(
+                RuleSet::from_file(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/rules.yaml"))
+                    .unwrap(),
+                memory(&ManualClock::new()),
+            )
+            .unwrap(),
+            [RequestDescriptor::new([RequestEntry::path()])],
+        );
+        let verdict = block(only_path.check(&parts("GET", "/health", None))).unwrap();
+        assert_eq!(verdict.decision, None);
+        assert!(verdict.is_admitted());
+        assert!(verdict.policies.is_empty());
+        let verdict = block(limits.check(&parts("GET", "/health", Some([10, 0, 0, 1])))).unwrap();
+        assert_eq!(verdict.policies[0].name, "per_client");
+    }
+
+    #[test]
+    fn verdicts_report_the_policies_and_the_decisive_one() {
+        let clock = ManualClock::new();
+        clock.advance(MINUTE_EDGE);
+        let limits = example_limits(&clock);
+        let login = parts("POST", "/login", Some([10, 0, 0, 1]));
+        for left in (0..5).rev() {
+            let verdict = block(limits.check(&login)).unwrap();
+            assert!(verdict.is_admitted());
+            let names: Vec<_> = verdict.policies.iter().map(|p| p.name.as_str()).collect();
+            assert_eq!(names, ["per_client", "login"]);
+            assert_eq!(verdict.policies[verdict.decisive].name, "login");
+            assert_eq!(verdict.decision.unwrap().unwrap().remaining(), left);
+        }
+        let verdict = block(limits.check(&login)).unwrap();
+        assert!(!verdict.is_admitted());
+        assert_eq!(verdict.policies[verdict.decisive].name, "login");
+        assert_eq!(
+            verdict.decision.unwrap().unwrap_err().retry_after(),
+            Some(Duration::from_secs(12))
+        );
+        // Another client logs in: its own bucket.
+        let other = block(limits.check(&parts("POST", "/login", Some([10, 0, 0, 2])))).unwrap();
+        assert!(other.is_admitted());
+        // The denied login took nothing from per_client: 5 of 10 used.
+        let home = block(limits.check(&parts("GET", "/", Some([10, 0, 0, 1])))).unwrap();
+        assert_eq!(home.decision.unwrap().unwrap().remaining(), 4);
+    }
+
+    #[test]
+    fn policies_list_the_enforced_limits() {
+        let limits = example_limits(&ManualClock::new());
+        assert_eq!(
+            limits.policies(),
+            [
+                Policy {
+                    name: "per_client".into(),
+                    quota: 10,
+                    window: Duration::from_secs(1)
+                },
+                Policy {
+                    name: "login".into(),
+                    quota: 5,
+                    window: Duration::from_secs(60)
+                },
+                Policy {
+                    name: "search".into(),
+                    quota: 30,
+                    window: Duration::from_secs(60)
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn shadow_denials_reach_the_hook_and_never_block() {
+        let clock = ManualClock::new();
+        let denials = Arc::new(AtomicUsize::new(0));
+        let seen = denials.clone();
+        let limiter = ConfigLimiter::new(rules(SHADOW), memory(&clock)).unwrap();
+        let limits = ConfigLimits::new(limiter, [RequestDescriptor::new([RequestEntry::path()])])
+            .on_shadow_denial(move |denial| {
+                assert_eq!(denial.limit.name, "watched");
+                seen.fetch_add(1, Ordering::SeqCst);
+            });
+        for _ in 0..3 {
+            let verdict = block(limits.check(&parts("GET", "/export", None))).unwrap();
+            assert!(verdict.is_admitted());
+            assert_eq!(verdict.decision, None);
+        }
+        assert_eq!(denials.load(Ordering::SeqCst), 2);
+    }
+}
