@@ -1010,17 +1010,12 @@ mod http_limits {
     use http::request::Parts;
     use http::HeaderName;
     use tollgate::config::{ConfigLimits, RequestDescriptor, RequestEntry};
-    use tollgate::http::{CheckError, KeyError, Limits, Policy};
+    use tollgate::http::{CheckError, ClientIp, KeyError, Limits, Policy};
 
     use super::*;
 
-    /// The peer address, as `tollgate::http::ClientIp` reads it without proxies.
-    fn peer(parts: &Parts) -> Result<String, KeyError> {
-        let addr = parts
-            .extensions
-            .get::<SocketAddr>()
-            .ok_or(KeyError::NoPeerAddress)?;
-        Ok(addr.ip().to_string())
+    fn peer() -> ClientIp {
+        ClientIp::new()
     }
 
     fn parts(method: &str, uri: &str, ip: Option<[u8; 4]>) -> Parts {
@@ -1040,7 +1035,7 @@ mod http_limits {
     fn example_limits(clock: &ManualClock) -> ConfigLimits<MemoryStore<ManualClock>> {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/rules.yaml");
         let limiter = ConfigLimiter::new(RuleSet::from_file(path).unwrap(), memory(clock)).unwrap();
-        ConfigLimits::by_client_and_path(limiter, peer)
+        ConfigLimits::by_client_and_path(limiter, peer())
     }
 
     #[test]

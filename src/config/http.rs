@@ -184,7 +184,7 @@ type ShadowHook = Arc<dyn Fn(&ShadowDenial) + Send + Sync>;
 /// ```
 /// use std::net::SocketAddr;
 /// use tollgate::config::{ConfigLimiter, ConfigLimits, RequestEntry, RuleSet};
-/// use tollgate::http::{KeyError, Limits};
+/// use tollgate::http::{ClientIp, Limits};
 /// use tollgate::store::MemoryStore;
 /// use tollgate::KeyedConfig;
 ///
@@ -200,12 +200,7 @@ type ShadowHook = Arc<dyn Fn(&ShadowDenial) + Send + Sync>;
 ///         rate_limit: { name: login, unit: minute, requests_per_unit: 5 }
 /// ")?;
 /// let limiter = ConfigLimiter::new(rules, MemoryStore::new(KeyedConfig::new(10_000), "rl")?)?;
-/// // The peer address; a server would use `tollgate::http::ClientIp`.
-/// let peer = |parts: &http::request::Parts| {
-///     let addr = parts.extensions.get::<SocketAddr>().ok_or(KeyError::NoPeerAddress)?;
-///     Ok(addr.ip().to_string())
-/// };
-/// let limits = ConfigLimits::by_client_and_path(limiter, peer);
+/// let limits = ConfigLimits::by_client_and_path(limiter, ClientIp::new());
 ///
 /// let (mut parts, ()) = http::Request::get("/login").body(())?.into_parts();
 /// parts.extensions.insert(SocketAddr::from(([10, 0, 0, 1], 5000)));

@@ -134,7 +134,10 @@ impl<'a> MatchedLimit<'a> {
     /// request's entries down to the matched node, as
     /// `fixed_window:60|remote_address=10.0.0.1|path=/login`. `%`, `|` and `=` inside
     /// keys and values are written `%25`, `%7C` and `%3D`, so two different entry
-    /// lists never share a key.
+    /// lists never share a key. A value over 128 bytes keeps its first 128 bytes
+    /// followed by `%H` and a 64-bit FNV-1a hash of the whole value, so that a client
+    /// cannot make a key the store refuses (two long values colliding in the hash
+    /// would share a counter).
     pub fn key(&self) -> &str {
         &self.key
     }
@@ -250,9 +253,33 @@ fn storage_key(prefix: &str, entries: &[(String, String)]) -> String {
         key.push('|');
         escape(&mut key, k);
         key.push('=');
-        escape(&mut key, v);
+        escape_value(&mut key, v);
     }
     key
+}
+
+/// Values longer than this are kept only in part, then hashed: a client-chosen value
+/// (a long path) must not make a key the store refuses.
+const MAX_VALUE_LEN: usize = 128;
+
+fn escape_value(out: &mut String, value: &str) {
+    if value.len() <= MAX_VALUE_LEN {
+        return escape(out, value);
+    }
+    let mut cut = MAX_VALUE_LEN;
+    while !value.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    escape(out, &value[..cut]);
+    // `%H` never comes out of `escape`, which writes `%` as `%25`.
+    let _ = write!(out, "%H{:016x}", fnv1a(value.as_bytes()));
+}
+
+/// FNV-1a: stable across processes and builds, as keys shared through Redis must be.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
+        (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 fn escape(out: &mut String, text: &str) {
@@ -275,6 +302,16 @@ mod tests {
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect()
+    }
+
+    #[test]
+    fn long_values_are_cut_and_hashed_to_a_bounded_key() {
+        let long = "/a".repeat(5_000);
+        let other = format!("{}b", &long[..long.len() - 1]);
+        let key = storage_key("gcra:1", &entries(&[("path", &long)]));
+        assert!(key.len() < 200, "{}", key.len());
+        assert_ne!(key, storage_key("gcra:1", &entries(&[("path", &other)])));
+        assert_eq!(key, storage_key("gcra:1", &entries(&[("path", &long)])));
     }
 
     #[test]
