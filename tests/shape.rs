@@ -81,14 +81,20 @@ fn a_waiting_item_is_woken_by_the_clock_not_by_polling() {
     let count = Arc::new(Count::default());
     let waker = waker(Arc::clone(&count));
     let mut cx = Context::from_waker(&waker);
-    assert!(matches!(stream.poll_next_unpin(&mut cx), Poll::Ready(Some(Ok(0)))));
+    assert!(matches!(
+        stream.poll_next_unpin(&mut cx),
+        Poll::Ready(Some(Ok(0)))
+    ));
     assert!(stream.poll_next_unpin(&mut cx).is_pending());
     assert_eq!(clock.pending_alarms(), 1);
     clock.advance(ms(99));
     assert_eq!(count.0.load(Ordering::SeqCst), 0);
     clock.advance(ms(1));
     assert_eq!(count.0.load(Ordering::SeqCst), 1);
-    assert!(matches!(stream.poll_next_unpin(&mut cx), Poll::Ready(Some(Ok(1)))));
+    assert!(matches!(
+        stream.poll_next_unpin(&mut cx),
+        Poll::Ready(Some(Ok(1)))
+    ));
 }
 
 #[test]
@@ -129,7 +135,11 @@ fn an_oversized_item_comes_back_as_an_error_and_the_stream_goes_on() {
     let stream = futures::stream::iter([vec![1u8; 4], vec![2u8; 11], vec![3u8; 6]]);
     let mut throttled = stream.throttle_by(limiter.clone(), |v| v.len() as u64);
     let items = drain(&mut throttled);
-    assert_eq!(items.len(), 3, "nothing waits for ever on the oversized item");
+    assert_eq!(
+        items.len(),
+        3,
+        "nothing waits for ever on the oversized item"
+    );
     assert_eq!(items[0].as_ref().unwrap(), &[1u8; 4]);
     let refused = items[1].as_ref().unwrap_err();
     assert!(refused.is_oversized());
@@ -159,7 +169,10 @@ fn a_closed_limiter_hands_every_item_back() {
         .collect();
     assert!(refused.iter().all(|e| e.is_closed()));
     assert_eq!(
-        refused.into_iter().map(|e| e.into_item()).collect::<Vec<_>>(),
+        refused
+            .into_iter()
+            .map(|e| e.into_item())
+            .collect::<Vec<_>>(),
         [1, 2]
     );
 }
@@ -234,6 +247,7 @@ fn throttle_with_cost_names_its_type() {
 }
 
 /// Polls a future once, with a waker nobody looks at.
+#[cfg_attr(not(any(feature = "tokio", feature = "futures-io")), allow(dead_code))]
 fn poll<F: Future + Unpin>(future: &mut F) -> Poll<F::Output> {
     Pin::new(future).poll(&mut Context::from_waker(&noop_waker()))
 }
@@ -395,7 +409,11 @@ mod tokio_io {
             clock.advance(ms(1));
         }
         assert_eq!(total, 1000 * 3 + 100);
-        assert!(zeros.asked().iter().all(|&n| n == 100), "{:?}", zeros.asked());
+        assert!(
+            zeros.asked().iter().all(|&n| n == 100),
+            "{:?}",
+            zeros.asked()
+        );
     }
 
     #[test]
@@ -404,7 +422,10 @@ mod tokio_io {
         let zeros = Zeros::default();
         let mut reader = Shaped::new(zeros.clone(), limiter.clone());
         let mut buf = [1u8; 30];
-        assert_eq!(read(&mut reader, &mut buf).map(Result::unwrap), Poll::Ready(30));
+        assert_eq!(
+            read(&mut reader, &mut buf).map(Result::unwrap),
+            Poll::Ready(30)
+        );
         assert_eq!(zeros.asked(), [30]);
         assert!(limiter.peek(70).is_ok());
         assert!(limiter.peek(71).is_err());
@@ -416,13 +437,19 @@ mod tokio_io {
         let data = [7u8; 40];
         let mut reader = Shaped::new(&data[..], limiter.clone());
         let mut buf = [0u8; 1000];
-        assert_eq!(read(&mut reader, &mut buf).map(Result::unwrap), Poll::Ready(40));
+        assert_eq!(
+            read(&mut reader, &mut buf).map(Result::unwrap),
+            Poll::Ready(40)
+        );
         assert!(limiter.peek(60).is_ok());
         assert!(limiter.peek(61).is_err());
         // End of file: the read waits for its chunk, reads nothing and keeps nothing.
         assert!(read(&mut reader, &mut buf).is_pending());
         clock.advance(ms(40));
-        assert_eq!(read(&mut reader, &mut buf).map(Result::unwrap), Poll::Ready(0));
+        assert_eq!(
+            read(&mut reader, &mut buf).map(Result::unwrap),
+            Poll::Ready(0)
+        );
         assert!(limiter.peek(100).is_ok());
     }
 
@@ -453,7 +480,10 @@ mod tokio_io {
     fn a_short_write_keeps_only_the_permits_for_the_bytes_written() {
         let (limiter, _clock) = limiter(1000, 100);
         let mut writer = Shaped::new(Recorder::new(10), limiter.clone());
-        assert_eq!(write(&mut writer, &[0; 500]).map(Result::unwrap), Poll::Ready(10));
+        assert_eq!(
+            write(&mut writer, &[0; 500]).map(Result::unwrap),
+            Poll::Ready(10)
+        );
         assert!(limiter.peek(90).is_ok());
         assert!(limiter.peek(91).is_err());
     }
@@ -467,7 +497,10 @@ mod tokio_io {
         assert!(write(&mut writer, &[0; 500]).is_pending());
         assert!(limiter.peek(100).is_ok());
         recorder.blocked.store(false, Ordering::SeqCst);
-        assert_eq!(write(&mut writer, &[0; 500]).map(Result::unwrap), Poll::Ready(100));
+        assert_eq!(
+            write(&mut writer, &[0; 500]).map(Result::unwrap),
+            Poll::Ready(100)
+        );
         assert_eq!(recorder.writes(), [100]);
     }
 
@@ -491,7 +524,10 @@ mod tokio_io {
         assert!(write(&mut writer, &[0; 100]).is_pending()); // waits for 100
         clock.advance(ms(100));
         // The caller comes back with a smaller buffer: 30 go, 70 come back.
-        assert_eq!(write(&mut writer, &[0; 30]).map(Result::unwrap), Poll::Ready(30));
+        assert_eq!(
+            write(&mut writer, &[0; 30]).map(Result::unwrap),
+            Poll::Ready(30)
+        );
         assert!(limiter.peek(70).is_ok());
         assert!(limiter.peek(71).is_err());
     }
@@ -508,7 +544,10 @@ mod tokio_io {
         let reason = e.get_ref().and_then(|e| e.downcast_ref::<AcquireError>());
         assert_eq!(reason, Some(&AcquireError::Closed));
         let mut reader = Shaped::new(Zeros::default(), limiter);
-        assert!(matches!(read(&mut reader, &mut [0; 10]), Poll::Ready(Err(_))));
+        assert!(matches!(
+            read(&mut reader, &mut [0; 10]),
+            Poll::Ready(Err(_))
+        ));
     }
 
     #[test]

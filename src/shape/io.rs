@@ -2,13 +2,16 @@
 //! written in chunks no larger than the limiter grants at once.
 
 use std::fmt;
+#[cfg(any(feature = "tokio", feature = "futures-io"))]
 use std::io;
+#[cfg(any(feature = "tokio", feature = "futures-io"))]
 use std::task::{ready, Context, Poll};
 
 use crate::algorithm::Algorithm;
 use crate::clock::{Clock, MonotonicClock};
 use crate::limiter::Limiter;
 use crate::shape::pacer::Pacer;
+#[cfg(any(feature = "tokio", feature = "futures-io"))]
 use crate::wait::AcquireError;
 
 /// A reader, writer or both, held to a [`Limiter`] of bytes: every byte read or
@@ -23,8 +26,16 @@ use crate::wait::AcquireError;
 ///   much the inner writer took; `write_all` comes back for the rest. So no burst
 ///   ever exceeds the bucket.
 /// - **Reads** ask the inner reader for at most one such chunk, once granted, and give
-///   back the permits for the bytes it did not return.
-/// - **Flush**, **shutdown** and **close** pass through.
+///   back the permits for the bytes it did not return. So the read that finds the end
+///   of the input waits for its chunk before it learns there is nothing left.
+/// - **Flush**, **shutdown** and **close** pass through, as do empty reads and writes.
+///
+/// Each read or write waits until the limiter grants a whole chunk: the smaller of
+/// the buffer and the bucket. Chunks are then as large as the bucket allows, so a
+/// flow of large writes makes about `rate / bucket` inner writes a second. An inner
+/// writer that takes less than it is offered (a full pipe) still moves at the rate,
+/// but never empties the bucket: beyond its first write, it gains nothing from the
+/// burst.
 ///
 /// Reading and writing wait separately, each in the limiter's FIFO queue, so one
 /// `Shaped` over a duplex stream holds both directions together to one rate. For a
@@ -127,7 +138,10 @@ impl<T, A: Algorithm, C: Clock> Shaped<T, A, C> {
     pub fn into_inner(self) -> T {
         self.inner
     }
+}
 
+#[cfg(any(feature = "tokio", feature = "futures-io"))]
+impl<T, A: Algorithm, C: Clock> Shaped<T, A, C> {
     /// A write of `buf` through `write`, the inner writer's `poll_write`.
     fn poll_write_with(
         &mut self,
@@ -164,6 +178,7 @@ impl<T, A: Algorithm, C: Clock> Shaped<T, A, C> {
 
 /// Keeps the permits for the bytes the inner reader or writer took, and gives back
 /// the rest.
+#[cfg(any(feature = "tokio", feature = "futures-io"))]
 fn settle(
     pacer: &mut Pacer<impl Algorithm, impl Clock>,
     outcome: Poll<io::Result<usize>>,
@@ -175,10 +190,12 @@ fn settle(
     outcome
 }
 
+#[cfg(any(feature = "tokio", feature = "futures-io"))]
 fn len_u64(len: usize) -> u64 {
     u64::try_from(len).unwrap_or(u64::MAX)
 }
 
+#[cfg(any(feature = "tokio", feature = "futures-io"))]
 fn to_io(e: AcquireError) -> io::Error {
     io::Error::other(e)
 }
@@ -239,10 +256,9 @@ mod tokio_io {
             cx: &mut Context<'_>,
             buf: &[u8],
         ) -> Poll<io::Result<usize>> {
-            self.get_mut()
-                .poll_write_with(cx, buf, |inner, cx, chunk| {
-                    Pin::new(inner).poll_write(cx, chunk)
-                })
+            self.get_mut().poll_write_with(cx, buf, |inner, cx, chunk| {
+                Pin::new(inner).poll_write(cx, chunk)
+            })
         }
 
         fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -286,10 +302,9 @@ mod futures_io_impl {
             cx: &mut Context<'_>,
             buf: &[u8],
         ) -> Poll<io::Result<usize>> {
-            self.get_mut()
-                .poll_write_with(cx, buf, |inner, cx, chunk| {
-                    Pin::new(inner).poll_write(cx, chunk)
-                })
+            self.get_mut().poll_write_with(cx, buf, |inner, cx, chunk| {
+                Pin::new(inner).poll_write(cx, chunk)
+            })
         }
 
         fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::algorithm::Algorithm;
 use crate::clock::Clock;
-use crate::decision::{Denied, InsufficientCapacity};
+use crate::decision::Denied;
 use crate::limiter::Limiter;
 use crate::wait::AcquireError;
 
@@ -73,6 +73,7 @@ impl<A: Algorithm, C: Clock> Pacer<A, C> {
     /// As [`poll_hold`](Pacer::poll_hold) for at most `max` permits (`max` ≥ 1), and
     /// never more than the limiter grants at once: the chunk a reader or writer may
     /// pass now.
+    #[cfg(any(feature = "tokio", feature = "futures-io"))]
     pub(crate) fn poll_hold_chunk(
         &mut self,
         cx: &mut Context<'_>,
@@ -82,7 +83,7 @@ impl<A: Algorithm, C: Clock> Pacer<A, C> {
             let capacity = self.limiter.algorithm().capacity();
             if capacity == 0 {
                 return Poll::Ready(Err(AcquireError::Insufficient(
-                    InsufficientCapacity::new(1, 0),
+                    crate::decision::InsufficientCapacity::new(1, 0),
                 )));
             }
             max.min(capacity)

@@ -222,7 +222,9 @@ where
                 this.pacer.spend(cost);
                 Poll::Ready(Some(Ok(item)))
             }
-            Poll::Ready(Err(reason)) => Poll::Ready(Some(Err(ThrottleError { item, cost, reason }))),
+            Poll::Ready(Err(reason)) => {
+                Poll::Ready(Some(Err(ThrottleError { item, cost, reason })))
+            }
         }
     }
 
