@@ -83,7 +83,10 @@ mod run {
         let buf = vec![0u8; size];
         let end = Instant::now() + secs;
         while Instant::now() < end {
-            writer.write_all(&buf).await.expect("the sink takes everything");
+            writer
+                .write_all(&buf)
+                .await
+                .expect("the sink takes everything");
         }
     }
 
