@@ -52,10 +52,16 @@ mod run {
     const BUCKET: u64 = 64 << 10;
     const WRITES: [usize; 2] = [16 << 10, 256 << 10];
 
+    /// When each write reached the sink, and its length.
+    type Log = Vec<(Duration, usize)>;
+
+    /// One peer's run: the write size and the time to run for, and the sink's log.
+    type Run = fn(usize, Duration) -> Log;
+
     /// Logs the time and length of every write, and takes it all.
     struct Sink {
         origin: Instant,
-        log: Vec<(Duration, usize)>,
+        log: Log,
     }
 
     impl AsyncWrite for Sink {
@@ -90,7 +96,7 @@ mod run {
         }
     }
 
-    fn tollgate(size: usize, secs: Duration) -> Vec<(Duration, usize)> {
+    fn tollgate(size: usize, secs: Duration) -> Log {
         let quota = Quota::per_second(RATE).unwrap().burst(BUCKET).unwrap();
         let limiter = Limiter::new(Gcra::new(quota));
         let sink = Sink {
@@ -102,7 +108,7 @@ mod run {
         writer.into_inner().log
     }
 
-    fn async_speed_limit(size: usize, secs: Duration) -> Vec<(Duration, usize)> {
+    fn async_speed_limit(size: usize, secs: Duration) -> Log {
         // Its bucket holds `rate × refill`: 64 KiB at 62.5 ms.
         let limiter = <async_speed_limit::Limiter>::builder(RATE as f64)
             .refill(Duration::from_secs_f64(BUCKET as f64 / RATE as f64))
@@ -195,7 +201,7 @@ mod run {
         println!("|---|---|---|---|---|---|---|---|");
         let allowed = RATE as f64 * secs.as_secs_f64() + BUCKET as f64;
         for size in WRITES {
-            let peers: [(&str, fn(usize, Duration) -> Vec<(Duration, usize)>); 2] = [
+            let peers: [(&str, Run); 2] = [
                 ("tollgate", tollgate),
                 ("async-speed-limit", async_speed_limit),
             ];
