@@ -239,6 +239,17 @@ fn into_inner_gives_back_the_booking_and_the_rest_of_the_stream() {
 }
 
 #[test]
+fn throttled_streams_cross_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Throttle<futures::stream::Iter<std::vec::IntoIter<u8>>, Gcra>>();
+    send_sync::<
+        Throttle<futures::stream::Iter<std::vec::IntoIter<u8>>, Gcra, ManualClock, fn(&u8) -> u64>,
+    >();
+    send_sync::<tollgate::shape::ThrottleError<Vec<u8>>>();
+    send_sync::<tollgate::shape::Shaped<Vec<u8>, Gcra>>();
+}
+
+#[test]
 fn throttle_with_cost_names_its_type() {
     let (limiter, _clock) = limiter(10, 10);
     let mut stream: Throttle<_, Gcra, ManualClock, Each> =
@@ -530,6 +541,32 @@ mod tokio_io {
         );
         assert!(limiter.peek(70).is_ok());
         assert!(limiter.peek(71).is_err());
+    }
+
+    #[test]
+    fn a_write_waiting_when_the_bucket_shrinks_goes_in_the_smaller_chunk() {
+        let (limiter, clock) = limiter(1000, 100);
+        let recorder = Recorder::new(usize::MAX);
+        let mut writer = Shaped::new(recorder.clone(), limiter.clone());
+        assert!(write(&mut writer, &[0; 100]).is_ready());
+        assert!(write(&mut writer, &[0; 100]).is_pending()); // waits for 100
+        limiter
+            .reconfigure(|gcra, _, _| {
+                gcra.set_quota(Quota::per_second(1000)?.burst(50)?);
+                Ok::<(), tollgate::ConfigError>(())
+            })
+            .unwrap();
+        let mut written = 0;
+        for _ in 0..=400 {
+            if let Poll::Ready(n) = write(&mut writer, &[0; 100]) {
+                written += n.unwrap();
+            }
+            clock.advance(ms(1));
+        }
+        // The chunk booked before the change goes whole; the next ones are 50, and
+        // the debt carries over: 50 at 200 ms, then one every 50 ms.
+        assert_eq!(recorder.writes(), [100, 100, 50, 50, 50, 50, 50]);
+        assert_eq!(written, 350);
     }
 
     #[test]

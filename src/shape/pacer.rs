@@ -80,17 +80,22 @@ impl<A: Algorithm, C: Clock> Pacer<A, C> {
         max: u64,
     ) -> Poll<Result<u64, AcquireError>> {
         let n = if self.held == 0 && self.wait.is_none() {
-            let capacity = self.limiter.algorithm().capacity();
-            if capacity == 0 {
-                return Poll::Ready(Err(AcquireError::Insufficient(
-                    crate::decision::InsufficientCapacity::new(1, 0),
-                )));
-            }
-            max.min(capacity)
+            self.chunk(max)?
         } else {
             max
         };
         self.poll_hold(cx, n)
+    }
+
+    /// The smaller of `max` and what the limiter grants at once.
+    #[cfg(any(feature = "tokio", feature = "futures-io"))]
+    fn chunk(&self, max: u64) -> Result<u64, AcquireError> {
+        match self.limiter.algorithm().capacity() {
+            0 => Err(AcquireError::Insufficient(
+                crate::decision::InsufficientCapacity::new(1, 0),
+            )),
+            capacity => Ok(max.min(capacity)),
+        }
     }
 
     /// Uses `used` of the permits held and gives back the rest.

@@ -73,6 +73,12 @@ impl<T, F: FnMut(&T) -> u64> Cost<T> for F {
 ///
 /// The inner stream must be [`Unpin`]; pin one that is not with `Box::pin` first.
 ///
+/// # Errors
+///
+/// An item comes out as [`ThrottleError`], with the item inside, when its cost
+/// exceeds what the limiter grants at once ([`ThrottleError::is_oversized`]), or once
+/// the limiter is closed ([`ThrottleError::is_closed`]). Neither consumes a permit.
+///
 /// # Cancel safety
 ///
 /// Dropping the stream while an item waits gives back the permits booked for it
