@@ -23,8 +23,8 @@ use crate::wait::AcquireError;
 /// - **Writes** go in chunks no larger than the limiter grants at once (a
 ///   [`Gcra`](crate::algorithm::Gcra)'s burst): a write of 1 MiB through a 64 KiB
 ///   bucket writes at most 64 KiB, once the limiter grants them, and reports how
-///   much the inner writer took; `write_all` comes back for the rest. So no burst
-///   ever exceeds the bucket.
+///   much the inner writer took; `write_all` comes back for the rest. So the bytes
+///   granted at once never exceed the bucket.
 /// - **Reads** ask the inner reader for at most one such chunk, once granted, and give
 ///   back the permits for the bytes it did not return. So the read that finds the end
 ///   of the input waits for its chunk before it learns there is nothing left.
@@ -48,8 +48,8 @@ use crate::wait::AcquireError;
 ///
 /// # Errors
 ///
-/// A read or write fails with [`io::ErrorKind::Other`], its source the
-/// [`AcquireError`], when the limiter is closed, or grants no permit at all; and
+/// A read or write fails with [`std::io::ErrorKind::Other`], its source the
+/// [`AcquireError`](crate::wait::AcquireError), when the limiter is closed, or grants no permit at all; and
 /// with whatever error the inner reader or writer returns.
 ///
 /// # Cancel safety
