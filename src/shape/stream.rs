@@ -1,0 +1,438 @@
+//! Any `Stream` held to a limiter: each item waits for its permits.
+
+use std::error::Error;
+use std::fmt;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use futures_core::stream::{FusedStream, Stream};
+
+use crate::algorithm::Algorithm;
+use crate::clock::{Clock, MonotonicClock};
+use crate::limiter::Limiter;
+use crate::shape::pacer::Pacer;
+use crate::wait::AcquireError;
+
+/// What an item costs in permits.
+///
+/// Implemented by [`Each`] (one permit per item) and by any `FnMut(&T) -> u64`.
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::shape::{Cost, Each};
+///
+/// assert_eq!(Each.cost(&"anything"), 1);
+/// let mut by_len = |s: &&str| s.len() as u64;
+/// assert_eq!(by_len.cost(&"four"), 4);
+/// ```
+pub trait Cost<T> {
+    /// The permits `item` takes. An item of cost 0 passes without asking the limiter.
+    fn cost(&mut self, item: &T) -> u64;
+}
+
+/// One permit per item: the cost of [`ThrottleExt::throttle`].
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::shape::{Cost, Each};
+///
+/// assert_eq!(Each.cost(&[0u8; 1024]), 1);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Each;
+
+impl<T> Cost<T> for Each {
+    #[inline]
+    fn cost(&mut self, _item: &T) -> u64 {
+        1
+    }
+}
+
+impl<T, F: FnMut(&T) -> u64> Cost<T> for F {
+    #[inline]
+    fn cost(&mut self, item: &T) -> u64 {
+        self(item)
+    }
+}
+
+/// A stream whose items each wait for their permits from a [`Limiter`]: the stream of
+/// [`ThrottleExt::throttle`] and [`ThrottleExt::throttle_by`].
+///
+/// It takes an item from the inner stream, asks what it costs, and yields it once
+/// the limiter grants that many permits. Every inner item comes out exactly once:
+/// `Ok(item)` when its permits were granted, or `Err` carrying the item when they
+/// never will be (see [`ThrottleError`]), after which the stream goes on with the
+/// next item. It never splits an item, never waits for ever on one, and never lets
+/// one through unpaid.
+///
+/// Streams sharing a limiter (clones of one `Limiter`) share its rate, and wait in
+/// its FIFO queue with every other caller of [`Limiter::acquire`]: an expensive item
+/// is not starved by a flow of cheap ones.
+///
+/// The inner stream must be [`Unpin`]; pin one that is not with `Box::pin` first.
+///
+/// # Errors
+///
+/// An item comes out as [`ThrottleError`], with the item inside, when its cost
+/// exceeds what the limiter grants at once ([`ThrottleError::is_oversized`]), or once
+/// the limiter is closed ([`ThrottleError::is_closed`]). Neither consumes a permit.
+///
+/// # Cancel safety
+///
+/// Dropping the stream while an item waits gives back the permits booked for it
+/// (the item is dropped with it). Items already yielded stay paid for.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use futures::StreamExt;
+/// use tollgate::{Limiter, Quota};
+/// use tollgate::algorithm::Gcra;
+/// use tollgate::clock::ManualClock;
+/// use tollgate::shape::ThrottleExt;
+///
+/// # futures::executor::block_on(async {
+/// let clock = ManualClock::new();
+/// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(10)?.burst(2)?), clock.clone());
+/// let mut items = futures::stream::iter(1..=3).throttle(limiter);
+///
+/// assert_eq!(items.next().await.transpose()?, Some(1)); // the burst
+/// assert_eq!(items.next().await.transpose()?, Some(2));
+/// assert!(futures::poll!(items.next()).is_pending()); // the third waits 100 ms
+/// clock.advance(Duration::from_millis(100));
+/// assert_eq!(items.next().await.transpose()?, Some(3));
+/// assert_eq!(items.next().await.transpose()?, None);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
+#[must_use = "streams do nothing unless polled"]
+pub struct Throttle<S: Stream, A: Algorithm, C: Clock = MonotonicClock, F = Each> {
+    stream: S,
+    cost: F,
+    pacer: Pacer<A, C>,
+    /// The item taken from `stream` that waits for its permits, and its cost.
+    item: Option<(S::Item, u64)>,
+    /// `stream` has ended.
+    done: bool,
+}
+
+impl<S: Stream, A: Algorithm, C: Clock> Throttle<S, A, C> {
+    /// Throttles `stream` to one permit of `limiter` per item.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::shape::Throttle;
+    ///
+    /// let limiter = Limiter::new(Gcra::new(Quota::per_second(100)?));
+    /// let throttled = Throttle::new(futures::stream::iter([1, 2, 3]), limiter);
+    /// # drop(throttled);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn new(stream: S, limiter: Limiter<A, C>) -> Throttle<S, A, C> {
+        Throttle::with_cost(stream, limiter, Each)
+    }
+}
+
+impl<S: Stream, A: Algorithm, C: Clock, F: Cost<S::Item>> Throttle<S, A, C, F> {
+    /// Throttles `stream`, each item taking `cost(&item)` permits of `limiter`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::shape::Throttle;
+    ///
+    /// let limiter = Limiter::new(Gcra::new(Quota::per_second(1024)?));
+    /// let chunks = futures::stream::iter([vec![0u8; 100], vec![0u8; 200]]);
+    /// let throttled = Throttle::with_cost(chunks, limiter, |chunk: &Vec<u8>| chunk.len() as u64);
+    /// # drop(throttled);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn with_cost(stream: S, limiter: Limiter<A, C>, cost: F) -> Throttle<S, A, C, F> {
+        Throttle {
+            stream,
+            cost,
+            pacer: Pacer::new(limiter),
+            item: None,
+            done: false,
+        }
+    }
+}
+
+impl<S: Stream, A: Algorithm, C: Clock, F> Throttle<S, A, C, F> {
+    /// The limiter the items wait on.
+    pub fn limiter(&self) -> &Limiter<A, C> {
+        self.pacer.limiter()
+    }
+
+    /// The inner stream.
+    pub fn get_ref(&self) -> &S {
+        &self.stream
+    }
+
+    /// The inner stream, mutably. Taking items from it directly bypasses the limit.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.stream
+    }
+
+    /// The inner stream. An item waiting for its permits is dropped, and the permits
+    /// booked for it are given back.
+    pub fn into_inner(self) -> S {
+        self.stream
+    }
+}
+
+impl<S: Stream + Unpin, A: Algorithm, C: Clock, F> Unpin for Throttle<S, A, C, F> {}
+
+impl<S, A, C, F> Stream for Throttle<S, A, C, F>
+where
+    S: Stream + Unpin,
+    A: Algorithm,
+    C: Clock,
+    F: Cost<S::Item>,
+{
+    type Item = Result<S::Item, ThrottleError<S::Item>>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        let (item, cost) = match this.item.take() {
+            Some(waiting) => waiting,
+            None => {
+                if this.done {
+                    return Poll::Ready(None);
+                }
+                let Some(item) = ready!(Pin::new(&mut this.stream).poll_next(cx)) else {
+                    this.done = true;
+                    return Poll::Ready(None);
+                };
+                let cost = this.cost.cost(&item);
+                if cost == 0 {
+                    return Poll::Ready(Some(Ok(item)));
+                }
+                (item, cost)
+            }
+        };
+        match this.pacer.poll_hold(cx, cost) {
+            Poll::Pending => {
+                this.item = Some((item, cost));
+                Poll::Pending
+            }
+            Poll::Ready(Ok(_)) => {
+                this.pacer.spend(cost);
+                Poll::Ready(Some(Ok(item)))
+            }
+            Poll::Ready(Err(reason)) => {
+                Poll::Ready(Some(Err(ThrottleError { item, cost, reason })))
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        if self.done {
+            return (0, Some(0));
+        }
+        let waiting = usize::from(self.item.is_some());
+        let (low, high) = self.stream.size_hint();
+        (
+            low.saturating_add(waiting),
+            high.and_then(|h| h.checked_add(waiting)),
+        )
+    }
+}
+
+impl<S, A, C, F> FusedStream for Throttle<S, A, C, F>
+where
+    S: Stream + Unpin,
+    A: Algorithm,
+    C: Clock,
+    F: Cost<S::Item>,
+{
+    fn is_terminated(&self) -> bool {
+        self.done
+    }
+}
+
+impl<S, A, C, F> fmt::Debug for Throttle<S, A, C, F>
+where
+    S: Stream + fmt::Debug,
+    S::Item: fmt::Debug,
+    A: Algorithm,
+    C: Clock,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Throttle")
+            .field("stream", &self.stream)
+            .field("pacer", &self.pacer)
+            .field("item", &self.item)
+            .field("done", &self.done)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Adds [`throttle`](ThrottleExt::throttle) and
+/// [`throttle_by`](ThrottleExt::throttle_by) to every [`Stream`].
+///
+/// # Examples
+///
+/// ```
+/// use futures::StreamExt;
+/// use tollgate::{Limiter, Quota};
+/// use tollgate::algorithm::Gcra;
+/// use tollgate::shape::ThrottleExt;
+///
+/// # futures::executor::block_on(async {
+/// // 1 KiB/s with 4 KiB of burst: these three chunks go at once.
+/// let limiter = Limiter::new(Gcra::new(Quota::per_second(1024)?.burst(4096)?));
+/// let chunks = futures::stream::iter([vec![0u8; 1000], vec![0u8; 2000], vec![0u8; 1000]]);
+/// let sizes: Vec<usize> = chunks
+///     .throttle_by(limiter, |chunk| chunk.len() as u64)
+///     .map(|chunk| chunk.map(|c| c.len()))
+///     .collect::<Vec<_>>()
+///     .await
+///     .into_iter()
+///     .collect::<Result<_, _>>()?;
+/// assert_eq!(sizes, [1000, 2000, 1000]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
+pub trait ThrottleExt: Stream + Sized {
+    /// Each item waits for one permit of `limiter`; see [`Throttle`].
+    ///
+    /// Pass a clone of a limiter to share its rate with other streams and callers.
+    ///
+    /// # Errors
+    ///
+    /// The stream yields [`ThrottleError`] (carrying the item) for an item the
+    /// limiter will never grant: when it is closed.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Throttle`]: dropping the stream gives back what it booked.
+    fn throttle<A: Algorithm, C: Clock>(self, limiter: Limiter<A, C>) -> Throttle<Self, A, C> {
+        Throttle::new(self, limiter)
+    }
+
+    /// Each item waits for `cost(&item)` permits of `limiter`; see [`Throttle`].
+    ///
+    /// # Errors
+    ///
+    /// The stream yields [`ThrottleError`] (carrying the item) for an item the
+    /// limiter will never grant: one that costs more than it grants at once
+    /// ([`ThrottleError::is_oversized`]), or any item once it is closed.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Throttle`]: dropping the stream gives back what it booked.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use futures::StreamExt;
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::shape::ThrottleExt;
+    ///
+    /// # futures::executor::block_on(async {
+    /// let limiter = Limiter::new(Gcra::new(Quota::per_second(100)?));
+    /// let words = futures::stream::iter(["short", "far too long for the bucket"]);
+    /// let mut throttled = words.throttle_by(limiter, |w| if w.len() > 10 { 1000 } else { 1 });
+    /// assert_eq!(throttled.next().await.unwrap()?, "short");
+    /// let refused = throttled.next().await.unwrap().unwrap_err();
+    /// assert!(refused.is_oversized());
+    /// assert_eq!(refused.into_item(), "far too long for the bucket");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    fn throttle_by<A, C, F>(self, limiter: Limiter<A, C>, cost: F) -> Throttle<Self, A, C, F>
+    where
+        A: Algorithm,
+        C: Clock,
+        F: FnMut(&Self::Item) -> u64,
+    {
+        Throttle::with_cost(self, limiter, cost)
+    }
+}
+
+impl<S: Stream> ThrottleExt for S {}
+
+/// An item a [`Throttle`] could not let through, handed back with the reason.
+///
+/// # Examples
+///
+/// ```
+/// use futures::StreamExt;
+/// use tollgate::{Limiter, Quota};
+/// use tollgate::algorithm::Gcra;
+/// use tollgate::shape::ThrottleExt;
+///
+/// # futures::executor::block_on(async {
+/// let limiter = Limiter::new(Gcra::new(Quota::per_second(10)?));
+/// limiter.close();
+/// let refused = futures::stream::iter(["hello"]).throttle(limiter).next().await.unwrap().unwrap_err();
+/// assert!(refused.is_closed());
+/// assert_eq!(refused.to_string(), "item of cost 1 not let through: the limiter is closed");
+/// assert_eq!(*refused.item(), "hello");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThrottleError<T> {
+    item: T,
+    cost: u64,
+    reason: AcquireError,
+}
+
+impl<T> ThrottleError<T> {
+    /// The item that was not let through.
+    pub fn item(&self) -> &T {
+        &self.item
+    }
+
+    /// The item that was not let through, to split or send elsewhere.
+    pub fn into_item(self) -> T {
+        self.item
+    }
+
+    /// The permits the item cost.
+    pub fn cost(&self) -> u64 {
+        self.cost
+    }
+
+    /// Why the limiter will never grant them.
+    pub fn reason(&self) -> AcquireError {
+        self.reason
+    }
+
+    /// Whether the item costs more than the limiter grants at once.
+    pub fn is_oversized(&self) -> bool {
+        matches!(self.reason, AcquireError::Insufficient(_))
+    }
+
+    /// Whether the limiter was closed.
+    pub fn is_closed(&self) -> bool {
+        matches!(self.reason, AcquireError::Closed)
+    }
+}
+
+impl<T> fmt::Display for ThrottleError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "item of cost {} not let through: {}",
+            self.cost, self.reason
+        )
+    }
+}
+
+impl<T: fmt::Debug> Error for ThrottleError<T> {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        Some(&self.reason)
+    }
+}
