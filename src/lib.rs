@@ -16,6 +16,14 @@
 //!   [`Store`](store::Store) — in memory, or in Redis / Redis Cluster (feature
 //!   `redis`) as Lua scripts that are the same state machines, all rules of a request
 //!   in one atomic round trip on the server's clock.
+//! - **HTTP** (module `http`, feature `http`): a tower layer for servers answering 429
+//!   with `Retry-After` and the IETF `RateLimit` fields, and one for clients that waits
+//!   for permits and pauses on 429; rules from an envoy-style YAML file
+//!   (module `config`, feature `config`).
+//! - **Shaping** ([`shape`]): streams throttled per item or by cost, and tokio /
+//!   futures-io readers and writers held to bytes per second.
+//! - **Observability** ([`observe`]): events to subscribe to, `metrics` counters
+//!   (feature `metrics`) and `tracing` spans.
 //!
 //! # Examples
 //!
@@ -62,6 +70,11 @@ pub mod store;
 mod sync;
 mod units;
 pub mod wait;
+
+/// The extension traits, to import with `use tollgate::prelude::*`.
+pub mod prelude {
+    pub use crate::shape::ThrottleExt;
+}
 
 /// The named futures returned by the `acquire` methods.
 pub mod futures {
