@@ -134,9 +134,15 @@ fn acquire_reports_the_exact_wait_on_virtual_time() {
     assert_eq!(log.kinds(), [EventKind::Admitted]);
 
     clock.advance(Duration::from_millis(100));
-    assert_eq!(poll(first.as_mut()), Poll::Ready(Ok(Duration::from_millis(100))));
+    assert_eq!(
+        poll(first.as_mut()),
+        Poll::Ready(Ok(Duration::from_millis(100)))
+    );
     clock.advance(Duration::from_millis(100));
-    assert_eq!(poll(second.as_mut()), Poll::Ready(Ok(Duration::from_millis(200))));
+    assert_eq!(
+        poll(second.as_mut()),
+        Poll::Ready(Ok(Duration::from_millis(200)))
+    );
     assert_eq!(log.kinds(), [EventKind::Admitted, waited(100), waited(200)]);
 }
 
@@ -177,7 +183,10 @@ fn failed_waits_report_their_reason_and_cancelled_ones_nothing() {
     let mut closed = Box::pin(limiter.acquire(1));
     assert!(poll(closed.as_mut()).is_pending());
     limiter.close();
-    assert_eq!(poll(closed.as_mut()), Poll::Ready(Err(AcquireError::Closed)));
+    assert_eq!(
+        poll(closed.as_mut()),
+        Poll::Ready(Err(AcquireError::Closed))
+    );
 
     assert_eq!(
         log.kinds(),
@@ -460,7 +469,11 @@ mod metrics_recorder {
         out
     }
 
-    fn counter<'a>(series: &'a Series, name: &str, labels: &[(&str, &str)]) -> Option<&'a DebugValue> {
+    fn counter<'a>(
+        series: &'a Series,
+        name: &str,
+        labels: &[(&str, &str)],
+    ) -> Option<&'a DebugValue> {
         series
             .iter()
             .find(|(kind, n, l, _)| {
@@ -527,7 +540,10 @@ mod metrics_recorder {
         assert_eq!(histogram.2, [("limiter".to_owned(), "api".to_owned())]);
         match &histogram.3 {
             DebugValue::Histogram(values) => {
-                assert_eq!(values.iter().map(|v| v.into_inner()).collect::<Vec<_>>(), [0.25])
+                assert_eq!(
+                    values.iter().map(|v| v.into_inner()).collect::<Vec<_>>(),
+                    [0.25]
+                )
             }
             other => panic!("not a histogram: {other:?}"),
         }
@@ -579,16 +595,24 @@ mod tracing_spans {
 
     /// What the subscriber saw: spans by name with their fields, events by target
     /// and message.
+    /// A span's name and its fields as text.
+    type Span = (String, Vec<(String, String)>);
+
     #[derive(Clone, Default)]
     struct Recorded {
-        spans: Arc<Mutex<Vec<(String, Vec<(String, String)>)>>>,
+        spans: Arc<Mutex<Vec<Span>>>,
         events: Arc<Mutex<Vec<(String, tracing::Level, String)>>>,
         next: Arc<AtomicU64>,
     }
 
     impl Recorded {
         fn span_names(&self) -> Vec<String> {
-            self.spans.lock().unwrap().iter().map(|s| s.0.clone()).collect()
+            self.spans
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|s| s.0.clone())
+                .collect()
         }
 
         fn field(&self, span: &str, field: &str) -> Option<String> {
@@ -675,8 +699,14 @@ mod tracing_spans {
             assert!(poll(wait.as_mut()).is_ready());
         });
         assert_eq!(recorded.span_names(), ["tollgate.wait"]);
-        assert_eq!(recorded.field("tollgate.wait", "source").as_deref(), Some("api"));
-        assert_eq!(recorded.field("tollgate.wait", "permits").as_deref(), Some("1"));
+        assert_eq!(
+            recorded.field("tollgate.wait", "source").as_deref(),
+            Some("api")
+        );
+        assert_eq!(
+            recorded.field("tollgate.wait", "permits").as_deref(),
+            Some("1")
+        );
         assert_eq!(
             recorded.field("tollgate.wait", "outcome").as_deref(),
             Some("granted")
@@ -691,10 +721,8 @@ mod tracing_spans {
     fn a_cancelled_wait_says_so_on_its_span() {
         let recorded = Recorded::default();
         tracing::subscriber::with_default(recorded.clone(), || {
-            let limiter = Limiter::with_clock(
-                Gcra::new(Quota::per_second(1).unwrap()),
-                ManualClock::new(),
-            );
+            let limiter =
+                Limiter::with_clock(Gcra::new(Quota::per_second(1).unwrap()), ManualClock::new());
             limiter.try_acquire(1).unwrap();
             let mut wait = Box::pin(limiter.acquire(1));
             assert!(poll(wait.as_mut()).is_pending());

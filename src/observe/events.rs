@@ -237,7 +237,8 @@ impl Events {
         queued: bool,
     ) {
         if self.is_observed() {
-            let mut event = Event::new(&self.hub.name, permits, EventKind::of_wait(outcome, queued));
+            let mut event =
+                Event::new(&self.hub.name, permits, EventKind::of_wait(outcome, queued));
             event.key = key;
             self.send(&event);
         }

@@ -103,10 +103,22 @@ impl MetricsRecorder {
 }
 
 fn describe() {
-    metrics::describe_counter!(ADMITTED_TOTAL, Unit::Count, "Requests granted, at once or after a wait.");
+    metrics::describe_counter!(
+        ADMITTED_TOTAL,
+        Unit::Count,
+        "Requests granted, at once or after a wait."
+    );
     metrics::describe_counter!(DENIED_TOTAL, Unit::Count, "Requests refused, by reason.");
-    metrics::describe_counter!(WAITED_TOTAL, Unit::Count, "Requests granted after queueing.");
-    metrics::describe_histogram!(WAIT_SECONDS, Unit::Seconds, "Time waited by requests that queued.");
+    metrics::describe_counter!(
+        WAITED_TOTAL,
+        Unit::Count,
+        "Requests granted after queueing."
+    );
+    metrics::describe_histogram!(
+        WAIT_SECONDS,
+        Unit::Seconds,
+        "Time waited by requests that queued."
+    );
     metrics::describe_counter!(DRAINED_TOTAL, Unit::Count, "Drains of every permit left.");
 }
 

@@ -66,9 +66,9 @@ mod events;
 #[cfg(feature = "metrics")]
 mod metrics;
 
-pub use event::{DenyReason, Event, EventKind};
-pub use events::{Events, Listener, Subscription};
 #[cfg(feature = "metrics")]
 pub use self::metrics::{
     MetricsRecorder, ADMITTED_TOTAL, DENIED_TOTAL, DRAINED_TOTAL, WAITED_TOTAL, WAIT_SECONDS,
 };
+pub use event::{DenyReason, Event, EventKind};
+pub use events::{Events, Listener, Subscription};

@@ -264,11 +264,7 @@ impl<S: Store, C: Clock> SharedLimiter<S, C> {
             key,
             outcome = tracing::field::Empty,
         );
-        let outcome = self
-            .store
-            .execute(&request)
-            .instrument(span.clone())
-            .await;
+        let outcome = self.store.execute(&request).instrument(span.clone()).await;
         if !span.is_disabled() {
             span.record("outcome", outcome_name(&outcome));
         }
