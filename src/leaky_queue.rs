@@ -79,6 +79,27 @@ impl<C: Clock> LeakyQueue<C> {
         Ok(LeakyQueue { shared })
     }
 
+    /// Reports the end of every [`enqueue`](LeakyQueue::enqueue) to `events`:
+    /// `Admitted` for a request that left at once, `Waited` with its time in the
+    /// queue, or `Denied` (`QueueFull`, `Insufficient`, `Closed`). On a queue that
+    /// already reports to a hub, this changes nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::observe::{Event, Events};
+    /// use tollgate::{LeakyQueue, Quota};
+    ///
+    /// let events = Events::new("uploads");
+    /// events.subscribe(|event: &Event<'_>| println!("{event}")).detach();
+    /// let queue = LeakyQueue::new(100, Quota::per_second(10)?)?.with_events(events);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_events(self, events: crate::observe::Events) -> LeakyQueue<C> {
+        self.shared.gate.attach(events);
+        self
+    }
+
     /// Joins the queue with `n` units and waits for its turn to leave; resolves to
     /// the time waited.
     ///

@@ -11,6 +11,8 @@ use crate::algorithm::Algorithm;
 use crate::clock::{Alarm, Clock, MonotonicClock, Nanos};
 use crate::decision::{Decision, Denied, Reservation};
 use crate::engine::Cell;
+use crate::observe::{EventKind, Events};
+use crate::sync::unmodeled::OnceLock;
 use crate::sync::Arc;
 use crate::wait::future::WaitFor;
 use crate::wait::queue::{rebook_in, Gate, Waiting};
@@ -50,6 +52,10 @@ pub struct Limiter<A: Algorithm, C: Clock = MonotonicClock> {
 pub(crate) struct Core<A: Algorithm, C> {
     pub(crate) cell: A::Cell,
     pub(crate) clock: C,
+    /// Set at most once, before the limiter is shared in practice; unset, a decision
+    /// pays one load and branch for it. std's `OnceLock` even under loom: the models
+    /// never attach events, and reading an unset one is a plain load.
+    events: OnceLock<Events>,
 }
 
 impl<A: Algorithm, C: Clock> Core<A, C> {
@@ -59,8 +65,48 @@ impl<A: Algorithm, C: Clock> Core<A, C> {
         Waiting::new(Core {
             cell: A::Cell::new(algorithm, now),
             clock,
+            events: OnceLock::new(),
         })
     }
+
+    /// Attaches `events`, unless some are attached already.
+    pub(crate) fn attach(&self, events: Events) {
+        let _ = self.events.set(events);
+    }
+
+    pub(crate) fn events(&self) -> Option<&Events> {
+        self.events.get()
+    }
+
+    /// Reports a decision on `n` permits, if anyone listens.
+    #[inline]
+    pub(crate) fn report(&self, n: u64, decision: &Decision) {
+        if let Some(events) = self.events.get() {
+            if events.is_observed() {
+                report(events, n, EventKind::of_decision(decision));
+            }
+        }
+    }
+
+    /// Reports a reservation of `n` permits: `Waited` for one booked ahead.
+    fn report_reservation(&self, n: u64, reservation: &Result<Reservation, Denied>) {
+        if let Some(events) = self.events.get() {
+            if events.is_observed() {
+                let kind = match reservation {
+                    Ok(r) if r.is_immediate() => EventKind::Admitted,
+                    Ok(r) => EventKind::Waited { wait: r.wait() },
+                    Err(denied) => EventKind::of_denied(denied),
+                };
+                report(events, n, kind);
+            }
+        }
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn report(events: &Events, n: u64, kind: EventKind) {
+    events.emit(n, kind);
 }
 
 impl<A: Algorithm, C: Clock> Gate for Core<A, C> {
@@ -106,6 +152,10 @@ impl<A: Algorithm, C: Clock> Gate for Core<A, C> {
     fn backlog(&self, now: Nanos) -> u64 {
         let (algorithm, state) = self.cell.snapshot();
         algorithm.backlog(&state, now)
+    }
+
+    fn events(&self) -> Option<&Events> {
+        self.events.get()
     }
 }
 
@@ -155,7 +205,9 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// consumes nothing.
     #[inline]
     pub fn try_acquire(&self, n: u64) -> Decision {
-        self.shared.try_acquire(n)
+        let decision = self.shared.try_acquire(n);
+        self.shared.gate.report(n, &decision);
+        decision
     }
 
     /// Decides on `n` permits as the algorithm would now, without consuming any and
@@ -180,6 +232,9 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// how much sooner that is), or when the algorithm cannot book future capacity
     /// and none is free now; [`Denied::Insufficient`] as for `try_acquire`.
     ///
+    /// Reported to the limiter's [`Events`] as `Admitted` when immediate, as `Waited`
+    /// with the booked wait otherwise.
+    ///
     /// # Examples
     ///
     /// ```
@@ -195,11 +250,14 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn reserve(&self, n: u64, max_wait: Duration) -> Result<Reservation, Denied> {
-        if self.shared.is_closed() {
-            return Err(Denied::Closed);
-        }
         let gate = &self.shared.gate;
-        gate.reserve(gate.now(), n, max_wait)
+        let reservation = if self.shared.is_closed() {
+            Err(Denied::Closed)
+        } else {
+            gate.reserve(gate.now(), n, max_wait)
+        };
+        gate.report_reservation(n, &reservation);
+        reservation
     }
 
     /// Gives back `n` permits taken earlier and not used; waiters they satisfy go.
@@ -350,6 +408,89 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// How waiters are served.
     pub fn fairness(&self) -> Fairness {
         self.shared.fairness()
+    }
+}
+
+/// # Observing
+impl<A: Algorithm, C: Clock> Limiter<A, C> {
+    /// Reports every decision of this limiter to `events`: `try_acquire` and
+    /// `reserve` decisions, the end of every `acquire` (`Admitted` at once, `Waited`
+    /// with the time waited on the limiter's clock, or `Denied` with the reason), and
+    /// [`drain`](Limiter::drain)s. `peek` and `refund` decide nothing and report
+    /// nothing.
+    ///
+    /// Clones share the limiter and its events. A limiter reports to one hub: on a
+    /// limiter that already has one (a clone of one given events), this changes
+    /// nothing; subscribe more listeners to the hub instead.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::observe::{Event, Events};
+    /// use tollgate::{Limiter, Quota};
+    ///
+    /// let events = Events::new("api");
+    /// events.subscribe(|event: &Event<'_>| println!("{event}")).detach();
+    /// let limiter = Limiter::new(Gcra::new(Quota::per_second(10)?)).with_events(events);
+    /// assert_eq!(limiter.events().map(|e| e.name()), Some("api"));
+    /// limiter.try_acquire(1)?; // prints "api: 1 permits admitted"
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_events(self, events: Events) -> Limiter<A, C> {
+        self.shared.gate.attach(events);
+        self
+    }
+
+    /// The hub this limiter reports to, if any.
+    pub fn events(&self) -> Option<&Events> {
+        self.shared.gate.events()
+    }
+
+    /// Takes every permit the limiter could grant now, so that the next ones come
+    /// with time (Resilience4j's `drainPermissions`, for when the service behind the
+    /// limit says it is overloaded); returns how many were taken. Bookings of waiters
+    /// stay. Reported as [`EventKind::Drained`] with the permits taken.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::clock::ManualClock;
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone());
+    /// limiter.try_acquire(3)?;
+    /// assert_eq!(limiter.drain(), 7);
+    /// assert!(limiter.try_acquire(1).is_err());
+    /// clock.advance(Duration::from_millis(100));
+    /// assert!(limiter.try_acquire(1).is_ok());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn drain(&self) -> u64 {
+        if self.shared.is_closed() {
+            return 0;
+        }
+        let gate = &self.shared.gate;
+        let now = gate.now();
+        let drained = gate.cell.update(&mut |algorithm, state| {
+            let left = algorithm
+                .peek(state, now, 0)
+                .map_or(0, |admitted| admitted.remaining());
+            if left == 0 {
+                return 0;
+            }
+            match algorithm.acquire(state, now, left) {
+                Ok(_) => left,
+                Err(_) => 0,
+            }
+        });
+        if let Some(events) = gate.events() {
+            events.emit(drained, EventKind::Drained);
+        }
+        drained
     }
 }
 

@@ -114,7 +114,7 @@ impl Semaphore {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn try_acquire(&self, n: u64) -> Result<Permit<'_>, Denied> {
-        self.shared.try_acquire(n)?;
+        self.decide(n)?;
         Ok(Permit {
             semaphore: self,
             permits: n,
@@ -146,7 +146,7 @@ impl Semaphore {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn try_acquire_owned(self: &Arc<Self>, n: u64) -> Result<OwnedPermit, Denied> {
-        self.shared.try_acquire(n)?;
+        self.decide(n)?;
         Ok(OwnedPermit {
             semaphore: Arc::clone(self),
             permits: n,
@@ -221,6 +221,36 @@ impl Semaphore {
         if n > 0 {
             self.shared.release(n);
         }
+    }
+
+    #[inline]
+    fn decide(&self, n: u64) -> crate::Decision {
+        let decision = self.shared.try_acquire(n);
+        self.shared.gate.report(n, &decision);
+        decision
+    }
+
+    /// Reports acquisitions to `events`: `try_acquire` as `Admitted` or `Denied`,
+    /// and the end of every wait as `Admitted` (no queueing), `Waited` or `Denied`.
+    /// A semaphore has no clock, so its `Waited` events carry a zero wait; releases
+    /// are not reported. On a semaphore that already reports to a hub, this changes
+    /// nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::observe::{Event, Events};
+    /// use tollgate::Semaphore;
+    ///
+    /// let events = Events::new("db");
+    /// events.subscribe(|event: &Event<'_>| println!("{event}")).detach();
+    /// let semaphore = Semaphore::new(2)?.with_events(events);
+    /// let _permit = semaphore.try_acquire(1)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_events(self, events: crate::observe::Events) -> Semaphore {
+        self.shared.gate.attach(events);
+        self
     }
 }
 

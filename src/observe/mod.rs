@@ -1,1 +1,74 @@
 //! Observability: events, metrics and tracing.
+//!
+//! - **Events**, as Resilience4j's rate limiter publishes them: attach an [`Events`]
+//!   hub to a limiter ([`Limiter::with_events`](crate::Limiter::with_events),
+//!   [`SharedLimiter::with_events`](crate::store::SharedLimiter::with_events),
+//!   [`LeakyQueue::with_events`](crate::LeakyQueue::with_events),
+//!   [`Semaphore::with_events`](crate::Semaphore::with_events)) and
+//!   [`subscribe`](Events::subscribe) listeners to it. Every decision is an
+//!   [`Event`]: [`Admitted`](EventKind::Admitted), [`Waited`](EventKind::Waited)
+//!   (granted after a wait, with the time waited on the limiter's clock),
+//!   [`Denied`](EventKind::Denied) (with a [`DenyReason`]) or
+//!   [`Drained`](EventKind::Drained). Other components (an HTTP layer) emit into the
+//!   same hubs with [`Events::emit`].
+//! - **Metrics** (feature `metrics`): [`MetricsRecorder`] is a listener counting
+//!   admitted, denied and waited requests and a histogram of wait times through the
+//!   [`metrics`](https://docs.rs/metrics) facade, labelled with the hub's name
+//!   ([`Events::record_metrics`]).
+//! - **Tracing**: waits that queue run in a `tollgate.wait` span (an immediate grant
+//!   makes none); each call to a store from a
+//!   [`SharedLimiter`](crate::store::SharedLimiter) runs in a `tollgate.store` span
+//!   with the op and the number of rules; [`Resilient`](crate::store::Resilient)
+//!   reports failures, timeouts, fallbacks and breaker changes as `tracing` events.
+//!   Spans are at `DEBUG` level, and keys appear only as fields at `DEBUG`, never in
+//!   names. Without a subscriber `tracing` costs its own callsite checks only.
+//!
+//! Nothing is emitted while nobody listens: a limiter without `Events` checks one
+//! `Option` per decision, and one with `Events` but no listener one relaxed flag.
+//!
+//! # Examples
+//!
+//! ```
+//! use std::sync::{Arc, Mutex};
+//! use std::time::Duration;
+//! use tollgate::algorithm::Gcra;
+//! use tollgate::clock::ManualClock;
+//! use tollgate::observe::{Event, EventKind, Events};
+//! use tollgate::{Limiter, Quota};
+//!
+//! # futures::executor::block_on(async {
+//! let log = Arc::new(Mutex::new(Vec::new()));
+//! let events = Events::new("search");
+//! let _subscription = events.subscribe({
+//!     let log = Arc::clone(&log);
+//!     move |event: &Event<'_>| log.lock().unwrap().push(event.kind)
+//! });
+//!
+//! let clock = ManualClock::new();
+//! let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(10)?.burst(1)?), clock.clone())
+//!     .with_events(events);
+//! limiter.acquire(1).await?; // at once
+//! let mut next = Box::pin(limiter.acquire(1));
+//! assert!(futures::poll!(next.as_mut()).is_pending());
+//! clock.advance(Duration::from_millis(100));
+//! next.await?;
+//!
+//! assert_eq!(*log.lock().unwrap(), [
+//!     EventKind::Admitted,
+//!     EventKind::Waited { wait: Duration::from_millis(100) },
+//! ]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
+
+mod event;
+mod events;
+#[cfg(feature = "metrics")]
+mod metrics;
+
+#[cfg(feature = "metrics")]
+pub use self::metrics::{
+    MetricsRecorder, ADMITTED_TOTAL, DENIED_TOTAL, DRAINED_TOTAL, WAITED_TOTAL, WAIT_SECONDS,
+};
+pub use event::{DenyReason, Event, EventKind};
+pub use events::{Events, Listener, Subscription};

@@ -13,7 +13,9 @@ use super::{Store, StoreError};
 use crate::clock::{Clock, MonotonicClock};
 use crate::decision::{Decision, Denied, InsufficientCapacity, Reservation};
 use crate::error::ConfigError;
+use crate::observe::{EventKind, Events};
 use crate::wait::Sleep;
+use tracing::Instrument;
 
 /// How long a waiter on a rule that cannot book ahead sleeps when the store gives no
 /// better hint (a concurrency limit frees permits when holders release them).
@@ -54,6 +56,7 @@ pub struct SharedLimiter<S, C = MonotonicClock> {
     store: Arc<S>,
     rules: Arc<[(String, Rule)]>,
     clock: C,
+    events: Option<Events>,
 }
 
 impl<S, C: Clone> Clone for SharedLimiter<S, C> {
@@ -62,6 +65,7 @@ impl<S, C: Clone> Clone for SharedLimiter<S, C> {
             store: self.store.clone(),
             rules: self.rules.clone(),
             clock: self.clock.clone(),
+            events: self.events.clone(),
         }
     }
 }
@@ -70,6 +74,7 @@ impl<S, C> fmt::Debug for SharedLimiter<S, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SharedLimiter")
             .field("rules", &self.rules)
+            .field("events", &self.events)
             .finish_non_exhaustive()
     }
 }
@@ -165,6 +170,7 @@ impl<S: Store> SharedLimiter<S, MonotonicClock> {
             store: Arc::new(store),
             rules: Arc::from(rules),
             clock: MonotonicClock::new(),
+            events: None,
         })
     }
 }
@@ -178,6 +184,51 @@ impl<S: Store, C: Clock> SharedLimiter<S, C> {
             store: self.store,
             rules: self.rules,
             clock,
+            events: self.events,
+        }
+    }
+
+    /// Reports this limiter's decisions to `events`, each with its key:
+    /// `try_acquire` and `reserve` decisions (a reservation booked ahead as `Waited`
+    /// with its wait), and the end of every `acquire` (`Admitted` at once, `Waited`
+    /// with the time slept on this limiter's clock, or `Denied`). A store error is
+    /// not a decision and is not reported (the `tollgate.store` span records it).
+    /// Replaces the hub attached before, if any; clones made before keep theirs.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::observe::{Event, Events};
+    /// use tollgate::store::{MemoryStore, SharedLimiter};
+    /// use tollgate::{KeyedConfig, Quota};
+    ///
+    /// # futures::executor::block_on(async {
+    /// let events = Events::new("api");
+    /// events.subscribe(|event: &Event<'_>| assert_eq!(event.key, Some("user-42"))).detach();
+    /// let store = MemoryStore::new(KeyedConfig::new(1_000), "api")?;
+    /// let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(10)?))?.with_events(events);
+    /// limiter.try_acquire("user-42", 1).await?.unwrap();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn with_events(self, events: Events) -> Self {
+        SharedLimiter {
+            events: Some(events),
+            ..self
+        }
+    }
+
+    /// The hub this limiter reports to, if any.
+    pub fn events(&self) -> Option<&Events> {
+        self.events.as_ref()
+    }
+
+    fn report(&self, key: &str, n: u64, kind: impl FnOnce() -> EventKind) {
+        if let Some(events) = &self.events {
+            if events.is_observed() {
+                events.emit_keyed(key, n, kind());
+            }
         }
     }
 
@@ -205,11 +256,24 @@ impl<S: Store, C: Clock> SharedLimiter<S, C> {
             .unwrap_or(0)
     }
 
+    /// One call to the store, in a `tollgate.store` span.
     async fn run(&self, key: &str, op: Op, at: Option<Duration>) -> Result<Outcome, StoreError> {
         let checks = checks(&self.rules);
         let mut request = Request::new(key, &checks, op);
         request.at = at;
-        self.store.execute(&request).await
+        let span = tracing::debug_span!(
+            "tollgate.store",
+            op = op_name(&op),
+            rules = checks.len(),
+            permits = op.permits(),
+            key,
+            outcome = tracing::field::Empty,
+        );
+        let outcome = self.store.execute(&request).instrument(span.clone()).await;
+        if !span.is_disabled() {
+            span.record("outcome", outcome_name(&outcome));
+        }
+        outcome
     }
 
     /// Takes `n` permits for `key` if every rule admits them now. `n == 0` peeks.
@@ -233,6 +297,12 @@ impl<S: Store, C: Clock> SharedLimiter<S, C> {
     /// A [`StoreError`] if the store could not decide. A request for more than a rule
     /// can ever grant is `Ok(Err(Denied::Insufficient))`, decided without the store.
     pub async fn try_acquire(&self, key: &str, n: u64) -> Result<Decision, StoreError> {
+        let decision = self.decide(key, n).await?;
+        self.report(key, n, || EventKind::of_decision(&decision));
+        Ok(decision)
+    }
+
+    async fn decide(&self, key: &str, n: u64) -> Result<Decision, StoreError> {
         self.run(key, Op::Acquire(n), None).await?.into_decision()
     }
 
@@ -248,9 +318,12 @@ impl<S: Store, C: Clock> SharedLimiter<S, C> {
         n: u64,
         since_epoch: Duration,
     ) -> Result<Decision, StoreError> {
-        self.run(key, Op::Acquire(n), Some(since_epoch))
+        let decision = self
+            .run(key, Op::Acquire(n), Some(since_epoch))
             .await?
-            .into_decision()
+            .into_decision()?;
+        self.report(key, n, || EventKind::of_decision(&decision));
+        Ok(decision)
     }
 
     /// Decides as [`try_acquire`](Self::try_acquire) would, taking nothing.
@@ -270,6 +343,21 @@ impl<S: Store, C: Clock> SharedLimiter<S, C> {
     ///
     /// As [`try_acquire`](Self::try_acquire).
     pub async fn reserve(
+        &self,
+        key: &str,
+        n: u64,
+        max_wait: Duration,
+    ) -> Result<Result<Reservation, Denied>, StoreError> {
+        let reservation = self.book(key, n, max_wait).await?;
+        self.report(key, n, || match &reservation {
+            Ok(r) if r.is_immediate() => EventKind::Admitted,
+            Ok(r) => EventKind::Waited { wait: r.wait() },
+            Err(denied) => EventKind::of_denied(denied),
+        });
+        Ok(reservation)
+    }
+
+    async fn book(
         &self,
         key: &str,
         n: u64,
@@ -355,31 +443,70 @@ impl<S: Store, C: Clock> SharedLimiter<S, C> {
         S: 'static,
     {
         let start = self.clock.now();
+        let outcome = self.wait_inner(key, n, timeout).await;
+        if let Some(events) = &self.events {
+            if events.is_observed() {
+                let kind = match &outcome {
+                    Ok(false) => EventKind::Admitted,
+                    Ok(true) => EventKind::Waited {
+                        wait: self.clock.now().saturating_since(start),
+                    },
+                    Err(SharedAcquireError::Insufficient(_)) => EventKind::Denied {
+                        reason: crate::observe::DenyReason::Insufficient,
+                        retry_after: None,
+                    },
+                    Err(SharedAcquireError::TimedOut) => EventKind::Denied {
+                        reason: crate::observe::DenyReason::TimedOut,
+                        retry_after: None,
+                    },
+                    // The store failed: no decision to report.
+                    Err(SharedAcquireError::Store(_)) => return outcome.map(|_| ()),
+                };
+                events.emit_keyed(key, n, kind);
+            }
+        }
+        outcome.map(|_| ())
+    }
+
+    /// Waits for the permits; `Ok(true)` if that took sleeping.
+    async fn wait_inner(
+        &self,
+        key: &str,
+        n: u64,
+        timeout: Option<Duration>,
+    ) -> Result<bool, SharedAcquireError>
+    where
+        S: 'static,
+    {
+        let start = self.clock.now();
         let deadline = timeout.map(|t| start + t);
         let books_ahead = self.rules.len() == 1 && self.rules[0].1.books_ahead();
+        let mut slept = false;
         loop {
             let now = self.clock.now();
             let left = deadline.map(|d| d.saturating_since(now));
             if books_ahead {
                 let max_wait = left.unwrap_or(MAX_WAIT).min(MAX_WAIT);
-                return match self.reserve(key, n, max_wait).await? {
-                    Ok(reservation) if reservation.is_immediate() => Ok(()),
+                return match self.book(key, n, max_wait).await? {
+                    Ok(reservation) if reservation.is_immediate() => Ok(slept),
                     Ok(reservation) => {
                         let guard = RefundOnDrop {
                             limiter: self,
                             key,
                             n,
                         };
-                        Sleep::new(self.clock.clone(), reservation.wait()).await;
+                        Sleep::new(self.clock.clone(), reservation.wait())
+                            .instrument(wait_span(key, n, reservation.wait()))
+                            .await;
                         std::mem::forget(guard);
-                        Ok(())
+                        Ok(true)
                     }
                     Err(Denied::Insufficient(i)) => Err(SharedAcquireError::Insufficient(i)),
                     Err(_) => Err(SharedAcquireError::TimedOut),
                 };
             }
-            let retry = match self.try_acquire(key, n).await? {
-                Ok(_) => return Ok(()),
+            let retry = match self.decide(key, n).await? {
+                Ok(_) => return Ok(slept),
                 Err(Denied::Insufficient(i)) => return Err(SharedAcquireError::Insufficient(i)),
                 Err(denied) => denied
                     .retry_after()
@@ -389,8 +516,34 @@ impl<S: Store, C: Clock> SharedLimiter<S, C> {
             if left.is_some_and(|left| retry > left) {
                 return Err(SharedAcquireError::TimedOut);
             }
-            Sleep::new(self.clock.clone(), retry).await;
+            Sleep::new(self.clock.clone(), retry)
+                .instrument(wait_span(key, n, retry))
+                .await;
+            slept = true;
         }
+    }
+}
+
+/// The span of one sleep of a waiter over a store.
+fn wait_span(key: &str, n: u64, sleep: Duration) -> tracing::Span {
+    tracing::debug_span!("tollgate.wait", permits = n, key, sleep = ?sleep)
+}
+
+fn op_name(op: &Op) -> &'static str {
+    match op {
+        Op::Acquire(_) => "acquire",
+        Op::Peek(_) => "peek",
+        Op::Reserve { .. } => "reserve",
+        Op::Refund(_) => "refund",
+    }
+}
+
+fn outcome_name(outcome: &Result<Outcome, StoreError>) -> &'static str {
+    match outcome {
+        Ok(Outcome::Refunded) => "refunded",
+        Ok(outcome) if outcome.is_admitted() => "admitted",
+        Ok(_) => "denied",
+        Err(_) => "error",
     }
 }
 

@@ -143,7 +143,10 @@ pub struct ResilientStats {
 /// [`ManualClock`](crate::clock::ManualClock).
 ///
 /// [`stats`](Resilient::stats) tells the breaker's state and counts calls, failures,
-/// timeouts, fallbacks and short circuits; nothing else is emitted.
+/// timeouts, fallbacks and short circuits. The same outcomes are `tracing` events
+/// (target `tollgate::store::resilient`): a failed or timed-out call and an opening
+/// breaker at `WARN`, a closing breaker at `INFO`, a short-circuited request at
+/// `DEBUG`.
 ///
 /// # Examples
 ///
@@ -535,6 +538,11 @@ impl<S: Store, C: Clock> Store for Resilient<S, C> {
             self.counters
                 .short_circuited
                 .fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(
+                target: "tollgate::store::resilient",
+                policy = ?self.policy(),
+                "breaker open: the policy decides without the store"
+            );
             return self.decide_without_store(request, StoreError::CircuitOpen);
         };
         self.counters.calls.fetch_add(1, Ordering::Relaxed);
@@ -544,6 +552,11 @@ impl<S: Store, C: Clock> Store for Resilient<S, C> {
                 Ok(outcome)
             }
             Err(error) if error.is_permanent() => {
+                tracing::warn!(
+                    target: "tollgate::store::resilient",
+                    %error,
+                    "the store refused the request"
+                );
                 attempt.finish(Verdict::NoSign);
                 Err(error)
             }
@@ -552,6 +565,12 @@ impl<S: Store, C: Clock> Store for Resilient<S, C> {
                 if matches!(error, StoreError::Timeout(_)) {
                     self.counters.timeouts.fetch_add(1, Ordering::Relaxed);
                 }
+                tracing::warn!(
+                    target: "tollgate::store::resilient",
+                    %error,
+                    policy = ?self.policy(),
+                    "the store failed: the policy decides"
+                );
                 attempt.finish(Verdict::Failed);
                 self.decide_without_store(request, error)
             }
@@ -663,6 +682,7 @@ impl Breaker {
 
     fn record(&self, probe: bool, verdict: Verdict, now: Nanos) {
         let mut phase = self.lock();
+        let before = *phase;
         let reopen = Phase::Open {
             until: now + self.cool_down,
         };
@@ -683,6 +703,20 @@ impl Breaker {
             }
             (unchanged, _, _) => unchanged,
         };
+        let next = *phase;
+        drop(phase);
+        match (before, next) {
+            (Phase::Closed { .. } | Phase::HalfOpen, Phase::Open { .. }) => tracing::warn!(
+                target: "tollgate::store::resilient",
+                cool_down = ?self.cool_down,
+                "breaker opened"
+            ),
+            (Phase::Open { .. } | Phase::HalfOpen, Phase::Closed { .. }) => tracing::info!(
+                target: "tollgate::store::resilient",
+                "breaker closed: the store answers again"
+            ),
+            _ => {}
+        }
     }
 }
 

@@ -22,7 +22,12 @@ pub(crate) struct WaitFor<R: Deref<Target = Waiting<G>>, G: Gate> {
 
 enum State {
     Start,
-    Queued { slot: Arc<Slot>, since: Nanos },
+    Queued {
+        slot: Arc<Slot>,
+        since: Nanos,
+        /// `tollgate.wait`, made only once the wait queues.
+        span: tracing::Span,
+    },
     Done,
 }
 
@@ -38,26 +43,52 @@ impl<R: Deref<Target = Waiting<G>>, G: Gate> WaitFor<R, G> {
 
     /// Advances the wait; `wake` is called when the outcome may have changed.
     fn step(&mut self, wake: impl FnOnce() -> Wake) -> Poll<Result<Duration, AcquireError>> {
-        let outcome = match &self.state {
+        let (outcome, queued) = match &self.state {
             State::Start => match self.waiting.begin(self.n, self.timeout, wake) {
-                Begin::Ready(outcome) => outcome.map(|()| Duration::ZERO),
+                Begin::Ready(outcome) => (outcome.map(|()| Duration::ZERO), false),
                 Begin::Waiting(slot) => {
                     let since = self.waiting.gate.now();
-                    self.state = State::Queued { slot, since };
+                    let span = self.span();
+                    self.state = State::Queued { slot, since, span };
                     return Poll::Pending;
                 }
             },
-            State::Queued { slot, since } => match self.waiting.poll_slot(slot, self.n, wake) {
-                Some(outcome) => {
-                    let since = *since;
-                    outcome.map(|()| self.waiting.gate.now().saturating_since(since))
+            State::Queued { slot, since, span } => {
+                let _entered = span.enter();
+                match self.waiting.poll_slot(slot, self.n, wake) {
+                    Some(outcome) => {
+                        let outcome =
+                            outcome.map(|()| self.waiting.gate.now().saturating_since(*since));
+                        record_end(span, &outcome);
+                        (outcome, true)
+                    }
+                    None => return Poll::Pending,
                 }
-                None => return Poll::Pending,
-            },
-            State::Done => Err(AcquireError::Closed),
+            }
+            // Polled again after completing: nothing more to report.
+            State::Done => return Poll::Ready(Err(AcquireError::Closed)),
         };
         self.state = State::Done;
+        if let Some(events) = self.waiting.gate.events() {
+            events.emit_wait(None, self.n, &outcome, queued);
+        }
         Poll::Ready(outcome)
+    }
+
+    #[cold]
+    fn span(&self) -> tracing::Span {
+        let span = tracing::debug_span!(
+            "tollgate.wait",
+            source = tracing::field::Empty,
+            permits = self.n,
+            timeout = ?self.timeout,
+            outcome = tracing::field::Empty,
+            waited = tracing::field::Empty,
+        );
+        if let Some(events) = self.waiting.gate.events() {
+            span.record("source", events.name());
+        }
+        span
     }
 
     pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Result<Duration, AcquireError>> {
@@ -83,8 +114,22 @@ impl<R: Deref<Target = Waiting<G>>, G: Gate> WaitFor<R, G> {
 
 impl<R: Deref<Target = Waiting<G>>, G: Gate> Drop for WaitFor<R, G> {
     fn drop(&mut self) {
-        if let State::Queued { slot, .. } = &self.state {
+        if let State::Queued { slot, span, .. } = &self.state {
+            span.record("outcome", "cancelled");
             self.waiting.cancel(slot, self.n);
+        }
+    }
+}
+
+/// Notes on a wait's span how it ended.
+fn record_end(span: &tracing::Span, outcome: &Result<Duration, AcquireError>) {
+    match outcome {
+        Ok(waited) => {
+            span.record("outcome", "granted");
+            span.record("waited", tracing::field::debug(waited));
+        }
+        Err(error) => {
+            span.record("outcome", tracing::field::display(error));
         }
     }
 }

@@ -17,6 +17,7 @@ use crate::algorithm::Algorithm;
 use crate::clock::{Alarm, Nanos};
 use crate::decision::{Decision, Denied, Reservation};
 use crate::engine::Cell;
+use crate::observe::Events;
 use crate::sync::{fence, Arc, AtomicBool, AtomicU64, AtomicU8, Mutex, Ordering, Weak};
 use crate::wait::AcquireError;
 
@@ -43,6 +44,10 @@ pub(crate) trait Gate: Send + Sync + 'static {
     /// gone.
     fn backlog(&self, _now: Nanos) -> u64 {
         0
+    }
+    /// Where the outcomes of waits are reported, if anywhere.
+    fn events(&self) -> Option<&Events> {
+        None
     }
 }
 

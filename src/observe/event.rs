@@ -1,0 +1,271 @@
+//! What a limiter reports: one [`Event`] per decision, wait or drain.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::decision::{Decision, Denied};
+use crate::wait::AcquireError;
+
+/// One thing a limiter did, as its listeners see it.
+///
+/// Events borrow their strings from the emitter, so emitting allocates nothing; a
+/// listener that keeps an event past the call copies what it needs.
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::algorithm::Gcra;
+/// use tollgate::clock::ManualClock;
+/// use tollgate::observe::{Event, EventKind, Events};
+/// use tollgate::{Limiter, Quota};
+///
+/// let events = Events::new("api");
+/// let _subscription = events.subscribe(|event: &Event<'_>| {
+///     assert_eq!(event.source, "api");
+///     assert_eq!(event.kind, EventKind::Admitted);
+/// });
+/// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(10)?), ManualClock::new())
+///     .with_events(events);
+/// limiter.try_acquire(1)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct Event<'a> {
+    /// The name of the [`Events`](super::Events) the event went through: which
+    /// limiter (or layer) it comes from.
+    pub source: &'a str,
+    /// The key the permits were asked for, for keyed limiters; `None` otherwise.
+    /// Unbounded in number: fine in a log line, never as a metric label.
+    pub key: Option<&'a str>,
+    /// The permits asked for.
+    pub permits: u64,
+    /// What happened to them.
+    pub kind: EventKind,
+}
+
+impl<'a> Event<'a> {
+    /// An event from `source` for `permits` permits, with no key.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::observe::{Event, EventKind};
+    ///
+    /// let event = Event::new("api", 1, EventKind::Admitted).with_key("user-42");
+    /// assert_eq!(event.key, Some("user-42"));
+    /// ```
+    pub fn new(source: &'a str, permits: u64, kind: EventKind) -> Event<'a> {
+        Event {
+            source,
+            key: None,
+            permits,
+            kind,
+        }
+    }
+
+    /// The same event, for `key`.
+    pub fn with_key(self, key: &'a str) -> Event<'a> {
+        Event {
+            key: Some(key),
+            ..self
+        }
+    }
+}
+
+impl fmt::Display for Event<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {} permits ", self.source, self.permits)?;
+        if let Some(key) = self.key {
+            write!(f, "for {key:?} ")?;
+        }
+        match self.kind {
+            EventKind::Admitted => f.write_str("admitted"),
+            EventKind::Waited { wait } => write!(f, "admitted after {wait:?}"),
+            EventKind::Denied {
+                reason,
+                retry_after: Some(retry),
+            } => write!(f, "denied ({reason}), retry after {retry:?}"),
+            EventKind::Denied { reason, .. } => write!(f, "denied ({reason})"),
+            EventKind::Drained => f.write_str("drained"),
+        }
+    }
+}
+
+/// What happened to the permits of an [`Event`]; the names follow Resilience4j's
+/// rate limiter events (successful acquire, failed acquire, drained).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::observe::{DenyReason, EventKind};
+///
+/// let kind = EventKind::Denied { reason: DenyReason::Limited, retry_after: Some(Duration::from_secs(1)) };
+/// assert!(kind.is_denied());
+/// assert_eq!(EventKind::Waited { wait: Duration::from_millis(5) }.wait(), Some(Duration::from_millis(5)));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum EventKind {
+    /// Granted at once: an admitting `try_acquire`, an immediate reservation, or an
+    /// `acquire` that did not queue.
+    Admitted,
+    /// Granted after waiting `wait` on the limiter's clock: an `acquire` that queued,
+    /// or a reservation booked `wait` ahead (the caller is to sleep it out).
+    Waited {
+        /// The time waited, or booked ahead.
+        wait: Duration,
+    },
+    /// Refused; nothing was taken.
+    Denied {
+        /// Why.
+        reason: DenyReason,
+        /// When the same request may succeed; `None` when it never can or the
+        /// limiter does not know (a wait that timed out).
+        retry_after: Option<Duration>,
+    },
+    /// Every permit left was taken at once, so that the next ones come with time
+    /// (Resilience4j's `drainPermissions`, [`Limiter::drain`](crate::Limiter::drain));
+    /// `permits` is how many were left.
+    Drained,
+}
+
+impl EventKind {
+    /// The event of a decision: `Admitted`, or `Denied` with its reason and
+    /// `retry_after`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::observe::{DenyReason, EventKind};
+    /// use tollgate::Denied;
+    ///
+    /// let closed: Result<tollgate::Admitted, Denied> = Err(Denied::Closed);
+    /// assert_eq!(
+    ///     EventKind::of_decision(&closed),
+    ///     EventKind::Denied { reason: DenyReason::Closed, retry_after: None },
+    /// );
+    /// ```
+    pub fn of_decision(decision: &Decision) -> EventKind {
+        match decision {
+            Ok(_) => EventKind::Admitted,
+            Err(denied) => EventKind::of_denied(denied),
+        }
+    }
+
+    /// The event of a denial.
+    pub fn of_denied(denied: &Denied) -> EventKind {
+        let reason = match denied {
+            Denied::Limited(_) => DenyReason::Limited,
+            Denied::Insufficient(_) => DenyReason::Insufficient,
+            Denied::Closed => DenyReason::Closed,
+        };
+        EventKind::Denied {
+            reason,
+            retry_after: denied.retry_after(),
+        }
+    }
+
+    /// The event of a wait: `Admitted` when it took no queueing (`queued` false),
+    /// `Waited` when it did, or `Denied` with the reason it failed.
+    pub fn of_wait(outcome: &Result<Duration, AcquireError>, queued: bool) -> EventKind {
+        match outcome {
+            Ok(_) if !queued => EventKind::Admitted,
+            Ok(wait) => EventKind::Waited { wait: *wait },
+            Err(error) => EventKind::Denied {
+                reason: match error {
+                    AcquireError::Closed => DenyReason::Closed,
+                    AcquireError::Insufficient(_) => DenyReason::Insufficient,
+                    AcquireError::QueueFull { .. } => DenyReason::QueueFull,
+                    // `AcquireError` is non-exhaustive: anything new is a wait that
+                    // ended without permits, as a timeout does.
+                    _ => DenyReason::TimedOut,
+                },
+                retry_after: None,
+            },
+        }
+    }
+
+    /// Whether the permits were granted (at once or after a wait).
+    pub fn is_admitted(&self) -> bool {
+        matches!(self, EventKind::Admitted | EventKind::Waited { .. })
+    }
+
+    /// Whether the permits were refused.
+    pub fn is_denied(&self) -> bool {
+        matches!(self, EventKind::Denied { .. })
+    }
+
+    /// The time waited, for [`Waited`](EventKind::Waited).
+    pub fn wait(&self) -> Option<Duration> {
+        match self {
+            EventKind::Waited { wait } => Some(*wait),
+            _ => None,
+        }
+    }
+}
+
+/// Why permits were refused: a small, fixed set, usable as a metric label.
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::observe::DenyReason;
+///
+/// assert_eq!(DenyReason::TimedOut.as_str(), "timed_out");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DenyReason {
+    /// Not now: the limit is reached ([`Denied::Limited`]).
+    Limited,
+    /// Never: more than the limiter can grant at once.
+    Insufficient,
+    /// The limiter is closed.
+    Closed,
+    /// A wait gave up at its timeout, or knew at once it would exceed it.
+    TimedOut,
+    /// A bounded queue was full.
+    QueueFull,
+}
+
+impl DenyReason {
+    /// Every reason, in declaration order.
+    pub const ALL: [DenyReason; 5] = [
+        DenyReason::Limited,
+        DenyReason::Insufficient,
+        DenyReason::Closed,
+        DenyReason::TimedOut,
+        DenyReason::QueueFull,
+    ];
+
+    /// The reason in `snake_case`, as metrics label it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            DenyReason::Limited => "limited",
+            DenyReason::Insufficient => "insufficient",
+            DenyReason::Closed => "closed",
+            DenyReason::TimedOut => "timed_out",
+            DenyReason::QueueFull => "queue_full",
+        }
+    }
+
+    /// The position in [`ALL`](DenyReason::ALL).
+    #[cfg(feature = "metrics")]
+    pub(crate) const fn index(self) -> usize {
+        match self {
+            DenyReason::Limited => 0,
+            DenyReason::Insufficient => 1,
+            DenyReason::Closed => 2,
+            DenyReason::TimedOut => 3,
+            DenyReason::QueueFull => 4,
+        }
+    }
+}
+
+impl fmt::Display for DenyReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

@@ -1,0 +1,164 @@
+//! [`MetricsRecorder`]: events counted through the `metrics` facade (feature `metrics`).
+
+use std::fmt;
+
+use metrics::{Counter, Histogram, Unit};
+
+use super::event::{DenyReason, Event, EventKind};
+use super::events::{Events, Listener, Subscription};
+
+/// Requests granted, at once or after a wait.
+pub const ADMITTED_TOTAL: &str = "tollgate_admitted_total";
+/// Requests refused, labelled with the [`DenyReason`].
+pub const DENIED_TOTAL: &str = "tollgate_denied_total";
+/// Requests granted after queueing (a subset of the admitted).
+pub const WAITED_TOTAL: &str = "tollgate_waited_total";
+/// The time each waited request waited, in seconds.
+pub const WAIT_SECONDS: &str = "tollgate_wait_seconds";
+/// Drains ([`EventKind::Drained`]).
+pub const DRAINED_TOTAL: &str = "tollgate_drained_total";
+
+/// A [`Listener`] that counts events through the [`metrics`] facade, labelled
+/// `limiter = <name>`:
+///
+/// | metric | kind | counts |
+/// |---|---|---|
+/// | `tollgate_admitted_total` | counter | requests granted, at once or after a wait |
+/// | `tollgate_denied_total` | counter, also labelled `reason` ([`DenyReason::as_str`]) | requests refused |
+/// | `tollgate_waited_total` | counter | requests granted after queueing |
+/// | `tollgate_wait_seconds` | histogram | how long each of those waited |
+/// | `tollgate_drained_total` | counter | drains |
+///
+/// Counters count requests, not permits. The labels are the recorder's name and the
+/// reason, never the key, so the number of series is bounded. The handles are
+/// registered once, with the recorder installed when the `MetricsRecorder` is made
+/// (the global one, or a local one within
+/// [`metrics::with_local_recorder`]); recording is then a few atomic adds.
+///
+/// # Examples
+///
+/// ```
+/// use metrics_util::debugging::DebuggingRecorder;
+/// use tollgate::algorithm::Gcra;
+/// use tollgate::clock::ManualClock;
+/// use tollgate::observe::Events;
+/// use tollgate::{Limiter, Quota};
+///
+/// let recorder = DebuggingRecorder::new();
+/// let snapshotter = recorder.snapshotter();
+/// let events = Events::new("api");
+/// let _metrics = metrics::with_local_recorder(&recorder, || events.record_metrics());
+///
+/// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(1)?), ManualClock::new())
+///     .with_events(events);
+/// limiter.try_acquire(1)?;
+/// limiter.try_acquire(1).unwrap_err();
+///
+/// let counters: Vec<_> = snapshotter.snapshot().into_vec().into_iter()
+///     .map(|(key, _, _, value)| (key.key().name().to_owned(), value))
+///     .collect();
+/// assert!(counters.iter().any(|(name, _)| name == "tollgate_denied_total"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct MetricsRecorder {
+    name: String,
+    admitted: Counter,
+    denied: [Counter; DenyReason::ALL.len()],
+    waited: Counter,
+    wait_seconds: Histogram,
+    drained: Counter,
+}
+
+impl MetricsRecorder {
+    /// Registers the metrics labelled `limiter = name` with the current recorder.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::observe::{Events, MetricsRecorder};
+    ///
+    /// let events = Events::new("api");
+    /// events.subscribe(MetricsRecorder::new("api")).detach();
+    /// ```
+    pub fn new(name: impl Into<String>) -> MetricsRecorder {
+        let name = name.into();
+        describe();
+        let label = |metric: &'static str| metrics::counter!(metric, "limiter" => name.clone());
+        MetricsRecorder {
+            admitted: label(ADMITTED_TOTAL),
+            denied: DenyReason::ALL.map(|reason| {
+                metrics::counter!(DENIED_TOTAL, "limiter" => name.clone(), "reason" => reason.as_str())
+            }),
+            waited: label(WAITED_TOTAL),
+            wait_seconds: metrics::histogram!(WAIT_SECONDS, "limiter" => name.clone()),
+            drained: label(DRAINED_TOTAL),
+            name,
+        }
+    }
+
+    /// The `limiter` label.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+fn describe() {
+    metrics::describe_counter!(
+        ADMITTED_TOTAL,
+        Unit::Count,
+        "Requests granted, at once or after a wait."
+    );
+    metrics::describe_counter!(DENIED_TOTAL, Unit::Count, "Requests refused, by reason.");
+    metrics::describe_counter!(
+        WAITED_TOTAL,
+        Unit::Count,
+        "Requests granted after queueing."
+    );
+    metrics::describe_histogram!(
+        WAIT_SECONDS,
+        Unit::Seconds,
+        "Time waited by requests that queued."
+    );
+    metrics::describe_counter!(DRAINED_TOTAL, Unit::Count, "Drains of every permit left.");
+}
+
+impl Listener for MetricsRecorder {
+    fn on_event(&self, event: &Event<'_>) {
+        match event.kind {
+            EventKind::Admitted => self.admitted.increment(1),
+            EventKind::Waited { wait } => {
+                self.admitted.increment(1);
+                self.waited.increment(1);
+                self.wait_seconds.record(wait.as_secs_f64());
+            }
+            EventKind::Denied { reason, .. } => self.denied[reason.index()].increment(1),
+            EventKind::Drained => self.drained.increment(1),
+        }
+    }
+}
+
+impl fmt::Debug for MetricsRecorder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MetricsRecorder")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Events {
+    /// Subscribes a [`MetricsRecorder`] labelled with this hub's name (feature
+    /// `metrics`): the metrics are one more listener.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::observe::Events;
+    ///
+    /// let events = Events::new("api");
+    /// events.record_metrics().detach();
+    /// assert!(events.is_observed());
+    /// ```
+    pub fn record_metrics(&self) -> Subscription {
+        self.subscribe(MetricsRecorder::new(self.name()))
+    }
+}
