@@ -414,7 +414,7 @@ impl<S: Store + 'static> Limits for ConfigLimits<S> {
                 None => Verdict::unlimited(),
                 Some(decision) => Verdict::new(
                     decision,
-                    applied.into_iter().map(policy).collect(),
+                    applied.into_iter().map(policy).collect::<Arc<[Policy]>>(),
                     decisive,
                 ),
             })

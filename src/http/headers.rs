@@ -448,7 +448,7 @@ mod tests {
     #[test]
     fn retry_after_is_sent_without_policies() {
         let limited = Limited::new(Duration::from_millis(2_500), 10, 0, Duration::ZERO);
-        let verdict = Verdict::new(Err(Denied::Limited(limited)), Vec::new(), 0);
+        let verdict = Verdict::new(Err(Denied::Limited(limited)), Vec::<Policy>::new(), 0);
         let mut map = HeaderMap::new();
         insert(&mut map, &verdict, true);
         assert_eq!(fields(&map), pairs(&[("retry-after", "3")]));
@@ -489,7 +489,11 @@ mod tests {
         let mut map = HeaderMap::new();
         insert(&mut map, &Verdict::unlimited(), true);
         let admitted = Admitted::new(1, 0, Duration::ZERO);
-        insert(&mut map, &Verdict::new(Ok(admitted), Vec::new(), 0), true);
+        insert(
+            &mut map,
+            &Verdict::new(Ok(admitted), Vec::<Policy>::new(), 0),
+            true,
+        );
         assert!(map.is_empty());
     }
 
