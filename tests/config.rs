@@ -1174,6 +1174,39 @@ mod http_limits {
         );
     }
 
+    /// The bug: a bucket with a `burst` reported `q` = `requests_per_unit` while its
+    /// decisions counted `r` (and `X-RateLimit-Limit`) out of the burst, so `r` could
+    /// exceed `q`.
+    #[test]
+    fn a_bucket_with_a_burst_reports_the_burst_over_its_fill_time() {
+        let yaml = "domain: d
+descriptors:
+  - key: path
+    rate_limit: {name: bucket, unit: second, requests_per_unit: 10, algorithm: gcra, burst: 20}
+  - key: method
+    rate_limit: {name: leaky, unit: minute, requests_per_unit: 6, algorithm: leaky_bucket, burst: 3}
+";
+        let limiter = ConfigLimiter::new(rules(yaml), memory(&ManualClock::new())).unwrap();
+        let limits = ConfigLimits::new(
+            limiter,
+            [
+                RequestDescriptor::new([RequestEntry::path()]),
+                RequestDescriptor::new([RequestEntry::method()]),
+            ],
+        );
+        let expected = [
+            Policy::new("bucket", 20, Duration::from_secs(2)),
+            Policy::new("leaky", 3, Duration::from_secs(30)),
+        ];
+        assert_eq!(limits.policies(), expected);
+        let verdict = block(limits.check(&parts("GET", "/", None))).unwrap();
+        assert_eq!(&verdict.policies[..], expected);
+        let admitted = verdict.decision.unwrap().unwrap();
+        let decisive = &verdict.policies[verdict.decisive];
+        assert_eq!(admitted.limit(), decisive.quota);
+        assert!(admitted.remaining() <= decisive.quota);
+    }
+
     #[test]
     fn shadow_denials_reach_the_hook_and_never_block() {
         let clock = ManualClock::new();

@@ -271,11 +271,7 @@ impl<S: Store + 'static> ConfigLimits<S> {
             .limits()
             .iter()
             .filter(|l| !l.is_shadow())
-            .map(|l| Policy {
-                name: l.name().to_owned(),
-                quota: l.requests_per_unit(),
-                window: l.window(),
-            })
+            .map(|l| policy(AppliedLimit::of(l)))
             .collect();
         ConfigLimits {
             limiter: Arc::new(limiter),

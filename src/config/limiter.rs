@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::error::{ConfigFileError, ConfigFileErrorKind};
 use super::matcher::{Descriptor, MatchedLimit};
-use super::rules::RuleSet;
+use super::rules::{Limit, RuleSet};
 use crate::decision::{Decision, Denied};
 use crate::store::{Check, Op, Request, Store, StoreError};
 
@@ -67,19 +67,21 @@ impl<S> fmt::Debug for ConfigLimiter<S> {
 pub struct AppliedLimit {
     /// The limit's [`name`](super::Limit::name).
     pub name: String,
-    /// `requests_per_unit`.
+    /// The quota its decisions report as their `limit`: `requests_per_unit`, or the
+    /// `burst` of a bucket given one of another size.
     pub quota: u64,
-    /// The unit's length.
+    /// The time over which `quota` applies: the unit's length, or the time a bucket
+    /// with such a `burst` takes to fill.
     pub window: Duration,
 }
 
 impl AppliedLimit {
-    fn of(matched: &MatchedLimit<'_>) -> AppliedLimit {
-        let limit = matched.limit();
+    pub(crate) fn of(limit: &Limit) -> AppliedLimit {
+        let (quota, window) = limit.quota_and_window();
         AppliedLimit {
             name: limit.name().to_owned(),
-            quota: limit.requests_per_unit(),
-            window: limit.window(),
+            quota,
+            window,
         }
     }
 }
@@ -270,13 +272,16 @@ impl<S: Store> ConfigLimiter<S> {
         let mut shadow_denial = None;
         if !matches!(decision, Some(Err(_))) {
             if let Some(Err(denied)) = self.execute(&shadow, cost, at).await? {
-                let limit = AppliedLimit::of(shadow[decisive_index(&shadow, &Err(denied))]);
+                let limit = AppliedLimit::of(shadow[decisive_index(&shadow, &Err(denied))].limit());
                 shadow_denial = Some(ShadowDenial { limit, denied });
             }
         }
         Ok(ConfigDecision {
             decision,
-            applied: enforced.iter().map(|m| AppliedLimit::of(m)).collect(),
+            applied: enforced
+                .iter()
+                .map(|m| AppliedLimit::of(m.limit()))
+                .collect(),
             decisive,
             shadow_denial,
         })

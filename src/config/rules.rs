@@ -144,7 +144,8 @@ impl Limit {
         self.unit
     }
 
-    /// The unit's length: the window of the `RateLimit-Policy` this limit reports.
+    /// The unit's length: the window of the `RateLimit-Policy` this limit reports,
+    /// unless a `burst` of another size makes it the time the bucket takes to fill.
     pub fn window(&self) -> Duration {
         self.unit.duration()
     }
@@ -157,6 +158,16 @@ impl Limit {
     /// Whether its descriptor has `shadow_mode: true`: it counts, but never denies.
     pub fn is_shadow(&self) -> bool {
         self.shadow
+    }
+
+    /// The quota its decisions report as their `limit`, and the window it applies
+    /// over: `requests_per_unit` per unit, or with a `burst` of another size, the
+    /// burst over the time the bucket takes to fill. So `r` never exceeds `q`.
+    pub(crate) fn quota_and_window(&self) -> (u64, Duration) {
+        match self.rule.capacity() {
+            count if count == self.requests_per_unit => (count, self.window()),
+            burst => (burst, self.rule.window()),
+        }
     }
 }
 
