@@ -70,7 +70,8 @@ impl fmt::Debug for RequestEntry {
 impl RequestEntry {
     /// `remote_address`: the client's address, as `client_ip` reads it (usually
     /// [`ClientIp`](crate::http::ClientIp), which trusts the proxies it is told to).
-    /// When it fails, the check fails with its [`KeyError`] (the layer answers 400).
+    /// When it fails, the check fails with its [`KeyError`] (the layer answers 500 when
+    /// the server records no peer address, 400 otherwise).
     pub fn remote_address(client_ip: impl KeyExtractor) -> RequestEntry {
         RequestEntry::extract("remote_address", client_ip)
     }
