@@ -590,6 +590,15 @@ pub struct InvalidNetwork {
 
 impl InvalidNetwork {
     /// The text that was given.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::http::ClientIp;
+    ///
+    /// let error = ClientIp::new().trust("nonsense").unwrap_err();
+    /// assert_eq!(error.input(), "nonsense");
+    /// ```
     pub fn input(&self) -> &str {
         &self.input
     }
