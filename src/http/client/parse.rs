@@ -140,16 +140,49 @@ pub struct RateLimitItem {
 
 impl RateLimitItem {
     /// The policy's name (the item itself, a string in the draft).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use http::{HeaderMap, HeaderValue};
+    /// # let mut headers = HeaderMap::new();
+    /// # headers.insert("ratelimit", HeaderValue::from_static(r#""burst";r=0;t=12"#));
+    /// let item = &tollgate::http::client::rate_limit(&headers)[0];
+    /// assert_eq!(item.policy(), "burst");
+    /// ```
     pub fn policy(&self) -> &str {
         &self.policy
     }
 
     /// `r`: the quota units left.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use http::{HeaderMap, HeaderValue};
+    /// # let mut headers = HeaderMap::new();
+    /// # headers.insert("ratelimit", HeaderValue::from_static(r#""burst";r=0;t=12"#));
+    /// let item = &tollgate::http::client::rate_limit(&headers)[0];
+    /// assert_eq!(item.remaining(), 0);
+    /// ```
     pub fn remaining(&self) -> u64 {
         self.remaining
     }
 
     /// `t`: how long until more quota is available, if the server said.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use http::{HeaderMap, HeaderValue};
+    /// # let mut headers = HeaderMap::new();
+    /// # headers.insert("ratelimit", HeaderValue::from_static(r#""burst";r=0;t=12"#));
+    /// let item = &tollgate::http::client::rate_limit(&headers)[0];
+    /// assert_eq!(item.reset(), Some(Duration::from_secs(12)));
+    /// ```
     pub fn reset(&self) -> Option<Duration> {
         self.reset
     }
@@ -181,21 +214,65 @@ pub struct RateLimitPolicyItem {
 
 impl RateLimitPolicyItem {
     /// The policy's name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use http::{HeaderMap, HeaderValue};
+    /// # let mut headers = HeaderMap::new();
+    /// # headers.insert("ratelimit-policy", HeaderValue::from_static(r#""daily";q=1000;w=86400;qu="requests""#));
+    /// let policy = &tollgate::http::client::rate_limit_policy(&headers)[0];
+    /// assert_eq!(policy.name(), "daily");
+    /// ```
     pub fn name(&self) -> &str {
         &self.name
     }
 
     /// `q`: the quota, in quota units.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use http::{HeaderMap, HeaderValue};
+    /// # let mut headers = HeaderMap::new();
+    /// # headers.insert("ratelimit-policy", HeaderValue::from_static(r#""daily";q=1000;w=86400;qu="requests""#));
+    /// let policy = &tollgate::http::client::rate_limit_policy(&headers)[0];
+    /// assert_eq!(policy.quota(), 1000);
+    /// ```
     pub fn quota(&self) -> u64 {
         self.quota
     }
 
     /// `w`: the window, if given.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use http::{HeaderMap, HeaderValue};
+    /// # let mut headers = HeaderMap::new();
+    /// # headers.insert("ratelimit-policy", HeaderValue::from_static(r#""daily";q=1000;w=86400;qu="requests""#));
+    /// let policy = &tollgate::http::client::rate_limit_policy(&headers)[0];
+    /// assert_eq!(policy.window(), Some(Duration::from_secs(86_400)));
+    /// ```
     pub fn window(&self) -> Option<Duration> {
         self.window
     }
 
     /// `qu`: the quota unit (`"requests"`, `"content-bytes"`, ...), if given.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use http::{HeaderMap, HeaderValue};
+    /// # let mut headers = HeaderMap::new();
+    /// # headers.insert("ratelimit-policy", HeaderValue::from_static(r#""daily";q=1000;w=86400;qu="requests""#));
+    /// let policy = &tollgate::http::client::rate_limit_policy(&headers)[0];
+    /// assert_eq!(policy.unit(), Some("requests"));
+    /// ```
     pub fn unit(&self) -> Option<&str> {
         self.unit.as_deref()
     }
