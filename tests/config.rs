@@ -1116,8 +1116,23 @@ mod http_limits {
         assert_eq!(verdict.decision, None);
         assert!(verdict.is_admitted());
         assert!(verdict.policies.is_empty());
-        let verdict = block(limits.check(&parts("GET", "/health", Some([10, 0, 0, 1])))).unwrap();
+        let verdict = block(limits.check(&parts("GET", "/", Some([10, 0, 0, 1])))).unwrap();
         assert_eq!(verdict.policies[0].name, "per_client");
+    }
+
+    /// The bug: the example's health check was said to be unlimited, but its
+    /// `[remote_address]` descriptor still counted against `per_client`.
+    #[test]
+    fn the_example_health_check_counts_against_no_limit() {
+        let limits = example_limits(&ManualClock::new());
+        for _ in 0..20 {
+            let verdict =
+                block(limits.check(&parts("GET", "/health", Some([10, 0, 0, 1])))).unwrap();
+            assert_eq!(verdict.decision, None);
+            assert!(verdict.policies.is_empty());
+        }
+        let home = block(limits.check(&parts("GET", "/", Some([10, 0, 0, 1])))).unwrap();
+        assert_eq!(home.decision.unwrap().unwrap().remaining(), 9);
     }
 
     #[test]
