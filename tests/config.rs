@@ -1116,8 +1116,23 @@ mod http_limits {
         assert_eq!(verdict.decision, None);
         assert!(verdict.is_admitted());
         assert!(verdict.policies.is_empty());
-        let verdict = block(limits.check(&parts("GET", "/health", Some([10, 0, 0, 1])))).unwrap();
+        let verdict = block(limits.check(&parts("GET", "/", Some([10, 0, 0, 1])))).unwrap();
         assert_eq!(verdict.policies[0].name, "per_client");
+    }
+
+    /// The bug: the example's health check was said to be unlimited, but its
+    /// `[remote_address]` descriptor still counted against `per_client`.
+    #[test]
+    fn the_example_health_check_counts_against_no_limit() {
+        let limits = example_limits(&ManualClock::new());
+        for _ in 0..20 {
+            let verdict =
+                block(limits.check(&parts("GET", "/health", Some([10, 0, 0, 1])))).unwrap();
+            assert_eq!(verdict.decision, None);
+            assert!(verdict.policies.is_empty());
+        }
+        let home = block(limits.check(&parts("GET", "/", Some([10, 0, 0, 1])))).unwrap();
+        assert_eq!(home.decision.unwrap().unwrap().remaining(), 9);
     }
 
     #[test]
@@ -1172,6 +1187,39 @@ mod http_limits {
                 },
             ]
         );
+    }
+
+    /// The bug: a bucket with a `burst` reported `q` = `requests_per_unit` while its
+    /// decisions counted `r` (and `X-RateLimit-Limit`) out of the burst, so `r` could
+    /// exceed `q`.
+    #[test]
+    fn a_bucket_with_a_burst_reports_the_burst_over_its_fill_time() {
+        let yaml = "domain: d
+descriptors:
+  - key: path
+    rate_limit: {name: bucket, unit: second, requests_per_unit: 10, algorithm: gcra, burst: 20}
+  - key: method
+    rate_limit: {name: leaky, unit: minute, requests_per_unit: 6, algorithm: leaky_bucket, burst: 3}
+";
+        let limiter = ConfigLimiter::new(rules(yaml), memory(&ManualClock::new())).unwrap();
+        let limits = ConfigLimits::new(
+            limiter,
+            [
+                RequestDescriptor::new([RequestEntry::path()]),
+                RequestDescriptor::new([RequestEntry::method()]),
+            ],
+        );
+        let expected = [
+            Policy::new("bucket", 20, Duration::from_secs(2)),
+            Policy::new("leaky", 3, Duration::from_secs(30)),
+        ];
+        assert_eq!(limits.policies(), expected);
+        let verdict = block(limits.check(&parts("GET", "/", None))).unwrap();
+        assert_eq!(&verdict.policies[..], expected);
+        let admitted = verdict.decision.unwrap().unwrap();
+        let decisive = &verdict.policies[verdict.decisive];
+        assert_eq!(admitted.limit(), decisive.quota);
+        assert!(admitted.remaining() <= decisive.quota);
     }
 
     #[test]

@@ -27,16 +27,34 @@ pub struct Location {
 
 impl Location {
     /// Line `line`, column `column`, both counted from 1.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(tollgate::config::Location::new(4, 5).to_string(), "line 4 column 5");
+    /// ```
     pub const fn new(line: usize, column: usize) -> Location {
         Location { line, column }
     }
 
     /// The line, from 1.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(tollgate::config::Location::new(4, 5).line(), 4);
+    /// ```
     pub const fn line(&self) -> usize {
         self.line
     }
 
     /// The column, from 1.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(tollgate::config::Location::new(4, 5).column(), 5);
+    /// ```
     pub const fn column(&self) -> usize {
         self.column
     }
@@ -160,21 +178,57 @@ impl ConfigFileError {
     }
 
     /// What is wrong.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::config::{ConfigFileErrorKind, Location, RuleSet};
+    ///
+    /// let err = RuleSet::from_yaml("{domain: api, descriptors: [{key: ''}]}").unwrap_err();
+    /// assert!(matches!(err.kind(), ConfigFileErrorKind::Empty("key")));
+    /// ```
     pub fn kind(&self) -> &ConfigFileErrorKind {
         &self.kind
     }
 
     /// Where, when the error is about a node of the file.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::config::{ConfigFileErrorKind, Location, RuleSet};
+    ///
+    /// let err = RuleSet::from_yaml("{domain: api, descriptors: [{key: ''}]}").unwrap_err();
+    /// assert_eq!(err.location(), Some(Location::new(1, 35)));
+    /// ```
     pub fn location(&self) -> Option<Location> {
         self.location
     }
 
     /// The line, from 1, when the error is about a node of the file.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::config::{ConfigFileErrorKind, Location, RuleSet};
+    ///
+    /// let err = RuleSet::from_yaml("{domain: api, descriptors: [{key: ''}]}").unwrap_err();
+    /// assert_eq!(err.line(), Some(1));
+    /// ```
     pub fn line(&self) -> Option<usize> {
         self.location.map(|l| l.line)
     }
 
     /// The file, when the rules were read from one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::config::{ConfigFileErrorKind, Location, RuleSet};
+    ///
+    /// let err = RuleSet::from_yaml("{domain: api, descriptors: [{key: ''}]}").unwrap_err();
+    /// assert_eq!(err.path(), None);
+    /// ```
     pub fn path(&self) -> Option<&Path> {
         self.path.as_deref()
     }

@@ -70,12 +70,45 @@ impl fmt::Debug for RequestEntry {
 impl RequestEntry {
     /// `remote_address`: the client's address, as `client_ip` reads it (usually
     /// [`ClientIp`](crate::http::ClientIp), which trusts the proxies it is told to).
-    /// When it fails, the check fails with its [`KeyError`] (the layer answers 400).
+    /// When it fails, the check fails with its [`KeyError`] (the layer answers 500 when
+    /// the server records no peer address, 400 otherwise).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use http::HeaderName;
+    /// use tollgate::config::{ConfigLimiter, ConfigLimits, Descriptor, RequestDescriptor, RequestEntry, RuleSet};
+    /// use tollgate::{store::MemoryStore, KeyedConfig};
+    ///
+    /// # let rules = RuleSet::from_yaml("{domain: api, descriptors: []}")?;
+    /// # let limiter = ConfigLimiter::new(rules, MemoryStore::new(KeyedConfig::new(10), "rl")?)?;
+    /// let limits = ConfigLimits::new(limiter, [RequestDescriptor::new([RequestEntry::remote_address(tollgate::http::ClientIp::new())])]);
+    /// let (mut parts, ()) = http::Request::post("/orders?page=2").header("x-tenant", "acme").body(())?.into_parts();
+    /// parts.extensions.insert(std::net::SocketAddr::from(([192, 0, 2, 7], 4000)));
+    /// assert_eq!(limits.descriptors_of(&parts)?, [Descriptor::new().entry("remote_address", "192.0.2.7")]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn remote_address(client_ip: impl KeyExtractor) -> RequestEntry {
         RequestEntry::extract("remote_address", client_ip)
     }
 
     /// `path`: the URI's path, without the query.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use http::HeaderName;
+    /// use tollgate::config::{ConfigLimiter, ConfigLimits, Descriptor, RequestDescriptor, RequestEntry, RuleSet};
+    /// use tollgate::{store::MemoryStore, KeyedConfig};
+    ///
+    /// # let rules = RuleSet::from_yaml("{domain: api, descriptors: []}")?;
+    /// # let limiter = ConfigLimiter::new(rules, MemoryStore::new(KeyedConfig::new(10), "rl")?)?;
+    /// let limits = ConfigLimits::new(limiter, [RequestDescriptor::new([RequestEntry::path()])]);
+    /// let (mut parts, ()) = http::Request::post("/orders?page=2").header("x-tenant", "acme").body(())?.into_parts();
+    /// parts.extensions.insert(std::net::SocketAddr::from(([192, 0, 2, 7], 4000)));
+    /// assert_eq!(limits.descriptors_of(&parts)?, [Descriptor::new().entry("path", "/orders")]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn path() -> RequestEntry {
         RequestEntry {
             key: "path".to_owned(),
@@ -84,6 +117,22 @@ impl RequestEntry {
     }
 
     /// `method`: the request method, as `GET`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use http::HeaderName;
+    /// use tollgate::config::{ConfigLimiter, ConfigLimits, Descriptor, RequestDescriptor, RequestEntry, RuleSet};
+    /// use tollgate::{store::MemoryStore, KeyedConfig};
+    ///
+    /// # let rules = RuleSet::from_yaml("{domain: api, descriptors: []}")?;
+    /// # let limiter = ConfigLimiter::new(rules, MemoryStore::new(KeyedConfig::new(10), "rl")?)?;
+    /// let limits = ConfigLimits::new(limiter, [RequestDescriptor::new([RequestEntry::method()])]);
+    /// let (mut parts, ()) = http::Request::post("/orders?page=2").header("x-tenant", "acme").body(())?.into_parts();
+    /// parts.extensions.insert(std::net::SocketAddr::from(([192, 0, 2, 7], 4000)));
+    /// assert_eq!(limits.descriptors_of(&parts)?, [Descriptor::new().entry("method", "POST")]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn method() -> RequestEntry {
         RequestEntry {
             key: "method".to_owned(),
@@ -94,6 +143,22 @@ impl RequestEntry {
     /// `key`: the value of the header `name`. Without the header (or with a value that
     /// is not visible ASCII) the descriptor holding this entry is left out, as envoy's
     /// `request_headers` action does.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use http::HeaderName;
+    /// use tollgate::config::{ConfigLimiter, ConfigLimits, Descriptor, RequestDescriptor, RequestEntry, RuleSet};
+    /// use tollgate::{store::MemoryStore, KeyedConfig};
+    ///
+    /// # let rules = RuleSet::from_yaml("{domain: api, descriptors: []}")?;
+    /// # let limiter = ConfigLimiter::new(rules, MemoryStore::new(KeyedConfig::new(10), "rl")?)?;
+    /// let limits = ConfigLimits::new(limiter, [RequestDescriptor::new([RequestEntry::header(HeaderName::from_static("x-tenant"), "tenant")])]);
+    /// let (mut parts, ()) = http::Request::post("/orders?page=2").header("x-tenant", "acme").body(())?.into_parts();
+    /// parts.extensions.insert(std::net::SocketAddr::from(([192, 0, 2, 7], 4000)));
+    /// assert_eq!(limits.descriptors_of(&parts)?, [Descriptor::new().entry("tenant", "acme")]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn header(name: HeaderName, key: impl Into<String>) -> RequestEntry {
         RequestEntry {
             key: key.into(),
@@ -102,6 +167,22 @@ impl RequestEntry {
     }
 
     /// `generic_key`: always `value`, as envoy's `generic_key` action.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use http::HeaderName;
+    /// use tollgate::config::{ConfigLimiter, ConfigLimits, Descriptor, RequestDescriptor, RequestEntry, RuleSet};
+    /// use tollgate::{store::MemoryStore, KeyedConfig};
+    ///
+    /// # let rules = RuleSet::from_yaml("{domain: api, descriptors: []}")?;
+    /// # let limiter = ConfigLimiter::new(rules, MemoryStore::new(KeyedConfig::new(10), "rl")?)?;
+    /// let limits = ConfigLimits::new(limiter, [RequestDescriptor::new([RequestEntry::generic_key("all")])]);
+    /// let (mut parts, ()) = http::Request::post("/orders?page=2").header("x-tenant", "acme").body(())?.into_parts();
+    /// parts.extensions.insert(std::net::SocketAddr::from(([192, 0, 2, 7], 4000)));
+    /// assert_eq!(limits.descriptors_of(&parts)?, [Descriptor::new().entry("generic_key", "all")]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn generic_key(value: impl Into<String>) -> RequestEntry {
         RequestEntry {
             key: "generic_key".to_owned(),
@@ -111,6 +192,22 @@ impl RequestEntry {
 
     /// `key`: read by `extractor` (a closure `Fn(&Parts) -> Result<String, KeyError>`
     /// is one). Its error fails the check.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use http::HeaderName;
+    /// use tollgate::config::{ConfigLimiter, ConfigLimits, Descriptor, RequestDescriptor, RequestEntry, RuleSet};
+    /// use tollgate::{store::MemoryStore, KeyedConfig};
+    ///
+    /// # let rules = RuleSet::from_yaml("{domain: api, descriptors: []}")?;
+    /// # let limiter = ConfigLimiter::new(rules, MemoryStore::new(KeyedConfig::new(10), "rl")?)?;
+    /// let limits = ConfigLimits::new(limiter, [RequestDescriptor::new([RequestEntry::extract("host", |_: &http::request::Parts| Ok::<_, tollgate::http::KeyError>("example.org".to_owned()))])]);
+    /// let (mut parts, ()) = http::Request::post("/orders?page=2").header("x-tenant", "acme").body(())?.into_parts();
+    /// parts.extensions.insert(std::net::SocketAddr::from(([192, 0, 2, 7], 4000)));
+    /// assert_eq!(limits.descriptors_of(&parts)?, [Descriptor::new().entry("host", "example.org")]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn extract(key: impl Into<String>, extractor: impl KeyExtractor) -> RequestEntry {
         RequestEntry {
             key: key.into(),
@@ -119,6 +216,22 @@ impl RequestEntry {
     }
 
     /// `key`: read by `value`; `None` leaves the descriptor out.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use http::HeaderName;
+    /// use tollgate::config::{ConfigLimiter, ConfigLimits, Descriptor, RequestDescriptor, RequestEntry, RuleSet};
+    /// use tollgate::{store::MemoryStore, KeyedConfig};
+    ///
+    /// # let rules = RuleSet::from_yaml("{domain: api, descriptors: []}")?;
+    /// # let limiter = ConfigLimiter::new(rules, MemoryStore::new(KeyedConfig::new(10), "rl")?)?;
+    /// let limits = ConfigLimits::new(limiter, [RequestDescriptor::new([RequestEntry::optional("query", |p: &http::request::Parts| p.uri.query().map(str::to_owned))])]);
+    /// let (mut parts, ()) = http::Request::post("/orders?page=2").header("x-tenant", "acme").body(())?.into_parts();
+    /// parts.extensions.insert(std::net::SocketAddr::from(([192, 0, 2, 7], 4000)));
+    /// assert_eq!(limits.descriptors_of(&parts)?, [Descriptor::new().entry("query", "page=2")]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn optional(
         key: impl Into<String>,
         value: impl Fn(&Parts) -> Option<String> + Send + Sync + 'static,
@@ -130,6 +243,20 @@ impl RequestEntry {
     }
 
     /// The key this entry has in the rules file.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use http::HeaderName;
+    /// use tollgate::config::{ConfigLimiter, ConfigLimits, Descriptor, RequestDescriptor, RequestEntry, RuleSet};
+    /// use tollgate::{store::MemoryStore, KeyedConfig};
+    ///
+    /// # let rules = RuleSet::from_yaml("{domain: api, descriptors: []}")?;
+    /// # let limiter = ConfigLimiter::new(rules, MemoryStore::new(KeyedConfig::new(10), "rl")?)?;
+    /// assert_eq!(RequestEntry::method().key(), "method");
+    /// # let _ = limiter;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn key(&self) -> &str {
         &self.key
     }
@@ -152,6 +279,15 @@ pub struct RequestDescriptor {
 
 impl RequestDescriptor {
     /// A descriptor of `entries`, in order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::config::{RequestDescriptor, RequestEntry};
+    ///
+    /// let per_client_path = RequestDescriptor::new([RequestEntry::path(), RequestEntry::method()]);
+    /// assert_eq!(per_client_path.entries()[1].key(), "method");
+    /// ```
     pub fn new(entries: impl IntoIterator<Item = RequestEntry>) -> RequestDescriptor {
         RequestDescriptor {
             entries: entries.into_iter().collect(),
@@ -159,6 +295,20 @@ impl RequestDescriptor {
     }
 
     /// The entries.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use http::HeaderName;
+    /// use tollgate::config::{ConfigLimiter, ConfigLimits, Descriptor, RequestDescriptor, RequestEntry, RuleSet};
+    /// use tollgate::{store::MemoryStore, KeyedConfig};
+    ///
+    /// # let rules = RuleSet::from_yaml("{domain: api, descriptors: []}")?;
+    /// # let limiter = ConfigLimiter::new(rules, MemoryStore::new(KeyedConfig::new(10), "rl")?)?;
+    /// assert_eq!(RequestDescriptor::new([RequestEntry::path()]).entries()[0].key(), "path");
+    /// # let _ = limiter;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn entries(&self) -> &[RequestEntry] {
         &self.entries
     }
@@ -271,11 +421,7 @@ impl<S: Store + 'static> ConfigLimits<S> {
             .limits()
             .iter()
             .filter(|l| !l.is_shadow())
-            .map(|l| Policy {
-                name: l.name().to_owned(),
-                quota: l.requests_per_unit(),
-                window: l.window(),
-            })
+            .map(|l| policy(AppliedLimit::of(l)))
             .collect();
         ConfigLimits {
             limiter: Arc::new(limiter),
@@ -309,6 +455,21 @@ impl<S: Store + 'static> ConfigLimits<S> {
     }
 
     /// The same limits, calling `hook` with every shadow denial (say, to count it).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use http::HeaderName;
+    /// use tollgate::config::{ConfigLimiter, ConfigLimits, Descriptor, RequestDescriptor, RequestEntry, RuleSet};
+    /// use tollgate::{store::MemoryStore, KeyedConfig};
+    ///
+    /// # let rules = RuleSet::from_yaml("{domain: api, descriptors: []}")?;
+    /// # let limiter = ConfigLimiter::new(rules, MemoryStore::new(KeyedConfig::new(10), "rl")?)?;
+    /// let limits = ConfigLimits::new(limiter, [RequestDescriptor::new([RequestEntry::path()])])
+    ///     .on_shadow_denial(|denial| eprintln!("{} would deny", denial.limit.name));
+    /// # let _ = limits;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn on_shadow_denial(
         self,
         hook: impl Fn(&ShadowDenial) + Send + Sync + 'static,
@@ -320,6 +481,20 @@ impl<S: Store + 'static> ConfigLimits<S> {
     }
 
     /// The limiter.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use http::HeaderName;
+    /// use tollgate::config::{ConfigLimiter, ConfigLimits, Descriptor, RequestDescriptor, RequestEntry, RuleSet};
+    /// use tollgate::{store::MemoryStore, KeyedConfig};
+    ///
+    /// # let rules = RuleSet::from_yaml("{domain: api, descriptors: []}")?;
+    /// # let limiter = ConfigLimiter::new(rules, MemoryStore::new(KeyedConfig::new(10), "rl")?)?;
+    /// let limits = ConfigLimits::new(limiter, [RequestDescriptor::new([RequestEntry::path()])]);
+    /// assert_eq!(limits.limiter().rules().domain(), "api");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn limiter(&self) -> &ConfigLimiter<S> {
         &self.limiter
     }
@@ -414,7 +589,7 @@ impl<S: Store + 'static> Limits for ConfigLimits<S> {
                 None => Verdict::unlimited(),
                 Some(decision) => Verdict::new(
                     decision,
-                    applied.into_iter().map(policy).collect(),
+                    applied.into_iter().map(policy).collect::<Arc<[Policy]>>(),
                     decisive,
                 ),
             })

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::error::{ConfigFileError, ConfigFileErrorKind};
 use super::matcher::{Descriptor, MatchedLimit};
-use super::rules::RuleSet;
+use super::rules::{Limit, RuleSet};
 use crate::decision::{Decision, Denied};
 use crate::store::{Check, Op, Request, Store, StoreError};
 
@@ -67,19 +67,21 @@ impl<S> fmt::Debug for ConfigLimiter<S> {
 pub struct AppliedLimit {
     /// The limit's [`name`](super::Limit::name).
     pub name: String,
-    /// `requests_per_unit`.
+    /// The quota its decisions report as their `limit`: `requests_per_unit`, or the
+    /// `burst` of a bucket given one of another size.
     pub quota: u64,
-    /// The unit's length.
+    /// The time over which `quota` applies: the unit's length, or the time a bucket
+    /// with such a `burst` takes to fill.
     pub window: Duration,
 }
 
 impl AppliedLimit {
-    fn of(matched: &MatchedLimit<'_>) -> AppliedLimit {
-        let limit = matched.limit();
+    pub(crate) fn of(limit: &Limit) -> AppliedLimit {
+        let (quota, window) = limit.quota_and_window();
         AppliedLimit {
             name: limit.name().to_owned(),
-            quota: limit.requests_per_unit(),
-            window: limit.window(),
+            quota,
+            window,
         }
     }
 }
@@ -104,16 +106,62 @@ pub struct ConfigDecision {
 
 impl ConfigDecision {
     /// The decision of the enforced limits, or `None` when none applied.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use tollgate::config::{ConfigLimiter, Descriptor, RuleSet};
+    /// # use tollgate::{store::MemoryStore, KeyedConfig};
+    /// # futures::executor::block_on(async {
+    /// # let rules = RuleSet::from_yaml("{domain: api, descriptors: [{key: user, rate_limit: {name: per_user, unit: second, requests_per_unit: 1}}]}")?;
+    /// # let limiter = ConfigLimiter::new(rules, MemoryStore::new(KeyedConfig::new(100), "rl")?)?;
+    /// let user = [Descriptor::new().entry("user", "ann")];
+    /// let decision = limiter.check(&user, 1).await?;
+    /// assert_eq!(decision.decision().unwrap().as_ref().unwrap().remaining(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
     pub fn decision(&self) -> Option<&Decision> {
         self.decision.as_ref()
     }
 
     /// Whether the request may pass: no enforced limit, or all of them admit.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use tollgate::config::{ConfigLimiter, Descriptor, RuleSet};
+    /// # use tollgate::{store::MemoryStore, KeyedConfig};
+    /// # futures::executor::block_on(async {
+    /// # let rules = RuleSet::from_yaml("{domain: api, descriptors: [{key: user, rate_limit: {name: per_user, unit: second, requests_per_unit: 1}}]}")?;
+    /// # let limiter = ConfigLimiter::new(rules, MemoryStore::new(KeyedConfig::new(100), "rl")?)?;
+    /// let user = [Descriptor::new().entry("user", "ann")];
+    /// let decision = limiter.check(&user, 1).await?;
+    /// assert!(decision.is_admitted());
+    /// assert!(!limiter.check(&user, 1).await?.is_admitted());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
     pub fn is_admitted(&self) -> bool {
         !matches!(self.decision, Some(Err(_)))
     }
 
     /// The enforced limits that applied, in the order of the request's descriptors.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use tollgate::config::{ConfigLimiter, Descriptor, RuleSet};
+    /// # use tollgate::{store::MemoryStore, KeyedConfig};
+    /// # futures::executor::block_on(async {
+    /// # let rules = RuleSet::from_yaml("{domain: api, descriptors: [{key: user, rate_limit: {name: per_user, unit: second, requests_per_unit: 1}}]}")?;
+    /// # let limiter = ConfigLimiter::new(rules, MemoryStore::new(KeyedConfig::new(100), "rl")?)?;
+    /// let user = [Descriptor::new().entry("user", "ann")];
+    /// let decision = limiter.check(&user, 1).await?;
+    /// assert_eq!(decision.applied()[0].name, "per_user");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
     pub fn applied(&self) -> &[AppliedLimit] {
         &self.applied
     }
@@ -122,17 +170,63 @@ impl ConfigDecision {
     /// denied, or the one with the fewest permits left. The store answers with one
     /// combined decision, so this is the first limit whose capacity is the decision's
     /// limit: of two limits with the same capacity, the first one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use tollgate::config::{ConfigLimiter, Descriptor, RuleSet};
+    /// # use tollgate::{store::MemoryStore, KeyedConfig};
+    /// # futures::executor::block_on(async {
+    /// # let rules = RuleSet::from_yaml("{domain: api, descriptors: [{key: user, rate_limit: {name: per_user, unit: second, requests_per_unit: 1}}]}")?;
+    /// # let limiter = ConfigLimiter::new(rules, MemoryStore::new(KeyedConfig::new(100), "rl")?)?;
+    /// let user = [Descriptor::new().entry("user", "ann")];
+    /// let decision = limiter.check(&user, 1).await?;
+    /// assert_eq!(decision.applied()[decision.decisive()].name, "per_user");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
     pub fn decisive(&self) -> usize {
         self.decisive
     }
 
     /// The shadow limit that would have denied, if any (checked only when the
     /// enforced limits admit).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use tollgate::config::{ConfigLimiter, Descriptor, RuleSet};
+    /// # use tollgate::{store::MemoryStore, KeyedConfig};
+    /// # futures::executor::block_on(async {
+    /// # let rules = RuleSet::from_yaml("{domain: api, descriptors: [{key: user, rate_limit: {name: per_user, unit: second, requests_per_unit: 1}}]}")?;
+    /// # let limiter = ConfigLimiter::new(rules, MemoryStore::new(KeyedConfig::new(100), "rl")?)?;
+    /// let user = [Descriptor::new().entry("user", "ann")];
+    /// let decision = limiter.check(&user, 1).await?;
+    /// assert_eq!(decision.shadow_denial(), None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
     pub fn shadow_denial(&self) -> Option<&ShadowDenial> {
         self.shadow_denial.as_ref()
     }
 
     /// The parts: decision, applied limits, decisive index, shadow denial.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use tollgate::config::{ConfigLimiter, Descriptor, RuleSet};
+    /// # use tollgate::{store::MemoryStore, KeyedConfig};
+    /// # futures::executor::block_on(async {
+    /// # let rules = RuleSet::from_yaml("{domain: api, descriptors: [{key: user, rate_limit: {name: per_user, unit: second, requests_per_unit: 1}}]}")?;
+    /// # let limiter = ConfigLimiter::new(rules, MemoryStore::new(KeyedConfig::new(100), "rl")?)?;
+    /// let user = [Descriptor::new().entry("user", "ann")];
+    /// let decision = limiter.check(&user, 1).await?;
+    /// let (verdict, applied, decisive, shadow) = decision.into_parts();
+    /// assert!(verdict.unwrap().is_ok() && applied.len() == 1 && decisive == 0 && shadow.is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
     pub fn into_parts(
         self,
     ) -> (
@@ -183,11 +277,43 @@ impl<S: Store> ConfigLimiter<S> {
     }
 
     /// The rules.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use tollgate::config::{ConfigLimiter, Descriptor, RuleSet};
+    /// # use tollgate::{store::MemoryStore, KeyedConfig};
+    /// # futures::executor::block_on(async {
+    /// # let rules = RuleSet::from_yaml("{domain: api, descriptors: [{key: user, rate_limit: {name: per_user, unit: second, requests_per_unit: 1}}]}")?;
+    /// # let limiter = ConfigLimiter::new(rules, MemoryStore::new(KeyedConfig::new(100), "rl")?)?;
+    /// let user = [Descriptor::new().entry("user", "ann")];
+    /// let decision = limiter.check(&user, 1).await?;
+    /// assert_eq!(limiter.rules().limits().len(), 1);
+    /// # let _ = decision;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
     pub fn rules(&self) -> &RuleSet {
         &self.rules
     }
 
     /// The store.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use tollgate::config::{ConfigLimiter, Descriptor, RuleSet};
+    /// # use tollgate::{store::MemoryStore, KeyedConfig};
+    /// # futures::executor::block_on(async {
+    /// # let rules = RuleSet::from_yaml("{domain: api, descriptors: [{key: user, rate_limit: {name: per_user, unit: second, requests_per_unit: 1}}]}")?;
+    /// # let limiter = ConfigLimiter::new(rules, MemoryStore::new(KeyedConfig::new(100), "rl")?)?;
+    /// let user = [Descriptor::new().entry("user", "ann")];
+    /// let decision = limiter.check(&user, 1).await?;
+    /// assert!(!limiter.store().is_empty());
+    /// # let _ = decision;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
     pub fn store(&self) -> &S {
         &self.store
     }
@@ -241,6 +367,25 @@ impl<S: Store> ConfigLimiter<S> {
     /// # Cancel safety
     ///
     /// As [`check`](Self::check).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tollgate::config::{ConfigLimiter, Descriptor, RuleSet};
+    /// # use tollgate::{store::MemoryStore, KeyedConfig};
+    /// # futures::executor::block_on(async {
+    /// # let rules = RuleSet::from_yaml("{domain: api, descriptors: [{key: user, rate_limit: {unit: second, requests_per_unit: 1}}]}")?;
+    /// # let limiter = ConfigLimiter::new(rules, MemoryStore::new(KeyedConfig::new(100), "rl")?)?;
+    /// let user = [Descriptor::new().entry("user", "ann")];
+    /// let second_edge = Duration::from_secs(1_700_000_000);
+    /// assert!(limiter.check_at(&user, 1, second_edge).await?.is_admitted());
+    /// assert!(!limiter.check_at(&user, 1, second_edge).await?.is_admitted());
+    /// // The next second of Unix time is a new window.
+    /// assert!(limiter.check_at(&user, 1, second_edge + Duration::from_secs(1)).await?.is_admitted());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
     pub async fn check_at(
         &self,
         descriptors: &[Descriptor],
@@ -270,13 +415,16 @@ impl<S: Store> ConfigLimiter<S> {
         let mut shadow_denial = None;
         if !matches!(decision, Some(Err(_))) {
             if let Some(Err(denied)) = self.execute(&shadow, cost, at).await? {
-                let limit = AppliedLimit::of(shadow[decisive_index(&shadow, &Err(denied))]);
+                let limit = AppliedLimit::of(shadow[decisive_index(&shadow, &Err(denied))].limit());
                 shadow_denial = Some(ShadowDenial { limit, denied });
             }
         }
         Ok(ConfigDecision {
             decision,
-            applied: enforced.iter().map(|m| AppliedLimit::of(m)).collect(),
+            applied: enforced
+                .iter()
+                .map(|m| AppliedLimit::of(m.limit()))
+                .collect(),
             decisive,
             shadow_denial,
         })

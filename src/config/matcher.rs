@@ -28,22 +28,58 @@ pub struct Descriptor {
 
 impl Descriptor {
     /// A descriptor without entries (which matches nothing).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::config::Descriptor;
+    ///
+    /// assert!(Descriptor::new().entries().is_empty());
+    /// ```
     pub fn new() -> Descriptor {
         Descriptor::default()
     }
 
     /// The same descriptor with `key` = `value` appended.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::config::Descriptor;
+    ///
+    /// let d = Descriptor::new().entry("path", "/login");
+    /// assert_eq!(d.entries().len(), 1);
+    /// ```
     pub fn entry(mut self, key: impl Into<String>, value: impl Into<String>) -> Descriptor {
         self.push(key, value);
         self
     }
 
     /// Appends `key` = `value`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::config::Descriptor;
+    ///
+    /// let mut d = Descriptor::new();
+    /// d.push("method", "POST");
+    /// assert_eq!(d, Descriptor::new().entry("method", "POST"));
+    /// ```
     pub fn push(&mut self, key: impl Into<String>, value: impl Into<String>) {
         self.entries.push((key.into(), value.into()));
     }
 
     /// The entries, in order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::config::Descriptor;
+    ///
+    /// let d = Descriptor::new().entry("user", "ann");
+    /// assert_eq!(d.entries(), [("user".to_owned(), "ann".to_owned())]);
+    /// ```
     pub fn entries(&self) -> &[(String, String)] {
         &self.entries
     }
@@ -90,26 +126,122 @@ pub struct Matched<'a> {
 
 impl<'a> Matched<'a> {
     /// Every limit that applies, enforced and shadow, in the order of the descriptors.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use tollgate::config::{Descriptor, RuleSet};
+    /// let rules = RuleSet::from_yaml("
+    /// domain: api
+    /// descriptors:
+    ///   - { key: user, rate_limit: { name: per_user, unit: second, requests_per_unit: 5 } }
+    ///   - { key: path, shadow_mode: true, rate_limit: { name: watch, unit: day, requests_per_unit: 9 } }
+    ///   - { key: path, value: /health, rate_limit: { unlimited: true } }
+    /// ")?;
+    /// let matched = rules.limits_for(&[
+    ///     Descriptor::new().entry("user", "ann"),
+    ///     Descriptor::new().entry("path", "/orders"),
+    /// ]);
+    /// assert_eq!(matched.limits().len(), 2);
+    /// # Ok::<(), tollgate::config::ConfigFileError>(())
+    /// ```
     pub fn limits(&self) -> &[MatchedLimit<'a>] {
         &self.limits
     }
 
     /// The limits that can deny.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use tollgate::config::{Descriptor, RuleSet};
+    /// let rules = RuleSet::from_yaml("
+    /// domain: api
+    /// descriptors:
+    ///   - { key: user, rate_limit: { name: per_user, unit: second, requests_per_unit: 5 } }
+    ///   - { key: path, shadow_mode: true, rate_limit: { name: watch, unit: day, requests_per_unit: 9 } }
+    ///   - { key: path, value: /health, rate_limit: { unlimited: true } }
+    /// ")?;
+    /// let matched = rules.limits_for(&[
+    ///     Descriptor::new().entry("user", "ann"),
+    ///     Descriptor::new().entry("path", "/orders"),
+    /// ]);
+    /// assert_eq!(matched.enforced().map(|m| m.limit().name()).collect::<Vec<_>>(), ["per_user"]);
+    /// # Ok::<(), tollgate::config::ConfigFileError>(())
+    /// ```
     pub fn enforced(&self) -> impl Iterator<Item = &MatchedLimit<'a>> {
         self.limits.iter().filter(|m| !m.limit.is_shadow())
     }
 
     /// The limits in shadow mode: counted, never denying.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use tollgate::config::{Descriptor, RuleSet};
+    /// let rules = RuleSet::from_yaml("
+    /// domain: api
+    /// descriptors:
+    ///   - { key: user, rate_limit: { name: per_user, unit: second, requests_per_unit: 5 } }
+    ///   - { key: path, shadow_mode: true, rate_limit: { name: watch, unit: day, requests_per_unit: 9 } }
+    ///   - { key: path, value: /health, rate_limit: { unlimited: true } }
+    /// ")?;
+    /// let matched = rules.limits_for(&[
+    ///     Descriptor::new().entry("user", "ann"),
+    ///     Descriptor::new().entry("path", "/orders"),
+    /// ]);
+    /// assert_eq!(matched.shadow().map(|m| m.limit().name()).collect::<Vec<_>>(), ["watch"]);
+    /// # Ok::<(), tollgate::config::ConfigFileError>(())
+    /// ```
     pub fn shadow(&self) -> impl Iterator<Item = &MatchedLimit<'a>> {
         self.limits.iter().filter(|m| m.limit.is_shadow())
     }
 
     /// Whether no limit applies.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use tollgate::config::{Descriptor, RuleSet};
+    /// let rules = RuleSet::from_yaml("
+    /// domain: api
+    /// descriptors:
+    ///   - { key: user, rate_limit: { name: per_user, unit: second, requests_per_unit: 5 } }
+    ///   - { key: path, shadow_mode: true, rate_limit: { name: watch, unit: day, requests_per_unit: 9 } }
+    ///   - { key: path, value: /health, rate_limit: { unlimited: true } }
+    /// ")?;
+    /// let matched = rules.limits_for(&[
+    ///     Descriptor::new().entry("user", "ann"),
+    ///     Descriptor::new().entry("path", "/orders"),
+    /// ]);
+    /// assert!(!matched.is_empty());
+    /// # Ok::<(), tollgate::config::ConfigFileError>(())
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.limits.is_empty()
     }
 
     /// Whether some descriptor matched an `unlimited: true` node.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use tollgate::config::{Descriptor, RuleSet};
+    /// let rules = RuleSet::from_yaml("
+    /// domain: api
+    /// descriptors:
+    ///   - { key: user, rate_limit: { name: per_user, unit: second, requests_per_unit: 5 } }
+    ///   - { key: path, shadow_mode: true, rate_limit: { name: watch, unit: day, requests_per_unit: 9 } }
+    ///   - { key: path, value: /health, rate_limit: { unlimited: true } }
+    /// ")?;
+    /// let matched = rules.limits_for(&[
+    ///     Descriptor::new().entry("user", "ann"),
+    ///     Descriptor::new().entry("path", "/orders"),
+    /// ]);
+    /// assert!(!matched.has_unlimited());
+    /// assert!(rules.limits_for(&[Descriptor::new().entry("path", "/health")]).has_unlimited());
+    /// # Ok::<(), tollgate::config::ConfigFileError>(())
+    /// ```
     pub fn has_unlimited(&self) -> bool {
         self.unlimited
     }
@@ -126,6 +258,25 @@ pub struct MatchedLimit<'a> {
 
 impl<'a> MatchedLimit<'a> {
     /// The limit.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use tollgate::config::{Descriptor, RuleSet};
+    /// let rules = RuleSet::from_yaml("
+    /// domain: api
+    /// descriptors:
+    ///   - { key: user, rate_limit: { name: per_user, unit: second, requests_per_unit: 5 } }
+    ///   - { key: path, shadow_mode: true, rate_limit: { name: watch, unit: day, requests_per_unit: 9 } }
+    ///   - { key: path, value: /health, rate_limit: { unlimited: true } }
+    /// ")?;
+    /// let matched = rules.limits_for(&[
+    ///     Descriptor::new().entry("user", "ann"),
+    ///     Descriptor::new().entry("path", "/orders"),
+    /// ]);
+    /// assert_eq!(matched.limits()[0].limit().requests_per_unit(), 5);
+    /// # Ok::<(), tollgate::config::ConfigFileError>(())
+    /// ```
     pub fn limit(&self) -> &'a Limit {
         self.limit
     }
@@ -138,11 +289,49 @@ impl<'a> MatchedLimit<'a> {
     /// followed by `%H` and a 64-bit FNV-1a hash of the whole value, so that a client
     /// cannot make a key the store refuses (two long values colliding in the hash
     /// would share a counter).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use tollgate::config::{Descriptor, RuleSet};
+    /// let rules = RuleSet::from_yaml("
+    /// domain: api
+    /// descriptors:
+    ///   - { key: user, rate_limit: { name: per_user, unit: second, requests_per_unit: 5 } }
+    ///   - { key: path, shadow_mode: true, rate_limit: { name: watch, unit: day, requests_per_unit: 9 } }
+    ///   - { key: path, value: /health, rate_limit: { unlimited: true } }
+    /// ")?;
+    /// let matched = rules.limits_for(&[
+    ///     Descriptor::new().entry("user", "ann"),
+    ///     Descriptor::new().entry("path", "/orders"),
+    /// ]);
+    /// assert_eq!(matched.limits()[0].key(), "fixed_window:1|user=ann");
+    /// # Ok::<(), tollgate::config::ConfigFileError>(())
+    /// ```
     pub fn key(&self) -> &str {
         &self.key
     }
 
     /// The index of the descriptor that matched it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use tollgate::config::{Descriptor, RuleSet};
+    /// let rules = RuleSet::from_yaml("
+    /// domain: api
+    /// descriptors:
+    ///   - { key: user, rate_limit: { name: per_user, unit: second, requests_per_unit: 5 } }
+    ///   - { key: path, shadow_mode: true, rate_limit: { name: watch, unit: day, requests_per_unit: 9 } }
+    ///   - { key: path, value: /health, rate_limit: { unlimited: true } }
+    /// ")?;
+    /// let matched = rules.limits_for(&[
+    ///     Descriptor::new().entry("user", "ann"),
+    ///     Descriptor::new().entry("path", "/orders"),
+    /// ]);
+    /// assert_eq!(matched.limits()[1].descriptor(), 1);
+    /// # Ok::<(), tollgate::config::ConfigFileError>(())
+    /// ```
     pub fn descriptor(&self) -> usize {
         self.descriptor
     }

@@ -120,43 +120,214 @@ pub struct Limit {
 impl Limit {
     /// Its `name`, or, without one, the path of keys and values that leads to it, as
     /// `remote_address.path=/login`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tollgate::config::{Algorithm, RuleSet, Unit};
+    /// let rules = RuleSet::from_yaml("
+    /// domain: api
+    /// descriptors:
+    ///   - key: user
+    ///     shadow_mode: true
+    ///     rate_limit: { name: per_user, unit: minute, requests_per_unit: 30, algorithm: gcra }
+    ///   - key: path
+    ///     value: /login
+    ///     rate_limit: { unit: second, requests_per_unit: 2 }
+    /// ")?;
+    /// let (per_user, login) = (&rules.limits()[0], &rules.limits()[1]);
+    /// assert_eq!((per_user.name(), login.name()), ("per_user", "path=/login"));
+    /// # Ok::<(), tollgate::config::ConfigFileError>(())
+    /// ```
     pub fn name(&self) -> &str {
         &self.name
     }
 
     /// Whether the file names it (only named limits can be replaced).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tollgate::config::{Algorithm, RuleSet, Unit};
+    /// let rules = RuleSet::from_yaml("
+    /// domain: api
+    /// descriptors:
+    ///   - key: user
+    ///     shadow_mode: true
+    ///     rate_limit: { name: per_user, unit: minute, requests_per_unit: 30, algorithm: gcra }
+    ///   - key: path
+    ///     value: /login
+    ///     rate_limit: { unit: second, requests_per_unit: 2 }
+    /// ")?;
+    /// let (per_user, login) = (&rules.limits()[0], &rules.limits()[1]);
+    /// assert!(per_user.is_named() && !login.is_named());
+    /// # Ok::<(), tollgate::config::ConfigFileError>(())
+    /// ```
     pub fn is_named(&self) -> bool {
         self.named
     }
 
     /// The rule a store runs for it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tollgate::config::{Algorithm, RuleSet, Unit};
+    /// let rules = RuleSet::from_yaml("
+    /// domain: api
+    /// descriptors:
+    ///   - key: user
+    ///     shadow_mode: true
+    ///     rate_limit: { name: per_user, unit: minute, requests_per_unit: 30, algorithm: gcra }
+    ///   - key: path
+    ///     value: /login
+    ///     rate_limit: { unit: second, requests_per_unit: 2 }
+    /// ")?;
+    /// let (per_user, login) = (&rules.limits()[0], &rules.limits()[1]);
+    /// assert_eq!(per_user.rule().capacity(), 30);
+    /// # Ok::<(), tollgate::config::ConfigFileError>(())
+    /// ```
     pub fn rule(&self) -> &Rule {
         &self.rule
     }
 
     /// `requests_per_unit`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tollgate::config::{Algorithm, RuleSet, Unit};
+    /// let rules = RuleSet::from_yaml("
+    /// domain: api
+    /// descriptors:
+    ///   - key: user
+    ///     shadow_mode: true
+    ///     rate_limit: { name: per_user, unit: minute, requests_per_unit: 30, algorithm: gcra }
+    ///   - key: path
+    ///     value: /login
+    ///     rate_limit: { unit: second, requests_per_unit: 2 }
+    /// ")?;
+    /// let (per_user, login) = (&rules.limits()[0], &rules.limits()[1]);
+    /// assert_eq!(per_user.requests_per_unit(), 30);
+    /// # Ok::<(), tollgate::config::ConfigFileError>(())
+    /// ```
     pub fn requests_per_unit(&self) -> u64 {
         self.requests_per_unit
     }
 
     /// `unit`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tollgate::config::{Algorithm, RuleSet, Unit};
+    /// let rules = RuleSet::from_yaml("
+    /// domain: api
+    /// descriptors:
+    ///   - key: user
+    ///     shadow_mode: true
+    ///     rate_limit: { name: per_user, unit: minute, requests_per_unit: 30, algorithm: gcra }
+    ///   - key: path
+    ///     value: /login
+    ///     rate_limit: { unit: second, requests_per_unit: 2 }
+    /// ")?;
+    /// let (per_user, login) = (&rules.limits()[0], &rules.limits()[1]);
+    /// assert_eq!(per_user.unit(), Unit::Minute);
+    /// # Ok::<(), tollgate::config::ConfigFileError>(())
+    /// ```
     pub fn unit(&self) -> Unit {
         self.unit
     }
 
-    /// The unit's length: the window of the `RateLimit-Policy` this limit reports.
+    /// The unit's length: the window of the `RateLimit-Policy` this limit reports,
+    /// unless a `burst` of another size makes it the time the bucket takes to fill.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tollgate::config::{Algorithm, RuleSet, Unit};
+    /// let rules = RuleSet::from_yaml("
+    /// domain: api
+    /// descriptors:
+    ///   - key: user
+    ///     shadow_mode: true
+    ///     rate_limit: { name: per_user, unit: minute, requests_per_unit: 30, algorithm: gcra }
+    ///   - key: path
+    ///     value: /login
+    ///     rate_limit: { unit: second, requests_per_unit: 2 }
+    /// ")?;
+    /// let (per_user, login) = (&rules.limits()[0], &rules.limits()[1]);
+    /// assert_eq!(login.window(), Duration::from_secs(1));
+    /// # Ok::<(), tollgate::config::ConfigFileError>(())
+    /// ```
     pub fn window(&self) -> Duration {
         self.unit.duration()
     }
 
     /// `algorithm`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tollgate::config::{Algorithm, RuleSet, Unit};
+    /// let rules = RuleSet::from_yaml("
+    /// domain: api
+    /// descriptors:
+    ///   - key: user
+    ///     shadow_mode: true
+    ///     rate_limit: { name: per_user, unit: minute, requests_per_unit: 30, algorithm: gcra }
+    ///   - key: path
+    ///     value: /login
+    ///     rate_limit: { unit: second, requests_per_unit: 2 }
+    /// ")?;
+    /// let (per_user, login) = (&rules.limits()[0], &rules.limits()[1]);
+    /// assert_eq!((per_user.algorithm(), login.algorithm()), (Algorithm::Gcra, Algorithm::FixedWindow));
+    /// # Ok::<(), tollgate::config::ConfigFileError>(())
+    /// ```
     pub fn algorithm(&self) -> Algorithm {
         self.algorithm
     }
 
     /// Whether its descriptor has `shadow_mode: true`: it counts, but never denies.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tollgate::config::{Algorithm, RuleSet, Unit};
+    /// let rules = RuleSet::from_yaml("
+    /// domain: api
+    /// descriptors:
+    ///   - key: user
+    ///     shadow_mode: true
+    ///     rate_limit: { name: per_user, unit: minute, requests_per_unit: 30, algorithm: gcra }
+    ///   - key: path
+    ///     value: /login
+    ///     rate_limit: { unit: second, requests_per_unit: 2 }
+    /// ")?;
+    /// let (per_user, login) = (&rules.limits()[0], &rules.limits()[1]);
+    /// assert!(per_user.is_shadow() && !login.is_shadow());
+    /// # Ok::<(), tollgate::config::ConfigFileError>(())
+    /// ```
     pub fn is_shadow(&self) -> bool {
         self.shadow
+    }
+
+    /// The quota its decisions report as their `limit`, and the window it applies
+    /// over: `requests_per_unit` per unit, or with a `burst` of another size, the
+    /// burst over the time the bucket takes to fill. So `r` never exceeds `q`.
+    pub(crate) fn quota_and_window(&self) -> (u64, Duration) {
+        match self.rule.capacity() {
+            count if count == self.requests_per_unit => (count, self.window()),
+            burst => (burst, self.rule.window()),
+        }
     }
 }
 
@@ -269,16 +440,80 @@ impl RuleSet {
     }
 
     /// The domain: the hash tag of every key of these rules.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tollgate::config::{Algorithm, RuleSet, Unit};
+    /// let rules = RuleSet::from_yaml("
+    /// domain: api
+    /// descriptors:
+    ///   - key: user
+    ///     shadow_mode: true
+    ///     rate_limit: { name: per_user, unit: minute, requests_per_unit: 30, algorithm: gcra }
+    ///   - key: path
+    ///     value: /login
+    ///     rate_limit: { unit: second, requests_per_unit: 2 }
+    /// ")?;
+    /// let (per_user, login) = (&rules.limits()[0], &rules.limits()[1]);
+    /// assert_eq!(rules.domain(), "api");
+    /// # let _ = (per_user, login);
+    /// # Ok::<(), tollgate::config::ConfigFileError>(())
+    /// ```
     pub fn domain(&self) -> &str {
         &self.domain
     }
 
     /// Every limit, in the order of the file.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tollgate::config::{Algorithm, RuleSet, Unit};
+    /// let rules = RuleSet::from_yaml("
+    /// domain: api
+    /// descriptors:
+    ///   - key: user
+    ///     shadow_mode: true
+    ///     rate_limit: { name: per_user, unit: minute, requests_per_unit: 30, algorithm: gcra }
+    ///   - key: path
+    ///     value: /login
+    ///     rate_limit: { unit: second, requests_per_unit: 2 }
+    /// ")?;
+    /// let (per_user, login) = (&rules.limits()[0], &rules.limits()[1]);
+    /// assert_eq!(rules.limits().len(), 2);
+    /// # let _ = (per_user, login);
+    /// # Ok::<(), tollgate::config::ConfigFileError>(())
+    /// ```
     pub fn limits(&self) -> &[Limit] {
         &self.limits
     }
 
     /// The limit named `name`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tollgate::config::{Algorithm, RuleSet, Unit};
+    /// let rules = RuleSet::from_yaml("
+    /// domain: api
+    /// descriptors:
+    ///   - key: user
+    ///     shadow_mode: true
+    ///     rate_limit: { name: per_user, unit: minute, requests_per_unit: 30, algorithm: gcra }
+    ///   - key: path
+    ///     value: /login
+    ///     rate_limit: { unit: second, requests_per_unit: 2 }
+    /// ")?;
+    /// let (per_user, login) = (&rules.limits()[0], &rules.limits()[1]);
+    /// assert_eq!(rules.limit("per_user").unwrap().requests_per_unit(), 30);
+    /// assert!(rules.limit("nobody").is_none());
+    /// # let _ = (per_user, login);
+    /// # Ok::<(), tollgate::config::ConfigFileError>(())
+    /// ```
     pub fn limit(&self, name: &str) -> Option<&Limit> {
         self.limits.iter().find(|l| l.name == name)
     }

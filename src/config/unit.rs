@@ -54,6 +54,12 @@ pub enum Unit {
 
 impl Unit {
     /// The unit's length.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(tollgate::config::Unit::Week.duration().as_secs(), 604_800);
+    /// ```
     pub const fn duration(self) -> Duration {
         Duration::from_secs(self.seconds())
     }
@@ -71,6 +77,12 @@ impl Unit {
     }
 
     /// The unit as the file spells it: `"second"`, `"minute"`, …
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(tollgate::config::Unit::Hour.as_str(), "hour");
+    /// ```
     pub const fn as_str(self) -> &'static str {
         match self {
             Unit::Second => "second",
@@ -128,6 +140,12 @@ pub enum Algorithm {
 
 impl Algorithm {
     /// The algorithm as the file spells it: `"fixed_window"`, `"gcra"`, …
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(tollgate::config::Algorithm::SlidingLog.as_str(), "sliding_log");
+    /// ```
     pub const fn as_str(self) -> &'static str {
         match self {
             Algorithm::FixedWindow => "fixed_window",
@@ -139,6 +157,15 @@ impl Algorithm {
     }
 
     /// Whether a `burst` applies: only to the buckets.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::config::Algorithm;
+    ///
+    /// assert!(Algorithm::Gcra.takes_burst());
+    /// assert!(!Algorithm::FixedWindow.takes_burst());
+    /// ```
     pub const fn takes_burst(self) -> bool {
         matches!(self, Algorithm::Gcra | Algorithm::LeakyBucket)
     }

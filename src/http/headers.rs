@@ -54,7 +54,7 @@ use http::header::RETRY_AFTER;
 use http::{HeaderMap, HeaderName, HeaderValue};
 
 use super::limits::{Policy, Verdict};
-use crate::decision::Denied;
+use crate::decision::{Denied, Limited};
 
 /// `RateLimit-Policy`: every policy that applies to the request.
 ///
@@ -116,7 +116,23 @@ pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-r
 /// assert_eq!(seconds_up(Duration::from_millis(12_001)), 13);
 /// ```
 pub fn seconds_up(d: Duration) -> u64 {
-    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+    // Saturating: `Duration::MAX` has a fraction too.
+    d.as_secs().saturating_add(u64::from(d.subsec_nanos() > 0))
+}
+
+/// The largest sf-integer: RFC 9651 allows at most 15 digits.
+const SF_INTEGER_MAX: u64 = 999_999_999_999_999;
+
+/// `n` as an sf-integer, clamped to the largest one: a field with 16 digits would be
+/// invalid whole, and a client would then ignore every policy in it.
+fn sf_integer(n: u64) -> u64 {
+    n.min(SF_INTEGER_MAX)
+}
+
+/// The `Retry-After` of a "not now" denial, in delay-seconds: its wait rounded up, so
+/// never earlier than `t`, and at least 1.
+pub(crate) fn retry_after_seconds(limited: &Limited) -> u64 {
+    seconds_up(limited.retry_after()).max(1)
 }
 
 /// `name` as a structured-field string, quotes included; see the
@@ -133,6 +149,12 @@ pub fn seconds_up(d: Duration) -> u64 {
 /// ```
 pub fn sf_string(name: &str) -> String {
     let mut out = String::with_capacity(name.len() + 2);
+    push_sf_string(&mut out, name);
+    out
+}
+
+/// Appends `name` as an sf-string to `out`, without a `String` of its own.
+fn push_sf_string(out: &mut String, name: &str) {
     out.push('"');
     for byte in name.bytes() {
         match byte {
@@ -147,7 +169,6 @@ pub fn sf_string(name: &str) -> String {
         }
     }
     out.push('"');
-    out
 }
 
 /// The `RateLimit-Policy` value listing `policies`.
@@ -171,10 +192,10 @@ pub fn policy_value(policies: &[Policy]) -> HeaderValue {
         if i > 0 {
             out.push_str(", ");
         }
-        out.push_str(&sf_string(&policy.name));
-        let _ = write!(out, ";q={}", policy.quota);
+        push_sf_string(&mut out, &policy.name);
+        let _ = write!(out, ";q={}", sf_integer(policy.quota));
         if !policy.window.is_zero() {
-            let _ = write!(out, ";w={}", seconds_up(policy.window));
+            let _ = write!(out, ";w={}", sf_integer(seconds_up(policy.window)));
         }
     }
     value(out)
@@ -194,13 +215,17 @@ pub fn policy_value(policies: &[Policy]) -> HeaderValue {
 /// assert_eq!(ratelimit_value(&burst, 0, 12), r#""burst";r=0;t=12"#);
 /// ```
 pub fn ratelimit_value(policy: &Policy, remaining: u64, t: u64) -> HeaderValue {
-    value(format!("{};r={remaining};t={t}", sf_string(&policy.name)))
+    let mut out = String::with_capacity(policy.name.len() + 24);
+    push_sf_string(&mut out, &policy.name);
+    let _ = write!(out, ";r={};t={}", sf_integer(remaining), sf_integer(t));
+    value(out)
 }
 
 /// Adds the fields `verdict` calls for to `headers`: nothing for a verdict without a
-/// decision or policies; `RateLimit-Policy`, and for an admission or a "not now"
-/// denial `RateLimit` of the decisive policy; `Retry-After` on a "not now" denial;
-/// and with `legacy`, `X-RateLimit-*` beside `RateLimit`.
+/// decision; `RateLimit-Policy` listing its policies, and for an admission or a "not
+/// now" denial `RateLimit` of the decisive policy; `Retry-After` on every "not now"
+/// denial, even one without policies; and with `legacy`, `X-RateLimit-*` beside
+/// `RateLimit`. Every sf-integer is clamped to 15 digits, the most RFC 9651 allows.
 ///
 /// Fields are appended, not replaced: an inner layer's `RateLimit` items and this
 /// one's make one list, as structured-field lists combine across field lines. A
@@ -229,10 +254,13 @@ pub fn insert(headers: &mut HeaderMap, verdict: &Verdict, legacy: bool) {
     let Some(decision) = &verdict.decision else {
         return;
     };
-    if verdict.policies.is_empty() {
-        return;
+    if !verdict.policies.is_empty() {
+        headers.append(RATELIMIT_POLICY, policy_value(&verdict.policies));
     }
-    headers.append(RATELIMIT_POLICY, policy_value(&verdict.policies));
+    // `Retry-After` needs no policy: a 429 always says when to come back.
+    if let Err(Denied::Limited(limited)) = decision {
+        headers.append(RETRY_AFTER, HeaderValue::from(retry_after_seconds(limited)));
+    }
     let Some(policy) = verdict.decisive_policy() else {
         return;
     };
@@ -243,16 +271,12 @@ pub fn insert(headers: &mut HeaderMap, verdict: &Verdict, legacy: bool) {
             seconds_up(admitted.reset_after()),
             admitted.reset_after(),
         ),
-        Err(Denied::Limited(limited)) => {
-            let t = seconds_up(limited.retry_after());
-            headers.append(RETRY_AFTER, HeaderValue::from(t.max(1)));
-            (
-                limited.limit(),
-                limited.remaining(),
-                t,
-                limited.reset_after(),
-            )
-        }
+        Err(Denied::Limited(limited)) => (
+            limited.limit(),
+            limited.remaining(),
+            seconds_up(limited.retry_after()),
+            limited.reset_after(),
+        ),
         Err(_) => return,
     };
     headers.append(RATELIMIT, ratelimit_value(policy, remaining, t));
@@ -274,7 +298,7 @@ fn value(text: String) -> HeaderValue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decision::{Admitted, InsufficientCapacity, Limited};
+    use crate::decision::{Admitted, InsufficientCapacity};
 
     fn policy(name: &str, q: u64, w: Duration) -> Policy {
         Policy::new(name, q, w)
@@ -389,6 +413,62 @@ mod tests {
         assert_eq!(map["ratelimit"], r#""p";r=0;t=0"#);
     }
 
+    /// The bug: a quota, window or count above 15 digits was sent as is, which makes
+    /// the whole field invalid (RFC 9651 integers have at most 15 digits), and
+    /// `seconds_up(Duration::MAX)` overflowed.
+    #[test]
+    fn huge_numbers_are_clamped_to_the_largest_sf_integer() {
+        assert_eq!(seconds_up(Duration::MAX), u64::MAX);
+        let huge = policy("h", u64::MAX, Duration::MAX);
+        assert_eq!(
+            policy_value(std::slice::from_ref(&huge)),
+            r#""h";q=999999999999999;w=999999999999999"#
+        );
+        assert_eq!(
+            ratelimit_value(&huge, u64::MAX, 1_000_000_000_000_000),
+            r#""h";r=999999999999999;t=999999999999999"#
+        );
+        let limited = Limited::new(Duration::MAX, u64::MAX, u64::MAX, Duration::MAX);
+        let verdict = Verdict::new(Err(Denied::Limited(limited)), vec![huge], 0);
+        let mut map = HeaderMap::new();
+        insert(&mut map, &verdict, true);
+        let t = map["ratelimit"]
+            .to_str()
+            .unwrap()
+            .rsplit("t=")
+            .next()
+            .unwrap();
+        let retry_after: u64 = map["retry-after"].to_str().unwrap().parse().unwrap();
+        assert!(retry_after >= t.parse::<u64>().unwrap());
+        assert_eq!(map["x-ratelimit-limit"], u64::MAX.to_string().as_str());
+    }
+
+    /// The bug: a denial whose verdict had no policies (or a `decisive` index out of
+    /// range) was a 429 without `Retry-After`.
+    #[test]
+    fn retry_after_is_sent_without_policies() {
+        let limited = Limited::new(Duration::from_millis(2_500), 10, 0, Duration::ZERO);
+        let verdict = Verdict::new(Err(Denied::Limited(limited)), Vec::<Policy>::new(), 0);
+        let mut map = HeaderMap::new();
+        insert(&mut map, &verdict, true);
+        assert_eq!(fields(&map), pairs(&[("retry-after", "3")]));
+
+        let verdict = Verdict::new(
+            Err(Denied::Limited(limited)),
+            vec![policy("p", 10, Duration::from_secs(1))],
+            7,
+        );
+        let mut map = HeaderMap::new();
+        insert(&mut map, &verdict, false);
+        assert_eq!(
+            fields(&map),
+            pairs(&[
+                ("ratelimit-policy", r#""p";q=10;w=1"#),
+                ("retry-after", "3")
+            ])
+        );
+    }
+
     #[test]
     fn never_admitted_gets_only_the_policies() {
         let verdict = Verdict::new(
@@ -409,7 +489,11 @@ mod tests {
         let mut map = HeaderMap::new();
         insert(&mut map, &Verdict::unlimited(), true);
         let admitted = Admitted::new(1, 0, Duration::ZERO);
-        insert(&mut map, &Verdict::new(Ok(admitted), Vec::new(), 0), true);
+        insert(
+            &mut map,
+            &Verdict::new(Ok(admitted), Vec::<Policy>::new(), 0),
+            true,
+        );
         assert!(map.is_empty());
     }
 

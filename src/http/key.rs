@@ -1,10 +1,12 @@
 //! Keys for the server layer: who a request counts against.
 
+use std::borrow::Cow;
 use std::fmt;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
+use http::header::FORWARDED;
 use http::request::Parts;
-use http::{HeaderMap, HeaderName};
+use http::{HeaderMap, HeaderName, HeaderValue};
 
 /// Reads the key a request counts against from its head.
 ///
@@ -194,7 +196,9 @@ pub enum ForwardedHeader {
 /// proxy appends the address it saw, so the walk stops at the real client before it
 /// reaches anything the client wrote. An entry that is not an IP address (`unknown`,
 /// an obfuscated `_identifier`, garbage) ends the walk: the request counts against
-/// the last address known, the proxy that reported it.
+/// the last address known, the proxy that reported it. Empty entries are skipped, a
+/// port (even an obfuscated one, `192.0.2.1:_p`) is ignored, and a byte that is not
+/// UTF-8 spoils only the entry it is in.
 ///
 /// Addresses are keyed in canonical form: an IPv4-mapped IPv6 peer (`::ffff:1.2.3.4`,
 /// from a dual-stack listener) is keyed as `1.2.3.4`. An IPv6 host usually holds a
@@ -396,34 +400,47 @@ fn peer_address(request: &Parts) -> Option<IpAddr> {
     extensions.get::<IpAddr>().copied()
 }
 
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+
+/// A header line as text: a byte that is not UTF-8 spoils only the entry it is in,
+/// not the whole line (a proxy appends to the line the client sent).
+fn line(value: &HeaderValue) -> Cow<'_, str> {
+    String::from_utf8_lossy(value.as_bytes())
+}
+
+/// `s` without HTTP's optional whitespace around it.
+fn trim_ows(s: &str) -> &str {
+    s.trim_matches([' ', '\t'])
+}
+
 /// Every `X-Forwarded-For` entry, left to right across all the header's lines: `None`
-/// for one that is not an address.
+/// for one that is not an address. Empty entries are skipped, as RFC 9110 asks of
+/// lists.
 fn x_forwarded_for(headers: &HeaderMap) -> Vec<Option<IpAddr>> {
     let mut hops = Vec::new();
-    for value in headers.get_all("x-forwarded-for") {
-        match value.to_str() {
-            Ok(value) => hops.extend(value.split(',').map(|hop| parse_node(hop.trim()))),
-            Err(_) => hops.push(None),
-        }
+    for value in headers.get_all(X_FORWARDED_FOR) {
+        let value = line(value);
+        let entries = value.split(',').map(trim_ows).filter(|hop| !hop.is_empty());
+        hops.extend(entries.map(parse_node));
     }
     hops
 }
 
 /// The `for=` of every RFC 7239 `Forwarded` element, left to right: `None` for an
-/// element without one or whose node is not an address.
+/// element without one or whose node is not an address. Empty elements are skipped.
 fn forwarded_for(headers: &HeaderMap) -> Vec<Option<IpAddr>> {
     let mut hops = Vec::new();
-    for value in headers.get_all("forwarded") {
-        let Ok(value) = value.to_str() else {
-            hops.push(None);
-            continue;
-        };
-        for element in split_unquoted(value, ',') {
+    for value in headers.get_all(FORWARDED) {
+        let value = line(value);
+        for element in split_unquoted(&value, ',') {
+            if trim_ows(element).is_empty() {
+                continue;
+            }
             let node = split_unquoted(element, ';').into_iter().find_map(|pair| {
                 let (name, value) = pair.split_once('=')?;
-                name.trim()
+                trim_ows(name)
                     .eq_ignore_ascii_case("for")
-                    .then(|| unquote(value.trim()))
+                    .then(|| unquote(trim_ows(value)))
             });
             hops.push(node.and_then(|node| parse_node(&node)));
         }
@@ -468,18 +485,38 @@ fn unquote(s: &str) -> String {
 }
 
 /// An address, with or without a port: `192.0.2.1`, `192.0.2.1:80`, `2001:db8::1`,
-/// `[2001:db8::1]`, `[2001:db8::1]:80`.
+/// `[2001:db8::1]`, `[2001:db8::1]:80`. The port may be an RFC 7239 obfuscated one
+/// (`192.0.2.1:_hidden`): the address is still known.
 fn parse_node(node: &str) -> Option<IpAddr> {
+    if let Some(rest) = node.strip_prefix('[') {
+        let (ip, after) = rest.split_once(']')?;
+        let port_ok = after.is_empty() || after.strip_prefix(':').is_some_and(is_port);
+        return port_ok
+            .then(|| ip.parse::<Ipv6Addr>().ok())
+            .flatten()
+            .map(IpAddr::V6);
+    }
     if let Ok(ip) = node.parse::<IpAddr>() {
         return Some(ip);
     }
-    if let Ok(addr) = node.parse::<SocketAddr>() {
-        return Some(addr.ip());
-    }
-    node.strip_prefix('[')
-        .and_then(|n| n.strip_suffix(']'))
-        .and_then(|n| n.parse::<std::net::Ipv6Addr>().ok())
-        .map(IpAddr::V6)
+    // An IPv6 address with a port is bracketed, so this is IPv4 with a port.
+    let (ip, port) = node.split_once(':')?;
+    is_port(port)
+        .then(|| ip.parse::<Ipv4Addr>().ok())
+        .flatten()
+        .map(IpAddr::V4)
+}
+
+/// An RFC 7239 node-port: up to 5 digits, or `_` and an obfuscated identifier.
+fn is_port(port: &str) -> bool {
+    let digits = (1..=5).contains(&port.len()) && port.bytes().all(|b| b.is_ascii_digit());
+    let obfuscated = port.strip_prefix('_').is_some_and(|id| {
+        !id.is_empty()
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    });
+    digits || obfuscated
 }
 
 /// `ip` with every bit after the first `prefix` cleared; `None` if the prefix is
@@ -511,7 +548,7 @@ fn parse_network(network: &str) -> Result<(IpAddr, u8), InvalidNetwork> {
     };
     let bracketed = address.strip_prefix('[').and_then(|a| a.strip_suffix(']'));
     let ip = match bracketed {
-        Some(v6) => v6.parse::<std::net::Ipv6Addr>().map(IpAddr::V6),
+        Some(v6) => v6.parse::<Ipv6Addr>().map(IpAddr::V6),
         None => address.parse::<IpAddr>(),
     }
     .map_err(|_| invalid("not an IP address"))?
@@ -553,6 +590,15 @@ pub struct InvalidNetwork {
 
 impl InvalidNetwork {
     /// The text that was given.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::http::ClientIp;
+    ///
+    /// let error = ClientIp::new().trust("nonsense").unwrap_err();
+    /// assert_eq!(error.input(), "nonsense");
+    /// ```
     pub fn input(&self) -> &str {
         &self.input
     }
@@ -710,6 +756,79 @@ mod tests {
         assert_eq!(key(&ip, "10.0.0.2:1000", &h), "2001:db8::1");
         let h = [("x-forwarded-for", "[2001:db8::2]")];
         assert_eq!(key(&ip, "10.0.0.2:1000", &h), "2001:db8::2");
+    }
+
+    /// The bug: a byte that is not UTF-8 anywhere in a line voided the whole line, so
+    /// a client sending `X-Forwarded-For: \xff` through a proxy that appends to it
+    /// was keyed as the proxy, escaping its own limit.
+    #[test]
+    fn a_byte_that_is_not_utf8_spoils_only_its_entry() {
+        let with = |name: &str, value: &[u8]| {
+            let mut request = http::Request::get("/").body(()).unwrap();
+            request.headers_mut().append(
+                HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_bytes(value).unwrap(),
+            );
+            request
+                .extensions_mut()
+                .insert("10.0.0.2:1000".parse::<SocketAddr>().unwrap());
+            request.into_parts().0
+        };
+        let xff = ClientIp::new().trust("10.0.0.0/8").unwrap();
+        let request = with("x-forwarded-for", b"6.6.6.\xff, 203.0.113.7");
+        assert_eq!(xff.extract(&request).unwrap(), "203.0.113.7");
+        let rfc = xff.clone().header(ForwardedHeader::Forwarded);
+        let request = with("forwarded", b"for=\"\xfe\", for=203.0.113.8");
+        assert_eq!(rfc.extract(&request).unwrap(), "203.0.113.8");
+        // Behind two proxies, garbage the first one reports still ends the walk.
+        let request = with("x-forwarded-for", b"203.0.113.7, \xff, 10.3.3.3");
+        assert_eq!(xff.extract(&request).unwrap(), "10.3.3.3");
+    }
+
+    /// The bug: empty list entries (`a, , b` or a trailing comma, which RFC 9110 says
+    /// to ignore) ended the walk, keying the client as its proxy.
+    #[test]
+    fn empty_entries_are_skipped() {
+        let ip = ClientIp::new().trust("10.0.0.0/8").unwrap();
+        let h = [("x-forwarded-for", "203.0.113.7, , 10.1.1.1,")];
+        assert_eq!(key(&ip, "10.0.0.2:1000", &h), "203.0.113.7");
+        let rfc = ip.header(ForwardedHeader::Forwarded);
+        let h = [("forwarded", "for=203.0.113.7,, for=10.1.1.1 ,")];
+        assert_eq!(key(&rfc, "10.0.0.2:1000", &h), "203.0.113.7");
+    }
+
+    /// The bug: an obfuscated port (RFC 7239 `for="192.0.2.43:_p"`) made the node
+    /// unreadable, though its address is plain.
+    #[test]
+    fn obfuscated_ports_are_ignored_and_bad_ports_are_not_addresses() {
+        let ip = ClientIp::new()
+            .trust("10.0.0.0/8")
+            .unwrap()
+            .header(ForwardedHeader::Forwarded);
+        let h = [("forwarded", r#"for="203.0.113.7:_abc-1""#)];
+        assert_eq!(key(&ip, "10.0.0.2:1000", &h), "203.0.113.7");
+        let h = [("forwarded", r#"for="[2001:db8::1]:_x.y""#)];
+        assert_eq!(key(&ip, "10.0.0.2:1000", &h), "2001:db8::1");
+        for bad in [
+            "203.0.113.7:",
+            "203.0.113.7:123456",
+            "203.0.113.7:_",
+            "203.0.113.7:_a b",
+            "[2001:db8::1]x",
+            "[2001:db8::1]:",
+            "[203.0.113.7]",
+            "2001:db8::1:_x",
+        ] {
+            assert_eq!(parse_node(bad), None, "{bad}");
+        }
+        assert_eq!(
+            parse_node("2001:db8::1"),
+            Some("2001:db8::1".parse().unwrap())
+        );
+        assert_eq!(
+            parse_node("203.0.113.7:80"),
+            Some("203.0.113.7".parse().unwrap())
+        );
     }
 
     #[test]

@@ -145,8 +145,9 @@ impl Policy {
 pub struct Verdict {
     /// `None` when no limit applied (the request passes with no rate-limit fields).
     pub decision: Option<Decision>,
-    /// The policies that applied.
-    pub policies: Vec<Policy>,
+    /// The policies that applied: shared, so that a [`Limits`] with fixed policies
+    /// hands out the same list to every request without copying it.
+    pub policies: Arc<[Policy]>,
     /// Which of `policies` the decision reports: the one that denied, or the one
     /// closest to exhaustion.
     pub decisive: usize,
@@ -168,10 +169,10 @@ impl Verdict {
     /// assert!(!verdict.is_admitted());
     /// assert_eq!(verdict.decisive_policy().unwrap().name, "default");
     /// ```
-    pub fn new(decision: Decision, policies: Vec<Policy>, decisive: usize) -> Verdict {
+    pub fn new(decision: Decision, policies: impl Into<Arc<[Policy]>>, decisive: usize) -> Verdict {
         Verdict {
             decision: Some(decision),
-            policies,
+            policies: policies.into(),
             decisive,
         }
     }
@@ -188,7 +189,7 @@ impl Verdict {
     pub fn unlimited() -> Verdict {
         Verdict {
             decision: None,
-            policies: Vec::new(),
+            policies: Arc::new([]),
             decisive: 0,
         }
     }
@@ -486,7 +487,7 @@ where
             Cost::Computed(cost) => cost(request),
         };
         let limiter = self.limiter.clone();
-        let policies = self.policies.to_vec();
+        let policies = self.policies.clone();
         let capacities = self.capacities.clone();
         Box::pin(async move {
             let decision = limiter.try_acquire(&key, n).await?;
@@ -697,6 +698,18 @@ mod tests {
         let error = block_on(limits.check(&head(&[]))).unwrap_err();
         assert!(matches!(error, CheckError::Key(KeyError::MissingHeader(_))));
         assert!(limits.limiter().store().is_empty());
+    }
+
+    /// The waste it guards: every check copied the policies (a `String` each) into
+    /// its verdict; now every verdict shares the one list.
+    #[test]
+    fn verdicts_share_the_policies_without_copying_them() {
+        let limiter = SharedLimiter::new(store(), Gcra::new(Quota::per_second(5).unwrap()));
+        let limits = KeyedLimits::new(Global, limiter.unwrap());
+        let first = block_on(limits.check(&head(&[]))).unwrap();
+        let second = block_on(limits.check(&head(&[]))).unwrap();
+        assert!(Arc::ptr_eq(&first.policies, &second.policies));
+        assert!(Arc::ptr_eq(&first.policies, &limits.policies));
     }
 
     #[test]

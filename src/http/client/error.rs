@@ -47,16 +47,45 @@ pub enum ThrottleError<E = Infallible> {
 
 impl<E> ThrottleError<E> {
     /// Whether the same call can never go: too costly, or the limiter is closed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use tollgate::http::client::ThrottleError;
+    ///
+    /// assert!(ThrottleError::<Infallible>::Closed.is_never());
+    /// assert!(!ThrottleError::<Infallible>::TimedOut.is_never());
+    /// ```
     pub fn is_never(&self) -> bool {
         matches!(self, ThrottleError::Insufficient(_) | ThrottleError::Closed)
     }
 
     /// Whether the wait for a permit timed out.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use tollgate::http::client::ThrottleError;
+    ///
+    /// assert!(ThrottleError::<Infallible>::TimedOut.is_timed_out());
+    /// ```
     pub fn is_timed_out(&self) -> bool {
         matches!(self, ThrottleError::TimedOut)
     }
 
     /// The inner service's error, if that is what this is.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use tollgate::http::client::ThrottleError;
+    ///
+    /// assert_eq!(ThrottleError::Inner("refused").into_inner(), Some("refused"));
+    /// assert_eq!(ThrottleError::<&str>::TimedOut.into_inner(), None);
+    /// ```
     pub fn into_inner(self) -> Option<E> {
         match self {
             ThrottleError::Inner(e) => Some(e),

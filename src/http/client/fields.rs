@@ -2,7 +2,7 @@
 //! need: every bare-item type parses, so a valid field is never rejected, but only
 //! integers, strings and tokens keep their values.
 
-use http::HeaderMap;
+use http::{HeaderMap, HeaderName};
 
 use super::parse::saturating_digits;
 
@@ -48,7 +48,7 @@ pub(super) enum Member {
 
 /// The members of every line of the field `name`, joined; empty when any line is not
 /// a valid list.
-pub(super) fn field_list(headers: &HeaderMap, name: &str) -> Vec<Member> {
+pub(super) fn field_list(headers: &HeaderMap, name: HeaderName) -> Vec<Member> {
     let mut joined = String::new();
     for value in headers.get_all(name) {
         let Ok(line) = value.to_str() else {

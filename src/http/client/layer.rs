@@ -54,6 +54,19 @@ impl<P: Permits> ThrottleLayer<P> {
     /// A layer taking one permit per call from `permits` (a [`Limiter`](crate::Limiter)
     /// or a [`StorePermits`](super::StorePermits)), waiting as long as it takes,
     /// pausing 1 s after a 429 that names no time, and never pausing more than an hour.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::http::client::ThrottleLayer;
+    /// use tollgate::{algorithm::Gcra, clock::ManualClock, Limiter, Quota};
+    ///
+    /// let clock = ManualClock::new();
+    /// let layer = ThrottleLayer::new(Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone()));
+    /// assert_eq!(layer.paused_until(), None);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn new(permits: P) -> ThrottleLayer<P> {
         ThrottleLayer {
             shared: Arc::new(Shared::new(permits)),
@@ -70,6 +83,20 @@ impl<P: Permits> ThrottleLayer<P> {
 
     /// Each call takes `n` permits, unless the request carries a [`Cost`](super::Cost).
     /// Zero lets calls through without permits (pauses still apply).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::http::client::ThrottleLayer;
+    /// use tollgate::{algorithm::Gcra, clock::ManualClock, Limiter, Quota};
+    ///
+    /// let clock = ManualClock::new();
+    /// let layer = ThrottleLayer::new(Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone()));
+    /// // Every call takes 2 permits: 5 calls a second.
+    /// let layer = layer.cost(2);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn cost(mut self, n: u64) -> ThrottleLayer<P> {
         self.settings.cost = n;
         self
@@ -78,12 +105,38 @@ impl<P: Permits> ThrottleLayer<P> {
     /// A call fails with [`ThrottleError::TimedOut`](super::ThrottleError::TimedOut)
     /// when its permit (and the end of any pause) cannot be had within `timeout`: at
     /// once when that is already known. The inner service's own time is not counted.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::http::client::ThrottleLayer;
+    /// use tollgate::{algorithm::Gcra, clock::ManualClock, Limiter, Quota};
+    ///
+    /// let clock = ManualClock::new();
+    /// let layer = ThrottleLayer::new(Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone()));
+    /// let layer = layer.timeout(Duration::from_millis(500));
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn timeout(mut self, timeout: Duration) -> ThrottleLayer<P> {
         self.settings.timeout = Some(timeout);
         self
     }
 
     /// The pause after a 429 whose headers name no time (1 s by default).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::http::client::ThrottleLayer;
+    /// use tollgate::{algorithm::Gcra, clock::ManualClock, Limiter, Quota};
+    ///
+    /// let clock = ManualClock::new();
+    /// let layer = ThrottleLayer::new(Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone()));
+    /// let layer = layer.default_backoff(Duration::from_secs(5));
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn default_backoff(mut self, pause: Duration) -> ThrottleLayer<P> {
         self.settings.backoff.default = pause;
         self
@@ -91,23 +144,80 @@ impl<P: Permits> ThrottleLayer<P> {
 
     /// The longest pause a server's answer can impose (an hour by default): a bounded
     /// wait however large a `Retry-After` the server sends.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::http::client::ThrottleLayer;
+    /// use tollgate::{algorithm::Gcra, clock::ManualClock, Limiter, Quota};
+    ///
+    /// let clock = ManualClock::new();
+    /// let layer = ThrottleLayer::new(Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone()));
+    /// let layer = layer.max_pause(Duration::from_secs(60));
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn max_pause(mut self, max: Duration) -> ThrottleLayer<P> {
         self.settings.backoff.max = max;
         self
     }
 
     /// The permit source.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::http::client::ThrottleLayer;
+    /// use tollgate::{algorithm::Gcra, clock::ManualClock, Limiter, Quota};
+    ///
+    /// let clock = ManualClock::new();
+    /// let layer = ThrottleLayer::new(Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone()));
+    /// assert_eq!(tollgate::http::client::Permits::capacity(layer.permits()), 10);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn permits(&self) -> &P {
         &self.shared.permits
     }
 
     /// The end of the current pause on the permit source's clock, if one is on.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::http::client::ThrottleLayer;
+    /// use tollgate::{algorithm::Gcra, clock::ManualClock, Limiter, Quota};
+    ///
+    /// let clock = ManualClock::new();
+    /// let layer = ThrottleLayer::new(Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone()));
+    /// layer.pause_for(Duration::from_secs(3));
+    /// assert_eq!(layer.paused_until(), Some(tollgate::clock::Nanos::new(3_000_000_000)));
+    /// clock.advance(Duration::from_secs(3));
+    /// assert_eq!(layer.paused_until(), None);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn paused_until(&self) -> Option<Nanos> {
         self.shared.paused_until()
     }
 
     /// Holds every call off for `d` from now, unless a longer pause is on, as if a
     /// server had asked: for signals the layer does not read itself.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::http::client::ThrottleLayer;
+    /// use tollgate::{algorithm::Gcra, clock::ManualClock, Limiter, Quota};
+    ///
+    /// let clock = ManualClock::new();
+    /// let layer = ThrottleLayer::new(Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone()));
+    /// layer.pause_for(Duration::from_secs(10));
+    /// layer.pause_for(Duration::from_secs(1)); // does not cut the longer pause short
+    /// assert_eq!(layer.paused_until(), Some(tollgate::clock::Nanos::new(10_000_000_000)));
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn pause_for(&self, d: Duration) {
         self.shared.pause_for(d)
     }

@@ -23,8 +23,9 @@
 //!    - `Retry-After` on any response, in delay-seconds or as an HTTP-date;
 //!    - the `t` of every item with `r=0` in a `RateLimit` field (IETF
 //!      draft-ietf-httpapi-ratelimit-headers-10), e.g. `RateLimit: "default";r=0;t=3`;
-//!    - `X-RateLimit-Reset` when `X-RateLimit-Remaining` is 0 (see [`backoff`] for how
-//!      a reset is read as a delay or a Unix time);
+//!    - only when neither of those is sent, `X-RateLimit-Reset` when
+//!      `X-RateLimit-Remaining` is 0 (see [`backoff`] for why, and for how a reset is
+//!      read as a delay or a Unix time);
 //!
 //!    or, for a 429 that names none of them, the
 //!    [`default_backoff`](ThrottleLayer::default_backoff) (1 s). No pause is ever longer

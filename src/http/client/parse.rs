@@ -7,18 +7,15 @@
 
 use std::time::Duration;
 
-use http::header::{HeaderMap, RETRY_AFTER};
+use http::header::{HeaderMap, HeaderName, RETRY_AFTER};
 
 use super::date::http_date;
 use super::fields::{field_list, Bare, Member};
+use crate::http::headers::{RATELIMIT, RATELIMIT_POLICY, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET};
 
-const RATELIMIT: &str = "ratelimit";
-const RATELIMIT_POLICY: &str = "ratelimit-policy";
-const X_REMAINING: &str = "x-ratelimit-remaining";
-const X_RESET: &str = "x-ratelimit-reset";
 // The separate fields of the draft's versions 00 to 06, before the structured fields.
-const DRAFT_REMAINING: &str = "ratelimit-remaining";
-const DRAFT_RESET: &str = "ratelimit-reset";
+const DRAFT_REMAINING: HeaderName = HeaderName::from_static("ratelimit-remaining");
+const DRAFT_RESET: HeaderName = HeaderName::from_static("ratelimit-reset");
 
 /// A legacy reset at or above this many is a Unix time in seconds (2001-09-09), not a
 /// delay: no API asks a client to wait 31 years.
@@ -32,10 +29,15 @@ const EPOCH_MILLIS_FROM: u64 = 1_000_000_000_000;
 /// - every valid `Retry-After` (delay-seconds, or an HTTP-date counted from
 ///   `now_since_epoch`, the current Unix time; a date in the past means no wait);
 /// - the `t` of every `RateLimit` item whose `r` is 0;
-/// - `X-RateLimit-Reset` when `X-RateLimit-Remaining` is 0 (and the draft's older
-///   `RateLimit-Reset` / `RateLimit-Remaining` pair likewise). A reset below 10⁹ is a
-///   delay in seconds; from 10⁹ to 10¹² it is a Unix time in seconds (GitHub's
-///   convention); from 10¹² on, a Unix time in milliseconds. A fraction is allowed.
+///
+/// or, only when the response has neither a valid `Retry-After` nor a `RateLimit`
+/// item, `X-RateLimit-Reset` when `X-RateLimit-Remaining` is 0 (and the draft's older
+/// `RateLimit-Reset` / `RateLimit-Remaining` pair likewise). A reset below 10⁹ is a
+/// delay in seconds; from 10⁹ to 10¹² it is a Unix time in seconds (GitHub's
+/// convention); from 10¹² on, a Unix time in milliseconds. A fraction is allowed. The
+/// legacy pair is a fallback because its meaning varies: many servers (tollgate's
+/// among them) send the time until the quota is *full* again, which for a token
+/// bucket is far later than the time until the next request may pass.
 ///
 /// `None` when the response carries none of these; a 429 without any of them is for the
 /// caller to judge (the client layer then pauses for its default back-off).
@@ -59,14 +61,22 @@ pub fn backoff(headers: &HeaderMap, now_since_epoch: Duration) -> Option<Duratio
         .iter()
         .filter_map(|v| v.to_str().ok())
         .filter_map(|v| retry_after(v, now_since_epoch));
-    let exhausted = rate_limit(headers)
-        .into_iter()
+    let items = rate_limit(headers);
+    let exhausted = items
+        .iter()
         .filter(|item| item.remaining() == 0)
         .filter_map(|item| item.reset());
-    let legacy = [(X_REMAINING, X_RESET), (DRAFT_REMAINING, DRAFT_RESET)]
-        .into_iter()
-        .filter_map(|(remaining, reset)| legacy_reset(headers, remaining, reset, now_since_epoch));
-    retry_after.chain(exhausted).chain(legacy).max()
+    let standard = retry_after.chain(exhausted).max();
+    if standard.is_some() || !items.is_empty() {
+        return standard;
+    }
+    [
+        (X_RATELIMIT_REMAINING, X_RATELIMIT_RESET),
+        (DRAFT_REMAINING, DRAFT_RESET),
+    ]
+    .into_iter()
+    .filter_map(|(remaining, reset)| legacy_reset(headers, remaining, reset, now_since_epoch))
+    .max()
 }
 
 /// Reads a `Retry-After` value: delay-seconds (`120`), or an HTTP-date in any of the
@@ -130,16 +140,49 @@ pub struct RateLimitItem {
 
 impl RateLimitItem {
     /// The policy's name (the item itself, a string in the draft).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use http::{HeaderMap, HeaderValue};
+    /// # let mut headers = HeaderMap::new();
+    /// # headers.insert("ratelimit", HeaderValue::from_static(r#""burst";r=0;t=12"#));
+    /// let item = &tollgate::http::client::rate_limit(&headers)[0];
+    /// assert_eq!(item.policy(), "burst");
+    /// ```
     pub fn policy(&self) -> &str {
         &self.policy
     }
 
     /// `r`: the quota units left.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use http::{HeaderMap, HeaderValue};
+    /// # let mut headers = HeaderMap::new();
+    /// # headers.insert("ratelimit", HeaderValue::from_static(r#""burst";r=0;t=12"#));
+    /// let item = &tollgate::http::client::rate_limit(&headers)[0];
+    /// assert_eq!(item.remaining(), 0);
+    /// ```
     pub fn remaining(&self) -> u64 {
         self.remaining
     }
 
     /// `t`: how long until more quota is available, if the server said.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use http::{HeaderMap, HeaderValue};
+    /// # let mut headers = HeaderMap::new();
+    /// # headers.insert("ratelimit", HeaderValue::from_static(r#""burst";r=0;t=12"#));
+    /// let item = &tollgate::http::client::rate_limit(&headers)[0];
+    /// assert_eq!(item.reset(), Some(Duration::from_secs(12)));
+    /// ```
     pub fn reset(&self) -> Option<Duration> {
         self.reset
     }
@@ -171,21 +214,65 @@ pub struct RateLimitPolicyItem {
 
 impl RateLimitPolicyItem {
     /// The policy's name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use http::{HeaderMap, HeaderValue};
+    /// # let mut headers = HeaderMap::new();
+    /// # headers.insert("ratelimit-policy", HeaderValue::from_static(r#""daily";q=1000;w=86400;qu="requests""#));
+    /// let policy = &tollgate::http::client::rate_limit_policy(&headers)[0];
+    /// assert_eq!(policy.name(), "daily");
+    /// ```
     pub fn name(&self) -> &str {
         &self.name
     }
 
     /// `q`: the quota, in quota units.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use http::{HeaderMap, HeaderValue};
+    /// # let mut headers = HeaderMap::new();
+    /// # headers.insert("ratelimit-policy", HeaderValue::from_static(r#""daily";q=1000;w=86400;qu="requests""#));
+    /// let policy = &tollgate::http::client::rate_limit_policy(&headers)[0];
+    /// assert_eq!(policy.quota(), 1000);
+    /// ```
     pub fn quota(&self) -> u64 {
         self.quota
     }
 
     /// `w`: the window, if given.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use http::{HeaderMap, HeaderValue};
+    /// # let mut headers = HeaderMap::new();
+    /// # headers.insert("ratelimit-policy", HeaderValue::from_static(r#""daily";q=1000;w=86400;qu="requests""#));
+    /// let policy = &tollgate::http::client::rate_limit_policy(&headers)[0];
+    /// assert_eq!(policy.window(), Some(Duration::from_secs(86_400)));
+    /// ```
     pub fn window(&self) -> Option<Duration> {
         self.window
     }
 
     /// `qu`: the quota unit (`"requests"`, `"content-bytes"`, ...), if given.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use http::{HeaderMap, HeaderValue};
+    /// # let mut headers = HeaderMap::new();
+    /// # headers.insert("ratelimit-policy", HeaderValue::from_static(r#""daily";q=1000;w=86400;qu="requests""#));
+    /// let policy = &tollgate::http::client::rate_limit_policy(&headers)[0];
+    /// assert_eq!(policy.unit(), Some("requests"));
+    /// ```
     pub fn unit(&self) -> Option<&str> {
         self.unit.as_deref()
     }
@@ -264,8 +351,8 @@ pub fn rate_limit_policy(headers: &HeaderMap) -> Vec<RateLimitPolicyItem> {
 /// The reset of a legacy pair, when its remaining count is 0.
 fn legacy_reset(
     headers: &HeaderMap,
-    remaining: &str,
-    reset: &str,
+    remaining: HeaderName,
+    reset: HeaderName,
     now_since_epoch: Duration,
 ) -> Option<Duration> {
     let remaining = headers.get(remaining)?.to_str().ok()?;
@@ -598,11 +685,78 @@ mod tests {
             ("x-ratelimit-reset", "4"),
         ]);
         assert_eq!(backoff(&h, now), Some(Duration::from_secs(5)));
+        let h = headers(&[("retry-after", "2"), ("ratelimit", r#""a";r=0;t=5"#)]);
+        assert_eq!(backoff(&h, now), Some(Duration::from_secs(5)));
         let h = headers(&[("retry-after", "garbage"), ("retry-after", "3")]);
         assert_eq!(backoff(&h, now), Some(Duration::from_secs(3)));
         assert_eq!(backoff(&HeaderMap::new(), now), None);
         let h = headers(&[("ratelimit", r#""a";r=1;t=5"#)]);
         assert_eq!(backoff(&h, now), None);
+    }
+
+    /// The bug: the legacy reset counted as much as `Retry-After`, so a client of a
+    /// server sending the time until its token bucket is *full* again (tollgate's
+    /// `X-RateLimit-Reset: 60`) paused 60 s where `Retry-After: 12` sufficed.
+    #[test]
+    fn the_legacy_reset_is_only_a_fallback() {
+        let now = Duration::from_secs(1_700_000_000);
+        let full_later = [("x-ratelimit-remaining", "0"), ("x-ratelimit-reset", "60")];
+        let mut h = headers(&full_later);
+        h.append("retry-after", HeaderValue::from_static("12"));
+        assert_eq!(backoff(&h, now), Some(Duration::from_secs(12)));
+        // A RateLimit item says there is quota left: the legacy pair is not read.
+        let mut h = headers(&full_later);
+        h.append("ratelimit", HeaderValue::from_static(r#""a";r=3;t=60"#));
+        assert_eq!(backoff(&h, now), None);
+        // Alone, it is read.
+        assert_eq!(
+            backoff(&headers(&full_later), now),
+            Some(Duration::from_secs(60))
+        );
+    }
+
+    /// What the server layer sends, the client layer reads: every field, names with
+    /// escapes and encoded bytes, and the largest numbers.
+    #[test]
+    fn what_the_server_layer_sends_the_client_layer_reads() {
+        use crate::decision::{Admitted, Denied, Limited};
+        use crate::http::{headers, Policy, Verdict};
+
+        let name = "a \"b\" \\ k\u{e4}se";
+        let policies = vec![
+            Policy::new(name, 100, Duration::from_secs(60)),
+            Policy::new("huge", u64::MAX, Duration::MAX),
+        ];
+        let limited = Limited::new(
+            Duration::from_millis(11_200),
+            100,
+            0,
+            Duration::from_secs(60),
+        );
+        let verdict = Verdict::new(Err(Denied::Limited(limited)), policies.clone(), 0);
+        let mut h = HeaderMap::new();
+        headers::insert(&mut h, &verdict, true);
+        assert_eq!(backoff(&h, Duration::ZERO), Some(Duration::from_secs(12)));
+        let items = rate_limit(&h);
+        assert_eq!(items.len(), 1);
+        assert_eq!(items[0].policy(), "a \"b\" \\ k%c3%a4se");
+        assert_eq!(items[0].remaining(), 0);
+        assert_eq!(items[0].reset(), Some(Duration::from_secs(12)));
+        let read = rate_limit_policy(&h);
+        assert_eq!(read.len(), 2);
+        assert_eq!(read[0].quota(), 100);
+        assert_eq!(read[1].quota(), 999_999_999_999_999);
+        assert_eq!(
+            read[1].window(),
+            Some(Duration::from_secs(999_999_999_999_999))
+        );
+
+        let admitted = Admitted::new(u64::MAX, u64::MAX, Duration::MAX);
+        let verdict = Verdict::new(Ok(admitted), policies, 1);
+        let mut h = HeaderMap::new();
+        headers::insert(&mut h, &verdict, true);
+        assert_eq!(rate_limit(&h)[0].remaining(), 999_999_999_999_999);
+        assert_eq!(backoff(&h, Duration::ZERO), None);
     }
 
     #[test]

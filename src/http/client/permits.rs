@@ -123,6 +123,21 @@ pub struct StorePermits<S, C> {
 
 impl<S: Store, C: Clock> StorePermits<S, C> {
     /// Permits for `key` from `limiter`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::http::client::StorePermits;
+    /// use tollgate::store::{MemoryStore, SharedLimiter};
+    /// use tollgate::{KeyedConfig, Quota};
+    ///
+    /// let store = MemoryStore::new(KeyedConfig::new(100), "clients")?;
+    /// let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(5)?))?;
+    /// let permits = StorePermits::new(limiter, "api.example.com");
+    /// assert_eq!(permits.key(), "api.example.com");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn new(limiter: SharedLimiter<S, C>, key: impl Into<String>) -> StorePermits<S, C> {
         StorePermits {
             limiter,
@@ -131,11 +146,41 @@ impl<S: Store, C: Clock> StorePermits<S, C> {
     }
 
     /// The limiter.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::http::client::StorePermits;
+    /// use tollgate::store::{MemoryStore, SharedLimiter};
+    /// use tollgate::{KeyedConfig, Quota};
+    ///
+    /// let store = MemoryStore::new(KeyedConfig::new(100), "clients")?;
+    /// let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(5)?))?;
+    /// let permits = StorePermits::new(limiter, "api.example.com");
+    /// assert_eq!(permits.limiter().capacity(), 5);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn limiter(&self) -> &SharedLimiter<S, C> {
         &self.limiter
     }
 
     /// The key every call counts against.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::http::client::StorePermits;
+    /// use tollgate::store::{MemoryStore, SharedLimiter};
+    /// use tollgate::{KeyedConfig, Quota};
+    ///
+    /// let store = MemoryStore::new(KeyedConfig::new(100), "clients")?;
+    /// let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(5)?))?;
+    /// let permits = StorePermits::new(limiter, "api.example.com");
+    /// assert_eq!(permits.key(), "api.example.com");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn key(&self) -> &str {
         &self.key
     }

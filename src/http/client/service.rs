@@ -49,17 +49,60 @@ pub struct Throttle<S, P> {
 
 impl<S, P: Permits> Throttle<S, P> {
     /// The inner service.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tower::Layer;
+    /// use tollgate::http::client::ThrottleLayer;
+    /// use tollgate::{algorithm::Gcra, clock::ManualClock, Limiter, Quota};
+    ///
+    /// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(10)?), ManualClock::new());
+    /// let throttle = ThrottleLayer::new(limiter).layer("inner");
+    /// assert_eq!(*throttle.get_ref(), "inner");
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn get_ref(&self) -> &S {
         &self.inner
     }
 
     /// The end of the current pause on the permit source's clock, if one is on.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tower::Layer;
+    /// use tollgate::http::client::ThrottleLayer;
+    /// use tollgate::{algorithm::Gcra, clock::ManualClock, Limiter, Quota};
+    ///
+    /// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(10)?), ManualClock::new());
+    /// let throttle = ThrottleLayer::new(limiter).layer("inner");
+    /// assert_eq!(throttle.paused_until(), None);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn paused_until(&self) -> Option<Nanos> {
         self.shared.paused_until()
     }
 
     /// Holds every call through this layer off for `d` from now, unless a longer pause
     /// is on.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tower::Layer;
+    /// use tollgate::http::client::ThrottleLayer;
+    /// use tollgate::{algorithm::Gcra, clock::ManualClock, Limiter, Quota};
+    ///
+    /// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(10)?), ManualClock::new());
+    /// let throttle = ThrottleLayer::new(limiter).layer("inner");
+    /// throttle.pause_for(Duration::from_secs(2));
+    /// assert_eq!(throttle.paused_until(), Some(tollgate::clock::Nanos::new(2_000_000_000)));
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn pause_for(&self, d: Duration) {
         self.shared.pause_for(d)
     }

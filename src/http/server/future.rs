@@ -60,8 +60,8 @@ where
 enum State<S: Service<Request<B>>, B> {
     Checking {
         check: CheckFuture,
-        /// Boxed, so that the future is `Unpin` whatever the service and body are.
-        pending: Option<Box<(S, Request<B>)>>,
+        /// Moved out once the check admits, never polled in place.
+        pending: Option<(S, Request<B>)>,
     },
     Calling {
         future: Pin<Box<S::Future>>,
@@ -80,12 +80,16 @@ impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
         ResponseFuture {
             state: State::Checking {
                 check,
-                pending: Some(Box::new((inner, request))),
+                pending: Some((inner, request)),
             },
             legacy_headers,
         }
     }
 }
+
+// Only the boxed futures are ever polled; the service and the request are moved,
+// never pinned, so the future need not box them to be `Unpin`.
+impl<S: Service<Request<B>>, B> Unpin for ResponseFuture<S, B> {}
 
 impl<S: Service<Request<B>>, B> fmt::Debug for ResponseFuture<S, B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -126,7 +130,7 @@ where
                             return Poll::Ready(Ok(response::check_error(&error)));
                         }
                     };
-                    let (mut inner, request) = *pending
+                    let (mut inner, request) = pending
                         .take()
                         .expect("the request is pending until the check completes");
                     let future = Box::pin(inner.call(request));
@@ -141,5 +145,37 @@ where
                 State::Done => panic!("ResponseFuture polled after it completed"),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::marker::PhantomPinned;
+
+    /// A service and a body that are not `Unpin`.
+    #[derive(Clone)]
+    struct Pinned(PhantomPinned);
+
+    impl Service<Request<PhantomPinned>> for Pinned {
+        type Response = Response<()>;
+        type Error = std::convert::Infallible;
+        type Future = std::future::Pending<Result<Response<()>, Self::Error>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, _: Request<PhantomPinned>) -> Self::Future {
+            std::future::pending()
+        }
+    }
+
+    /// The bug it guards: the service and the request were boxed on every request
+    /// only so that the future would be `Unpin`; it is `Unpin` without that.
+    #[test]
+    fn the_future_is_unpin_whatever_the_service_and_body() {
+        fn unpin<T: Unpin>() {}
+        unpin::<ResponseFuture<Pinned, PhantomPinned>>();
     }
 }

@@ -32,7 +32,7 @@ pub(super) fn denied<B>(verdict: &Verdict, legacy: bool) -> Response<RateLimitBo
     let policy = verdict.decisive_policy().map(|p| p.name.as_str());
     let (status, problem) = match &verdict.decision {
         Some(Err(Denied::Limited(limited))) => {
-            let seconds = headers::seconds_up(limited.retry_after()).max(1);
+            let seconds = headers::retry_after_seconds(limited);
             let message = match policy {
                 Some(name) => format!("rate limit \"{name}\" exceeded: retry after {seconds} s"),
                 None => format!("rate limit exceeded: retry after {seconds} s"),

@@ -155,3 +155,84 @@ where
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algorithm::FixedWindow;
+    use crate::clock::ManualClock;
+    use crate::http::server::RateLimitLayer;
+    use crate::store::{MemoryStore, SharedLimiter};
+    use crate::KeyedConfig;
+    use futures::executor::block_on;
+    use std::future::poll_fn;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+    use tower_layer::Layer;
+
+    /// A service that must be made ready before each call, as tower's `Buffer` or
+    /// `ConcurrencyLimit` must: a clone starts unready, and a call spends readiness.
+    struct Strict {
+        ready: bool,
+        calls: Arc<AtomicUsize>,
+    }
+
+    impl Clone for Strict {
+        fn clone(&self) -> Self {
+            Strict {
+                ready: false,
+                calls: self.calls.clone(),
+            }
+        }
+    }
+
+    impl Service<Request<()>> for Strict {
+        type Response = Response<()>;
+        type Error = &'static str;
+        type Future = std::future::Ready<Result<Response<()>, &'static str>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+            self.ready = true;
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, _: Request<()>) -> Self::Future {
+            let was_ready = std::mem::replace(&mut self.ready, false);
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            std::future::ready(if was_ready {
+                Ok(Response::new(()))
+            } else {
+                Err("called without poll_ready")
+            })
+        }
+    }
+
+    /// The inner service made ready by `poll_ready` is the one called, whatever the
+    /// verdict; a denial calls nothing and the next request readies a fresh clone.
+    #[test]
+    fn the_ready_inner_service_is_the_one_called() {
+        let clock = ManualClock::new();
+        let store = MemoryStore::with_clock(KeyedConfig::new(10), "t", clock.clone()).unwrap();
+        let window = FixedWindow::new(2, Duration::from_secs(60)).unwrap();
+        let limiter = SharedLimiter::new(store, window).unwrap();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let inner = Strict {
+            ready: false,
+            calls: calls.clone(),
+        };
+        let mut service = RateLimitLayer::global(limiter).layer(inner);
+        let mut send = || {
+            block_on(async {
+                poll_fn(|cx| service.poll_ready(cx)).await?;
+                service.call(Request::new(())).await
+            })
+        };
+        assert_eq!(send().unwrap().status(), 200);
+        assert_eq!(send().unwrap().status(), 200);
+        assert_eq!(send().unwrap().status(), 429);
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        clock.advance(Duration::from_secs(60));
+        assert_eq!(send().unwrap().status(), 200);
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
+    }
+}
