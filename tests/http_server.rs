@@ -629,3 +629,44 @@ fn the_layer_is_send_sync_and_clone() {
     send::<tollgate::http::server::ResponseFuture<axum::routing::Route, axum::body::Body>>();
     send::<tollgate::http::server::RateLimitBody<axum::body::Body>>();
 }
+
+#[tokio::test]
+async fn every_decision_is_reported_to_the_layers_events() {
+    use std::sync::{Arc, Mutex};
+    use tollgate::observe::{DenyReason, Event, EventKind, Events};
+
+    let clock = ManualClock::new();
+    let events = Events::new("api");
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let _subscription = events.subscribe({
+        let seen = Arc::clone(&seen);
+        move |event: &Event<'_>| {
+            seen.lock()
+                .unwrap()
+                .push((event.source.to_owned(), event.kind))
+        }
+    });
+    let layer = RateLimitLayer::global(limiter(
+        &clock,
+        "reported",
+        FixedWindow::new(1, secs(60)).unwrap(),
+    ))
+    .events(events);
+    let addr = serve(hello().layer(layer)).await;
+
+    assert_eq!(get_path(addr, "/").await.status, StatusCode::OK);
+    assert_eq!(
+        get_path(addr, "/").await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[0], ("api".to_owned(), EventKind::Admitted));
+    assert!(matches!(
+        seen[1].1,
+        EventKind::Denied {
+            reason: DenyReason::Limited,
+            ..
+        }
+    ));
+}

@@ -9,6 +9,7 @@ use http::{Request, Response};
 use tower_service::Service;
 
 use super::body::RateLimitBody;
+use super::layer::Settings;
 use super::response;
 use crate::http::headers;
 use crate::http::limits::{CheckFuture, Verdict};
@@ -54,7 +55,7 @@ where
     S: Service<Request<B>>,
 {
     state: State<S, B>,
-    legacy_headers: bool,
+    settings: Settings,
 }
 
 enum State<S: Service<Request<B>>, B> {
@@ -75,14 +76,14 @@ impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
         check: CheckFuture,
         inner: S,
         request: Request<B>,
-        legacy_headers: bool,
+        settings: Settings,
     ) -> Self {
         ResponseFuture {
             state: State::Checking {
                 check,
                 pending: Some((inner, request)),
             },
-            legacy_headers,
+            settings,
         }
     }
 }
@@ -116,13 +117,16 @@ where
             match &mut this.state {
                 State::Checking { check, pending } => {
                     let checked = ready!(check.as_mut().poll(cx));
+                    if let Ok(verdict) = &checked {
+                        this.settings.report(verdict);
+                    }
                     let verdict = match checked {
                         Ok(verdict) if verdict.is_admitted() => verdict,
                         Ok(verdict) => {
                             this.state = State::Done;
                             return Poll::Ready(Ok(response::denied(
                                 &verdict,
-                                this.legacy_headers,
+                                this.settings.legacy_headers,
                             )));
                         }
                         Err(error) => {
@@ -138,7 +142,11 @@ where
                 }
                 State::Calling { future, verdict } => {
                     let mut response = ready!(future.as_mut().poll(cx))?;
-                    headers::insert(response.headers_mut(), verdict, this.legacy_headers);
+                    headers::insert(
+                        response.headers_mut(),
+                        verdict,
+                        this.settings.legacy_headers,
+                    );
                     this.state = State::Done;
                     return Poll::Ready(Ok(response.map(RateLimitBody::new)));
                 }

@@ -8,7 +8,8 @@ use tower_layer::Layer;
 use super::service::RateLimitService;
 use crate::clock::Clock;
 use crate::http::key::{Global, KeyExtractor};
-use crate::http::limits::{KeyedLimits, Limits};
+use crate::http::limits::{KeyedLimits, Limits, Verdict};
+use crate::observe::{EventKind, Events};
 use crate::store::{SharedLimiter, Store};
 
 /// A tower layer that rate-limits requests by their [`Limits`], answering 429 with
@@ -37,14 +38,30 @@ use crate::store::{SharedLimiter, Store};
 /// ```
 pub struct RateLimitLayer<L: ?Sized> {
     limits: Arc<L>,
-    legacy_headers: bool,
+    settings: Settings,
+}
+
+/// What the layer does besides deciding, shared by its services and their futures.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Settings {
+    pub(super) legacy_headers: bool,
+    pub(super) events: Option<Events>,
+}
+
+impl Settings {
+    /// Reports a verdict's decision, one event per request.
+    pub(super) fn report(&self, verdict: &Verdict) {
+        if let (Some(events), Some(decision)) = (&self.events, &verdict.decision) {
+            events.emit(1, EventKind::of_decision(decision));
+        }
+    }
 }
 
 impl<L: ?Sized> Clone for RateLimitLayer<L> {
     fn clone(&self) -> Self {
         RateLimitLayer {
             limits: self.limits.clone(),
-            legacy_headers: self.legacy_headers,
+            settings: self.settings.clone(),
         }
     }
 }
@@ -52,7 +69,8 @@ impl<L: ?Sized> Clone for RateLimitLayer<L> {
 impl<L: ?Sized> fmt::Debug for RateLimitLayer<L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimitLayer")
-            .field("legacy_headers", &self.legacy_headers)
+            .field("legacy_headers", &self.settings.legacy_headers)
+            .field("events", &self.settings.events)
             .finish_non_exhaustive()
     }
 }
@@ -103,7 +121,7 @@ impl<L: Limits + ?Sized> RateLimitLayer<L> {
     pub fn from_arc(limits: Arc<L>) -> RateLimitLayer<L> {
         RateLimitLayer {
             limits,
-            legacy_headers: false,
+            settings: Settings::default(),
         }
     }
 
@@ -125,7 +143,33 @@ impl<L: Limits + ?Sized> RateLimitLayer<L> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn legacy_headers(mut self, on: bool) -> RateLimitLayer<L> {
-        self.legacy_headers = on;
+        self.settings.legacy_headers = on;
+        self
+    }
+
+    /// Reports every decision to `events`: one [`Admitted`](EventKind::Admitted) or
+    /// [`Denied`](EventKind::Denied) per request (counting requests, not their cost;
+    /// a request no limit applies to, or that could not be checked, is not reported).
+    /// With feature `metrics`, [`Events::record_metrics`] turns them into counters.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::http::server::RateLimitLayer;
+    /// use tollgate::observe::{Event, Events};
+    /// use tollgate::store::{MemoryStore, SharedLimiter};
+    /// use tollgate::{KeyedConfig, Quota};
+    ///
+    /// let events = Events::new("api");
+    /// let _subscription = events.subscribe(|event: &Event<'_>| println!("{:?}", event.kind));
+    /// let store = MemoryStore::new(KeyedConfig::new(10), "api")?;
+    /// let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(10)?))?;
+    /// let layer = RateLimitLayer::global(limiter).events(events);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn events(mut self, events: Events) -> RateLimitLayer<L> {
+        self.settings.events = Some(events);
         self
     }
 
@@ -198,6 +242,6 @@ impl<S, L: Limits + ?Sized> Layer<S> for RateLimitLayer<L> {
     type Service = RateLimitService<S, L>;
 
     fn layer(&self, inner: S) -> RateLimitService<S, L> {
-        RateLimitService::new(inner, self.limits.clone(), self.legacy_headers)
+        RateLimitService::new(inner, self.limits.clone(), self.settings.clone())
     }
 }

@@ -9,6 +9,7 @@ use tower_service::Service;
 
 use super::body::RateLimitBody;
 use super::future::ResponseFuture;
+use super::layer::Settings;
 use crate::http::limits::Limits;
 
 /// The service a [`RateLimitLayer`](super::RateLimitLayer) wraps around `S`.
@@ -53,15 +54,15 @@ use crate::http::limits::Limits;
 pub struct RateLimitService<S, L: ?Sized> {
     inner: S,
     limits: Arc<L>,
-    legacy_headers: bool,
+    settings: Settings,
 }
 
 impl<S, L: ?Sized> RateLimitService<S, L> {
-    pub(super) fn new(inner: S, limits: Arc<L>, legacy_headers: bool) -> Self {
+    pub(super) fn new(inner: S, limits: Arc<L>, settings: Settings) -> Self {
         RateLimitService {
             inner,
             limits,
-            legacy_headers,
+            settings,
         }
     }
 
@@ -115,7 +116,7 @@ impl<S: Clone, L: ?Sized> Clone for RateLimitService<S, L> {
         RateLimitService {
             inner: self.inner.clone(),
             limits: self.limits.clone(),
-            legacy_headers: self.legacy_headers,
+            settings: self.settings.clone(),
         }
     }
 }
@@ -124,7 +125,7 @@ impl<S: fmt::Debug, L: ?Sized> fmt::Debug for RateLimitService<S, L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimitService")
             .field("inner", &self.inner)
-            .field("legacy_headers", &self.legacy_headers)
+            .field("settings", &self.settings)
             .finish_non_exhaustive()
     }
 }
@@ -151,7 +152,7 @@ where
             check,
             ready,
             Request::from_parts(head, body),
-            self.legacy_headers,
+            self.settings.clone(),
         )
     }
 }
