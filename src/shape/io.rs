@@ -21,7 +21,9 @@ use crate::wait::AcquireError;
 /// futures-io's (feature `futures-io`) when the inner type does.
 ///
 /// - **Writes** go in chunks no larger than the limiter grants at once (a
-///   [`Gcra`](crate::algorithm::Gcra)'s burst): a write of 1 MiB through a 64 KiB
+///   [`Gcra`](crate::algorithm::Gcra)'s burst, a
+///   [`RefreshPeriod`](crate::algorithm::RefreshPeriod)'s limit for one period):
+///   a write of 1 MiB through a 64 KiB
 ///   bucket writes at most 64 KiB, once the limiter grants them, and reports how
 ///   much the inner writer took; `write_all` comes back for the rest. So the bytes
 ///   granted at once never exceed the bucket.
