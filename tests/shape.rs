@@ -693,6 +693,23 @@ mod tokio_io {
     }
 
     #[test]
+    fn shutdown_gives_back_a_write_wait_left_behind() {
+        // The bug: a write abandoned while it waited (a timeout around `write_all`)
+        // kept its booking through shutdown until the writer was dropped, and the
+        // limiter's other users lost that chunk meanwhile.
+        let (limiter, clock) = limiter(1000, 100);
+        let recorder = Recorder::new(usize::MAX);
+        let mut writer = Shaped::new(recorder.clone(), limiter.clone());
+        assert!(write(&mut writer, &[0; 100]).is_ready());
+        assert!(write(&mut writer, &[0; 100]).is_pending()); // books 100 due at 100 ms
+        assert!(poll(&mut Box::pin(writer.shutdown())).is_ready());
+        assert!(recorder.shut.load(Ordering::SeqCst));
+        clock.advance(ms(100));
+        assert!(limiter.try_acquire(100).is_ok());
+        assert_eq!(writer.get_ref().writes(), [100]);
+    }
+
+    #[test]
     fn reader_and_writer_sharing_a_limiter_share_its_rate() {
         let (limiter, clock) = limiter(1000, 100);
         let recorder = Recorder::new(usize::MAX);
@@ -879,6 +896,20 @@ mod futures_io {
         }
         assert_eq!(total, 400);
         assert!(zeros.asked().iter().all(|&n| n == 100));
+    }
+
+    #[test]
+    fn close_gives_back_a_write_wait_left_behind() {
+        // The bug: as with tokio's shutdown, a booked write wait outlived `close`.
+        let (limiter, clock) = limiter(1000, 100);
+        let recorder = Recorder::new(usize::MAX);
+        let mut writer = Shaped::new(recorder.clone(), limiter.clone());
+        assert!(write(&mut writer, &[0; 100]).is_ready());
+        assert!(write(&mut writer, &[0; 100]).is_pending());
+        assert!(poll(&mut writer.close()).is_ready());
+        assert!(recorder.shut.load(Ordering::SeqCst));
+        clock.advance(ms(100));
+        assert!(limiter.try_acquire(100).is_ok());
     }
 
     #[test]
