@@ -815,4 +815,53 @@ mod tracing_spans {
             ]
         );
     }
+
+    /// A store that fails its first call and never answers the later ones.
+    struct FailsThenHangs(std::sync::atomic::AtomicU64);
+
+    #[async_trait]
+    impl Store for FailsThenHangs {
+        async fn execute(&self, _: &Request<'_>) -> Result<Outcome, StoreError> {
+            if self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+                return Err(StoreError::Connection("connection refused".into()));
+            }
+            futures::future::pending().await
+        }
+    }
+
+    #[test]
+    fn a_dropped_probe_is_not_logged_as_the_breaker_opening() {
+        // The bug: a half-open breaker whose probe was dropped (its caller gave up)
+        // goes back to open with no cool-down, so that the next call probes; that
+        // was logged at WARN as "breaker opened", as if the store had failed again.
+        let recorded = Recorded::default();
+        tracing::subscriber::with_default(recorded.clone(), || {
+            let clock = ManualClock::new();
+            let store = Resilient::builder(
+                FailsThenHangs(std::sync::atomic::AtomicU64::new(0)),
+                FailurePolicy::Open,
+            )
+            .clock(clock.clone())
+            .failure_threshold(1)
+            .cool_down(Duration::from_secs(1))
+            .build()
+            .unwrap();
+            let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(1).unwrap()))
+                .unwrap()
+                .with_clock(clock.clone());
+            block(limiter.try_acquire("k", 1)).unwrap().unwrap();
+            clock.advance(Duration::from_secs(1));
+            let mut probe = Box::pin(limiter.try_acquire("k", 1));
+            assert!(poll(probe.as_mut()).is_pending());
+            drop(probe);
+        });
+        let events = recorded.events.lock().unwrap().clone();
+        let opened = events
+            .iter()
+            .filter(|(target, _, message)| {
+                target == "tollgate::store::resilient" && message == "breaker opened"
+            })
+            .count();
+        assert_eq!(opened, 1, "{events:?}");
+    }
 }
