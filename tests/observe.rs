@@ -298,6 +298,53 @@ fn listeners_may_reenter_the_limiter_and_the_hub() {
 }
 
 #[test]
+fn a_listener_dropped_by_an_earlier_one_still_hears_the_event_in_flight_and_no_more() {
+    let events = Events::new("api");
+    let later = Log::default();
+    let dropped: Arc<Mutex<Option<tollgate::observe::Subscription>>> = Arc::default();
+    events
+        .subscribe({
+            let dropped = Arc::clone(&dropped);
+            move |_: &Event<'_>| drop(dropped.lock().unwrap().take())
+        })
+        .detach();
+    *dropped.lock().unwrap() = Some(events.subscribe(later.clone()));
+    events.emit(1, EventKind::Admitted);
+    events.emit(2, EventKind::Admitted);
+    assert_eq!(later.all().len(), 1);
+    assert_eq!(events.listeners(), 1);
+}
+
+#[test]
+fn subscriptions_dropped_while_other_threads_emit_free_their_listeners() {
+    let events = Events::new("api");
+    let listener: Arc<dyn Listener> = Arc::new(Log::default());
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let emitters: Vec<_> = (0..2)
+        .map(|_| {
+            let (events, stop) = (events.clone(), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    events.emit(1, EventKind::Admitted);
+                }
+            })
+        })
+        .collect();
+    for _ in 0..2_000 {
+        let subscription = events.subscribe_arc(Arc::clone(&listener));
+        drop(subscription);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for emitter in emitters {
+        emitter.join().unwrap();
+    }
+    assert_eq!(events.listeners(), 0);
+    assert!(!events.is_observed());
+    // Nothing in the hub holds on to the listener: no growth from churn.
+    assert_eq!(Arc::strong_count(&listener), 1);
+}
+
+#[test]
 fn one_listener_on_two_hubs_tells_them_apart() {
     let clock = ManualClock::new();
     let log = Log::default();
