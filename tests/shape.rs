@@ -374,6 +374,35 @@ impl Recorder {
     }
 }
 
+/// `AsyncWrite` for [`Recorder`] from tokio's or futures-io's trait, whichever
+/// `$write` names where it is used; `$close` is the last method's name.
+#[cfg(any(feature = "tokio", feature = "futures-io"))]
+macro_rules! recorder_write {
+    ($write:ident, $close:ident) => {
+        impl $write for Recorder {
+            fn poll_write(
+                self: Pin<&mut Self>,
+                _cx: &mut Context<'_>,
+                buf: &[u8],
+            ) -> Poll<std::io::Result<usize>> {
+                self.accept(buf)
+            }
+
+            fn poll_flush(
+                self: Pin<&mut Self>,
+                _cx: &mut Context<'_>,
+            ) -> Poll<std::io::Result<()>> {
+                Poll::Ready(Ok(()))
+            }
+
+            fn $close(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+                self.shut.store(true, Ordering::SeqCst);
+                Poll::Ready(Ok(()))
+            }
+        }
+    };
+}
+
 /// A reader of endless zeros that records how much every read asked for.
 #[derive(Clone, Default)]
 #[cfg_attr(not(any(feature = "tokio", feature = "futures-io")), allow(dead_code))]
@@ -397,24 +426,7 @@ mod tokio_io {
 
     use super::*;
 
-    impl AsyncWrite for Recorder {
-        fn poll_write(
-            self: Pin<&mut Self>,
-            _cx: &mut Context<'_>,
-            buf: &[u8],
-        ) -> Poll<io::Result<usize>> {
-            self.accept(buf)
-        }
-
-        fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-            Poll::Ready(Ok(()))
-        }
-
-        fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-            self.shut.store(true, Ordering::SeqCst);
-            Poll::Ready(Ok(()))
-        }
-    }
+    recorder_write!(AsyncWrite, poll_shutdown);
 
     impl AsyncRead for Zeros {
         fn poll_read(
@@ -768,24 +780,7 @@ mod futures_io {
 
     use super::*;
 
-    impl AsyncWrite for Recorder {
-        fn poll_write(
-            self: Pin<&mut Self>,
-            _cx: &mut Context<'_>,
-            buf: &[u8],
-        ) -> Poll<io::Result<usize>> {
-            self.accept(buf)
-        }
-
-        fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-            Poll::Ready(Ok(()))
-        }
-
-        fn poll_close(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-            self.shut.store(true, Ordering::SeqCst);
-            Poll::Ready(Ok(()))
-        }
-    }
+    recorder_write!(AsyncWrite, poll_close);
 
     impl AsyncRead for Zeros {
         fn poll_read(
