@@ -35,7 +35,9 @@ use crate::sync::{Arc, AtomicBool, Mutex, Ordering, Weak};
 /// let _subscription = events.subscribe(Denials::default());
 /// ```
 pub trait Listener: Send + Sync + 'static {
-    /// Called once per event, in the order the emitting thread emits them.
+    /// Called once per event, in the order the emitting thread emits them; an
+    /// event emitted by a listener (directly, or by deciding on a limiter that
+    /// reports here) reaches the listeners after it before the event it handles.
     fn on_event(&self, event: &Event<'_>);
 }
 
