@@ -200,6 +200,34 @@ fn failed_waits_report_their_reason_and_cancelled_ones_nothing() {
 }
 
 #[test]
+fn a_queued_wait_that_times_out_later_reports_it_once() {
+    let clock = ManualClock::new();
+    let log = Log::default();
+    let limiter = observed(&clock, 1, &log);
+    limiter.try_acquire(1).unwrap();
+    let mut first = Box::pin(limiter.acquire(1));
+    let mut second = Box::pin(limiter.acquire_timeout(1, Duration::from_millis(150)));
+    assert!(poll(first.as_mut()).is_pending());
+    assert!(poll(second.as_mut()).is_pending()); // behind a waiter due in time
+    clock.advance(Duration::from_millis(100));
+    assert!(poll(first.as_mut()).is_ready());
+    // Its own permit would come at 200 ms, past its deadline.
+    assert_eq!(
+        poll(second.as_mut()),
+        Poll::Ready(Err(AcquireError::TimedOut))
+    );
+    assert!(poll(second.as_mut()).is_ready()); // polled again: nothing more
+    assert_eq!(
+        log.kinds(),
+        [
+            EventKind::Admitted,
+            waited(100),
+            denied(DenyReason::TimedOut)
+        ]
+    );
+}
+
+#[test]
 fn reservations_report_the_booked_wait() {
     let clock = ManualClock::new();
     let log = Log::default();
