@@ -185,8 +185,11 @@ mod run {
             Duration::from_millis(300)
         };
         if let Some(i) = args.iter().position(|a| a == "--secs") {
-            let s: f64 = args[i + 1].parse().expect("--secs takes a number");
-            secs = Duration::from_secs_f64(s);
+            let s = args
+                .get(i + 1)
+                .and_then(|s| s.parse::<f64>().ok())
+                .and_then(|s| Duration::try_from_secs_f64(s).ok());
+            secs = s.expect("--secs takes a number of seconds");
         }
         println!(
             "shaping: {} KiB/s, bucket {} KiB, {:.1} s per case",

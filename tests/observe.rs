@@ -200,6 +200,34 @@ fn failed_waits_report_their_reason_and_cancelled_ones_nothing() {
 }
 
 #[test]
+fn a_queued_wait_that_times_out_later_reports_it_once() {
+    let clock = ManualClock::new();
+    let log = Log::default();
+    let limiter = observed(&clock, 1, &log);
+    limiter.try_acquire(1).unwrap();
+    let mut first = Box::pin(limiter.acquire(1));
+    let mut second = Box::pin(limiter.acquire_timeout(1, Duration::from_millis(150)));
+    assert!(poll(first.as_mut()).is_pending());
+    assert!(poll(second.as_mut()).is_pending()); // behind a waiter due in time
+    clock.advance(Duration::from_millis(100));
+    assert!(poll(first.as_mut()).is_ready());
+    // Its own permit would come at 200 ms, past its deadline.
+    assert_eq!(
+        poll(second.as_mut()),
+        Poll::Ready(Err(AcquireError::TimedOut))
+    );
+    assert!(poll(second.as_mut()).is_ready()); // polled again: nothing more
+    assert_eq!(
+        log.kinds(),
+        [
+            EventKind::Admitted,
+            waited(100),
+            denied(DenyReason::TimedOut)
+        ]
+    );
+}
+
+#[test]
 fn reservations_report_the_booked_wait() {
     let clock = ManualClock::new();
     let log = Log::default();
@@ -295,6 +323,53 @@ fn listeners_may_reenter_the_limiter_and_the_hub() {
     limiter.try_acquire(1).unwrap();
     assert_eq!(*seen.lock().unwrap(), 1);
     assert!(!events.is_observed());
+}
+
+#[test]
+fn a_listener_dropped_by_an_earlier_one_still_hears_the_event_in_flight_and_no_more() {
+    let events = Events::new("api");
+    let later = Log::default();
+    let dropped: Arc<Mutex<Option<tollgate::observe::Subscription>>> = Arc::default();
+    events
+        .subscribe({
+            let dropped = Arc::clone(&dropped);
+            move |_: &Event<'_>| drop(dropped.lock().unwrap().take())
+        })
+        .detach();
+    *dropped.lock().unwrap() = Some(events.subscribe(later.clone()));
+    events.emit(1, EventKind::Admitted);
+    events.emit(2, EventKind::Admitted);
+    assert_eq!(later.all().len(), 1);
+    assert_eq!(events.listeners(), 1);
+}
+
+#[test]
+fn subscriptions_dropped_while_other_threads_emit_free_their_listeners() {
+    let events = Events::new("api");
+    let listener: Arc<dyn Listener> = Arc::new(Log::default());
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let emitters: Vec<_> = (0..2)
+        .map(|_| {
+            let (events, stop) = (events.clone(), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    events.emit(1, EventKind::Admitted);
+                }
+            })
+        })
+        .collect();
+    for _ in 0..2_000 {
+        let subscription = events.subscribe_arc(Arc::clone(&listener));
+        drop(subscription);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for emitter in emitters {
+        emitter.join().unwrap();
+    }
+    assert_eq!(events.listeners(), 0);
+    assert!(!events.is_observed());
+    // Nothing in the hub holds on to the listener: no growth from churn.
+    assert_eq!(Arc::strong_count(&listener), 1);
 }
 
 #[test]
@@ -814,5 +889,54 @@ mod tracing_spans {
                 ),
             ]
         );
+    }
+
+    /// A store that fails its first call and never answers the later ones.
+    struct FailsThenHangs(std::sync::atomic::AtomicU64);
+
+    #[async_trait]
+    impl Store for FailsThenHangs {
+        async fn execute(&self, _: &Request<'_>) -> Result<Outcome, StoreError> {
+            if self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+                return Err(StoreError::Connection("connection refused".into()));
+            }
+            futures::future::pending().await
+        }
+    }
+
+    #[test]
+    fn a_dropped_probe_is_not_logged_as_the_breaker_opening() {
+        // The bug: a half-open breaker whose probe was dropped (its caller gave up)
+        // goes back to open with no cool-down, so that the next call probes; that
+        // was logged at WARN as "breaker opened", as if the store had failed again.
+        let recorded = Recorded::default();
+        tracing::subscriber::with_default(recorded.clone(), || {
+            let clock = ManualClock::new();
+            let store = Resilient::builder(
+                FailsThenHangs(std::sync::atomic::AtomicU64::new(0)),
+                FailurePolicy::Open,
+            )
+            .clock(clock.clone())
+            .failure_threshold(1)
+            .cool_down(Duration::from_secs(1))
+            .build()
+            .unwrap();
+            let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(1).unwrap()))
+                .unwrap()
+                .with_clock(clock.clone());
+            block(limiter.try_acquire("k", 1)).unwrap().unwrap();
+            clock.advance(Duration::from_secs(1));
+            let mut probe = Box::pin(limiter.try_acquire("k", 1));
+            assert!(poll(probe.as_mut()).is_pending());
+            drop(probe);
+        });
+        let events = recorded.events.lock().unwrap().clone();
+        let opened = events
+            .iter()
+            .filter(|(target, _, message)| {
+                target == "tollgate::store::resilient" && message == "breaker opened"
+            })
+            .count();
+        assert_eq!(opened, 1, "{events:?}");
     }
 }

@@ -6,14 +6,15 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::task::{noop_waker, waker, ArcWake};
 use futures::{Stream, StreamExt};
-use tollgate::algorithm::Gcra;
+use tollgate::algorithm::{Gcra, RefreshPeriod};
 use tollgate::clock::ManualClock;
+use tollgate::observe::{Event, EventKind, Events};
 use tollgate::shape::{Each, Throttle, ThrottleExt};
 use tollgate::wait::AcquireError;
 use tollgate::{Limiter, Quota};
@@ -27,6 +28,29 @@ fn limiter(rate: u64, burst: u64) -> (Limiter<Gcra, ManualClock>, ManualClock) {
     let clock = ManualClock::new();
     let quota = Quota::per_second(rate).unwrap().burst(burst).unwrap();
     (Limiter::with_clock(Gcra::new(quota), clock.clone()), clock)
+}
+
+/// Resilience4j's limiter: `limit` permits every `period`, starting full, on a fresh
+/// manual clock.
+fn refresh(limit: u64, period: Duration) -> (Limiter<RefreshPeriod, ManualClock>, ManualClock) {
+    let clock = ManualClock::new();
+    let r4j = RefreshPeriod::new(limit, period, Duration::ZERO).unwrap();
+    (Limiter::with_clock(r4j, clock.clone()), clock)
+}
+
+/// Attaches a hub to `limiter` whose events land in the returned log.
+fn logged<A: tollgate::algorithm::Algorithm>(
+    limiter: Limiter<A, ManualClock>,
+) -> (Limiter<A, ManualClock>, Arc<Mutex<Vec<EventKind>>>) {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let events = Events::new("shaped");
+    events
+        .subscribe({
+            let log = Arc::clone(&log);
+            move |event: &Event<'_>| log.lock().unwrap().push(event.kind)
+        })
+        .detach();
+    (limiter.with_events(events), log)
 }
 
 /// A waker that counts its wake-ups.
@@ -226,6 +250,53 @@ fn dropping_a_waiting_stream_gives_back_its_booking() {
 }
 
 #[test]
+fn dropping_a_waiting_stream_lets_the_stream_behind_it_go_at_its_time() {
+    let (limiter, clock) = limiter(10, 1);
+    let mut first = futures::stream::iter(["a0", "a1"]).throttle(limiter.clone());
+    let mut second = futures::stream::iter(["b0"]).throttle(limiter);
+    assert_eq!(ok(drain(&mut first)), ["a0"]);
+    assert!(drain(&mut first).is_empty()); // a1 books the permit due at 100 ms
+    assert!(drain(&mut second).is_empty()); // b0 queues behind it
+    drop(first);
+    clock.advance(ms(100));
+    assert_eq!(ok(drain(&mut second)), ["b0"]);
+}
+
+#[test]
+fn a_throttled_item_that_waits_reports_one_waited_event_and_no_denial() {
+    // The bug: the shaper tried `try_acquire` before queueing, so every item that had
+    // to wait was reported as `Denied { Limited }` and then as `Waited`: metrics
+    // counted a denial for each item that in fact went.
+    let (limiter, clock) = limiter(10, 1);
+    let (limiter, log) = logged(limiter);
+    let mut stream = futures::stream::iter(0..2).throttle(limiter);
+    assert_eq!(ok(drain(&mut stream)), [0]);
+    assert!(drain(&mut stream).is_empty());
+    clock.advance(ms(100));
+    assert_eq!(ok(drain(&mut stream)), [1]);
+    assert_eq!(
+        *log.lock().unwrap(),
+        [EventKind::Admitted, EventKind::Waited { wait: ms(100) }]
+    );
+}
+
+#[test]
+fn an_item_above_one_period_but_within_capacity_waits_instead_of_being_refused() {
+    // The bug: the shaper asked `try_acquire` first, which refuses more than one
+    // period's permits as `Insufficient`, and handed the item back as oversized;
+    // `Limiter::acquire`, whose queue the stream claims to share, waits for them
+    // over several periods.
+    let (limiter, clock) = refresh(10, ms(1000));
+    let mut stream = futures::stream::iter([25u64, 5]).throttle_by(limiter, |&n| n);
+    assert!(drain(&mut stream).is_empty());
+    clock.advance(ms(1999));
+    assert!(drain(&mut stream).is_empty());
+    clock.advance(ms(1));
+    // 10 at once, 10 more at 1 s and 5 of the 10 at 2 s; the 5 left go next.
+    assert_eq!(ok(drain(&mut stream)), [25, 5]);
+}
+
+#[test]
 fn into_inner_gives_back_the_booking_and_the_rest_of_the_stream() {
     let (limiter, clock) = limiter(10, 1);
     let mut stream = Throttle::new(futures::stream::iter(0..3), limiter.clone());
@@ -303,6 +374,35 @@ impl Recorder {
     }
 }
 
+/// `AsyncWrite` for [`Recorder`] from tokio's or futures-io's trait, whichever
+/// `$write` names where it is used; `$close` is the last method's name.
+#[cfg(any(feature = "tokio", feature = "futures-io"))]
+macro_rules! recorder_write {
+    ($write:ident, $close:ident) => {
+        impl $write for Recorder {
+            fn poll_write(
+                self: Pin<&mut Self>,
+                _cx: &mut Context<'_>,
+                buf: &[u8],
+            ) -> Poll<std::io::Result<usize>> {
+                self.accept(buf)
+            }
+
+            fn poll_flush(
+                self: Pin<&mut Self>,
+                _cx: &mut Context<'_>,
+            ) -> Poll<std::io::Result<()>> {
+                Poll::Ready(Ok(()))
+            }
+
+            fn $close(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+                self.shut.store(true, Ordering::SeqCst);
+                Poll::Ready(Ok(()))
+            }
+        }
+    };
+}
+
 /// A reader of endless zeros that records how much every read asked for.
 #[derive(Clone, Default)]
 #[cfg_attr(not(any(feature = "tokio", feature = "futures-io")), allow(dead_code))]
@@ -326,24 +426,7 @@ mod tokio_io {
 
     use super::*;
 
-    impl AsyncWrite for Recorder {
-        fn poll_write(
-            self: Pin<&mut Self>,
-            _cx: &mut Context<'_>,
-            buf: &[u8],
-        ) -> Poll<io::Result<usize>> {
-            self.accept(buf)
-        }
-
-        fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-            Poll::Ready(Ok(()))
-        }
-
-        fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-            self.shut.store(true, Ordering::SeqCst);
-            Poll::Ready(Ok(()))
-        }
-    }
+    recorder_write!(AsyncWrite, poll_shutdown);
 
     impl AsyncRead for Zeros {
         fn poll_read(
@@ -601,6 +684,44 @@ mod tokio_io {
     }
 
     #[test]
+    fn a_write_through_a_refresh_period_limiter_goes_in_chunks_of_one_period() {
+        // The bug: a chunk was the smaller of the buffer and `capacity()`, which for
+        // a refresh-period limiter is what it grants over 584 years of waiting; a
+        // write of more than one period asked `try_acquire` for all of it and failed
+        // with `Insufficient` (and, queued instead, would have gone whole after
+        // several periods: a burst far above one period's permits).
+        let (limiter, clock) = refresh(100, ms(100));
+        let recorder = Recorder::new(usize::MAX);
+        let mut writer = Shaped::new(recorder.clone(), limiter);
+        let data = vec![1u8; 1000];
+        let mut write_all = Box::pin(writer.write_all(&data));
+        let mut elapsed = Duration::ZERO;
+        while poll(&mut write_all).is_pending() {
+            clock.advance(ms(1));
+            elapsed += ms(1);
+        }
+        assert_eq!(recorder.writes(), [100; 10]);
+        assert_eq!(elapsed, ms(900));
+    }
+
+    #[test]
+    fn shutdown_gives_back_a_write_wait_left_behind() {
+        // The bug: a write abandoned while it waited (a timeout around `write_all`)
+        // kept its booking through shutdown until the writer was dropped, and the
+        // limiter's other users lost that chunk meanwhile.
+        let (limiter, clock) = limiter(1000, 100);
+        let recorder = Recorder::new(usize::MAX);
+        let mut writer = Shaped::new(recorder.clone(), limiter.clone());
+        assert!(write(&mut writer, &[0; 100]).is_ready());
+        assert!(write(&mut writer, &[0; 100]).is_pending()); // books 100 due at 100 ms
+        assert!(poll(&mut Box::pin(writer.shutdown())).is_ready());
+        assert!(recorder.shut.load(Ordering::SeqCst));
+        clock.advance(ms(100));
+        assert!(limiter.try_acquire(100).is_ok());
+        assert_eq!(writer.get_ref().writes(), [100]);
+    }
+
+    #[test]
     fn reader_and_writer_sharing_a_limiter_share_its_rate() {
         let (limiter, clock) = limiter(1000, 100);
         let recorder = Recorder::new(usize::MAX);
@@ -659,24 +780,7 @@ mod futures_io {
 
     use super::*;
 
-    impl AsyncWrite for Recorder {
-        fn poll_write(
-            self: Pin<&mut Self>,
-            _cx: &mut Context<'_>,
-            buf: &[u8],
-        ) -> Poll<io::Result<usize>> {
-            self.accept(buf)
-        }
-
-        fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-            Poll::Ready(Ok(()))
-        }
-
-        fn poll_close(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-            self.shut.store(true, Ordering::SeqCst);
-            Poll::Ready(Ok(()))
-        }
-    }
+    recorder_write!(AsyncWrite, poll_close);
 
     impl AsyncRead for Zeros {
         fn poll_read(
@@ -768,6 +872,39 @@ mod futures_io {
         // 1,100 bytes and the final read of end of file, whose permits came back.
         assert_eq!(elapsed, ms(1_100));
         assert!(limiter.peek(100).is_ok());
+    }
+
+    #[test]
+    fn a_read_through_a_refresh_period_limiter_asks_for_one_period_at_most() {
+        // The bug: as for writes, a read asked for the whole buffer of a
+        // refresh-period limiter (its `capacity()`) and failed with `Insufficient`.
+        let (limiter, clock) = refresh(100, ms(100));
+        let zeros = Zeros::default();
+        let mut reader = Shaped::new(zeros.clone(), limiter);
+        let mut buf = [1u8; 1000];
+        let mut total = 0;
+        for _ in 0..=300 {
+            while let Poll::Ready(n) = read(&mut reader, &mut buf) {
+                total += n.unwrap();
+            }
+            clock.advance(ms(1));
+        }
+        assert_eq!(total, 400);
+        assert!(zeros.asked().iter().all(|&n| n == 100));
+    }
+
+    #[test]
+    fn close_gives_back_a_write_wait_left_behind() {
+        // The bug: as with tokio's shutdown, a booked write wait outlived `close`.
+        let (limiter, clock) = limiter(1000, 100);
+        let recorder = Recorder::new(usize::MAX);
+        let mut writer = Shaped::new(recorder.clone(), limiter.clone());
+        assert!(write(&mut writer, &[0; 100]).is_ready());
+        assert!(write(&mut writer, &[0; 100]).is_pending());
+        assert!(poll(&mut writer.close()).is_ready());
+        assert!(recorder.shut.load(Ordering::SeqCst));
+        clock.advance(ms(100));
+        assert!(limiter.try_acquire(100).is_ok());
     }
 
     #[test]

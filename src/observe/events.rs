@@ -9,8 +9,10 @@ use crate::sync::{Arc, AtomicBool, Mutex, Ordering, Weak};
 /// Receives events. Any `Fn(&Event<'_>) + Send + Sync + 'static` is a listener.
 ///
 /// A listener runs on the thread that made the decision, inside the call (a
-/// `try_acquire`, the poll that completes an `acquire`): it should be short and must
-/// not block. It may use the limiter it listens to, and subscribe or unsubscribe.
+/// `try_acquire`, the poll that completes an `acquire`), with no lock of the limiter
+/// or the hub held: it should be short and must not block. It may use the limiter it
+/// listens to, and subscribe or unsubscribe. A listener that panics unwinds into that
+/// call, after the decision was made.
 ///
 /// # Examples
 ///
@@ -33,7 +35,9 @@ use crate::sync::{Arc, AtomicBool, Mutex, Ordering, Weak};
 /// let _subscription = events.subscribe(Denials::default());
 /// ```
 pub trait Listener: Send + Sync + 'static {
-    /// Called once per event, in the order the emitting thread emits them.
+    /// Called once per event, in the order the emitting thread emits them; an
+    /// event emitted by a listener (directly, or by deciding on a limiter that
+    /// reports here) reaches the listeners after it before the event it handles.
     fn on_event(&self, event: &Event<'_>);
 }
 
@@ -147,7 +151,9 @@ impl Events {
     }
 
     /// Adds `listener`; it receives every event emitted from now until the returned
-    /// [`Subscription`] is dropped.
+    /// [`Subscription`] is dropped. An event whose delivery had begun when it was
+    /// dropped (on another thread, or by an earlier listener of the same event) may
+    /// still reach it; the hub lets go of the listener once those deliveries end.
     ///
     /// # Examples
     ///
@@ -272,7 +278,9 @@ pub struct Subscription {
 }
 
 impl Subscription {
-    /// Keeps the listener subscribed for as long as the hub lives.
+    /// Keeps the listener subscribed for as long as the hub lives. A detached
+    /// listener that holds the hub, or a limiter reporting to it, keeps both alive
+    /// for good; keep the subscription instead, and drop it to break the cycle.
     pub fn detach(mut self) {
         self.hub = Weak::new();
     }

@@ -21,14 +21,18 @@ use crate::wait::AcquireError;
 /// futures-io's (feature `futures-io`) when the inner type does.
 ///
 /// - **Writes** go in chunks no larger than the limiter grants at once (a
-///   [`Gcra`](crate::algorithm::Gcra)'s burst): a write of 1 MiB through a 64 KiB
+///   [`Gcra`](crate::algorithm::Gcra)'s burst, a
+///   [`RefreshPeriod`](crate::algorithm::RefreshPeriod)'s limit for one period):
+///   a write of 1 MiB through a 64 KiB
 ///   bucket writes at most 64 KiB, once the limiter grants them, and reports how
 ///   much the inner writer took; `write_all` comes back for the rest. So the bytes
 ///   granted at once never exceed the bucket.
 /// - **Reads** ask the inner reader for at most one such chunk, once granted, and give
 ///   back the permits for the bytes it did not return. So the read that finds the end
 ///   of the input waits for its chunk before it learns there is nothing left.
-/// - **Flush**, **shutdown** and **close** pass through, as do empty reads and writes.
+/// - **Flush**, **shutdown** and **close** pass through, as do empty reads and writes;
+///   shutdown and close first give back a write wait left behind (a write abandoned
+///   while it waited), as no write follows to use it.
 ///
 /// Each read or write waits until the limiter grants a whole chunk: the smaller of
 /// the buffer and the bucket. Chunks are then as large as the bucket allows, so a
@@ -58,7 +62,8 @@ use crate::wait::AcquireError;
 /// `Pending` has read or written nothing. Permits granted for bytes the inner
 /// reader or writer did not take (a short read or write, an error, or `Pending`) are
 /// given back at once. A wait under way stays booked between polls, so the next
-/// read or write keeps its place in the queue; dropping the `Shaped` gives it back.
+/// read or write keeps its place in the queue; dropping the `Shaped` gives it back,
+/// and so does shutting down or closing it for a write.
 ///
 /// # Examples
 ///
@@ -212,6 +217,37 @@ impl<T: fmt::Debug, A: Algorithm, C: Clock> fmt::Debug for Shaped<T, A, C> {
 
 impl<T: Unpin, A: Algorithm, C: Clock> Unpin for Shaped<T, A, C> {}
 
+/// `AsyncWrite` for `Shaped` from tokio's or futures-io's trait, whichever `$write`
+/// names in the calling module: the two differ only in the name of the last method,
+/// `$close` (`poll_shutdown` or `poll_close`). Closing gives back a write wait left
+/// behind (a write abandoned while it waited): no write follows to use it.
+#[cfg(any(feature = "tokio", feature = "futures-io"))]
+macro_rules! async_write {
+    ($write:ident, $close:ident) => {
+        impl<T: $write + Unpin, A: Algorithm, C: Clock> $write for Shaped<T, A, C> {
+            fn poll_write(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                buf: &[u8],
+            ) -> Poll<io::Result<usize>> {
+                self.get_mut().poll_write_with(cx, buf, |inner, cx, chunk| {
+                    Pin::new(inner).poll_write(cx, chunk)
+                })
+            }
+
+            fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+            }
+
+            fn $close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                let this = self.get_mut();
+                this.write.release();
+                Pin::new(&mut this.inner).$close(cx)
+            }
+        }
+    };
+}
+
 #[cfg(feature = "tokio")]
 mod tokio_io {
     use std::io;
@@ -250,25 +286,7 @@ mod tokio_io {
         }
     }
 
-    impl<T: AsyncWrite + Unpin, A: Algorithm, C: Clock> AsyncWrite for Shaped<T, A, C> {
-        fn poll_write(
-            self: Pin<&mut Self>,
-            cx: &mut Context<'_>,
-            buf: &[u8],
-        ) -> Poll<io::Result<usize>> {
-            self.get_mut().poll_write_with(cx, buf, |inner, cx, chunk| {
-                Pin::new(inner).poll_write(cx, chunk)
-            })
-        }
-
-        fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-            Pin::new(&mut self.get_mut().inner).poll_flush(cx)
-        }
-
-        fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-            Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
-        }
-    }
+    async_write!(AsyncWrite, poll_shutdown);
 }
 
 #[cfg(feature = "futures-io")]
@@ -296,23 +314,5 @@ mod futures_io_impl {
         }
     }
 
-    impl<T: AsyncWrite + Unpin, A: Algorithm, C: Clock> AsyncWrite for Shaped<T, A, C> {
-        fn poll_write(
-            self: Pin<&mut Self>,
-            cx: &mut Context<'_>,
-            buf: &[u8],
-        ) -> Poll<io::Result<usize>> {
-            self.get_mut().poll_write_with(cx, buf, |inner, cx, chunk| {
-                Pin::new(inner).poll_write(cx, chunk)
-            })
-        }
-
-        fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-            Pin::new(&mut self.get_mut().inner).poll_flush(cx)
-        }
-
-        fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-            Pin::new(&mut self.get_mut().inner).poll_close(cx)
-        }
-    }
+    async_write!(AsyncWrite, poll_close);
 }

@@ -13,6 +13,11 @@
 //! and under a [`ManualClock`](crate::clock::ManualClock) they move only when the
 //! test moves the clock. Dropping one gives back whatever it had booked.
 //!
+//! A shaper spends the permits it is granted, and counts on time to bring them
+//! back: over a limiter whose permits come back only when given back (a
+//! [`Concurrency`](crate::algorithm::Concurrency) limit), it stalls once it has spent
+//! them all. Shape with a rate.
+//!
 //! # Examples
 //!
 //! ```

@@ -1,28 +1,21 @@
-//! Permits for the shapers: taken at once when free, otherwise waited for in the
-//! limiter's FIFO queue by a future that owns its limiter, so that a stream or a
-//! reader can keep it between polls.
+//! Permits for the shapers: waited for in the limiter's FIFO queue (at once when
+//! free) by a wait that owns its limiter, so that a stream or a reader can keep it
+//! between polls.
 
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::task::{ready, Context, Poll};
-use std::time::Duration;
 
 use crate::algorithm::Algorithm;
 use crate::clock::Clock;
-use crate::decision::Denied;
-use crate::limiter::Limiter;
+use crate::limiter::{AcquireOwned, Limiter};
 use crate::wait::AcquireError;
-
-/// `Limiter::acquire` on a clone of the limiter, which the future owns.
-type Wait = Pin<Box<dyn Future<Output = Result<Duration, AcquireError>> + Send + Sync>>;
 
 /// Holds permits of one limiter for one shaper; gives back on drop whatever it holds
 /// or is waiting for.
 pub(crate) struct Pacer<A: Algorithm, C: Clock> {
     limiter: Limiter<A, C>,
     /// A wait in flight, and for how many permits.
-    wait: Option<(u64, Wait)>,
+    wait: Option<(u64, AcquireOwned<A, C>)>,
     /// Granted and neither used nor given back.
     held: u64,
 }
@@ -42,26 +35,22 @@ impl<A: Algorithm, C: Clock> Pacer<A, C> {
 
     /// Holds `n` permits, or as many as a grant or wait already under way is for:
     /// resolves to the number held, at least 1 when `n` is.
+    ///
+    /// Goes through [`Limiter::acquire`]'s wait even when the permits are free, not
+    /// `try_acquire` first: one decision, so one event, and the same refusals
+    /// (`try_acquire` refuses as `Insufficient` what a refresh-period limiter grants
+    /// by waiting).
     pub(crate) fn poll_hold(
         &mut self,
         cx: &mut Context<'_>,
         n: u64,
     ) -> Poll<Result<u64, AcquireError>> {
-        if self.held == 0 && self.wait.is_none() {
-            match self.limiter.try_acquire(n) {
-                Ok(_) => self.held = n,
-                Err(Denied::Limited(_)) => {
-                    let limiter = self.limiter.clone();
-                    self.wait = Some((n, Box::pin(async move { limiter.acquire(n).await })));
-                }
-                Err(Denied::Insufficient(i)) => {
-                    return Poll::Ready(Err(AcquireError::Insufficient(i)))
-                }
-                Err(Denied::Closed) => return Poll::Ready(Err(AcquireError::Closed)),
-            }
-        }
-        if let Some((n, wait)) = &mut self.wait {
-            let outcome = ready!(wait.as_mut().poll(cx));
+        if self.held == 0 {
+            let limiter = &self.limiter;
+            let (n, wait) = self
+                .wait
+                .get_or_insert_with(|| (n, limiter.acquire_owned(n)));
+            let outcome = ready!(wait.poll(cx));
             let n = *n;
             self.wait = None;
             outcome?;
@@ -87,15 +76,23 @@ impl<A: Algorithm, C: Clock> Pacer<A, C> {
         self.poll_hold(cx, n)
     }
 
-    /// The smaller of `max` and what the limiter grants at once.
+    /// The smaller of `max` and what the limiter grants at once: its capacity, or
+    /// for an algorithm that grants more than that only by waiting (a refresh
+    /// period's), what it grants without waiting.
     #[cfg(any(feature = "tokio", feature = "futures-io"))]
     fn chunk(&self, max: u64) -> Result<u64, AcquireError> {
-        match self.limiter.algorithm().capacity() {
-            0 => Err(AcquireError::Insufficient(
-                crate::decision::InsufficientCapacity::new(1, 0),
-            )),
-            capacity => Ok(max.min(capacity)),
-        }
+        use crate::decision::{Denied, InsufficientCapacity};
+
+        let n = match self.limiter.algorithm().capacity() {
+            0 => return Err(AcquireError::Insufficient(InsufficientCapacity::new(1, 0))),
+            capacity => max.min(capacity),
+        };
+        Ok(match self.limiter.peek(n) {
+            Err(Denied::Insufficient(at_once)) if (1..n).contains(&at_once.capacity()) => {
+                at_once.capacity()
+            }
+            _ => n,
+        })
     }
 
     /// Uses `used` of the permits held and gives back the rest.

@@ -76,8 +76,11 @@ impl<T, F: FnMut(&T) -> u64> Cost<T> for F {
 /// # Errors
 ///
 /// An item comes out as [`ThrottleError`], with the item inside, when its cost
-/// exceeds what the limiter grants at once ([`ThrottleError::is_oversized`]), or once
-/// the limiter is closed ([`ThrottleError::is_closed`]). Neither consumes a permit.
+/// exceeds what the limiter can ever grant one request, as [`Limiter::acquire`]
+/// refuses it ([`ThrottleError::is_oversized`]), or once the limiter is closed
+/// ([`ThrottleError::is_closed`]). Neither consumes a permit. An item that costs more
+/// than the limiter grants without waiting, but no more than it grants by waiting (a
+/// [`RefreshPeriod`](crate::algorithm::RefreshPeriod)'s several periods), waits.
 ///
 /// # Cancel safety
 ///
@@ -324,8 +327,8 @@ pub trait ThrottleExt: Stream + Sized {
     /// # Errors
     ///
     /// The stream yields [`ThrottleError`] (carrying the item) for an item the
-    /// limiter will never grant: one that costs more than it grants at once
-    /// ([`ThrottleError::is_oversized`]), or any item once it is closed.
+    /// limiter will never grant: one that costs more than it can ever grant one
+    /// request ([`ThrottleError::is_oversized`]), or any item once it is closed.
     ///
     /// # Cancel safety
     ///
@@ -410,7 +413,7 @@ impl<T> ThrottleError<T> {
         self.reason
     }
 
-    /// Whether the item costs more than the limiter grants at once.
+    /// Whether the item costs more than the limiter can ever grant one request.
     pub fn is_oversized(&self) -> bool {
         matches!(self.reason, AcquireError::Insufficient(_))
     }

@@ -706,11 +706,17 @@ impl Breaker {
         let next = *phase;
         drop(phase);
         match (before, next) {
-            (Phase::Closed { .. } | Phase::HalfOpen, Phase::Open { .. }) => tracing::warn!(
-                target: "tollgate::store::resilient",
-                cool_down = ?self.cool_down,
-                "breaker opened"
-            ),
+            // A dropped probe also goes back to open, with no cool-down, so that the
+            // next call probes: the store did not fail, so nothing opened.
+            (Phase::Closed { .. } | Phase::HalfOpen, Phase::Open { .. })
+                if verdict == Verdict::Failed =>
+            {
+                tracing::warn!(
+                    target: "tollgate::store::resilient",
+                    cool_down = ?self.cool_down,
+                    "breaker opened"
+                )
+            }
             (Phase::Open { .. } | Phase::HalfOpen, Phase::Closed { .. }) => tracing::info!(
                 target: "tollgate::store::resilient",
                 "breaker closed: the store answers again"
