@@ -345,7 +345,7 @@ fn parts(c: &mut Criterion) {
             "governor",
             &scenario("key"),
             keys.count(),
-            |request| PeerIpKeyExtractor.extract(&request),
+            |request| PeerIpKeyExtractor.extract(&request).ok(),
         );
 
         // The check: key, store, verdict (tollgate's boxed future polled once), next
