@@ -302,6 +302,48 @@ impl<S: Store, C: Clock> SharedLimiter<S, C> {
         Ok(decision)
     }
 
+    /// [`try_acquire`](Self::try_acquire) without a future, when the store decides
+    /// without waiting ([`Store::try_execute_now`]: the memory store does); `None`
+    /// when it cannot, having done nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use tollgate::{algorithm::Gcra, store::{MemoryStore, SharedLimiter}, KeyedConfig, Quota};
+    /// let limiter = SharedLimiter::new(
+    ///     MemoryStore::new(KeyedConfig::new(10), "x")?,
+    ///     Gcra::new(Quota::per_second(1)?),
+    /// )?;
+    /// let decision = limiter.try_acquire_now("user-42", 1).expect("an in-process store")?;
+    /// assert!(decision.is_ok());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Self::try_acquire), inside the `Some`.
+    pub fn try_acquire_now(&self, key: &str, n: u64) -> Option<Result<Decision, StoreError>> {
+        let checks = checks(&self.rules);
+        let request = Request::new(key, &checks, Op::Acquire(n));
+        let span = tracing::debug_span!(
+            "tollgate.store",
+            op = "acquire",
+            rules = checks.len(),
+            permits = n,
+            key,
+            outcome = tracing::field::Empty,
+        );
+        let outcome = span.in_scope(|| self.store.try_execute_now(&request))?;
+        if !span.is_disabled() {
+            span.record("outcome", outcome_name(&outcome));
+        }
+        let decision = outcome.and_then(Outcome::into_decision);
+        if let Ok(decision) = &decision {
+            self.report(key, n, || EventKind::of_decision(decision));
+        }
+        Some(decision)
+    }
+
     async fn decide(&self, key: &str, n: u64) -> Result<Decision, StoreError> {
         self.run(key, Op::Acquire(n), None).await?.into_decision()
     }

@@ -281,4 +281,8 @@ impl<C: Clock> Store for MemoryStore<C> {
     async fn execute(&self, request: &Request<'_>) -> Result<Outcome, StoreError> {
         self.execute_now(request)
     }
+
+    fn try_execute_now(&self, request: &Request<'_>) -> Option<Result<Outcome, StoreError>> {
+        Some(self.execute_now(request))
+    }
 }

@@ -102,6 +102,18 @@ pub trait Store: Send + Sync {
         let _ = rule;
         Ok(())
     }
+
+    /// Decides `request` without waiting, when this store can (an in-process store
+    /// such as [`MemoryStore`]): callers then skip the future. `None` means "call
+    /// [`execute`](Store::execute)"; that is the default.
+    ///
+    /// # Errors
+    ///
+    /// As [`execute`](Store::execute), inside the `Some`.
+    fn try_execute_now(&self, request: &Request<'_>) -> Option<Result<Outcome, StoreError>> {
+        let _ = request;
+        None
+    }
 }
 
 #[async_trait]
@@ -113,6 +125,10 @@ impl<S: Store + ?Sized> Store for Arc<S> {
     fn check_rule(&self, rule: &Rule) -> Result<(), StoreError> {
         (**self).check_rule(rule)
     }
+
+    fn try_execute_now(&self, request: &Request<'_>) -> Option<Result<Outcome, StoreError>> {
+        (**self).try_execute_now(request)
+    }
 }
 
 #[async_trait]
@@ -123,6 +139,10 @@ impl<S: Store + ?Sized> Store for &S {
 
     fn check_rule(&self, rule: &Rule) -> Result<(), StoreError> {
         (**self).check_rule(rule)
+    }
+
+    fn try_execute_now(&self, request: &Request<'_>) -> Option<Result<Outcome, StoreError>> {
+        (**self).try_execute_now(request)
     }
 }
 
