@@ -13,6 +13,7 @@ mod gcra;
 mod harness;
 mod keyed;
 mod memory;
+mod store;
 mod waiting;
 
 /// Short runs: the suite shares small machines and has about seventy benchmarks of
@@ -29,6 +30,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = clock::bench, gcra::bench, algorithms::bench, keyed::bench, waiting::bench
+    targets = clock::bench, gcra::bench, algorithms::bench, keyed::bench, store::bench, waiting::bench
 }
 criterion_main!(benches);
