@@ -2,15 +2,15 @@
 //! the local fallback when Redis is down, and a way to run store-based code without
 //! Redis.
 
-use std::collections::HashMap;
 use std::fmt;
-use std::hash::{BuildHasher, RandomState};
-use std::sync::Mutex;
+use std::hash::{BuildHasher, DefaultHasher, Hash, Hasher, RandomState};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
+use hashbrown::HashTable;
 
-use super::request::{Outcome, Request};
-use super::rule::{RuleState, Verdict};
+use super::request::{Check, Outcome, Request};
+use super::rule::{RuleState, Step, Verdict};
 use super::{storage_key, validate_prefix, Store, StoreError, DEFAULT_MAX_KEY_LEN};
 use crate::clock::{Clock, MonotonicClock, Nanos};
 use crate::decision::{Denied, Limited};
@@ -49,21 +49,127 @@ use crate::KeyedConfig;
 pub struct MemoryStore<C = MonotonicClock> {
     clock: C,
     prefix: String,
-    shards: Box<[Mutex<Shard>]>,
+    shards: Box<[PaddedShard]>,
     hasher: RandomState,
     max_key_len: usize,
 }
 
+/// A shard under its lock, on cache lines of its own so that threads working on
+/// neighbouring shards do not slow each other down.
+#[repr(align(128))]
+struct PaddedShard(Mutex<Shard>);
+
+impl PaddedShard {
+    fn lock(&self) -> MutexGuard<'_, Shard> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
 struct Shard {
-    entries: HashMap<String, Entry>,
+    entries: HashTable<Entry>,
     capacity: usize,
     /// Sweep idle entries when the table reaches this length.
     sweep_at: usize,
 }
 
 struct Entry {
+    /// The storage key less the store's prefix and `:{`: `tag}` or `tag}:key`. The
+    /// prefix is the same for every key of the store.
+    name: Box<str>,
+    /// [`Name::hash`] of `name`, kept so that the table grows without hashing again.
+    hash: u64,
     state: RuleState,
     expires_at: Nanos,
+}
+
+/// A check's storage key less the store's prefix and `:{`, in pieces that the text
+/// alone decides, so that equal storage keys are equal names whatever tag and key
+/// made them: `head` (the hash tag, up to the first `}`), `}`, then `:` if `colon`,
+/// then `rest`. For a tag without `}`, the head is the tag and the rest is the key.
+#[derive(Clone, Copy)]
+struct Name<'a> {
+    head: &'a str,
+    colon: bool,
+    rest: &'a str,
+}
+
+impl<'a> Name<'a> {
+    /// The name of `key` under `tag`, for a tag without `}`.
+    fn new(tag: &'a str, key: &'a str) -> Name<'a> {
+        Name {
+            head: tag,
+            colon: !key.is_empty(),
+            rest: key,
+        }
+    }
+
+    /// The name of a storage key less its prefix and `:{`, whatever its tag holds.
+    fn parse(name: &'a str) -> Name<'a> {
+        let Some((head, after)) = name.split_once('}') else {
+            return Name::new(name, "");
+        };
+        match after.strip_prefix(':') {
+            Some(rest) => Name {
+                head,
+                colon: true,
+                rest,
+            },
+            None => Name {
+                head,
+                colon: false,
+                rest: after,
+            },
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.head.len() + 1 + usize::from(self.colon) + self.rest.len()
+    }
+
+    /// Whether `name` (an [`Entry::name`]) spells this name.
+    fn matches(&self, name: &str) -> bool {
+        let name = name.as_bytes();
+        if name.len() != self.len() {
+            return false;
+        }
+        let (head, after) = name.split_at(self.head.len());
+        let (brace, rest) = after.split_at(1 + usize::from(self.colon));
+        head == self.head.as_bytes()
+            && brace[0] == b'}'
+            && (!self.colon || brace[1] == b':')
+            && rest == self.rest.as_bytes()
+    }
+
+    /// The hash of the name, from the hasher that has hashed its head (the shard's).
+    fn hash(&self, mut head: DefaultHasher) -> u64 {
+        head.write_u8(u8::from(self.colon));
+        self.rest.hash(&mut head);
+        head.finish()
+    }
+
+    fn to_boxed(self) -> Box<str> {
+        let mut name = String::with_capacity(self.len());
+        name.push_str(self.head);
+        name.push('}');
+        if self.colon {
+            name.push(':');
+        }
+        name.push_str(self.rest);
+        name.into_boxed_str()
+    }
+}
+
+/// `tag}` or `tag}:key`: the storage key less the prefix and `:{`, built only for a
+/// tag holding a `}`.
+fn spelled(tag: &str, key: &str) -> String {
+    let mut name = String::with_capacity(tag.len() + key.len() + 2);
+    name.push_str(tag);
+    name.push('}');
+    if !key.is_empty() {
+        name.push(':');
+        name.push_str(key);
+    }
+    name
 }
 
 impl<C> fmt::Debug for MemoryStore<C> {
@@ -101,11 +207,11 @@ impl<C: Clock> MemoryStore<C> {
         let shards = (0..shards)
             .map(|i| {
                 let capacity = shard_capacity(config.max_keys, shards, i);
-                Mutex::new(Shard {
-                    entries: HashMap::new(),
+                PaddedShard(Mutex::new(Shard {
+                    entries: HashTable::new(),
                     capacity,
                     sweep_at: 64,
-                })
+                }))
             })
             .collect();
         Ok(MemoryStore {
@@ -124,10 +230,7 @@ impl<C: Clock> MemoryStore<C> {
 
     /// Keys held now, idle ones not yet swept included.
     pub fn len(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| s.lock().unwrap_or_else(|p| p.into_inner()).entries.len())
-            .sum()
+        self.shards.iter().map(|s| s.lock().entries.len()).sum()
     }
 
     /// Whether no key is held.
@@ -155,37 +258,167 @@ impl<C: Clock> MemoryStore<C> {
         if let Some(known) = request.precheck()? {
             return Ok(known);
         }
-        let keys = request
-            .checks
-            .iter()
-            .map(|c| {
-                let key = storage_key(&self.prefix, request.tag, c.key);
-                if key.len() > self.max_key_len {
-                    Err(StoreError::KeyTooLong {
-                        len: key.len(),
-                        max: self.max_key_len,
-                    })
-                } else {
-                    Ok(key)
-                }
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        for check in request.checks {
+            // The length of `storage_key(prefix, tag, key)`, without building it.
+            let len = self.prefix.len() + 2 + Name::new(request.tag, check.key).len();
+            if len > self.max_key_len {
+                return Err(StoreError::KeyTooLong {
+                    len,
+                    max: self.max_key_len,
+                });
+            }
+        }
         let now = self.now(request);
         let step = request.op.step(request.checks.len());
-        let index = (self.hasher.hash_one(request.tag) as usize) % self.shards.len();
-        let mut shard = self.shards[index]
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        match request.checks {
+            [check] => self.execute_one(request, check, now, step),
+            _ => self.execute_many(request, now, step),
+        }
+    }
+
+    /// The hasher that has hashed `head`, the hash tag of every key of a request, and
+    /// the shard it picks.
+    fn shard(&self, head: &str) -> (DefaultHasher, &PaddedShard) {
+        let mut hasher = self.hasher.build_hasher();
+        head.hash(&mut hasher);
+        // The count is a power of two.
+        let index = hasher.clone().finish() as usize & (self.shards.len() - 1);
+        (hasher, &self.shards[index])
+    }
+
+    fn conflict(&self, request: &Request<'_>, check: &Check<'_>) -> StoreError {
+        StoreError::KeyConflict {
+            key: storage_key(&self.prefix, request.tag, check.key),
+        }
+    }
+
+    /// A request of one check: the common case, without the collections of
+    /// [`execute_many`](Self::execute_many), and with one lookup in the table.
+    fn execute_one(
+        &self,
+        request: &Request<'_>,
+        check: &Check<'_>,
+        now: Nanos,
+        step: Step,
+    ) -> Result<Outcome, StoreError> {
+        let spelled_out;
+        let name = if request.tag.contains('}') {
+            spelled_out = spelled(request.tag, check.key);
+            Name::parse(&spelled_out)
+        } else {
+            Name::new(request.tag, check.key)
+        };
+        let (hasher, shard) = self.shard(name.head);
+        let hash = name.hash(hasher);
+        let mut shard = shard.lock();
+        let shard = &mut *shard;
+        let rule = check.rule;
+        let verdict = match shard.entries.find_entry(hash, |e| name.matches(&e.name)) {
+            Ok(mut found) if found.get().expires_at > now => {
+                let entry = found.get_mut();
+                if let Step::Peek(_) = step {
+                    // A peek changes no state.
+                    let verdict = rule.apply(&mut entry.state, now, step);
+                    let verdict = verdict.ok_or_else(|| self.conflict(request, check))?;
+                    return request.combine([verdict]);
+                }
+                let before = entry.state.clone();
+                let verdict = rule.apply(&mut entry.state, now, step);
+                let verdict = verdict.ok_or_else(|| self.conflict(request, check))?;
+                // An unchanged state is not written: it keeps its expiry.
+                if entry.state != before {
+                    let expires_at = rule.expires_at(&entry.state);
+                    if expires_at > now {
+                        entry.expires_at = expires_at;
+                    } else {
+                        found.remove();
+                    }
+                }
+                verdict
+            }
+            found => {
+                // Absent, or forgotten as Redis forgets a key by its TTL.
+                let before = rule.initial_state(now);
+                let mut state = before.clone();
+                let verdict = rule.apply(&mut state, now, step);
+                let verdict = verdict.ok_or_else(|| self.conflict(request, check))?;
+                if let Step::Peek(_) = step {
+                    return request.combine([verdict]);
+                }
+                // A fresh key that nothing changes is not written: it is created by the
+                // first request that changes it, at that request's time.
+                let expires_at = if state == before {
+                    Nanos::ZERO
+                } else {
+                    rule.expires_at(&state)
+                };
+                match found {
+                    Ok(mut forgotten) if expires_at > now => {
+                        let entry = forgotten.get_mut();
+                        entry.state = state;
+                        entry.expires_at = expires_at;
+                    }
+                    Ok(forgotten) => {
+                        forgotten.remove();
+                    }
+                    Err(_) if expires_at > now => {
+                        if !shard.make_room(1, now) {
+                            return Ok(shard.full(request, now));
+                        }
+                        let entry = Entry {
+                            name: name.to_boxed(),
+                            hash,
+                            state,
+                            expires_at,
+                        };
+                        shard.entries.insert_unique(hash, entry, |e| e.hash);
+                    }
+                    Err(_) => {}
+                }
+                verdict
+            }
+        };
+        shard.committed(now);
+        request.combine([verdict])
+    }
+
+    /// A request of several checks, each on its own key in one shard: all-or-nothing.
+    fn execute_many(
+        &self,
+        request: &Request<'_>,
+        now: Nanos,
+        step: Step,
+    ) -> Result<Outcome, StoreError> {
+        let tag = request.tag;
+        let spelled_out: Vec<String> = if tag.contains('}') {
+            request.checks.iter().map(|c| spelled(tag, c.key)).collect()
+        } else {
+            Vec::new()
+        };
+        let names: Vec<Name<'_>> = if spelled_out.is_empty() {
+            request
+                .checks
+                .iter()
+                .map(|c| Name::new(tag, c.key))
+                .collect()
+        } else {
+            spelled_out.iter().map(|n| Name::parse(n)).collect()
+        };
+        // Every name has the same head: the tag up to its first `}`.
+        let head = names.first().map_or(tag, |n| n.head);
+        let (hasher, shard) = self.shard(head);
+        let hashes: Vec<u64> = names.iter().map(|n| n.hash(hasher.clone())).collect();
+        let mut shard = shard.lock();
         let shard = &mut *shard;
 
-        let mut states = Vec::with_capacity(keys.len());
+        let mut states = Vec::with_capacity(names.len());
         let mut expired = Vec::new();
-        let mut verdicts = Vec::with_capacity(keys.len());
-        for (check, key) in request.checks.iter().zip(&keys) {
-            let entry = shard.entries.get(key);
+        let mut verdicts = Vec::with_capacity(names.len());
+        for (i, check) in request.checks.iter().enumerate() {
+            let entry = shard.find(names[i], hashes[i]);
             // Forgotten, as Redis forgets a key by its TTL: removed on the next commit.
             if entry.is_some_and(|e| e.expires_at <= now) {
-                expired.push(key.clone());
+                expired.push(i);
             }
             let stored = entry
                 .filter(|e| e.expires_at > now)
@@ -197,67 +430,98 @@ impl<C: Clock> MemoryStore<C> {
             let verdict = check
                 .rule
                 .apply(&mut state, now, step)
-                .ok_or_else(|| StoreError::KeyConflict { key: key.clone() })?;
+                .ok_or_else(|| self.conflict(request, check))?;
             verdicts.push(verdict);
             states.push((before, state));
         }
-        // One rule writes what it decided (a denial that counts, as a sliding log may);
-        // several write only if all admit.
-        let commit = !matches!(step, super::rule::Step::Peek(_))
-            && (keys.len() == 1 || verdicts.iter().all(Verdict::admits));
+        // Several rules write only if all admit.
+        let commit = !matches!(step, Step::Peek(_)) && verdicts.iter().all(Verdict::admits);
         if commit {
-            for key in &expired {
-                shard.entries.remove(key);
+            for &i in &expired {
+                if let Ok(entry) = shard
+                    .entries
+                    .find_entry(hashes[i], |e| names[i].matches(&e.name))
+                {
+                    entry.remove();
+                }
             }
-            let writes: Vec<(String, RuleState, Nanos)> = request
-                .checks
-                .iter()
-                .zip(keys)
-                .zip(states)
+            let writes: Vec<(usize, RuleState, Nanos)> = states
+                .into_iter()
+                .enumerate()
                 .filter(|(_, (before, state))| before != state)
-                .map(|((check, key), (_, state))| {
-                    let expires_at = check.rule.expires_at(&state);
-                    (key, state, expires_at)
+                .map(|(i, (_, state))| {
+                    let expires_at = request.checks[i].rule.expires_at(&state);
+                    (i, state, expires_at)
                 })
                 .collect();
             let new_keys = writes
                 .iter()
-                .filter(|(key, _, expires_at)| {
-                    *expires_at > now && !shard.entries.contains_key(key)
+                .filter(|&&(i, _, expires_at)| {
+                    expires_at > now && shard.find(names[i], hashes[i]).is_none()
                 })
                 .count();
-            if new_keys > 0 && shard.entries.len() + new_keys > shard.capacity {
-                shard.sweep(now);
-                if shard.entries.len() + new_keys > shard.capacity {
-                    return Ok(shard.full(request, now));
+            if new_keys > 0 && !shard.make_room(new_keys, now) {
+                return Ok(shard.full(request, now));
+            }
+            for (i, state, expires_at) in writes {
+                let (name, hash) = (names[i], hashes[i]);
+                match shard.entries.find_entry(hash, |e| name.matches(&e.name)) {
+                    Ok(mut held) if expires_at > now => {
+                        let entry = held.get_mut();
+                        entry.state = state;
+                        entry.expires_at = expires_at;
+                    }
+                    Ok(held) => {
+                        held.remove();
+                    }
+                    Err(_) if expires_at > now => {
+                        let entry = Entry {
+                            name: name.to_boxed(),
+                            hash,
+                            state,
+                            expires_at,
+                        };
+                        shard.entries.insert_unique(hash, entry, |e| e.hash);
+                    }
+                    Err(_) => {}
                 }
             }
-            for (key, state, expires_at) in writes {
-                if expires_at > now {
-                    shard.entries.insert(key, Entry { state, expires_at });
-                } else {
-                    shard.entries.remove(&key);
-                }
-            }
-            if shard.entries.len() >= shard.sweep_at {
-                shard.sweep(now);
-                shard.sweep_at = (shard.entries.len() * 2).max(64);
-            }
+            shard.committed(now);
         }
         request.combine(verdicts)
     }
 }
 
 impl Shard {
+    fn find(&self, name: Name<'_>, hash: u64) -> Option<&Entry> {
+        self.entries.find(hash, |e| name.matches(&e.name))
+    }
+
+    /// Whether `new_keys` more keys fit, sweeping idle ones if they do not.
+    fn make_room(&mut self, new_keys: usize, now: Nanos) -> bool {
+        if self.entries.len() + new_keys > self.capacity {
+            self.sweep(now);
+        }
+        self.entries.len() + new_keys <= self.capacity
+    }
+
+    /// Sweeps after a commit once the table has doubled since the last sweep.
+    fn committed(&mut self, now: Nanos) {
+        if self.entries.len() >= self.sweep_at {
+            self.sweep(now);
+            self.sweep_at = (self.entries.len() * 2).max(64);
+        }
+    }
+
     fn sweep(&mut self, now: Nanos) {
-        self.entries.retain(|_, e| e.expires_at > now);
+        self.entries.retain(|e| e.expires_at > now);
     }
 
     /// The denial for a request that needs a new key in a full shard.
     fn full(&self, request: &Request<'_>, now: Nanos) -> Outcome {
         let first_free = self
             .entries
-            .values()
+            .iter()
             .map(|e| e.expires_at)
             .min()
             .unwrap_or(now);
@@ -284,5 +548,145 @@ impl<C: Clock> Store for MemoryStore<C> {
 
     fn try_execute_now(&self, request: &Request<'_>) -> Option<Result<Outcome, StoreError>> {
         Some(self.execute_now(request))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::super::Rule;
+    use super::*;
+    use crate::algorithm::{FixedWindow, Gcra};
+    use crate::clock::ManualClock;
+    use crate::store::Op;
+    use crate::Quota;
+
+    const SECOND: Duration = Duration::from_secs(1);
+
+    fn store(max_keys: usize) -> MemoryStore<ManualClock> {
+        MemoryStore::with_clock(KeyedConfig::new(max_keys), "p", ManualClock::new()).unwrap()
+    }
+
+    fn gcra(per_second: u64, burst: u64) -> Rule {
+        Rule::from(Gcra::new(
+            Quota::per_second(per_second).unwrap().burst(burst).unwrap(),
+        ))
+    }
+
+    fn acquire(store: &MemoryStore<ManualClock>, tag: &str, checks: &[Check<'_>], at: u64) -> bool {
+        let request = Request::new(tag, checks, Op::Acquire(1)).at(SECOND * at as u32);
+        store.execute_now(&request).unwrap().is_admitted()
+    }
+
+    #[test]
+    fn names_spell_the_storage_key() {
+        for (tag, key) in [
+            ("t", ""),
+            ("t", "k"),
+            ("", ""),
+            ("x}:y", ""),
+            ("x", "y}"),
+            ("a}b", "c"),
+        ] {
+            let spelled_out = spelled(tag, key);
+            let full = storage_key("p", tag, key);
+            assert_eq!(format!("p:{{{spelled_out}"), full);
+            let name = Name::parse(&spelled_out);
+            assert_eq!(name.len(), spelled_out.len());
+            assert!(name.matches(&spelled_out));
+            assert_eq!(&*name.to_boxed(), spelled_out);
+            if !tag.contains('}') {
+                let fast = Name::new(tag, key);
+                assert!(fast.matches(&spelled_out));
+                assert_eq!(
+                    (fast.head, fast.colon, fast.rest),
+                    (name.head, name.colon, name.rest)
+                );
+            }
+        }
+        assert!(!Name::new("t", "k").matches("t}k:"));
+        assert!(!Name::new("t", "").matches("t}:"));
+        assert!(!Name::new("t", "k").matches("t}:j"));
+    }
+
+    #[test]
+    fn equal_storage_keys_share_one_state_whatever_splits_them() {
+        // `p:{x}:y}` is both tag `x}:y` with no key and tag `x` with key `y}`, as in
+        // Redis.
+        let store = store(100);
+        let rule = gcra(1, 1);
+        assert!(acquire(&store, "x}:y", &[Check::new("", &rule)], 0));
+        assert!(!acquire(&store, "x", &[Check::new("y}", &rule)], 0));
+        let two = [Check::new("y}", &rule), Check::new("z", &rule)];
+        assert!(!acquire(&store, "x", &two, 0));
+        assert_eq!(store.len(), 1);
+    }
+
+    #[test]
+    fn too_long_is_the_storage_key_length() {
+        let store = store(100);
+        let rule = gcra(1, 1);
+        let max = DEFAULT_MAX_KEY_LEN;
+        // `p:{` + tag + `}:` + key
+        let tag = "t".repeat(max - 6);
+        let fits = [Check::new("k", &rule)];
+        assert!(acquire(&store, &tag, &fits, 0));
+        let long = [Check::new("kk", &rule)];
+        let request = Request::new(&tag, &long, Op::Acquire(1));
+        let error = store.execute_now(&request).unwrap_err();
+        let len = storage_key("p", &tag, "kk").len();
+        assert!(matches!(error, StoreError::KeyTooLong { len: l, max: m } if l == len && m == max));
+    }
+
+    #[test]
+    fn forgotten_keys_start_afresh_in_place() {
+        let store = store(100);
+        let rule = gcra(1, 1);
+        let one = [Check::new("", &rule)];
+        for at in 0..200 {
+            assert!(acquire(&store, &format!("t{}", at % 10), &one, at));
+        }
+        assert!(store.len() <= 10);
+        assert!(!acquire(&store, "t9", &one, 199));
+    }
+
+    #[test]
+    fn a_full_shard_denies_a_new_key_and_keeps_the_others() {
+        let store = store(1);
+        let rule = gcra(1, 1);
+        let one = [Check::new("", &rule)];
+        assert!(acquire(&store, "a", &one, 0));
+        let request = Request::new("b", &one, Op::Acquire(1)).at(Duration::ZERO);
+        let Outcome::Decision(Err(denied)) = store.execute_now(&request).unwrap() else {
+            panic!("admitted into a full store");
+        };
+        assert_eq!(denied.retry_after(), Some(SECOND));
+        assert!(acquire(&store, "b", &one, 1), "a is idle after a second");
+        assert_eq!(store.len(), 1);
+    }
+
+    #[test]
+    fn peeks_and_untouched_keys_store_nothing() {
+        let store = store(100);
+        let rule = gcra(1, 1);
+        let one = [Check::new("", &rule)];
+        let peek = Request::new("t", &one, Op::Peek(1)).at(Duration::ZERO);
+        assert!(store.execute_now(&peek).unwrap().is_admitted());
+        let zero = Request::new("t", &one, Op::Acquire(0)).at(Duration::ZERO);
+        assert!(store.execute_now(&zero).unwrap().is_admitted());
+        assert!(store.is_empty());
+    }
+
+    #[test]
+    fn a_key_holding_another_kind_of_rule_is_a_conflict() {
+        let store = store(100);
+        let bucket = gcra(1, 1);
+        let window = Rule::from(FixedWindow::new(1, SECOND).unwrap());
+        assert!(acquire(&store, "t", &[Check::new("", &bucket)], 0));
+        let checks = [Check::new("", &window)];
+        let request = Request::new("t", &checks, Op::Acquire(1)).at(Duration::ZERO);
+        let error = store.execute_now(&request).unwrap_err();
+        assert!(matches!(error, StoreError::KeyConflict { key } if key == "p:{t}"));
     }
 }
