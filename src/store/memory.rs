@@ -76,11 +76,32 @@ struct Shard {
 struct Entry {
     /// The storage key less the store's prefix and `:{`: `tag}` or `tag}:key`. The
     /// prefix is the same for every key of the store.
-    name: Box<str>,
+    name: Spelled,
     /// [`Name::hash`] of `name`, kept so that the table grows without hashing again.
     hash: u64,
     state: RuleState,
     expires_at: Nanos,
+}
+
+/// The longest name held in its entry rather than on the heap: an IPv6 address as
+/// a tag does not fit, an IPv4 address with a short key does.
+const INLINE: usize = 30;
+
+/// An entry's name: in the entry itself when short, so that a new key allocates
+/// nothing and a lookup follows no pointer.
+enum Spelled {
+    Inline { len: u8, bytes: [u8; INLINE] },
+    Heap(Box<[u8]>),
+}
+
+impl Spelled {
+    #[inline]
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            Spelled::Inline { len, bytes } => bytes.get(..usize::from(*len)).unwrap_or_default(),
+            Spelled::Heap(bytes) => bytes,
+        }
+    }
 }
 
 /// A check's storage key less the store's prefix and `:{`, in pieces that the text
@@ -131,7 +152,7 @@ impl<'a> Name<'a> {
 
     /// Whether `name` (an [`Entry::name`]) spells this name.
     #[inline]
-    fn matches(&self, name: &str) -> bool {
+    fn matches(&self, name: &Spelled) -> bool {
         let name = name.as_bytes();
         if name.len() != self.len() {
             return false;
@@ -157,15 +178,25 @@ impl<'a> Name<'a> {
         hasher.finish()
     }
 
-    fn to_boxed(self) -> Box<str> {
-        let mut name = String::with_capacity(self.len());
-        name.push_str(self.head);
-        name.push('}');
-        if self.colon {
-            name.push(':');
+    fn spell(self) -> Spelled {
+        let pieces = [
+            self.head.as_bytes(),
+            if self.colon { b"}:" } else { b"}" },
+            self.rest.as_bytes(),
+        ];
+        let len = self.len();
+        match u8::try_from(len) {
+            Ok(short) if len <= INLINE => {
+                let mut bytes = [0; INLINE];
+                let mut at = 0;
+                for piece in pieces {
+                    bytes[at..at + piece.len()].copy_from_slice(piece);
+                    at += piece.len();
+                }
+                Spelled::Inline { len: short, bytes }
+            }
+            _ => Spelled::Heap(pieces.concat().into_boxed_slice()),
         }
-        name.push_str(self.rest);
-        name.into_boxed_str()
     }
 }
 
@@ -393,7 +424,7 @@ impl<C: Clock> MemoryStore<C> {
                             return Ok(shard.full(request, now));
                         }
                         let entry = Entry {
-                            name: name.to_boxed(),
+                            name: name.spell(),
                             hash,
                             state,
                             expires_at,
@@ -503,7 +534,7 @@ impl<C: Clock> MemoryStore<C> {
                     }
                     Err(_) if expires_at > now => {
                         let entry = Entry {
-                            name: name.to_boxed(),
+                            name: name.spell(),
                             hash,
                             state,
                             expires_at,
@@ -621,20 +652,21 @@ mod tests {
             assert_eq!(format!("p:{{{spelled_out}"), full);
             let name = Name::parse(&spelled_out);
             assert_eq!(name.len(), spelled_out.len());
-            assert!(name.matches(&spelled_out));
-            assert_eq!(&*name.to_boxed(), spelled_out);
+            assert!(name.matches(&name.spell()));
+            assert_eq!(name.spell().as_bytes(), spelled_out.as_bytes());
             if !tag.contains('}') {
                 let fast = Name::new(tag, key);
-                assert!(fast.matches(&spelled_out));
+                assert!(fast.matches(&name.spell()));
                 assert_eq!(
                     (fast.head, fast.colon, fast.rest),
                     (name.head, name.colon, name.rest)
                 );
             }
         }
-        assert!(!Name::new("t", "k").matches("t}k:"));
-        assert!(!Name::new("t", "").matches("t}:"));
-        assert!(!Name::new("t", "k").matches("t}:j"));
+        let spelled_as = |name: &str| Name::parse(name).spell();
+        assert!(!Name::new("t", "k").matches(&spelled_as("t}k:")));
+        assert!(!Name::new("t", "").matches(&spelled_as("t}:")));
+        assert!(!Name::new("t", "k").matches(&spelled_as("t}:j")));
     }
 
     #[test]
