@@ -589,12 +589,34 @@ fn outcome_name(outcome: &Result<Outcome, StoreError>) -> &'static str {
     }
 }
 
-/// Each named rule on its key under the request's tag.
-fn checks(rules: &[(String, Rule)]) -> Vec<Check<'_>> {
-    rules
-        .iter()
-        .map(|(name, rule)| Check::new(name, rule))
-        .collect()
+/// Each named rule on its key under the request's tag; one rule (the usual case)
+/// without allocating.
+fn checks(rules: &[(String, Rule)]) -> Checks<'_> {
+    match rules {
+        [(name, rule)] => Checks::One([Check::new(name, rule)]),
+        _ => Checks::Many(
+            rules
+                .iter()
+                .map(|(name, rule)| Check::new(name, rule))
+                .collect(),
+        ),
+    }
+}
+
+enum Checks<'a> {
+    One([Check<'a>; 1]),
+    Many(Vec<Check<'a>>),
+}
+
+impl<'a> std::ops::Deref for Checks<'a> {
+    type Target = [Check<'a>];
+
+    fn deref(&self) -> &[Check<'a>] {
+        match self {
+            Checks::One(one) => one,
+            Checks::Many(many) => many,
+        }
+    }
 }
 
 /// Gives back a booked wait whose waiter was dropped.
