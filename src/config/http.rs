@@ -7,9 +7,11 @@ use std::sync::Arc;
 use http::request::Parts;
 use http::HeaderName;
 
-use super::limiter::{AppliedLimit, ConfigLimiter, ShadowDenial};
+use super::limiter::{AppliedLimit, CheckNow, ConfigDecision, ConfigLimiter, ShadowDenial};
 use super::matcher::Descriptor;
-use crate::http::{CheckError, CheckFuture, KeyError, KeyExtractor, Limits, Policy, Verdict};
+use crate::http::{
+    CheckError, CheckFuture, KeyError, KeyExtractor, Limits, Policies, Policy, Verdict,
+};
 use crate::store::Store;
 
 /// Where one entry of a request's descriptor comes from: its key in the rules file,
@@ -538,7 +540,7 @@ impl<S: Store + 'static> ConfigLimits<S> {
                         match extracted.iter().find(|(seen, _)| *seen == id) {
                             Some((_, value)) => value.clone(),
                             None => {
-                                let value = extractor.extract(request)?;
+                                let value = extractor.extract(request)?.into_string();
                                 extracted.push((id, value.clone()));
                                 value
                             }
@@ -567,37 +569,65 @@ impl<S: Store + 'static> ConfigLimits<S> {
 }
 
 impl<S: Store + 'static> Limits for ConfigLimits<S> {
+    /// Decided at once when the store can (the memory store), without an allocation
+    /// for the future; otherwise a boxed future that awaits the store.
     fn check(&self, request: &Parts) -> CheckFuture {
-        let descriptors = self.descriptors_of(request);
+        let descriptors = match self.descriptors_of(request) {
+            Ok(descriptors) => descriptors,
+            Err(e) => return CheckFuture::ready(Err(e.into())),
+        };
+        let admitted = match self.limiter.try_check_now(&descriptors, 1) {
+            CheckNow::Decided(decided) => {
+                let hook = self.on_shadow_denial.as_deref();
+                return CheckFuture::ready(
+                    decided
+                        .map(|decision| verdict(decision, hook))
+                        .map_err(CheckError::from),
+                );
+            }
+            CheckNow::Later => None,
+            CheckNow::ShadowLater(admitted) => Some(admitted),
+        };
         let limiter = self.limiter.clone();
         let hook = self.on_shadow_denial.clone();
-        Box::pin(async move {
-            let decision = limiter.check(&descriptors?, 1).await?;
-            let (decision, applied, decisive, shadow) = decision.into_parts();
-            if let Some(shadow) = shadow {
-                tracing::info!(
-                    target: "tollgate::config",
-                    limit = %shadow.limit.name,
-                    denied = %shadow.denied,
-                    "shadow limit would deny"
-                );
-                if let Some(hook) = hook {
-                    hook(&shadow);
-                }
-            }
-            Ok::<_, CheckError>(match decision {
-                None => Verdict::unlimited(),
-                Some(decision) => Verdict::new(
-                    decision,
-                    applied.into_iter().map(policy).collect::<Arc<[Policy]>>(),
-                    decisive,
-                ),
-            })
+        CheckFuture::new(async move {
+            let decision = match admitted {
+                None => limiter.check(&descriptors, 1).await?,
+                Some(admitted) => limiter.check_shadow(&descriptors, 1, admitted).await?,
+            };
+            Ok(verdict(decision, hook.as_deref()))
         })
     }
 
     fn policies(&self) -> Vec<Policy> {
         self.policies.to_vec()
+    }
+}
+
+/// The verdict of `decision`, its shadow denial reported.
+fn verdict(
+    decision: ConfigDecision,
+    hook: Option<&(dyn Fn(&ShadowDenial) + Send + Sync)>,
+) -> Verdict {
+    let (decision, applied, decisive, shadow) = decision.into_parts();
+    if let Some(shadow) = shadow {
+        tracing::info!(
+            target: "tollgate::config",
+            limit = %shadow.limit.name,
+            denied = %shadow.denied,
+            "shadow limit would deny"
+        );
+        if let Some(hook) = hook {
+            hook(&shadow);
+        }
+    }
+    match decision {
+        None => Verdict::unlimited(),
+        Some(decision) => Verdict::new(
+            decision,
+            applied.into_iter().map(policy).collect::<Policies>(),
+            decisive,
+        ),
     }
 }
 

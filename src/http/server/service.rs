@@ -19,9 +19,10 @@ use crate::http::limits::Limits;
 /// calls the inner service and adds the rate-limit fields to its response. Clones
 /// share the limits.
 ///
-/// Since the check is awaited before the inner service is called, `call` takes the
-/// inner service that `poll_ready` made ready and leaves a clone in its place (so
-/// `S: Clone`), as tower's guide advises.
+/// A check decided at once (an in-process store) answers or calls the inner service
+/// within `call`. A check that must be awaited (a remote store) delays the inner
+/// call, so `call` then takes the inner service that `poll_ready` made ready and
+/// leaves a clone in its place (so `S: Clone`), as tower's guide advises.
 ///
 /// # Examples
 ///
@@ -146,14 +147,19 @@ where
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         let (head, body) = request.into_parts();
         let check = self.limits.check(&head);
-        let clone = self.inner.clone();
-        let ready = std::mem::replace(&mut self.inner, clone);
-        ResponseFuture::new(
-            check,
-            ready,
-            Request::from_parts(head, body),
-            self.settings.clone(),
-        )
+        let request = Request::from_parts(head, body);
+        match check.into_ready() {
+            // Decided at once: the inner service `poll_ready` made ready is called now,
+            // so it need not be cloned.
+            Ok(checked) => {
+                ResponseFuture::decided(checked, &mut self.inner, request, self.settings.clone())
+            }
+            Err(check) => {
+                let clone = self.inner.clone();
+                let ready = std::mem::replace(&mut self.inner, clone);
+                ResponseFuture::new(check, ready, request, self.settings.clone())
+            }
+        }
     }
 }
 
