@@ -1176,6 +1176,42 @@ mod tests {
         );
     }
 
+    /// Every octet width in every position, against `Display`.
+    #[test]
+    fn ipv4_keys_read_as_display_writes_them() {
+        let octets = [0, 1, 9, 10, 42, 99, 100, 199, 200, 255];
+        for a in octets {
+            for b in octets {
+                for c in octets {
+                    for d in octets {
+                        let ip = Ipv4Addr::new(a, b, c, d);
+                        assert_eq!(ipv4_key(ip).as_str(), ip.to_string());
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn keys_are_inline_up_to_their_buffer_then_strings() {
+        let fits = "x".repeat(INLINE);
+        let key = Key::format(format_args!("{fits}"));
+        assert!(matches!(key.0, Repr::Inline { .. }));
+        assert_eq!(key, fits);
+        let long = "x".repeat(INLINE + 1);
+        let key = Key::format(format_args!("{long}"));
+        assert!(matches!(key.0, Repr::Owned(_)));
+        assert_eq!(key, long);
+        // The longest IPv6 key, with a prefix, fits.
+        let longest = ClientIp::new().ipv6_prefix(128).unwrap();
+        let peer = "[ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe]:1";
+        let request = parts(Some(peer), &[]);
+        let key = longest.extract(&request).unwrap();
+        assert!(matches!(key.0, Repr::Inline { .. }));
+        assert_eq!(key, "ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe/128");
+        assert_eq!(key.clone().into_string(), key.as_str());
+    }
+
     #[test]
     fn header_keys() {
         let k = HeaderKey::from_static("x-api-key");

@@ -960,6 +960,72 @@ mod tests {
         assert!(Policies::ptr_eq(&first.policies, &limits.policies));
     }
 
+    /// The memory store behind a store that cannot decide at once, as a remote one.
+    struct Remote(MemoryStore<ManualClock>);
+
+    #[async_trait::async_trait]
+    impl Store for Remote {
+        async fn execute(
+            &self,
+            request: &crate::store::Request<'_>,
+        ) -> Result<crate::store::Outcome, StoreError> {
+            self.0.execute(request).await
+        }
+    }
+
+    #[test]
+    fn a_memory_store_decides_the_check_at_once() {
+        let limiter = SharedLimiter::new(store(), Gcra::new(Quota::per_second(1).unwrap()));
+        let limits = KeyedLimits::new(Global, limiter.unwrap());
+        let first = limits.check(&head(&[])).into_ready();
+        assert!(first.unwrap().unwrap().is_admitted());
+        let second = limits.check(&head(&[])).into_ready();
+        assert!(!second.unwrap().unwrap().is_admitted());
+    }
+
+    #[test]
+    fn a_store_that_cannot_decide_at_once_is_awaited() {
+        let limiter = SharedLimiter::new(Remote(store()), Gcra::new(Quota::per_second(1).unwrap()));
+        let limits = KeyedLimits::new(HeaderKey::from_static("x-api-key"), limiter.unwrap());
+        let check = |key| {
+            let pending = limits.check(&head(&[("x-api-key", key)])).into_ready();
+            block_on(pending.expect_err("a future to await")).unwrap()
+        };
+        assert!(check("a").is_admitted());
+        assert!(!check("a").is_admitted());
+        assert!(check("b").is_admitted());
+    }
+
+    #[test]
+    fn a_ready_check_yields_its_result_once() {
+        let mut check = CheckFuture::ready(Ok(Verdict::unlimited()));
+        let waker = futures::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(matches!(
+            Pin::new(&mut check).poll(&mut cx),
+            Poll::Ready(Ok(_))
+        ));
+        assert!(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _ = Pin::new(&mut check).poll(&mut cx);
+        }))
+        .is_err());
+    }
+
+    #[test]
+    fn policies_compare_by_content_and_format_their_field_once() {
+        let list = vec![Policy::new("p", 10, secs(1))];
+        let a = Policies::from(list.clone());
+        let b: Policies = list.iter().cloned().collect();
+        assert_eq!(a, b);
+        assert!(!Policies::ptr_eq(&a, &b));
+        assert_eq!(a.field().unwrap(), r#""p";q=10;w=1"#);
+        assert_eq!(Policies::from(Vec::new()).field(), None);
+        assert!(Policies::ptr_eq(
+            &Policies::default(),
+            &Policies::from(Vec::new())
+        ));
+    }
+
     #[test]
     fn keys_count_apart() {
         let limiter = SharedLimiter::new(store(), Gcra::new(Quota::per_second(1).unwrap()));

@@ -169,7 +169,9 @@ mod tests {
     use crate::algorithm::FixedWindow;
     use crate::clock::ManualClock;
     use crate::http::server::RateLimitLayer;
-    use crate::store::{MemoryStore, SharedLimiter};
+    use crate::store::{
+        MemoryStore, Outcome, Request as StoreRequest, SharedLimiter, Store, StoreError,
+    };
     use crate::KeyedConfig;
     use futures::executor::block_on;
     use std::future::poll_fn;
@@ -214,12 +216,34 @@ mod tests {
         }
     }
 
+    /// The memory store behind a store that cannot decide at once, as a remote one.
+    struct Remote(MemoryStore<ManualClock>);
+
+    #[async_trait::async_trait]
+    impl Store for Remote {
+        async fn execute(&self, request: &StoreRequest<'_>) -> Result<Outcome, StoreError> {
+            self.0.execute(request).await
+        }
+    }
+
     /// The inner service made ready by `poll_ready` is the one called, whatever the
-    /// verdict; a denial calls nothing and the next request readies a fresh clone.
+    /// verdict; a denial calls nothing. Checks decided at once call it in `call`.
     #[test]
     fn the_ready_inner_service_is_the_one_called() {
         let clock = ManualClock::new();
         let store = MemoryStore::with_clock(KeyedConfig::new(10), "t", clock.clone()).unwrap();
+        ready_inner_service_is_called(store, clock);
+    }
+
+    /// As above, with checks awaited: the next request readies a fresh clone.
+    #[test]
+    fn the_ready_inner_service_is_the_one_called_after_an_awaited_check() {
+        let clock = ManualClock::new();
+        let store = MemoryStore::with_clock(KeyedConfig::new(10), "t", clock.clone()).unwrap();
+        ready_inner_service_is_called(Remote(store), clock);
+    }
+
+    fn ready_inner_service_is_called<S: Store + 'static>(store: S, clock: ManualClock) {
         let window = FixedWindow::new(2, Duration::from_secs(60)).unwrap();
         let limiter = SharedLimiter::new(store, window).unwrap();
         let calls = Arc::new(AtomicUsize::new(0));
