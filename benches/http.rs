@@ -25,8 +25,8 @@
 //!
 //! The group `http_server_parts` (10,000 addresses) takes the tollgate layer apart,
 //! each piece next to what tower_governor does in its place where there is one: the
-//! key, the check (key, boxed future, store), the store through `SharedLimiter` and
-//! `MemoryStore::execute_now` alone, the fields, the layer around a check already
+//! key, the check (key, store, verdict), the store through `SharedLimiter` (awaited,
+//! and decided at once) and `MemoryStore::execute_now` alone, the fields, the layer around a check already
 //! decided, the layer around a `Limits` over the in-process `KeyedLimiter`, the inner
 //! service alone, and the quanta clock tower_governor builds on every denial.
 //!
@@ -350,7 +350,7 @@ fn parts(c: &mut Criterion) {
             |request| PeerIpKeyExtractor.extract(&request).ok(),
         );
 
-        // The check: key, store, verdict (tollgate's boxed future polled once), next
+        // The check: key, store, verdict (decided at once, the future ready), next
         // to tower_governor's key and `check_key` on its config's limiter.
         let limits = KeyedLimits::new(ClientIp::new(), outcome.limiter());
         let config = outcome.governor(GovernorConfigBuilder::default().use_headers());
@@ -384,7 +384,8 @@ fn parts(c: &mut Criterion) {
         );
 
         // The store alone, its key formatted before timing: through `SharedLimiter`
-        // (its checks, span, boxed `Store::execute`), and `MemoryStore::execute_now`
+        // (its checks, span, boxed `Store::execute`), through its synchronous
+        // `try_acquire_now` (what the check uses), and `MemoryStore::execute_now`
         // on a request built before timing (the storage key, the map, GCRA).
         let limiter = limits.limiter();
         let names: Vec<String> = (0..keys.count())
@@ -412,6 +413,13 @@ fn parts(c: &mut Criterion) {
             })
         });
         let mut index = 0;
+        group.bench_function(BenchmarkId::new("tollgate", scenario("store_now")), |b| {
+            b.iter(|| {
+                index = (index + 1) % names.len();
+                limiter.try_acquire_now(&names[index], 1)
+            })
+        });
+        let mut index = 0;
         group.bench_function(BenchmarkId::new("governor", scenario("store")), |b| {
             b.iter(|| {
                 index = (index + 1) % keys.count();
@@ -431,8 +439,8 @@ fn parts(c: &mut Criterion) {
             })
         });
 
-        // The layer around a check already decided: boxed check future, inner
-        // service's clone and boxed future, fields, body.
+        // The layer around a check already decided: the verdict's clone, the inner
+        // service's boxed future, fields, body.
         let policies = limits.policies();
         let decided = RateLimitLayer::new(Decided(verdict));
         let mut service = decided.layer(inner());

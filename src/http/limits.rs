@@ -131,7 +131,10 @@ impl fmt::Debug for CheckFuture {
 /// Decides whether a request may pass, from its head.
 ///
 /// The check reads what it needs from the head at once (a key, descriptors) and returns
-/// a `'static` future, so that the request can go on to the inner service afterwards.
+/// a `'static` [`CheckFuture`], so that the request can go on to the inner service
+/// afterwards. When it can decide without waiting (an in-process store), it returns
+/// [`CheckFuture::ready`]: no allocation, and the layer calls the inner service within
+/// its `call`. Otherwise [`CheckFuture::new`] boxes the future that decides.
 ///
 /// # Examples
 ///
@@ -182,7 +185,7 @@ pub trait Limits: Send + Sync + 'static {
     /// # Cancel safety
     ///
     /// As the store's [`execute`](crate::store::Store::execute): dropped, the decision
-    /// is unknown.
+    /// is unknown. A check decided at once has taken its permits before it returns.
     fn check(&self, request: &Parts) -> CheckFuture;
 
     /// Every policy this can report, for documentation and `RateLimit-Policy`.

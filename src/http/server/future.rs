@@ -23,7 +23,8 @@ use crate::http::limits::{CheckError, CheckFuture, Verdict};
 /// Dropped while the check runs, the request is not sent to the inner service, and
 /// whether its permits were taken is unknown (as for the store's
 /// [`execute`](crate::store::Store::execute)); dropped later, the inner service's
-/// future is dropped.
+/// future is dropped. A check decided at once (the memory store) took its permits,
+/// and an admitted request was passed to the inner service, before `call` returned.
 ///
 /// # Panics
 ///
