@@ -25,8 +25,8 @@
 //!
 //! The group `http_server_parts` (10,000 addresses) takes the tollgate layer apart,
 //! each piece next to what tower_governor does in its place where there is one: the
-//! key, the check (key, boxed future, store), the store through `SharedLimiter` and
-//! `MemoryStore::execute_now` alone, the fields, the layer around a check already
+//! key, the check (key, store, verdict), the store through `SharedLimiter` (awaited,
+//! and decided at once) and `MemoryStore::execute_now` alone, the fields, the layer around a check already
 //! decided, the layer around a `Limits` over the in-process `KeyedLimiter`, the inner
 //! service alone, and the quanta clock tower_governor builds on every denial.
 //!
@@ -37,7 +37,6 @@ use std::fmt::Debug;
 use std::future::Future;
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -52,7 +51,8 @@ use http::{HeaderMap, Request, Response, StatusCode};
 use tollgate::algorithm::Gcra;
 use tollgate::http::server::RateLimitLayer;
 use tollgate::http::{
-    headers, CheckFuture, ClientIp, KeyError, KeyExtractor, KeyedLimits, Limits, Policy, Verdict,
+    headers, CheckFuture, ClientIp, KeyError, KeyExtractor, KeyedLimits, Limits, Policies, Policy,
+    Verdict,
 };
 use tollgate::store::{Check, MemoryStore, Op, Request as StoreRequest, Rule, SharedLimiter};
 use tollgate::{KeyedConfig, KeyedLimiter, Quota};
@@ -287,7 +287,7 @@ struct Decided(Verdict);
 
 impl Limits for Decided {
     fn check(&self, _: &http::request::Parts) -> CheckFuture {
-        Box::pin(std::future::ready(Ok(self.0.clone())))
+        CheckFuture::ready(Ok(self.0.clone()))
     }
 
     fn policies(&self) -> Vec<Policy> {
@@ -296,10 +296,10 @@ impl Limits for Decided {
 }
 
 /// A [`Limits`] over tollgate's in-process keyed limiter, keyed by the peer's
-/// `IpAddr` (no string, no store, one boxed future).
+/// `IpAddr` (no string, no store).
 struct InProcess {
     limiter: KeyedLimiter<IpAddr, Gcra>,
-    policies: Arc<[Policy]>,
+    policies: Policies,
 }
 
 impl Limits for InProcess {
@@ -311,7 +311,7 @@ impl Limits for InProcess {
             }
             None => Err(KeyError::NoPeerAddress.into()),
         };
-        Box::pin(std::future::ready(verdict))
+        CheckFuture::ready(verdict)
     }
 
     fn policies(&self) -> Vec<Policy> {
@@ -330,8 +330,8 @@ fn parts(c: &mut Criterion) {
     for outcome in [Outcome::Admitted, Outcome::Denied] {
         let scenario = |part: &str| format!("{part}_{}", keys.scenario(outcome));
 
-        // The key: tollgate formats the address as a `String`; tower_governor keeps
-        // the `IpAddr`.
+        // The key: tollgate formats the address into its `Key` (inline, no
+        // `String`); tower_governor keeps the `IpAddr`.
         bench_requests(
             &mut group,
             "tollgate",
@@ -339,7 +339,7 @@ fn parts(c: &mut Criterion) {
             keys.count(),
             |request| {
                 let (head, ()) = request.into_parts();
-                ClientIp::new().extract(&head)
+                black_box(ClientIp::new().extract(&head)).is_ok()
             },
         );
         bench_requests(
@@ -350,7 +350,7 @@ fn parts(c: &mut Criterion) {
             |request| PeerIpKeyExtractor.extract(&request).ok(),
         );
 
-        // The check: key, store, verdict (tollgate's boxed future polled once), next
+        // The check: key, store, verdict (decided at once, the future ready), next
         // to tower_governor's key and `check_key` on its config's limiter.
         let limits = KeyedLimits::new(ClientIp::new(), outcome.limiter());
         let config = outcome.governor(GovernorConfigBuilder::default().use_headers());
@@ -384,7 +384,8 @@ fn parts(c: &mut Criterion) {
         );
 
         // The store alone, its key formatted before timing: through `SharedLimiter`
-        // (its checks, span, boxed `Store::execute`), and `MemoryStore::execute_now`
+        // (its checks, span, boxed `Store::execute`), through its synchronous
+        // `try_acquire_now` (what the check uses), and `MemoryStore::execute_now`
         // on a request built before timing (the storage key, the map, GCRA).
         let limiter = limits.limiter();
         let names: Vec<String> = (0..keys.count())
@@ -412,6 +413,13 @@ fn parts(c: &mut Criterion) {
             })
         });
         let mut index = 0;
+        group.bench_function(BenchmarkId::new("tollgate", scenario("store_now")), |b| {
+            b.iter(|| {
+                index = (index + 1) % names.len();
+                limiter.try_acquire_now(&names[index], 1)
+            })
+        });
+        let mut index = 0;
         group.bench_function(BenchmarkId::new("governor", scenario("store")), |b| {
             b.iter(|| {
                 index = (index + 1) % keys.count();
@@ -431,8 +439,8 @@ fn parts(c: &mut Criterion) {
             })
         });
 
-        // The layer around a check already decided: boxed check future, inner
-        // service's clone and boxed future, fields, body.
+        // The layer around a check already decided: the verdict's clone, the inner
+        // service's boxed future, fields, body.
         let policies = limits.policies();
         let decided = RateLimitLayer::new(Decided(verdict));
         let mut service = decided.layer(inner());

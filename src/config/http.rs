@@ -7,9 +7,11 @@ use std::sync::Arc;
 use http::request::Parts;
 use http::HeaderName;
 
-use super::limiter::{AppliedLimit, ConfigLimiter, ShadowDenial};
+use super::limiter::{AppliedLimit, CheckNow, ConfigDecision, ConfigLimiter, ShadowDenial};
 use super::matcher::Descriptor;
-use crate::http::{CheckError, CheckFuture, KeyError, KeyExtractor, Limits, Policy, Verdict};
+use crate::http::{
+    CheckError, CheckFuture, KeyError, KeyExtractor, Limits, Policies, Policy, Verdict,
+};
 use crate::store::Store;
 
 /// Where one entry of a request's descriptor comes from: its key in the rules file,
@@ -538,7 +540,7 @@ impl<S: Store + 'static> ConfigLimits<S> {
                         match extracted.iter().find(|(seen, _)| *seen == id) {
                             Some((_, value)) => value.clone(),
                             None => {
-                                let value = extractor.extract(request)?;
+                                let value = extractor.extract(request)?.into_string();
                                 extracted.push((id, value.clone()));
                                 value
                             }
@@ -567,32 +569,33 @@ impl<S: Store + 'static> ConfigLimits<S> {
 }
 
 impl<S: Store + 'static> Limits for ConfigLimits<S> {
+    /// Decided at once when the store can (the memory store), without an allocation
+    /// for the future; otherwise a boxed future that awaits the store.
     fn check(&self, request: &Parts) -> CheckFuture {
-        let descriptors = self.descriptors_of(request);
+        let descriptors = match self.descriptors_of(request) {
+            Ok(descriptors) => descriptors,
+            Err(e) => return CheckFuture::ready(Err(e.into())),
+        };
+        let admitted = match self.limiter.try_check_now(&descriptors, 1) {
+            CheckNow::Decided(decided) => {
+                let hook = self.on_shadow_denial.as_deref();
+                return CheckFuture::ready(
+                    decided
+                        .map(|decision| verdict(decision, hook))
+                        .map_err(CheckError::from),
+                );
+            }
+            CheckNow::Later => None,
+            CheckNow::ShadowLater(admitted) => Some(admitted),
+        };
         let limiter = self.limiter.clone();
         let hook = self.on_shadow_denial.clone();
-        Box::pin(async move {
-            let decision = limiter.check(&descriptors?, 1).await?;
-            let (decision, applied, decisive, shadow) = decision.into_parts();
-            if let Some(shadow) = shadow {
-                tracing::info!(
-                    target: "tollgate::config",
-                    limit = %shadow.limit.name,
-                    denied = %shadow.denied,
-                    "shadow limit would deny"
-                );
-                if let Some(hook) = hook {
-                    hook(&shadow);
-                }
-            }
-            Ok::<_, CheckError>(match decision {
-                None => Verdict::unlimited(),
-                Some(decision) => Verdict::new(
-                    decision,
-                    applied.into_iter().map(policy).collect::<Arc<[Policy]>>(),
-                    decisive,
-                ),
-            })
+        CheckFuture::new(async move {
+            let decision = match admitted {
+                None => limiter.check(&descriptors, 1).await?,
+                Some(admitted) => limiter.check_shadow(&descriptors, 1, admitted).await?,
+            };
+            Ok(verdict(decision, hook.as_deref()))
         })
     }
 
@@ -601,10 +604,138 @@ impl<S: Store + 'static> Limits for ConfigLimits<S> {
     }
 }
 
+/// The verdict of `decision`, its shadow denial reported.
+fn verdict(
+    decision: ConfigDecision,
+    hook: Option<&(dyn Fn(&ShadowDenial) + Send + Sync)>,
+) -> Verdict {
+    let (decision, applied, decisive, shadow) = decision.into_parts();
+    if let Some(shadow) = shadow {
+        tracing::info!(
+            target: "tollgate::config",
+            limit = %shadow.limit.name,
+            denied = %shadow.denied,
+            "shadow limit would deny"
+        );
+        if let Some(hook) = hook {
+            hook(&shadow);
+        }
+    }
+    match decision {
+        None => Verdict::unlimited(),
+        Some(decision) => Verdict::new(
+            decision,
+            applied.into_iter().map(policy).collect::<Policies>(),
+            decisive,
+        ),
+    }
+}
+
 fn policy(limit: AppliedLimit) -> Policy {
     Policy {
         name: limit.name,
         quota: limit.quota,
         window: limit.window,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::config::RuleSet;
+    use crate::http::ClientIp;
+    use crate::store::{MemoryStore, Outcome, Request, StoreError};
+    use crate::KeyedConfig;
+    use futures::executor::block_on;
+    use std::net::SocketAddr;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+
+    /// The memory store, deciding at once only on the calls `now` allows (by the
+    /// count of attempts so far), as a store that sometimes must wait.
+    struct Sometimes {
+        store: MemoryStore<ManualClock>,
+        attempts: AtomicUsize,
+        now: fn(usize) -> bool,
+    }
+
+    #[async_trait::async_trait]
+    impl Store for Sometimes {
+        async fn execute(&self, request: &Request<'_>) -> Result<Outcome, StoreError> {
+            self.store.execute(request).await
+        }
+
+        fn try_execute_now(&self, request: &Request<'_>) -> Option<Result<Outcome, StoreError>> {
+            let attempt = self.attempts.fetch_add(1, Ordering::SeqCst);
+            (self.now)(attempt).then(|| self.store.try_execute_now(request))?
+        }
+    }
+
+    /// The shadow limit counts only what the enforced one admits.
+    const RULES: &str = "
+domain: api
+descriptors:
+  - key: remote_address
+    rate_limit: { name: per_client, unit: minute, requests_per_unit: 3 }
+  - key: path
+    rate_limit: { name: per_path, unit: minute, requests_per_unit: 2 }
+    shadow_mode: true
+";
+
+    /// (admitted, remaining, decisive policy) of five requests, and the shadow
+    /// denials reported.
+    fn five_requests(now: fn(usize) -> bool) -> (Vec<(bool, u64, String)>, usize) {
+        let store = Sometimes {
+            store: MemoryStore::with_clock(KeyedConfig::new(100), "rl", ManualClock::new())
+                .unwrap(),
+            attempts: AtomicUsize::new(0),
+            now,
+        };
+        let limiter = ConfigLimiter::new(RuleSet::from_yaml(RULES).unwrap(), store).unwrap();
+        let shadow = Arc::new(Mutex::new(Vec::new()));
+        let seen = shadow.clone();
+        let limits = ConfigLimits::by_client_and_path(limiter, ClientIp::new())
+            .on_shadow_denial(move |denial| seen.lock().unwrap().push(denial.limit.name.clone()));
+        let verdicts = (0..5)
+            .map(|_| {
+                let (mut head, ()) = http::Request::get("/x").body(()).unwrap().into_parts();
+                head.extensions
+                    .insert(SocketAddr::from(([192, 0, 2, 1], 1)));
+                let verdict = block_on(limits.check(&head)).unwrap();
+                let remaining = match &verdict.decision {
+                    Some(Ok(admitted)) => admitted.remaining(),
+                    Some(Err(crate::Denied::Limited(limited))) => limited.remaining(),
+                    other => panic!("{other:?}"),
+                };
+                let policy = verdict.decisive_policy().unwrap().name.clone();
+                (verdict.is_admitted(), remaining, policy)
+            })
+            .collect();
+        let shadow = shadow.lock().unwrap();
+        assert!(shadow.iter().all(|name| name == "per_path"));
+        (verdicts, shadow.len())
+    }
+
+    /// At once, awaited, or the enforced request at once and the shadow one awaited:
+    /// the same verdicts and the same shadow denials.
+    #[test]
+    fn checks_decided_at_once_and_awaited_agree() {
+        let at_once = five_requests(|_| true);
+        let expected = (
+            vec![
+                (true, 2, "per_client".to_owned()),
+                (true, 1, "per_client".to_owned()),
+                (true, 0, "per_client".to_owned()),
+                (false, 0, "per_client".to_owned()),
+                (false, 0, "per_client".to_owned()),
+            ],
+            1,
+        );
+        assert_eq!(at_once, expected);
+        assert_eq!(five_requests(|_| false), expected);
+        // Odd attempts wait: every admitted request's shadow request is awaited, and
+        // a denied one leaves the next request's enforced request to be awaited.
+        assert_eq!(five_requests(|attempt| attempt % 2 == 0), expected);
     }
 }

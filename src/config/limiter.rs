@@ -404,29 +404,50 @@ impl<S: Store> ConfigLimiter<S> {
         let matched = self.rules.limits_for(descriptors);
         let enforced: Vec<&MatchedLimit<'_>> = matched.enforced().collect();
         let shadow: Vec<&MatchedLimit<'_>> = matched.shadow().collect();
-
-        let (decision, decisive) = match self.execute(&enforced, cost, at).await? {
-            Some(decision) => {
-                let decisive = decisive_index(&enforced, &decision);
-                (Some(decision), decisive)
-            }
-            None => (None, 0),
-        };
-        let mut shadow_denial = None;
-        if !matches!(decision, Some(Err(_))) {
-            if let Some(Err(denied)) = self.execute(&shadow, cost, at).await? {
-                let limit = AppliedLimit::of(shadow[decisive_index(&shadow, &Err(denied))].limit());
-                shadow_denial = Some(ShadowDenial { limit, denied });
-            }
+        let mut decided = enforced_decision(&enforced, self.execute(&enforced, cost, at).await?);
+        if decided.is_admitted() {
+            decided.shadow_denial = shadow_denial(&shadow, self.execute(&shadow, cost, at).await?);
         }
+        Ok(decided)
+    }
+
+    /// [`check`](Self::check) without a future, as far as the store decides without
+    /// waiting ([`Store::try_execute_now`]): the same requests, the shadow one only
+    /// when the enforced limits admit.
+    pub(crate) fn try_check_now(&self, descriptors: &[Descriptor], cost: u64) -> CheckNow {
+        let matched = self.rules.limits_for(descriptors);
+        let enforced: Vec<&MatchedLimit<'_>> = matched.enforced().collect();
+        let decided = match self.execute_now(&enforced, cost) {
+            None => return CheckNow::Later,
+            Some(Err(e)) => return CheckNow::Decided(Err(e)),
+            Some(Ok(decision)) => enforced_decision(&enforced, decision),
+        };
+        if !decided.is_admitted() {
+            return CheckNow::Decided(Ok(decided));
+        }
+        let shadow: Vec<&MatchedLimit<'_>> = matched.shadow().collect();
+        match self.execute_now(&shadow, cost) {
+            None => CheckNow::ShadowLater(decided),
+            Some(result) => CheckNow::Decided(result.map(|decision| ConfigDecision {
+                shadow_denial: shadow_denial(&shadow, decision),
+                ..decided
+            })),
+        }
+    }
+
+    /// The rest of a [`CheckNow::ShadowLater`]: the shadow request, awaited.
+    pub(crate) async fn check_shadow(
+        &self,
+        descriptors: &[Descriptor],
+        cost: u64,
+        decided: ConfigDecision,
+    ) -> Result<ConfigDecision, StoreError> {
+        let matched = self.rules.limits_for(descriptors);
+        let shadow: Vec<&MatchedLimit<'_>> = matched.shadow().collect();
+        let decision = self.execute(&shadow, cost, None).await?;
         Ok(ConfigDecision {
-            decision,
-            applied: enforced
-                .iter()
-                .map(|m| AppliedLimit::of(m.limit()))
-                .collect(),
-            decisive,
-            shadow_denial,
+            shadow_denial: shadow_denial(&shadow, decision),
+            ..decided
         })
     }
 
@@ -440,14 +461,75 @@ impl<S: Store> ConfigLimiter<S> {
         if limits.is_empty() {
             return Ok(None);
         }
-        let checks: Vec<Check<'_>> = limits
-            .iter()
-            .map(|m| Check::new(m.key(), m.limit().rule()))
-            .collect();
+        let checks = checks(limits);
         let mut request = Request::new(self.rules.domain(), &checks, Op::Acquire(cost));
         request.at = at;
         let outcome = self.store.execute(&request).await?;
         outcome.into_decision().map(Some)
+    }
+
+    /// [`execute`](Self::execute) at the store's time, if the store decides without
+    /// waiting; `None`, having done nothing, if it cannot.
+    fn execute_now(
+        &self,
+        limits: &[&MatchedLimit<'_>],
+        cost: u64,
+    ) -> Option<Result<Option<Decision>, StoreError>> {
+        if limits.is_empty() {
+            return Some(Ok(None));
+        }
+        let checks = checks(limits);
+        let request = Request::new(self.rules.domain(), &checks, Op::Acquire(cost));
+        let outcome = self.store.try_execute_now(&request)?;
+        Some(outcome.and_then(|outcome| outcome.into_decision().map(Some)))
+    }
+}
+
+/// How far [`ConfigLimiter::try_check_now`] got.
+pub(crate) enum CheckNow {
+    /// Decided, both requests.
+    Decided(Result<ConfigDecision, StoreError>),
+    /// Nothing done: the store cannot decide without waiting.
+    Later,
+    /// The enforced limits decided and admitted; the shadow request is still to send
+    /// ([`ConfigLimiter::check_shadow`]).
+    ShadowLater(ConfigDecision),
+}
+
+fn checks<'a>(limits: &[&'a MatchedLimit<'_>]) -> Vec<Check<'a>> {
+    limits
+        .iter()
+        .map(|m| Check::new(m.key(), m.limit().rule()))
+        .collect()
+}
+
+/// The decision of the enforced limits, before the shadow request.
+fn enforced_decision(enforced: &[&MatchedLimit<'_>], decision: Option<Decision>) -> ConfigDecision {
+    let decisive = decision
+        .as_ref()
+        .map_or(0, |decision| decisive_index(enforced, decision));
+    ConfigDecision {
+        decision,
+        applied: enforced
+            .iter()
+            .map(|m| AppliedLimit::of(m.limit()))
+            .collect(),
+        decisive,
+        shadow_denial: None,
+    }
+}
+
+/// The shadow limit that would have denied, from the shadow request's decision.
+fn shadow_denial(shadow: &[&MatchedLimit<'_>], decision: Option<Decision>) -> Option<ShadowDenial> {
+    match decision {
+        Some(Err(denied)) => {
+            let decisive = decisive_index(shadow, &Err(denied));
+            Some(ShadowDenial {
+                limit: AppliedLimit::of(shadow[decisive].limit()),
+                denied,
+            })
+        }
+        _ => None,
     }
 }
 

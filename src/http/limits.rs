@@ -2,32 +2,139 @@
 
 use std::fmt;
 use std::future::Future;
+use std::ops::Deref;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::request::Parts;
+use http::HeaderValue;
 
+use super::headers::policy_value;
 use super::key::{KeyError, KeyExtractor};
 use crate::clock::Clock;
 use crate::decision::{Decision, Denied};
 use crate::store::{Rule, SharedLimiter, Store, StoreError};
 
-/// The future of a [`Limits::check`].
+/// The future of a [`Limits::check`]: its result at once when the check was decided
+/// without waiting (an in-process store), or a boxed future otherwise.
+///
+/// A check decided at once costs no allocation, and the server layer calls the inner
+/// service straight away.
+///
+/// # Cancel safety
+///
+/// A ready check has already been decided: dropping it discards the verdict, not the
+/// permits taken. A pending one is as cancel safe as the future it boxes.
+///
+/// # Panics
+///
+/// If polled again after it completed.
 ///
 /// # Examples
 ///
 /// ```
 /// use tollgate::http::{CheckFuture, Verdict};
 ///
-/// let check: CheckFuture = Box::pin(async { Ok(Verdict::unlimited()) });
+/// # futures::executor::block_on(async {
+/// let now = CheckFuture::ready(Ok(Verdict::unlimited()));
+/// assert!(now.await?.is_admitted());
+/// let later = CheckFuture::new(async { Ok(Verdict::unlimited()) });
+/// assert!(later.await?.is_admitted());
+/// # Ok::<(), tollgate::http::CheckError>(())
+/// # }).unwrap();
 /// ```
-pub type CheckFuture = Pin<Box<dyn Future<Output = Result<Verdict, CheckError>> + Send>>;
+pub struct CheckFuture(Check);
+
+type BoxedCheck = Pin<Box<dyn Future<Output = Result<Verdict, CheckError>> + Send>>;
+
+enum Check {
+    /// Decided; `None` once the result is taken.
+    Ready(Option<Result<Verdict, CheckError>>),
+    Pending(BoxedCheck),
+}
+
+impl CheckFuture {
+    /// A check already decided: `result`, with no allocation.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::http::{CheckError, CheckFuture, KeyError};
+    ///
+    /// # futures::executor::block_on(async {
+    /// let failed = CheckFuture::ready(Err(CheckError::from(KeyError::NoPeerAddress)));
+    /// assert!(failed.await.is_err());
+    /// # });
+    /// ```
+    pub fn ready(result: Result<Verdict, CheckError>) -> CheckFuture {
+        CheckFuture(Check::Ready(Some(result)))
+    }
+
+    /// A check still to be decided by `future` (a round trip to a remote store), boxed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::http::{CheckFuture, Verdict};
+    ///
+    /// # futures::executor::block_on(async {
+    /// let check = CheckFuture::new(async { Ok(Verdict::unlimited()) });
+    /// assert_eq!(check.await?.decision, None);
+    /// # Ok::<(), tollgate::http::CheckError>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn new<F>(future: F) -> CheckFuture
+    where
+        F: Future<Output = Result<Verdict, CheckError>> + Send + 'static,
+    {
+        CheckFuture(Check::Pending(Box::pin(future)))
+    }
+
+    /// The result, if the check was decided at once; the future itself otherwise.
+    pub(crate) fn into_ready(self) -> Result<Result<Verdict, CheckError>, CheckFuture> {
+        match self.0 {
+            Check::Ready(Some(result)) => Ok(result),
+            other => Err(CheckFuture(other)),
+        }
+    }
+}
+
+impl Future for CheckFuture {
+    type Output = Result<Verdict, CheckError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match &mut self.get_mut().0 {
+            Check::Ready(result) => Poll::Ready(
+                result
+                    .take()
+                    .expect("CheckFuture polled after it completed"),
+            ),
+            Check::Pending(future) => future.as_mut().poll(cx),
+        }
+    }
+}
+
+impl fmt::Debug for CheckFuture {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Check::Ready(Some(result)) => {
+                f.debug_tuple("CheckFuture::Ready").field(result).finish()
+            }
+            Check::Ready(None) => f.write_str("CheckFuture::Done"),
+            Check::Pending(_) => f.write_str("CheckFuture::Pending(..)"),
+        }
+    }
+}
 
 /// Decides whether a request may pass, from its head.
 ///
 /// The check reads what it needs from the head at once (a key, descriptors) and returns
-/// a `'static` future, so that the request can go on to the inner service afterwards.
+/// a `'static` [`CheckFuture`], so that the request can go on to the inner service
+/// afterwards. When it can decide without waiting (an in-process store), it returns
+/// [`CheckFuture::ready`]: no allocation, and the layer calls the inner service within
+/// its `call`. Otherwise [`CheckFuture::new`] boxes the future that decides.
 ///
 /// # Examples
 ///
@@ -46,7 +153,7 @@ pub type CheckFuture = Pin<Box<dyn Future<Output = Result<Verdict, CheckError>> 
 ///         if request.method == http::Method::POST {
 ///             self.0.check(request)
 ///         } else {
-///             Box::pin(std::future::ready(Ok(Verdict::unlimited())))
+///             CheckFuture::ready(Ok(Verdict::unlimited()))
 ///         }
 ///     }
 ///
@@ -78,7 +185,7 @@ pub trait Limits: Send + Sync + 'static {
     /// # Cancel safety
     ///
     /// As the store's [`execute`](crate::store::Store::execute): dropped, the decision
-    /// is unknown.
+    /// is unknown. A check decided at once has taken its permits before it returns.
     fn check(&self, request: &Parts) -> CheckFuture;
 
     /// Every policy this can report, for documentation and `RateLimit-Policy`.
@@ -128,6 +235,139 @@ impl Policy {
     }
 }
 
+/// The policies a [`Verdict`] was made under, shared, with their `RateLimit-Policy`
+/// value formatted once.
+///
+/// A [`Limits`] whose policies are fixed builds this once and hands a clone (a
+/// reference count) to every verdict: the field is then never formatted per request.
+/// It reads as a slice of [`Policy`]. Equality compares the policies.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::http::{Policies, Policy};
+///
+/// let policies = Policies::from(vec![
+///     Policy::new("burst", 100, Duration::from_secs(60)),
+///     Policy::new("daily", 1_000, Duration::from_secs(86_400)),
+/// ]);
+/// assert_eq!(policies[1].name, "daily");
+/// assert_eq!(policies.field().unwrap(), r#""burst";q=100;w=60, "daily";q=1000;w=86400"#);
+/// assert!(Policies::default().is_empty());
+/// ```
+#[derive(Clone, Default)]
+pub struct Policies {
+    /// `None` when empty: an unlimited verdict allocates nothing.
+    shared: Option<Arc<PolicyList>>,
+}
+
+struct PolicyList {
+    list: Box<[Policy]>,
+    field: HeaderValue,
+}
+
+impl Policies {
+    /// `policies`, their field formatted now.
+    fn of(list: Box<[Policy]>) -> Policies {
+        if list.is_empty() {
+            return Policies::default();
+        }
+        let field = policy_value(&list);
+        Policies {
+            shared: Some(Arc::new(PolicyList { list, field })),
+        }
+    }
+
+    /// The `RateLimit-Policy` value listing them; `None` when there are none.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::http::{Policies, Policy};
+    ///
+    /// let policies = Policies::from([Policy::new("default", 10, Duration::from_secs(1))]);
+    /// assert_eq!(policies.field().unwrap(), r#""default";q=10;w=1"#);
+    /// ```
+    pub fn field(&self) -> Option<&HeaderValue> {
+        self.shared.as_ref().map(|shared| &shared.field)
+    }
+
+    /// Whether `a` and `b` are clones of the same list (not merely equal).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::http::{Policies, Policy};
+    ///
+    /// let a = Policies::from([Policy::new("default", 10, Duration::from_secs(1))]);
+    /// let b = Policies::from([Policy::new("default", 10, Duration::from_secs(1))]);
+    /// assert!(Policies::ptr_eq(&a, &a.clone()));
+    /// assert!(a == b && !Policies::ptr_eq(&a, &b));
+    /// ```
+    pub fn ptr_eq(a: &Policies, b: &Policies) -> bool {
+        match (&a.shared, &b.shared) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        }
+    }
+}
+
+impl Deref for Policies {
+    type Target = [Policy];
+
+    fn deref(&self) -> &[Policy] {
+        self.shared.as_ref().map_or(&[], |shared| &shared.list)
+    }
+}
+
+impl fmt::Debug for Policies {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl PartialEq for Policies {
+    fn eq(&self, other: &Policies) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Policies {}
+
+impl From<Vec<Policy>> for Policies {
+    fn from(list: Vec<Policy>) -> Policies {
+        Policies::of(list.into_boxed_slice())
+    }
+}
+
+impl From<&[Policy]> for Policies {
+    fn from(list: &[Policy]) -> Policies {
+        Policies::of(list.into())
+    }
+}
+
+impl<const N: usize> From<[Policy; N]> for Policies {
+    fn from(list: [Policy; N]) -> Policies {
+        Policies::of(Box::new(list))
+    }
+}
+
+impl From<Arc<[Policy]>> for Policies {
+    fn from(list: Arc<[Policy]>) -> Policies {
+        Policies::of(list.as_ref().into())
+    }
+}
+
+impl FromIterator<Policy> for Policies {
+    fn from_iter<I: IntoIterator<Item = Policy>>(iter: I) -> Policies {
+        Policies::of(iter.into_iter().collect())
+    }
+}
+
 /// The answer of [`Limits::check`]: the decision, and the policies it was made under.
 ///
 /// # Examples
@@ -146,8 +386,9 @@ pub struct Verdict {
     /// `None` when no limit applied (the request passes with no rate-limit fields).
     pub decision: Option<Decision>,
     /// The policies that applied: shared, so that a [`Limits`] with fixed policies
-    /// hands out the same list to every request without copying it.
-    pub policies: Arc<[Policy]>,
+    /// hands out the same list, and its `RateLimit-Policy` value, to every request
+    /// without copying or formatting them.
+    pub policies: Policies,
     /// Which of `policies` the decision reports: the one that denied, or the one
     /// closest to exhaustion.
     pub decisive: usize,
@@ -169,7 +410,7 @@ impl Verdict {
     /// assert!(!verdict.is_admitted());
     /// assert_eq!(verdict.decisive_policy().unwrap().name, "default");
     /// ```
-    pub fn new(decision: Decision, policies: impl Into<Arc<[Policy]>>, decisive: usize) -> Verdict {
+    pub fn new(decision: Decision, policies: impl Into<Policies>, decisive: usize) -> Verdict {
         Verdict {
             decision: Some(decision),
             policies: policies.into(),
@@ -189,7 +430,7 @@ impl Verdict {
     pub fn unlimited() -> Verdict {
         Verdict {
             decision: None,
-            policies: Arc::new([]),
+            policies: Policies::default(),
             decisive: 0,
         }
     }
@@ -332,7 +573,7 @@ impl fmt::Debug for Cost {
 pub struct KeyedLimits<K, S, C = crate::clock::MonotonicClock> {
     pub(crate) extractor: K,
     pub(crate) limiter: SharedLimiter<S, C>,
-    pub(crate) policies: Arc<[Policy]>,
+    pub(crate) policies: Policies,
     /// Each rule's capacity, as a request too costly reports it.
     capacities: Arc<[u64]>,
     cost: Cost,
@@ -373,7 +614,7 @@ impl<K: KeyExtractor, S: Store + 'static, C: Clock> KeyedLimits<K, S, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn new(extractor: K, limiter: SharedLimiter<S, C>) -> KeyedLimits<K, S, C> {
-        let policies: Vec<Policy> = limiter
+        let policies: Policies = limiter
             .rules()
             .map(|(name, rule)| {
                 let name = if name.is_empty() { "default" } else { name };
@@ -384,7 +625,7 @@ impl<K: KeyExtractor, S: Store + 'static, C: Clock> KeyedLimits<K, S, C> {
         KeyedLimits {
             extractor,
             limiter,
-            policies: policies.into(),
+            policies,
             capacities: capacities.into(),
             cost: Cost::Fixed(1),
         }
@@ -477,19 +718,29 @@ where
     S: Store + 'static,
     C: Clock,
 {
+    /// Decided at once when the store can ([`SharedLimiter::try_acquire_now`]: the
+    /// memory store), without an allocation for the future; otherwise a boxed future
+    /// that awaits the store.
     fn check(&self, request: &Parts) -> CheckFuture {
         let key = match self.extractor.extract(request) {
             Ok(key) => key,
-            Err(e) => return Box::pin(std::future::ready(Err(e.into()))),
+            Err(e) => return CheckFuture::ready(Err(e.into())),
         };
         let n = match &self.cost {
             Cost::Fixed(n) => *n,
             Cost::Computed(cost) => cost(request),
         };
+        if let Some(decided) = self.limiter.try_acquire_now(&key, n) {
+            return CheckFuture::ready(decided.map_err(CheckError::from).map(|decision| {
+                let decisive = decisive(&self.policies, &self.capacities, &decision);
+                Verdict::new(decision, self.policies.clone(), decisive)
+            }));
+        }
+        let key = key.into_string();
         let limiter = self.limiter.clone();
         let policies = self.policies.clone();
         let capacities = self.capacities.clone();
-        Box::pin(async move {
+        CheckFuture::new(async move {
             let decision = limiter.try_acquire(&key, n).await?;
             let decisive = decisive(&policies, &capacities, &decision);
             Ok(Verdict::new(decision, policies, decisive))
@@ -708,8 +959,74 @@ mod tests {
         let limits = KeyedLimits::new(Global, limiter.unwrap());
         let first = block_on(limits.check(&head(&[]))).unwrap();
         let second = block_on(limits.check(&head(&[]))).unwrap();
-        assert!(Arc::ptr_eq(&first.policies, &second.policies));
-        assert!(Arc::ptr_eq(&first.policies, &limits.policies));
+        assert!(Policies::ptr_eq(&first.policies, &second.policies));
+        assert!(Policies::ptr_eq(&first.policies, &limits.policies));
+    }
+
+    /// The memory store behind a store that cannot decide at once, as a remote one.
+    struct Remote(MemoryStore<ManualClock>);
+
+    #[async_trait::async_trait]
+    impl Store for Remote {
+        async fn execute(
+            &self,
+            request: &crate::store::Request<'_>,
+        ) -> Result<crate::store::Outcome, StoreError> {
+            self.0.execute(request).await
+        }
+    }
+
+    #[test]
+    fn a_memory_store_decides_the_check_at_once() {
+        let limiter = SharedLimiter::new(store(), Gcra::new(Quota::per_second(1).unwrap()));
+        let limits = KeyedLimits::new(Global, limiter.unwrap());
+        let first = limits.check(&head(&[])).into_ready();
+        assert!(first.unwrap().unwrap().is_admitted());
+        let second = limits.check(&head(&[])).into_ready();
+        assert!(!second.unwrap().unwrap().is_admitted());
+    }
+
+    #[test]
+    fn a_store_that_cannot_decide_at_once_is_awaited() {
+        let limiter = SharedLimiter::new(Remote(store()), Gcra::new(Quota::per_second(1).unwrap()));
+        let limits = KeyedLimits::new(HeaderKey::from_static("x-api-key"), limiter.unwrap());
+        let check = |key| {
+            let pending = limits.check(&head(&[("x-api-key", key)])).into_ready();
+            block_on(pending.expect_err("a future to await")).unwrap()
+        };
+        assert!(check("a").is_admitted());
+        assert!(!check("a").is_admitted());
+        assert!(check("b").is_admitted());
+    }
+
+    #[test]
+    fn a_ready_check_yields_its_result_once() {
+        let mut check = CheckFuture::ready(Ok(Verdict::unlimited()));
+        let waker = futures::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(matches!(
+            Pin::new(&mut check).poll(&mut cx),
+            Poll::Ready(Ok(_))
+        ));
+        assert!(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _ = Pin::new(&mut check).poll(&mut cx);
+        }))
+        .is_err());
+    }
+
+    #[test]
+    fn policies_compare_by_content_and_format_their_field_once() {
+        let list = vec![Policy::new("p", 10, secs(1))];
+        let a = Policies::from(list.clone());
+        let b: Policies = list.iter().cloned().collect();
+        assert_eq!(a, b);
+        assert!(!Policies::ptr_eq(&a, &b));
+        assert_eq!(a.field().unwrap(), r#""p";q=10;w=1"#);
+        assert_eq!(Policies::from(Vec::new()).field(), None);
+        assert!(Policies::ptr_eq(
+            &Policies::default(),
+            &Policies::from(Vec::new())
+        ));
     }
 
     #[test]

@@ -15,6 +15,6 @@ mod limits;
 pub mod server;
 
 pub use key::{
-    ClientIp, ForwardedHeader, Global, HeaderKey, InvalidNetwork, KeyError, KeyExtractor,
+    ClientIp, ForwardedHeader, Global, HeaderKey, InvalidNetwork, Key, KeyError, KeyExtractor,
 };
-pub use limits::{CheckError, CheckFuture, KeyedLimits, Limits, Policy, Verdict};
+pub use limits::{CheckError, CheckFuture, KeyedLimits, Limits, Policies, Policy, Verdict};

@@ -12,17 +12,19 @@ use super::body::RateLimitBody;
 use super::layer::Settings;
 use super::response;
 use crate::http::headers;
-use crate::http::limits::{CheckFuture, Verdict};
+use crate::http::limits::{CheckError, CheckFuture, Verdict};
 
 /// The response future of a [`RateLimitService`](super::RateLimitService): awaits the
-/// request's check, then answers itself or awaits the inner service.
+/// request's check (unless it was decided at once), then answers itself or awaits the
+/// inner service.
 ///
 /// # Cancel safety
 ///
 /// Dropped while the check runs, the request is not sent to the inner service, and
 /// whether its permits were taken is unknown (as for the store's
 /// [`execute`](crate::store::Store::execute)); dropped later, the inner service's
-/// future is dropped.
+/// future is dropped. A check decided at once (the memory store) took its permits,
+/// and an admitted request was passed to the inner service, before `call` returned.
 ///
 /// # Panics
 ///
@@ -58,6 +60,9 @@ where
     settings: Settings,
 }
 
+// `Checking` is large (the request, a verdict decided at once) but is the state every
+// request starts in: boxing it would cost an allocation per request.
+#[allow(clippy::large_enum_variant)]
 enum State<S: Service<Request<B>>, B> {
     Checking {
         check: CheckFuture,
@@ -85,6 +90,32 @@ impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
             },
             settings,
         }
+    }
+}
+
+impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
+    /// The response to a check decided at once: an admitted request is sent to `inner`
+    /// now; any other is answered when polled, as if its check had been awaited.
+    pub(super) fn decided(
+        checked: Result<Verdict, CheckError>,
+        inner: &mut S,
+        request: Request<B>,
+        settings: Settings,
+    ) -> Self {
+        let state = match checked {
+            Ok(verdict) if verdict.is_admitted() => {
+                settings.report(&verdict);
+                State::Calling {
+                    future: Box::pin(inner.call(request)),
+                    verdict,
+                }
+            }
+            checked => State::Checking {
+                check: CheckFuture::ready(checked),
+                pending: None,
+            },
+        };
+        ResponseFuture { state, settings }
     }
 }
 
@@ -116,7 +147,7 @@ where
         loop {
             match &mut this.state {
                 State::Checking { check, pending } => {
-                    let checked = ready!(check.as_mut().poll(cx));
+                    let checked = ready!(Pin::new(check).poll(cx));
                     if let Ok(verdict) = &checked {
                         this.settings.report(verdict);
                     }

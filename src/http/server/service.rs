@@ -19,9 +19,10 @@ use crate::http::limits::Limits;
 /// calls the inner service and adds the rate-limit fields to its response. Clones
 /// share the limits.
 ///
-/// Since the check is awaited before the inner service is called, `call` takes the
-/// inner service that `poll_ready` made ready and leaves a clone in its place (so
-/// `S: Clone`), as tower's guide advises.
+/// A check decided at once (an in-process store) answers or calls the inner service
+/// within `call`. A check that must be awaited (a remote store) delays the inner
+/// call, so `call` then takes the inner service that `poll_ready` made ready and
+/// leaves a clone in its place (so `S: Clone`), as tower's guide advises.
 ///
 /// # Examples
 ///
@@ -146,14 +147,19 @@ where
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         let (head, body) = request.into_parts();
         let check = self.limits.check(&head);
-        let clone = self.inner.clone();
-        let ready = std::mem::replace(&mut self.inner, clone);
-        ResponseFuture::new(
-            check,
-            ready,
-            Request::from_parts(head, body),
-            self.settings.clone(),
-        )
+        let request = Request::from_parts(head, body);
+        match check.into_ready() {
+            // Decided at once: the inner service `poll_ready` made ready is called now,
+            // so it need not be cloned.
+            Ok(checked) => {
+                ResponseFuture::decided(checked, &mut self.inner, request, self.settings.clone())
+            }
+            Err(check) => {
+                let clone = self.inner.clone();
+                let ready = std::mem::replace(&mut self.inner, clone);
+                ResponseFuture::new(check, ready, request, self.settings.clone())
+            }
+        }
     }
 }
 
@@ -163,7 +169,9 @@ mod tests {
     use crate::algorithm::FixedWindow;
     use crate::clock::ManualClock;
     use crate::http::server::RateLimitLayer;
-    use crate::store::{MemoryStore, SharedLimiter};
+    use crate::store::{
+        MemoryStore, Outcome, Request as StoreRequest, SharedLimiter, Store, StoreError,
+    };
     use crate::KeyedConfig;
     use futures::executor::block_on;
     use std::future::poll_fn;
@@ -208,12 +216,34 @@ mod tests {
         }
     }
 
+    /// The memory store behind a store that cannot decide at once, as a remote one.
+    struct Remote(MemoryStore<ManualClock>);
+
+    #[async_trait::async_trait]
+    impl Store for Remote {
+        async fn execute(&self, request: &StoreRequest<'_>) -> Result<Outcome, StoreError> {
+            self.0.execute(request).await
+        }
+    }
+
     /// The inner service made ready by `poll_ready` is the one called, whatever the
-    /// verdict; a denial calls nothing and the next request readies a fresh clone.
+    /// verdict; a denial calls nothing. Checks decided at once call it in `call`.
     #[test]
     fn the_ready_inner_service_is_the_one_called() {
         let clock = ManualClock::new();
         let store = MemoryStore::with_clock(KeyedConfig::new(10), "t", clock.clone()).unwrap();
+        ready_inner_service_is_called(store, clock);
+    }
+
+    /// As above, with checks awaited: the next request readies a fresh clone.
+    #[test]
+    fn the_ready_inner_service_is_the_one_called_after_an_awaited_check() {
+        let clock = ManualClock::new();
+        let store = MemoryStore::with_clock(KeyedConfig::new(10), "t", clock.clone()).unwrap();
+        ready_inner_service_is_called(Remote(store), clock);
+    }
+
+    fn ready_inner_service_is_called<S: Store + 'static>(store: S, clock: ManualClock) {
         let window = FixedWindow::new(2, Duration::from_secs(60)).unwrap();
         let limiter = SharedLimiter::new(store, window).unwrap();
         let calls = Arc::new(AtomicUsize::new(0));
