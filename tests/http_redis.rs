@@ -20,6 +20,7 @@ use std::time::Duration;
 use axum::routing::get;
 use axum::Router;
 use bytes::Bytes;
+use common::http::serve;
 use common::redis::{require_redis, RedisCluster, RedisServer};
 use futures::poll;
 use http::{HeaderMap, Request, StatusCode};
@@ -55,21 +56,6 @@ async fn guarded<F: std::future::Future>(what: &str, future: F) -> F::Output {
 /// `exact` seconds, less at most the slack.
 fn about(exact: u64) -> RangeInclusive<u64> {
     exact - SLACK..=exact
-}
-
-/// Serves `app` on a free loopback port, recording each connection's peer address.
-async fn serve(app: Router) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-        .unwrap();
-    });
-    addr
 }
 
 fn routes() -> Router {

@@ -3,12 +3,15 @@
 
 #![cfg(feature = "axum")]
 
+mod common;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::routing::{get, post};
 use axum::Router;
 use bytes::Bytes;
+use common::http::serve;
 use http::{HeaderMap, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
@@ -35,21 +38,6 @@ fn limiter(
     rule: impl Into<Rule>,
 ) -> SharedLimiter<MemoryStore<ManualClock>> {
     SharedLimiter::all_of(store(clock), [(name, rule.into())]).unwrap()
-}
-
-/// Serves `app` on a free loopback port, recording each connection's peer address.
-async fn serve(app: Router) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-        .unwrap();
-    });
-    addr
 }
 
 /// Serves `app` without recording peer addresses: a misconfigured server.

@@ -4,6 +4,8 @@
 // Each test file uses only some of these.
 #![allow(dead_code)]
 
+#[cfg(feature = "axum")]
+pub mod http;
 pub mod redis;
 #[cfg(feature = "redis")]
 pub mod store;
