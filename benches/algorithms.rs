@@ -21,7 +21,7 @@ use tollgate::algorithm::{
     Algorithm, AllOf, FixedWindow, Gcra, LeakyBucket, RefreshPeriod, SlidingCounter, SlidingLog,
     SmoothBursty, SmoothWarmingUp,
 };
-use tollgate::clock::{Clock, MonotonicClock, Nanos};
+use tollgate::time::{Clock, MonotonicClock, Nanos};
 use tollgate::{Limiter, Quota, Semaphore};
 
 use crate::harness::{self, bench_single_thread, bench_two_threads, Group};

@@ -4,14 +4,14 @@ use std::time::Instant;
 
 use criterion::Criterion;
 use governor::clock::Clock as _;
-use tollgate::clock::Clock as _;
+use tollgate::time::Clock as _;
 
 use crate::harness::{self, bench_single_thread};
 
 pub fn bench(c: &mut Criterion) {
     let mut group = harness::group(c, "clock");
 
-    let tollgate = tollgate::clock::MonotonicClock::new();
+    let tollgate = tollgate::time::MonotonicClock::new();
     bench_single_thread(&mut group, "tollgate", "now", |_| tollgate.now());
 
     bench_single_thread(&mut group, "std", "now", |_| Instant::now());

@@ -51,10 +51,10 @@ mod bench {
     use redis::aio::MultiplexedConnection;
     use tokio::time::MissedTickBehavior;
     use tollgate::algorithm::{FixedWindow, Gcra};
-    use tollgate::clock::{Clock, MonotonicClock};
     use tollgate::store::{
         BatchedLimiter, DeniedCache, RedisStore, Rule, SharedLimiter, Store, StoreError,
     };
+    use tollgate::time::{Clock, MonotonicClock};
     use tollgate::Quota;
 
     use super::redis_harness::{require_redis, RedisServer};

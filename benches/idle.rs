@@ -18,7 +18,7 @@ use tollgate::algorithm::{
     Algorithm, FixedWindow, Gcra, LeakyBucket, RefreshPeriod, SlidingCounter, SlidingLog,
     SmoothBursty,
 };
-use tollgate::wait::{Scheduler, SchedulerStats};
+use tollgate::time::{Scheduler, SchedulerStats};
 use tollgate::{LeakyQueue, Limiter, Quota, Semaphore};
 
 const IDLE: usize = 100_000;
@@ -163,11 +163,11 @@ fn serve_waiters() -> (Limiters, Duration) {
 }
 
 type Waited<'a> = std::pin::Pin<
-    Box<dyn std::future::Future<Output = Result<Duration, tollgate::wait::AcquireError>> + 'a>,
+    Box<dyn std::future::Future<Output = Result<Duration, tollgate::AcquireError>> + 'a>,
 >;
 
 fn boxed<'a>(
-    future: impl std::future::Future<Output = Result<Duration, tollgate::wait::AcquireError>> + 'a,
+    future: impl std::future::Future<Output = Result<Duration, tollgate::AcquireError>> + 'a,
 ) -> Waited<'a> {
     Box::pin(future)
 }

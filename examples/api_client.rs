@@ -30,8 +30,8 @@ use hyper_util::rt::TokioExecutor;
 use tower::{Layer, ServiceExt};
 
 use tollgate::algorithm::{Algorithm, Gcra, SlidingLog};
-use tollgate::clock::MonotonicClock;
 use tollgate::http::client::{Permits, Throttle, ThrottleLayer};
+use tollgate::time::MonotonicClock;
 use tollgate::{Limiter, Quota};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;

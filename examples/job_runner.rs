@@ -29,7 +29,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 if permits == 1 { " " } else { "s" },
                 waited
             );
-            Ok::<Duration, tollgate::wait::AcquireError>(at)
+            Ok::<Duration, tollgate::AcquireError>(at)
         }));
         // Jobs arrive a little apart, so the queue order is the arrival order.
         tokio::time::sleep(Duration::from_millis(2)).await;

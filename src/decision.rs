@@ -24,7 +24,7 @@ pub type Decision = Result<Admitted, Denied>;
 /// use std::time::Duration;
 /// use tollgate::{Limiter, Quota};
 /// use tollgate::algorithm::Gcra;
-/// use tollgate::clock::ManualClock;
+/// use tollgate::time::ManualClock;
 ///
 /// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(10)?), ManualClock::new());
 /// let admitted = limiter.try_acquire(3)?;

@@ -9,9 +9,9 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::algorithm::Algorithm;
-use crate::clock::Nanos;
 use crate::decision::{Decision, Denied, Reservation};
 use crate::sync::{fence, spin_loop, AtomicU64, Mutex, Ordering};
+use crate::time::Nanos;
 
 /// Thread-safe storage of one algorithm and its state.
 ///

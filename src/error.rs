@@ -1,9 +1,11 @@
-//! Errors from building or reconfiguring a limiter.
+//! Errors from building or reconfiguring a limiter, and from waiting for permits.
 //!
 //! Being rate-limited is not an error of this kind: it is a [`Denied`](crate::Denied)
 //! decision.
 
 use std::fmt;
+
+use crate::decision::InsufficientCapacity;
 
 /// A parameter that would make a limiter panic, overflow, wait forever or let
 /// everything through.
@@ -93,6 +95,63 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
+
+/// Why a wait for permits ended without them.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{Limiter, Quota};
+/// use tollgate::algorithm::Gcra;
+/// use tollgate::time::ManualClock;
+/// use tollgate::AcquireError;
+///
+/// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(1)?), ManualClock::new());
+/// limiter.try_acquire(1)?;
+/// // The next permit comes in 1 s: a 10 ms timeout fails at once.
+/// let waited = limiter.acquire_blocking_timeout(1, Duration::from_millis(10));
+/// assert_eq!(waited, Err(AcquireError::TimedOut));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AcquireError {
+    /// The limiter was closed: no permit will ever be granted.
+    Closed,
+    /// The request asks for more than the limiter can ever grant at once.
+    Insufficient(InsufficientCapacity),
+    /// The permits could not be had within the timeout; known at once when the
+    /// wait was already known to be longer.
+    TimedOut,
+    /// A bounded queue was full.
+    QueueFull {
+        /// The units the queue holds at most.
+        capacity: u64,
+    },
+}
+
+impl AcquireError {
+    /// Whether the same request can never succeed: closed, or too large.
+    pub fn is_never(&self) -> bool {
+        matches!(self, AcquireError::Closed | AcquireError::Insufficient(_))
+    }
+}
+
+impl fmt::Display for AcquireError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AcquireError::Closed => f.write_str("the limiter is closed"),
+            AcquireError::Insufficient(i) => i.fmt(f),
+            AcquireError::TimedOut => f.write_str("timed out waiting for permits"),
+            AcquireError::QueueFull { capacity } => {
+                write!(f, "the queue is full ({capacity} units)")
+            }
+        }
+    }
+}
+
+impl std::error::Error for AcquireError {}
 
 /// Checks that a float parameter is a finite number greater than zero.
 pub(crate) fn positive_finite(parameter: &'static str, value: f64) -> Result<f64, ConfigError> {

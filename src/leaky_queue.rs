@@ -8,15 +8,15 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use crate::algorithm::LeakyBucket;
-use crate::clock::{Clock, MonotonicClock};
 use crate::engine::Cell;
 use crate::error::ConfigError;
 use crate::limiter::Core;
 use crate::quota::Quota;
 use crate::sync::Arc;
+use crate::time::{Clock, MonotonicClock};
 use crate::wait::future::WaitFor;
 use crate::wait::queue::{Gate, Waiting};
-use crate::wait::AcquireError;
+use crate::AcquireError;
 
 /// A bounded queue drained at a constant rate: each request of `n` units leaves once
 /// the units ahead of it have drained, one every `drain.emission_interval()`, and a
@@ -31,8 +31,8 @@ use crate::wait::AcquireError;
 /// ```
 /// use std::time::Duration;
 /// use tollgate::{LeakyQueue, Quota};
-/// use tollgate::clock::ManualClock;
-/// use tollgate::wait::AcquireError;
+/// use tollgate::time::ManualClock;
+/// use tollgate::AcquireError;
 ///
 /// # futures::executor::block_on(async {
 /// let clock = ManualClock::new();

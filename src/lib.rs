@@ -10,7 +10,7 @@
 //! - **Keyed limiting** with memory bounded by configuration.
 //! - **Waiting** ([`Limiter::acquire`], [`Semaphore::acquire`],
 //!   [`LeakyQueue::enqueue`]): FIFO-fair, cancellation-safe, with fail-fast timeouts,
-//!   on any executor or a plain thread; one [`Scheduler`](wait::Scheduler) thread rings
+//!   on any executor or a plain thread; one [`Scheduler`](time::Scheduler) thread rings
 //!   the alarms of every waiting limiter, and idle limiters cost nothing.
 //! - **Shared limits** ([`store`]): the same algorithms over a
 //!   [`Store`](store::Store) — in memory, or in Redis / Redis Cluster (feature
@@ -31,7 +31,7 @@
 //! use std::time::Duration;
 //! use tollgate::{Limiter, Quota};
 //! use tollgate::algorithm::Gcra;
-//! use tollgate::clock::ManualClock;
+//! use tollgate::time::ManualClock;
 //!
 //! let clock = ManualClock::new();
 //! let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(5)?), clock.clone());
@@ -51,7 +51,6 @@
 #![forbid(unsafe_code)]
 
 pub mod algorithm;
-pub mod clock;
 #[cfg(feature = "config")]
 pub mod config;
 mod decision;
@@ -68,8 +67,9 @@ pub mod semaphore;
 pub mod shape;
 pub mod store;
 mod sync;
+pub mod time;
 mod units;
-pub mod wait;
+mod wait;
 
 /// The extension traits, to import with `use tollgate::prelude::*`.
 pub mod prelude {
@@ -84,12 +84,13 @@ pub mod futures {
 }
 
 pub use decision::{Admitted, Decision, Denied, InsufficientCapacity, Limited, Reservation};
-pub use error::ConfigError;
+pub use error::{AcquireError, ConfigError};
 pub use keyed::{KeyedConfig, KeyedLimiter};
 pub use leaky_queue::LeakyQueue;
 pub use limiter::Limiter;
 pub use quota::Quota;
 pub use semaphore::Semaphore;
+pub use wait::Fairness;
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]

@@ -8,15 +8,16 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use crate::algorithm::Algorithm;
-use crate::clock::{Alarm, Clock, MonotonicClock, Nanos};
 use crate::decision::{Decision, Denied, Reservation};
 use crate::engine::Cell;
 use crate::observe::{EventKind, Events};
 use crate::sync::unmodeled::OnceLock;
 use crate::sync::Arc;
+use crate::time::{Alarm, Clock, MonotonicClock, Nanos};
 use crate::wait::future::WaitFor;
 use crate::wait::queue::{rebook_in, Gate, Waiting};
-use crate::wait::{AcquireError, Fairness};
+use crate::wait::Fairness;
+use crate::AcquireError;
 
 /// A thread-safe limiter over one [`Algorithm`], reading time from a [`Clock`].
 ///
@@ -176,7 +177,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// use std::time::Duration;
     /// use tollgate::{Limiter, Quota};
     /// use tollgate::algorithm::Gcra;
-    /// use tollgate::clock::ManualClock;
+    /// use tollgate::time::ManualClock;
     ///
     /// let clock = ManualClock::new();
     /// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(1)?), clock.clone());
@@ -241,7 +242,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// use std::time::Duration;
     /// use tollgate::{Limiter, Quota};
     /// use tollgate::algorithm::Gcra;
-    /// use tollgate::clock::ManualClock;
+    /// use tollgate::time::ManualClock;
     ///
     /// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(10)?.burst(1)?), ManualClock::new());
     /// assert!(limiter.reserve(1, Duration::ZERO)?.is_immediate());
@@ -308,7 +309,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// use std::time::Duration;
     /// use tollgate::{Limiter, Quota};
     /// use tollgate::algorithm::Gcra;
-    /// use tollgate::clock::ManualClock;
+    /// use tollgate::time::ManualClock;
     ///
     /// # futures::executor::block_on(async {
     /// let clock = ManualClock::new();
@@ -400,7 +401,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// ```
     /// use tollgate::{Limiter, Quota};
     /// use tollgate::algorithm::Gcra;
-    /// use tollgate::wait::Fairness;
+    /// use tollgate::Fairness;
     ///
     /// let limiter = Limiter::new(Gcra::new(Quota::per_second(100)?)).with_fairness(Fairness::Unfair);
     /// assert_eq!(limiter.fairness(), Fairness::Unfair);
@@ -464,7 +465,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// use std::time::Duration;
     /// use tollgate::{Limiter, Quota};
     /// use tollgate::algorithm::Gcra;
-    /// use tollgate::clock::ManualClock;
+    /// use tollgate::time::ManualClock;
     ///
     /// let clock = ManualClock::new();
     /// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone());

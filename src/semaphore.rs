@@ -8,15 +8,15 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use crate::algorithm::Concurrency;
-use crate::clock::{Alarm, Clock, Nanos};
 use crate::decision::Denied;
 use crate::engine::Cell;
 use crate::error::ConfigError;
 use crate::limiter::Core;
 use crate::sync::Arc;
+use crate::time::{Alarm, Clock, Nanos};
 use crate::wait::future::WaitFor;
 use crate::wait::queue::Waiting;
-use crate::wait::AcquireError;
+use crate::AcquireError;
 
 /// Time plays no part in a concurrency limit.
 const NOW: Nanos = Nanos::ZERO;

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use tollgate::algorithm::{Algorithm, AllOf, Gcra};
-use tollgate::clock::Nanos;
+use tollgate::time::Nanos;
 use tollgate::Quota;
 
 proptest! {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use tollgate::algorithm::{Algorithm, FixedWindow, Gcra, LeakyBucket, SlidingCounter, SlidingLog};
-use tollgate::clock::Nanos;
+use tollgate::time::Nanos;
 use tollgate::Quota;
 
 #[derive(Debug, Clone)]

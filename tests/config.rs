@@ -8,11 +8,11 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tollgate::clock::ManualClock;
 use tollgate::config::{
     Algorithm, ConfigFileError, ConfigFileErrorKind, ConfigLimiter, Descriptor, RuleSet, Unit,
 };
 use tollgate::store::{MemoryStore, Outcome, Request, Rule, Store, StoreError};
+use tollgate::time::ManualClock;
 use tollgate::{ConfigError, Denied, KeyedConfig};
 
 fn block<F: std::future::Future>(future: F) -> F::Output {

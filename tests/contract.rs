@@ -12,7 +12,7 @@ use tollgate::algorithm::{
     Algorithm, AllOf, Concurrency, FirstHit, FixedWindow, Gcra, LeakyBucket, RefreshPeriod,
     SlidingCounter, SlidingLog, SmoothBursty, SmoothWarmingUp,
 };
-use tollgate::clock::Nanos;
+use tollgate::time::Nanos;
 use tollgate::Quota;
 
 #[derive(Debug, Clone)]

@@ -5,8 +5,8 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use tollgate::algorithm::{Algorithm, Concurrency};
-use tollgate::clock::Nanos;
 use tollgate::engine::{Atomic, Cell, WordAlgorithm, CONFIG_WORDS};
+use tollgate::time::Nanos;
 use tollgate::{Decision, Denied, Reservation};
 
 static PAUSE_NEXT_ACQUIRE: AtomicBool = AtomicBool::new(false);

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use futures::executor::{block_on, LocalPool};
 use futures::task::LocalSpawnExt;
 use tollgate::algorithm::Gcra;
-use tollgate::clock::{Clock, ManualClock, Nanos};
-use tollgate::wait::AcquireError;
+use tollgate::time::{Clock, ManualClock, Nanos};
+use tollgate::AcquireError;
 use tollgate::{LeakyQueue, Limiter, Quota, Semaphore};
 
 const TASKS: u64 = 200;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use tollgate::algorithm::{Algorithm, FirstHit, FixedWindow};
-use tollgate::clock::{ManualClock, Nanos};
+use tollgate::time::{ManualClock, Nanos};
 use tollgate::{ConfigError, Denied, Limiter};
 
 /// Booked windows in time order, each `(start, end, count)`. Bookings are first come,

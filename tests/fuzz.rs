@@ -12,7 +12,7 @@ use tollgate::algorithm::{
     AllOf, FixedWindow, Gcra, LeakyBucket, RefreshPeriod, SlidingCounter, SlidingLog, SmoothBursty,
     SmoothWarmingUp,
 };
-use tollgate::clock::Nanos;
+use tollgate::time::Nanos;
 use tollgate::Quota;
 
 fn ops(max_n: u64) -> impl Strategy<Value = Vec<common::Op>> {

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use tollgate::algorithm::{Algorithm, Gcra};
-use tollgate::clock::{Clock, ManualClock, Nanos};
+use tollgate::time::{Clock, ManualClock, Nanos};
 use tollgate::{Limiter, Quota};
 
 /// A token bucket whose credit is time: `credit` nanoseconds buy `credit / interval`

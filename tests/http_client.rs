@@ -21,9 +21,9 @@ use hyper_util::rt::TokioExecutor;
 use tower::{Layer, ServiceExt};
 
 use tollgate::algorithm::Gcra;
-use tollgate::clock::{Clock, ManualClock, Nanos};
 use tollgate::http::client::{Cost, StorePermits, Throttle, ThrottleError, ThrottleLayer};
 use tollgate::store::{MemoryStore, SharedLimiter};
+use tollgate::time::{Clock, ManualClock, Nanos};
 use tollgate::{KeyedConfig, Limiter, Quota};
 
 type HttpClient = Client<HttpConnector, Empty<Bytes>>;

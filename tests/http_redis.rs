@@ -30,12 +30,12 @@ use hyper_util::rt::TokioExecutor;
 use tower::{Layer, ServiceExt};
 
 use tollgate::algorithm::{FixedWindow, Gcra};
-use tollgate::clock::{Clock, ManualClock};
 use tollgate::config::{ConfigLimiter, ConfigLimits, RuleSet};
 use tollgate::http::client::{StorePermits, ThrottleError, ThrottleLayer};
 use tollgate::http::server::RateLimitLayer;
 use tollgate::http::ClientIp;
 use tollgate::store::{BreakerState, FailurePolicy, RedisStore, Resilient, SharedLimiter, Store};
+use tollgate::time::{Clock, ManualClock};
 use tollgate::Quota;
 
 const HOUR: Duration = Duration::from_secs(3_600);

@@ -17,10 +17,10 @@ use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use tollgate::algorithm::{FixedWindow, Gcra};
-use tollgate::clock::ManualClock;
 use tollgate::http::server::RateLimitLayer;
 use tollgate::http::{ClientIp, Global, HeaderKey, KeyedLimits};
 use tollgate::store::{MemoryStore, Outcome, Rule, SharedLimiter, Store, StoreError};
+use tollgate::time::ManualClock;
 use tollgate::{KeyedConfig, Quota};
 
 fn secs(s: u64) -> Duration {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use tollgate::algorithm::{Algorithm, FixedWindow, Gcra};
-use tollgate::clock::{Clock, ManualClock, MonotonicClock};
+use tollgate::time::{Clock, ManualClock, MonotonicClock};
 use tollgate::{ConfigError, Denied, KeyedConfig, KeyedLimiter, Limiter, Quota};
 
 fn gcra(per_second: u64, burst: u64) -> Gcra {
@@ -497,8 +497,8 @@ fn reference_limiter<'a>(
 struct Scripted(std::sync::Arc<std::sync::atomic::AtomicU64>);
 
 impl Clock for Scripted {
-    fn now(&self) -> tollgate::clock::Nanos {
-        tollgate::clock::Nanos::new(self.0.load(std::sync::atomic::Ordering::SeqCst))
+    fn now(&self) -> tollgate::time::Nanos {
+        tollgate::time::Nanos::new(self.0.load(std::sync::atomic::Ordering::SeqCst))
     }
 
     fn unix_origin(&self) -> Duration {

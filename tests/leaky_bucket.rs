@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use tollgate::algorithm::{Algorithm, Gcra, LeakyBucket};
-use tollgate::clock::{ManualClock, Nanos};
+use tollgate::time::{ManualClock, Nanos};
 use tollgate::{Limiter, Quota};
 
 /// Water in nanoseconds of draining; a unit is `interval` of it, and a unit only

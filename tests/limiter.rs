@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tollgate::algorithm::{AllOf, Gcra};
-use tollgate::clock::ManualClock;
+use tollgate::time::ManualClock;
 use tollgate::{ConfigError, Limiter, Quota};
 
 /// With time frozen, threads racing on one lock-free limiter admit exactly the burst.

@@ -10,12 +10,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use tollgate::algorithm::{Gcra, RefreshPeriod};
-use tollgate::clock::ManualClock;
 use tollgate::observe::{DenyReason, Event, EventKind, Events, Listener};
 use tollgate::store::{
     FailurePolicy, MemoryStore, Outcome, Request, Resilient, SharedLimiter, Store, StoreError,
 };
-use tollgate::wait::AcquireError;
+use tollgate::time::ManualClock;
+use tollgate::AcquireError;
 use tollgate::{KeyedConfig, LeakyQueue, Limiter, Quota, Semaphore};
 
 /// An event with its strings copied, to keep after the call.

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use tollgate::algorithm::{Algorithm, RefreshPeriod, RefreshPeriodState};
-use tollgate::clock::{ManualClock, Nanos};
+use tollgate::time::{ManualClock, Nanos};
 use tollgate::{Admitted, Denied, InsufficientCapacity, Limited, Limiter, Reservation};
 
 /// Resilience4j's state machine, written straight from the pseudocode, plus

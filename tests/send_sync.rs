@@ -4,8 +4,8 @@ use tollgate::algorithm::{
     AllOf, Concurrency, FirstHit, FixedWindow, Gcra, LeakyBucket, RefreshPeriod, SlidingCounter,
     SlidingLog, SmoothBursty, SmoothWarmingUp,
 };
-use tollgate::clock::{ManualClock, MonotonicClock};
 use tollgate::semaphore::{OwnedPermit, Permit};
+use tollgate::time::{ManualClock, MonotonicClock};
 use tollgate::{
     Admitted, ConfigError, Decision, Denied, KeyedLimiter, Limiter, Reservation, Semaphore,
 };

@@ -13,10 +13,10 @@ use std::time::Duration;
 use futures::task::{noop_waker, waker, ArcWake};
 use futures::{Stream, StreamExt};
 use tollgate::algorithm::{Gcra, RefreshPeriod};
-use tollgate::clock::ManualClock;
 use tollgate::observe::{Event, EventKind, Events};
 use tollgate::shape::{Each, Throttle, ThrottleExt};
-use tollgate::wait::AcquireError;
+use tollgate::time::ManualClock;
+use tollgate::AcquireError;
 use tollgate::{Limiter, Quota};
 
 fn ms(n: u64) -> Duration {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use tollgate::algorithm::{Algorithm, SlidingCounter};
-use tollgate::clock::{ManualClock, Nanos};
+use tollgate::time::{ManualClock, Nanos};
 use tollgate::Limiter;
 
 /// Counts per window, never rolled or forgotten.

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use tollgate::algorithm::{Algorithm, SlidingLog};
-use tollgate::clock::{ManualClock, Nanos};
+use tollgate::time::{ManualClock, Nanos};
 use tollgate::Limiter;
 
 /// ClassDojo's rolling-rate-limiter: every recorded attempt in a list that is never

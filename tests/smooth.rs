@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use tollgate::algorithm::{Algorithm, SmoothBursty, SmoothShape, SmoothState, SmoothWarmingUp};
-use tollgate::clock::Nanos;
+use tollgate::time::Nanos;
 use tollgate::ConfigError;
 
 /// The two Guava limiters behind one interface, for the harness.
@@ -483,7 +483,7 @@ fn guava_time_to_warm_up_is_honoured_even_with_weights() {
 
 #[test]
 fn warm_up_and_bursty_agree_with_a_limiter_through_limiter_facade() {
-    use tollgate::clock::ManualClock;
+    use tollgate::time::ManualClock;
     use tollgate::Limiter;
     let clock = ManualClock::new();
     let limiter = Limiter::with_clock(SmoothBursty::new(5.0).unwrap(), clock.clone());

@@ -19,10 +19,10 @@ use proptest::test_runner::TestCaseError;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 use tollgate::algorithm::{Gcra, SmoothBursty};
-use tollgate::clock::ManualClock;
 use tollgate::store::{
     Check, MemoryStore, Op, Outcome, RedisStore, Request, Rule, Store, StoreError,
 };
+use tollgate::time::ManualClock;
 use tollgate::{KeyedConfig, Quota};
 
 /// Bounds every wait for a reply, so a stranded request fails the test, not hangs it.

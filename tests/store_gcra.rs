@@ -10,8 +10,8 @@ use std::time::Duration;
 use common::store::{steps, Differential, EPOCH_MICROS};
 use proptest::prelude::*;
 use tollgate::algorithm::{Algorithm, CellReply, Gcra};
-use tollgate::clock::Nanos;
 use tollgate::store::{Rule, SharedLimiter};
+use tollgate::time::Nanos;
 use tollgate::Quota;
 
 /// Intervals of whole µs from 1 ms to 2 s, bursts 1–8.

@@ -16,10 +16,10 @@ use proptest::prelude::*;
 use tollgate::algorithm::{
     Concurrency, FixedWindow, Gcra, LeakyBucket, Leased, SlidingLog, SmoothBursty,
 };
-use tollgate::clock::{Clock, ManualClock, Nanos};
 use tollgate::store::{
     Check, DeniedCache, MemoryStore, Op, Outcome, Request, Rule, Store, StoreError,
 };
+use tollgate::time::{Clock, ManualClock, Nanos};
 use tollgate::{ConfigError, Denied, KeyedConfig, Quota};
 
 /// 2023-11-14 22:13:20 UTC, on a whole second: fixed windows start there.
@@ -364,8 +364,8 @@ mod batched {
     use redis::aio::{ConnectionManager, MultiplexedConnection};
     use redis::AsyncCommands;
     use tollgate::algorithm::{FixedWindow, Gcra};
-    use tollgate::clock::{Clock, ManualClock};
     use tollgate::store::{BatchedLimiter, Rule, StoreError};
+    use tollgate::time::{Clock, ManualClock};
     use tollgate::{ConfigError, Denied, Quota};
 
     use super::common::redis::{require_redis, RedisServer};

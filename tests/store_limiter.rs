@@ -9,11 +9,11 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use tollgate::algorithm::{Concurrency, FixedWindow, Gcra, LeakyBucket, Leased, SlidingCounter};
-use tollgate::clock::ManualClock;
 use tollgate::store::{
     Check, MemoryStore, Op, Outcome, Request, Rule, SharedAcquireError, SharedLimiter, Store,
     StoreError,
 };
+use tollgate::time::ManualClock;
 use tollgate::{Denied, KeyedConfig, Quota};
 
 fn store(clock: &ManualClock) -> MemoryStore<ManualClock> {

@@ -16,10 +16,10 @@ use proptest::prelude::*;
 use proptest::test_runner::{TestCaseError, TestRunner};
 use redis::AsyncCommands;
 use tollgate::algorithm::{Gcra, SlidingCounter, SlidingLog};
-use tollgate::clock::ManualClock;
 use tollgate::store::{
     Check, MemoryStore, Outcome, RedisStore, Request, Rule, SharedLimiter, Store, StoreError,
 };
+use tollgate::time::ManualClock;
 use tollgate::{Denied, KeyedConfig, Limited, Quota};
 
 /// Requests per case.

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use common::redis::{require_redis, RedisServer};
 use tollgate::algorithm::Gcra;
-use tollgate::clock::ManualClock;
 use tollgate::store::{RedisStore, SharedLimiter};
+use tollgate::time::ManualClock;
 use tollgate::Quota;
 
 struct Noop;

@@ -14,8 +14,8 @@ use tollgate::algorithm::{
     Algorithm, Concurrency, FixedWindow, Gcra, LeakyBucket, RefreshPeriod, SlidingCounter,
     SmoothBursty, SmoothWarmingUp,
 };
-use tollgate::clock::{Clock, ManualClock, Nanos};
-use tollgate::wait::{AcquireError, Fairness};
+use tollgate::time::{Clock, ManualClock, Nanos};
+use tollgate::{AcquireError, Fairness};
 use tollgate::{Denied, InsufficientCapacity, LeakyQueue, Limiter, Quota, Semaphore};
 
 fn ms(n: u64) -> Duration {

@@ -11,10 +11,10 @@ use std::time::Duration;
 use futures::task::noop_waker_ref;
 use proptest::prelude::*;
 use tollgate::algorithm::Gcra;
-use tollgate::clock::{Clock, ManualClock};
 use tollgate::futures::{Acquire, AcquirePermit};
 use tollgate::semaphore::Permit;
-use tollgate::wait::{AcquireError, Fairness};
+use tollgate::time::{Clock, ManualClock};
+use tollgate::{AcquireError, Fairness};
 use tollgate::{Limiter, Quota, Semaphore};
 
 fn poll<F: Future + Unpin>(future: &mut F) -> Poll<F::Output> {

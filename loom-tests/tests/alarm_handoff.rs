@@ -9,7 +9,7 @@ use loom::future::block_on;
 use loom::thread;
 use loom_tests::poll_once;
 use tollgate::algorithm::Gcra;
-use tollgate::clock::{Clock, ManualClock, Nanos};
+use tollgate::time::{Clock, ManualClock, Nanos};
 use tollgate::{Limiter, Quota};
 
 /// The burst is spent, so `acquire(1)` waits 1 s, while another thread advances the

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use loom::thread;
 use tollgate::algorithm::Gcra;
-use tollgate::clock::ManualClock;
+use tollgate::time::ManualClock;
 use tollgate::{Limiter, Quota, Semaphore};
 
 /// Three threads race for a burst of two at frozen time: exactly two get through.

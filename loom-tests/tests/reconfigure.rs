@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use loom::thread;
 use tollgate::algorithm::{Concurrency, Gcra};
-use tollgate::clock::Nanos;
 use tollgate::engine::{Atomic, Cell};
+use tollgate::time::Nanos;
 use tollgate::Quota;
 
 fn cell<A: tollgate::engine::WordAlgorithm<Cell = Atomic<A>>>(algorithm: A) -> Arc<Atomic<A>> {

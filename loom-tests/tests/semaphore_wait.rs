@@ -7,7 +7,7 @@ use std::task::Poll;
 use loom::future::block_on;
 use loom::thread;
 use loom_tests::poll_once;
-use tollgate::wait::AcquireError;
+use tollgate::AcquireError;
 use tollgate::Semaphore;
 
 /// The only permit is released while another thread queues for it: the waiter is

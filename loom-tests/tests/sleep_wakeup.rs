@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use loom::future::block_on;
 use loom::thread;
-use tollgate::clock::{ManualClock, Nanos};
-use tollgate::wait::Sleep;
+use tollgate::time::Sleep;
+use tollgate::time::{ManualClock, Nanos};
 
 /// A lost wake-up would leave `block_on` parked forever, which loom reports.
 #[test]

@@ -4,10 +4,10 @@
 use std::time::Duration;
 
 use super::{check_capacity, Algorithm};
-use crate::clock::Nanos;
 use crate::decision::{Admitted, Decision, Denied, Reservation};
 use crate::engine::Locked;
 use crate::error::ConfigError;
+use crate::time::Nanos;
 
 /// Every rule must admit: for example 100 per second **and** 20 per 100 ms.
 ///
@@ -22,7 +22,7 @@ use crate::error::ConfigError;
 /// use std::time::Duration;
 /// use tollgate::{Limiter, Quota};
 /// use tollgate::algorithm::{AllOf, Gcra};
-/// use tollgate::clock::ManualClock;
+/// use tollgate::time::ManualClock;
 ///
 /// let rules = AllOf::new(vec![
 ///     Gcra::new(Quota::per_second(100)?),

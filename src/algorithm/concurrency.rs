@@ -7,10 +7,10 @@
 use std::time::Duration;
 
 use super::{check_capacity, Algorithm};
-use crate::clock::Nanos;
 use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
 use crate::engine::{Atomic, WordAlgorithm, CONFIG_WORDS};
 use crate::error::{non_zero, ConfigError};
+use crate::time::Nanos;
 
 /// At most `max` permits in use at once: the algorithm under
 /// [`Semaphore`](crate::Semaphore).
@@ -23,7 +23,7 @@ use crate::error::{non_zero, ConfigError};
 ///
 /// ```
 /// use tollgate::algorithm::{Algorithm, Concurrency};
-/// use tollgate::clock::Nanos;
+/// use tollgate::time::Nanos;
 ///
 /// let limit = Concurrency::new(2)?;
 /// let mut in_use = limit.initial_state(Nanos::ZERO);
@@ -78,7 +78,7 @@ impl Concurrency {
     ///
     /// ```
     /// use tollgate::algorithm::{Algorithm, Concurrency};
-    /// use tollgate::clock::Nanos;
+    /// use tollgate::time::Nanos;
     ///
     /// let mut limit = Concurrency::new(3)?;
     /// let mut in_use = limit.initial_state(Nanos::ZERO);

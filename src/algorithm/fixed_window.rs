@@ -24,10 +24,10 @@
 use std::time::Duration;
 
 use super::{check_capacity, Algorithm};
-use crate::clock::Nanos;
 use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
 use crate::engine::{Atomic, Locked, WordAlgorithm, CONFIG_WORDS};
 use crate::error::{non_zero, ConfigError};
+use crate::time::Nanos;
 use crate::units::{duration_to_nanos, positive_nanos, saturating_u64, until_period};
 
 /// Windows at multiples of the window length from an anchor; the state is one atomic
@@ -72,7 +72,7 @@ pub struct FirstHit;
 /// use std::time::Duration;
 /// use tollgate::Limiter;
 /// use tollgate::algorithm::FixedWindow;
-/// use tollgate::clock::ManualClock;
+/// use tollgate::time::ManualClock;
 ///
 /// let clock = ManualClock::new();
 /// let limiter = Limiter::with_clock(FixedWindow::new(2, Duration::from_secs(1))?, clock.clone());
@@ -155,7 +155,7 @@ impl FixedWindow<Aligned> {
     /// ```
     /// use std::time::Duration;
     /// use tollgate::algorithm::{Algorithm, FixedWindow};
-    /// use tollgate::clock::Nanos;
+    /// use tollgate::time::Nanos;
     ///
     /// let fw = FixedWindow::new(100, Duration::from_secs(60))?;
     /// assert_eq!(fw.capacity(), 100);
@@ -200,14 +200,14 @@ impl FixedWindow<Aligned> {
 
     /// The same limit with windows on multiples of the window length since the Unix
     /// epoch (as envoy aligns them), for a clock that read zero at Unix time
-    /// `unix_origin`: pass [`Clock::unix_origin`](crate::clock::Clock::unix_origin).
+    /// `unix_origin`: pass [`Clock::unix_origin`](crate::time::Clock::unix_origin).
     ///
     /// # Examples
     ///
     /// ```
     /// use std::time::Duration;
     /// use tollgate::algorithm::{Algorithm, FixedWindow};
-    /// use tollgate::clock::Nanos;
+    /// use tollgate::time::Nanos;
     ///
     /// // A clock that started 10.25 s past a Unix minute.
     /// let fw = FixedWindow::new(1, Duration::from_secs(60))?
@@ -244,7 +244,7 @@ impl FixedWindow<Aligned> {
     /// ```
     /// use std::time::Duration;
     /// use tollgate::algorithm::{Algorithm, FixedWindow};
-    /// use tollgate::clock::Nanos;
+    /// use tollgate::time::Nanos;
     ///
     /// let mut fw = FixedWindow::new(2, Duration::from_secs(1))?;
     /// let mut state = fw.initial_state(Nanos::ZERO);
@@ -345,7 +345,7 @@ impl FixedWindow<FirstHit> {
     /// ```
     /// use std::time::Duration;
     /// use tollgate::algorithm::{Algorithm, FixedWindow};
-    /// use tollgate::clock::Nanos;
+    /// use tollgate::time::Nanos;
     ///
     /// let fw = FixedWindow::from_first_hit(1, Duration::from_secs(10))?;
     /// let mut state = fw.initial_state(Nanos::ZERO);

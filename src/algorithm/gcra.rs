@@ -8,11 +8,11 @@
 use std::time::Duration;
 
 use super::{check_capacity, Algorithm};
-use crate::clock::Nanos;
 use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
 use crate::engine::{Atomic, WordAlgorithm, CONFIG_WORDS};
 use crate::error::{non_zero, ConfigError};
 use crate::quota::Quota;
+use crate::time::Nanos;
 use crate::units::{duration_to_nanos, saturating_i64};
 
 /// A token bucket in GCRA form: `burst` permits at once, refilled continuously at the
@@ -25,7 +25,7 @@ use crate::units::{duration_to_nanos, saturating_i64};
 /// use std::time::Duration;
 /// use tollgate::{Limiter, Quota};
 /// use tollgate::algorithm::Gcra;
-/// use tollgate::clock::ManualClock;
+/// use tollgate::time::ManualClock;
 ///
 /// let clock = ManualClock::new();
 /// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(10)?.burst(2)?), clock.clone());
@@ -154,7 +154,7 @@ impl Gcra {
     /// ```
     /// use std::time::Duration;
     /// use tollgate::algorithm::{Algorithm, Gcra};
-    /// use tollgate::clock::Nanos;
+    /// use tollgate::time::Nanos;
     ///
     /// // CL.THROTTLE user123 15 30 60 1
     /// let gcra = Gcra::from_cell(15, 30, Duration::from_secs(60))?;
@@ -226,7 +226,7 @@ impl CellReply {
     ///
     /// ```
     /// use tollgate::algorithm::{Algorithm, CellReply, Gcra};
-    /// use tollgate::clock::Nanos;
+    /// use tollgate::time::Nanos;
     /// use tollgate::Quota;
     ///
     /// let gcra = Gcra::new(Quota::per_second(1)?.burst(2)?);

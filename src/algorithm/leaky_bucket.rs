@@ -19,11 +19,11 @@
 use std::time::Duration;
 
 use super::{check_capacity, Algorithm, Gcra};
-use crate::clock::Nanos;
 use crate::decision::{Decision, Denied, Reservation};
 use crate::engine::{Atomic, WordAlgorithm, CONFIG_WORDS};
 use crate::error::{non_zero, ConfigError};
 use crate::quota::Quota;
+use crate::time::Nanos;
 use crate::units::duration_to_nanos;
 
 /// A leaky bucket of `capacity` units that drains one unit every
@@ -40,7 +40,7 @@ use crate::units::duration_to_nanos;
 /// use std::time::Duration;
 /// use tollgate::{Limiter, Quota};
 /// use tollgate::algorithm::LeakyBucket;
-/// use tollgate::clock::ManualClock;
+/// use tollgate::time::ManualClock;
 ///
 /// let clock = ManualClock::new();
 /// let bucket = LeakyBucket::new(3, Quota::per_second(10)?)?;
@@ -177,7 +177,7 @@ impl LeakyBucket {
     /// ```
     /// use tollgate::Quota;
     /// use tollgate::algorithm::{Algorithm, LeakyBucket};
-    /// use tollgate::clock::Nanos;
+    /// use tollgate::time::Nanos;
     ///
     /// let bucket = LeakyBucket::new(5, Quota::per_second(10)?)?;
     /// let mut state = bucket.initial_state(Nanos::ZERO);
@@ -199,7 +199,7 @@ impl LeakyBucket {
     /// use std::time::Duration;
     /// use tollgate::Quota;
     /// use tollgate::algorithm::{Algorithm, LeakyBucket};
-    /// use tollgate::clock::Nanos;
+    /// use tollgate::time::Nanos;
     ///
     /// let bucket = LeakyBucket::new(5, Quota::per_second(10)?)?;
     /// let mut state = bucket.initial_state(Nanos::ZERO);
@@ -229,7 +229,7 @@ impl LeakyBucket {
     /// use std::time::Duration;
     /// use tollgate::Quota;
     /// use tollgate::algorithm::{Algorithm, LeakyBucket};
-    /// use tollgate::clock::Nanos;
+    /// use tollgate::time::Nanos;
     ///
     /// // nginx `limit_req rate=10r/s burst=2`: a queue of 3 requests.
     /// let bucket = LeakyBucket::new(3, Quota::per_second(10)?)?;

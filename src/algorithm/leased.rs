@@ -4,10 +4,10 @@
 use std::time::Duration;
 
 use super::{Algorithm, Concurrency};
-use crate::clock::Nanos;
 use crate::decision::{Decision, Denied, Reservation};
 use crate::engine::Locked;
 use crate::error::ConfigError;
+use crate::time::Nanos;
 use crate::units::duration_to_nanos;
 
 /// At most `max` permits in use, where permits not renewed for a `lease` are taken
@@ -23,7 +23,7 @@ use crate::units::duration_to_nanos;
 /// ```
 /// use std::time::Duration;
 /// use tollgate::algorithm::{Algorithm, Concurrency, Leased};
-/// use tollgate::clock::Nanos;
+/// use tollgate::time::Nanos;
 ///
 /// let limit = Leased::new(Concurrency::new(2)?, Duration::from_secs(30))?;
 /// let mut state = limit.initial_state(Nanos::ZERO);

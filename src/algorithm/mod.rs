@@ -21,9 +21,9 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::clock::Nanos;
 use crate::decision::{Decision, Denied, Reservation};
 use crate::engine::Cell;
+use crate::time::Nanos;
 
 mod all_of;
 mod concurrency;
@@ -64,7 +64,7 @@ pub use smooth::{
 ///
 /// ```
 /// use tollgate::algorithm::{Algorithm, Gcra};
-/// use tollgate::clock::Nanos;
+/// use tollgate::time::Nanos;
 /// use tollgate::Quota;
 ///
 /// let gcra = Gcra::new(Quota::per_second(2)?);

@@ -10,10 +10,10 @@
 use std::time::Duration;
 
 use super::{check_capacity, Algorithm};
-use crate::clock::Nanos;
 use crate::decision::{Admitted, Decision, Denied, InsufficientCapacity, Limited, Reservation};
 use crate::engine::Locked;
 use crate::error::{non_zero, ConfigError};
+use crate::time::Nanos;
 use crate::units::{
     duration_from_nanos, duration_to_nanos, positive_nanos, saturating_i64, saturating_u64,
     until_period,
@@ -43,7 +43,7 @@ use crate::units::{
 /// ```
 /// use std::time::Duration;
 /// use tollgate::algorithm::{Algorithm, RefreshPeriod};
-/// use tollgate::clock::Nanos;
+/// use tollgate::time::Nanos;
 ///
 /// let ms = Duration::from_millis;
 /// let r4j = RefreshPeriod::new(2, ms(100), ms(150))?;
@@ -213,7 +213,7 @@ impl RefreshPeriod {
     /// ```
     /// use std::time::Duration;
     /// use tollgate::algorithm::{Algorithm, RefreshPeriod};
-    /// use tollgate::clock::Nanos;
+    /// use tollgate::time::Nanos;
     ///
     /// let mut r4j = RefreshPeriod::new(1, Duration::from_nanos(100), Duration::ZERO)?;
     /// let mut state = r4j.initial_state(Nanos::ZERO);
@@ -252,7 +252,7 @@ impl RefreshPeriod {
     /// ```
     /// use std::time::Duration;
     /// use tollgate::algorithm::{Algorithm, RefreshPeriod};
-    /// use tollgate::clock::Nanos;
+    /// use tollgate::time::Nanos;
     ///
     /// let r4j = RefreshPeriod::new(1, Duration::from_millis(10), Duration::from_millis(10))?;
     /// let mut state = r4j.initial_state(Nanos::ZERO);
@@ -282,7 +282,7 @@ impl RefreshPeriod {
     /// ```
     /// use std::time::Duration;
     /// use tollgate::algorithm::{Algorithm, RefreshPeriod};
-    /// use tollgate::clock::Nanos;
+    /// use tollgate::time::Nanos;
     ///
     /// let r4j = RefreshPeriod::new(10, Duration::from_nanos(100), Duration::ZERO)?;
     /// let mut state = r4j.initial_state(Nanos::ZERO);
@@ -304,7 +304,7 @@ impl RefreshPeriod {
     /// ```
     /// use std::time::Duration;
     /// use tollgate::algorithm::{Algorithm, RefreshPeriod};
-    /// use tollgate::clock::Nanos;
+    /// use tollgate::time::Nanos;
     ///
     /// let r4j = RefreshPeriod::new(1, Duration::from_nanos(100), Duration::from_nanos(100))?;
     /// let mut state = r4j.initial_state(Nanos::ZERO);
@@ -324,7 +324,7 @@ impl RefreshPeriod {
     /// ```
     /// use std::time::Duration;
     /// use tollgate::algorithm::{Algorithm, RefreshPeriod};
-    /// use tollgate::clock::Nanos;
+    /// use tollgate::time::Nanos;
     ///
     /// let r4j = RefreshPeriod::new(1, Duration::from_nanos(100), Duration::ZERO)?;
     /// let mut state = r4j.initial_state(Nanos::ZERO);

@@ -10,10 +10,10 @@
 use std::time::Duration;
 
 use super::{check_capacity, Algorithm};
-use crate::clock::Nanos;
 use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
 use crate::engine::Locked;
 use crate::error::{non_zero, ConfigError};
+use crate::time::Nanos;
 use crate::units::{positive_nanos, saturating_u64, until_period};
 
 /// An approximate rolling window in constant memory: the current window's count plus
@@ -32,7 +32,7 @@ use crate::units::{positive_nanos, saturating_u64, until_period};
 /// ```
 /// use std::time::Duration;
 /// use tollgate::algorithm::{Algorithm, SlidingCounter};
-/// use tollgate::clock::Nanos;
+/// use tollgate::time::Nanos;
 ///
 /// // Cloudflare's example: 50 per minute, 42 in the last minute, 18 in this one.
 /// let counter = SlidingCounter::new(50, Duration::from_secs(60))?;

@@ -23,10 +23,10 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use super::{check_capacity, Algorithm};
-use crate::clock::Nanos;
 use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
 use crate::engine::Locked;
 use crate::error::{non_zero, ConfigError};
+use crate::time::Nanos;
 use crate::units::{duration_to_nanos, nanos_of, positive_nanos};
 
 /// An exact rolling window: at most `limit` permits in any window of length `window`,
@@ -46,7 +46,7 @@ use crate::units::{duration_to_nanos, nanos_of, positive_nanos};
 /// use std::time::Duration;
 /// use tollgate::Limiter;
 /// use tollgate::algorithm::SlidingLog;
-/// use tollgate::clock::ManualClock;
+/// use tollgate::time::ManualClock;
 ///
 /// let clock = ManualClock::new();
 /// let limiter = Limiter::with_clock(SlidingLog::new(2, Duration::from_secs(10))?, clock.clone());
@@ -115,7 +115,7 @@ impl SlidingLog {
     /// ```
     /// use std::time::Duration;
     /// use tollgate::algorithm::{Algorithm, SlidingLog};
-    /// use tollgate::clock::Nanos;
+    /// use tollgate::time::Nanos;
     ///
     /// let log = SlidingLog::new(10, Duration::from_secs(60))?.min_gap(Duration::from_secs(1))?;
     /// let mut state = log.initial_state(Nanos::ZERO);
@@ -143,7 +143,7 @@ impl SlidingLog {
     /// ```
     /// use std::time::Duration;
     /// use tollgate::algorithm::{Algorithm, SlidingLog};
-    /// use tollgate::clock::Nanos;
+    /// use tollgate::time::Nanos;
     ///
     /// let log = SlidingLog::new(1, Duration::from_secs(10))?.count_blocked(true);
     /// let mut state = log.initial_state(Nanos::ZERO);

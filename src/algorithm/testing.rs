@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::clock::Nanos;
+use crate::time::Nanos;
 
 /// Nanoseconds per millisecond.
 pub(crate) const MS: u64 = 1_000_000;

@@ -642,10 +642,10 @@ fn policy(limit: AppliedLimit) -> Policy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::ManualClock;
     use crate::config::RuleSet;
     use crate::http::ClientIp;
     use crate::store::{MemoryStore, Outcome, Request, StoreError};
+    use crate::time::ManualClock;
     use crate::KeyedConfig;
     use futures::executor::block_on;
     use std::net::SocketAddr;

@@ -13,9 +13,9 @@ use http::HeaderValue;
 
 use super::headers::policy_value;
 use super::key::{KeyError, KeyExtractor};
-use crate::clock::Clock;
 use crate::decision::{Decision, Denied};
 use crate::store::{Rule, SharedLimiter, Store, StoreError};
+use crate::time::Clock;
 
 /// The future of a [`Limits::check`]: its result at once when the check was decided
 /// without waiting (an in-process store), or a boxed future otherwise.
@@ -570,7 +570,7 @@ impl fmt::Debug for Cost {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// # }).unwrap();
 /// ```
-pub struct KeyedLimits<K, S, C = crate::clock::MonotonicClock> {
+pub struct KeyedLimits<K, S, C = crate::time::MonotonicClock> {
     pub(crate) extractor: K,
     pub(crate) limiter: SharedLimiter<S, C>,
     pub(crate) policies: Policies,
@@ -782,10 +782,10 @@ mod tests {
         Concurrency, FixedWindow, Gcra, LeakyBucket, Leased, RefreshPeriod, SlidingCounter,
         SlidingLog, SmoothBursty, SmoothWarmingUp,
     };
-    use crate::clock::ManualClock;
     use crate::decision::{Admitted, InsufficientCapacity, Limited};
     use crate::http::key::{Global, HeaderKey};
     use crate::store::MemoryStore;
+    use crate::time::ManualClock;
     use crate::{KeyedConfig, Quota};
     use futures::executor::block_on;
 

@@ -16,10 +16,10 @@ use std::hash::{BuildHasher, Hash, RandomState};
 use std::time::Duration;
 
 use crate::algorithm::Algorithm;
-use crate::clock::{Clock, MonotonicClock, Nanos};
 use crate::decision::{Decision, Denied, Reservation};
 use crate::error::ConfigError;
 use crate::sync::Mutex;
+use crate::time::{Clock, MonotonicClock, Nanos};
 
 pub use config::{KeyedConfig, MAX_SHARDS};
 use shard::Shard;
@@ -55,7 +55,7 @@ use shard::Shard;
 /// use std::time::Duration;
 /// use tollgate::{KeyedConfig, KeyedLimiter, Quota};
 /// use tollgate::algorithm::Gcra;
-/// use tollgate::clock::ManualClock;
+/// use tollgate::time::ManualClock;
 ///
 /// let clock = ManualClock::new();
 /// let limiter: KeyedLimiter<String, Gcra, ManualClock> = KeyedLimiter::with_clock(
@@ -136,7 +136,7 @@ where
     /// ```
     /// use tollgate::{KeyedConfig, KeyedLimiter, Quota};
     /// use tollgate::algorithm::Gcra;
-    /// use tollgate::clock::ManualClock;
+    /// use tollgate::time::ManualClock;
     ///
     /// let limiter: KeyedLimiter<u64, Gcra, ManualClock> = KeyedLimiter::with_clock(
     ///     Gcra::new(Quota::per_second(1)?),
@@ -252,7 +252,7 @@ where
     /// use std::time::Duration;
     /// use tollgate::{KeyedConfig, KeyedLimiter, Quota};
     /// use tollgate::algorithm::Gcra;
-    /// use tollgate::clock::ManualClock;
+    /// use tollgate::time::ManualClock;
     ///
     /// let limiter: KeyedLimiter<String, Gcra, ManualClock> = KeyedLimiter::with_clock(
     ///     Gcra::new(Quota::per_second(10)?.burst(1)?),
@@ -284,7 +284,7 @@ where
     /// ```
     /// use tollgate::{KeyedConfig, KeyedLimiter, Quota};
     /// use tollgate::algorithm::Gcra;
-    /// use tollgate::clock::ManualClock;
+    /// use tollgate::time::ManualClock;
     ///
     /// let limiter: KeyedLimiter<String, Gcra, ManualClock> = KeyedLimiter::with_clock(
     ///     Gcra::new(Quota::per_second(2)?),
@@ -380,7 +380,7 @@ where
     /// use std::time::Duration;
     /// use tollgate::{KeyedConfig, KeyedLimiter, Quota};
     /// use tollgate::algorithm::Gcra;
-    /// use tollgate::clock::ManualClock;
+    /// use tollgate::time::ManualClock;
     ///
     /// let clock = ManualClock::new();
     /// let limiter: KeyedLimiter<u32, Gcra, ManualClock> = KeyedLimiter::with_clock(

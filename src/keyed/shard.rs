@@ -9,8 +9,8 @@ use std::time::Duration;
 use hashbrown::HashTable;
 
 use crate::algorithm::Algorithm;
-use crate::clock::Nanos;
 use crate::decision::{Decision, Denied, Limited, Reservation};
+use crate::time::Nanos;
 
 /// Below this many keys a shard never sweeps on its own: too small to be worth it.
 const MIN_SWEEP_LEN: usize = 16;

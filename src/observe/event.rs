@@ -4,7 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::decision::{Decision, Denied};
-use crate::wait::AcquireError;
+use crate::AcquireError;
 
 /// One thing a limiter did, as its listeners see it.
 ///
@@ -15,7 +15,7 @@ use crate::wait::AcquireError;
 ///
 /// ```
 /// use tollgate::algorithm::Gcra;
-/// use tollgate::clock::ManualClock;
+/// use tollgate::time::ManualClock;
 /// use tollgate::observe::{Event, EventKind, Events};
 /// use tollgate::{Limiter, Quota};
 ///

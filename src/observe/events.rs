@@ -69,7 +69,7 @@ where
 /// use std::sync::{Arc, Mutex};
 /// use std::time::Duration;
 /// use tollgate::algorithm::Gcra;
-/// use tollgate::clock::ManualClock;
+/// use tollgate::time::ManualClock;
 /// use tollgate::observe::{DenyReason, Event, EventKind, Events};
 /// use tollgate::{Limiter, Quota};
 ///
@@ -239,7 +239,7 @@ impl Events {
         &self,
         key: Option<&str>,
         permits: u64,
-        outcome: &Result<Duration, crate::wait::AcquireError>,
+        outcome: &Result<Duration, crate::AcquireError>,
         queued: bool,
     ) {
         if self.is_observed() {

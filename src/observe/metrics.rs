@@ -40,7 +40,7 @@ pub const DRAINED_TOTAL: &str = "tollgate_drained_total";
 /// ```
 /// use metrics_util::debugging::DebuggingRecorder;
 /// use tollgate::algorithm::Gcra;
-/// use tollgate::clock::ManualClock;
+/// use tollgate::time::ManualClock;
 /// use tollgate::observe::Events;
 /// use tollgate::{Limiter, Quota};
 ///

@@ -32,7 +32,7 @@
 //! use std::sync::{Arc, Mutex};
 //! use std::time::Duration;
 //! use tollgate::algorithm::Gcra;
-//! use tollgate::clock::ManualClock;
+//! use tollgate::time::ManualClock;
 //! use tollgate::observe::{Event, EventKind, Events};
 //! use tollgate::{Limiter, Quota};
 //!

@@ -8,11 +8,11 @@ use std::io;
 use std::task::{ready, Context, Poll};
 
 use crate::algorithm::Algorithm;
-use crate::clock::{Clock, MonotonicClock};
 use crate::limiter::Limiter;
 use crate::shape::pacer::Pacer;
+use crate::time::{Clock, MonotonicClock};
 #[cfg(any(feature = "tokio", feature = "futures-io"))]
-use crate::wait::AcquireError;
+use crate::AcquireError;
 
 /// A reader, writer or both, held to a [`Limiter`] of bytes: every byte read or
 /// written takes one permit.
@@ -53,7 +53,7 @@ use crate::wait::AcquireError;
 /// # Errors
 ///
 /// A read or write fails with [`std::io::ErrorKind::Other`], its source the
-/// [`AcquireError`](crate::wait::AcquireError), when the limiter is closed, or grants no permit at all; and
+/// [`AcquireError`](crate::AcquireError), when the limiter is closed, or grants no permit at all; and
 /// with whatever error the inner reader or writer returns.
 ///
 /// # Cancel safety
@@ -74,7 +74,7 @@ use crate::wait::AcquireError;
 /// use tokio::io::AsyncWriteExt;
 /// use tollgate::{Limiter, Quota};
 /// use tollgate::algorithm::Gcra;
-/// use tollgate::clock::ManualClock;
+/// use tollgate::time::ManualClock;
 /// use tollgate::shape::Shaped;
 ///
 /// # futures::executor::block_on(async {
@@ -258,7 +258,7 @@ mod tokio_io {
 
     use super::Shaped;
     use crate::algorithm::Algorithm;
-    use crate::clock::Clock;
+    use crate::time::Clock;
 
     impl<T: AsyncRead + Unpin, A: Algorithm, C: Clock> AsyncRead for Shaped<T, A, C> {
         fn poll_read(
@@ -299,7 +299,7 @@ mod futures_io_impl {
 
     use super::Shaped;
     use crate::algorithm::Algorithm;
-    use crate::clock::Clock;
+    use crate::time::Clock;
 
     impl<T: AsyncRead + Unpin, A: Algorithm, C: Clock> AsyncRead for Shaped<T, A, C> {
         fn poll_read(

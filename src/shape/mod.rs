@@ -10,7 +10,7 @@
 //!
 //! All of them wait in the limiter's FIFO queue, on its clock: several streams,
 //! readers and writers over clones of one limiter share its rate in arrival order,
-//! and under a [`ManualClock`](crate::clock::ManualClock) they move only when the
+//! and under a [`ManualClock`](crate::time::ManualClock) they move only when the
 //! test moves the clock. Dropping one gives back whatever it had booked.
 //!
 //! A shaper spends the permits it is granted, and counts on time to bring them

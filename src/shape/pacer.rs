@@ -6,9 +6,9 @@ use std::fmt;
 use std::task::{ready, Context, Poll};
 
 use crate::algorithm::Algorithm;
-use crate::clock::Clock;
 use crate::limiter::{AcquireOwned, Limiter};
-use crate::wait::AcquireError;
+use crate::time::Clock;
+use crate::AcquireError;
 
 /// Holds permits of one limiter for one shaper; gives back on drop whatever it holds
 /// or is waiting for.

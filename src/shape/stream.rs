@@ -8,10 +8,10 @@ use std::task::{ready, Context, Poll};
 use futures_core::stream::{FusedStream, Stream};
 
 use crate::algorithm::Algorithm;
-use crate::clock::{Clock, MonotonicClock};
 use crate::limiter::Limiter;
 use crate::shape::pacer::Pacer;
-use crate::wait::AcquireError;
+use crate::time::{Clock, MonotonicClock};
+use crate::AcquireError;
 
 /// What an item costs in permits.
 ///
@@ -94,7 +94,7 @@ impl<T, F: FnMut(&T) -> u64> Cost<T> for F {
 /// use futures::StreamExt;
 /// use tollgate::{Limiter, Quota};
 /// use tollgate::algorithm::Gcra;
-/// use tollgate::clock::ManualClock;
+/// use tollgate::time::ManualClock;
 /// use tollgate::shape::ThrottleExt;
 ///
 /// # futures::executor::block_on(async {

@@ -10,11 +10,11 @@ use std::time::Duration;
 use super::request::{Check, Op, Outcome, Request};
 use super::rule::Rule;
 use super::{Store, StoreError};
-use crate::clock::{Clock, MonotonicClock};
 use crate::decision::{Decision, Denied, InsufficientCapacity, Reservation};
 use crate::error::ConfigError;
 use crate::observe::{EventKind, Events};
-use crate::wait::Sleep;
+use crate::time::Sleep;
+use crate::time::{Clock, MonotonicClock};
 use tracing::Instrument;
 
 /// How long a waiter on a rule that cannot book ahead sleeps when the store gives no
@@ -177,7 +177,7 @@ impl<S: Store> SharedLimiter<S, MonotonicClock> {
 
 impl<S: Store, C: Clock> SharedLimiter<S, C> {
     /// The same limiter, sleeping on `clock` while it waits (a
-    /// [`ManualClock`](crate::clock::ManualClock) in tests). The store keeps its own
+    /// [`ManualClock`](crate::time::ManualClock) in tests). The store keeps its own
     /// time.
     pub fn with_clock<C2: Clock>(self, clock: C2) -> SharedLimiter<S, C2> {
         SharedLimiter {

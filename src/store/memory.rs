@@ -12,9 +12,9 @@ use hashbrown::HashTable;
 use super::request::{Check, Outcome, Request};
 use super::rule::{RuleState, Step, Verdict};
 use super::{storage_key, validate_prefix, Store, StoreError, DEFAULT_MAX_KEY_LEN};
-use crate::clock::{Clock, MonotonicClock, Nanos};
 use crate::decision::{Denied, Limited};
 use crate::keyed::config::shard_capacity;
+use crate::time::{Clock, MonotonicClock, Nanos};
 use crate::units::duration_to_nanos;
 use crate::KeyedConfig;
 
@@ -616,8 +616,8 @@ mod tests {
     use super::super::Rule;
     use super::*;
     use crate::algorithm::{FixedWindow, Gcra};
-    use crate::clock::ManualClock;
     use crate::store::Op;
+    use crate::time::ManualClock;
     use crate::Quota;
 
     const SECOND: Duration = Duration::from_secs(1);

@@ -14,10 +14,10 @@ use async_trait::async_trait;
 use super::request::{Check, Op, Outcome, Request};
 use super::rule::Rule;
 use super::{MemoryStore, Store, StoreError};
-use crate::clock::{Clock, MonotonicClock, Nanos};
 use crate::decision::{Admitted, Denied, Limited, Reservation};
 use crate::error::ConfigError;
-use crate::wait::Sleep;
+use crate::time::Sleep;
+use crate::time::{Clock, MonotonicClock, Nanos};
 use crate::KeyedConfig;
 
 /// How long one call to the inner store may take by default.
@@ -140,7 +140,7 @@ pub struct ResilientStats {
 /// then half open: other requests go to the policy meantime); if the probe is
 /// answered the breaker closes, otherwise it opens for another cool-down. Time is
 /// read from the clock `C`: tests drive the deadline and the breaker with a
-/// [`ManualClock`](crate::clock::ManualClock).
+/// [`ManualClock`](crate::time::ManualClock).
 ///
 /// [`stats`](Resilient::stats) tells the breaker's state and counts calls, failures,
 /// timeouts, fallbacks and short circuits. The same outcomes are `tracing` events
@@ -300,7 +300,7 @@ impl<S, C> ResilientBuilder<S, C> {
     }
 
     /// The clock of the deadline, the breaker and the local fallback (a
-    /// [`ManualClock`](crate::clock::ManualClock) in tests).
+    /// [`ManualClock`](crate::time::ManualClock) in tests).
     pub fn clock<C2: Clock>(self, clock: C2) -> ResilientBuilder<S, C2> {
         ResilientBuilder {
             inner: self.inner,
@@ -754,7 +754,7 @@ impl<C: Clock> Drop for Attempt<'_, C> {
 mod tests {
     use super::*;
     use crate::algorithm::{FixedWindow, Gcra};
-    use crate::clock::ManualClock;
+    use crate::time::ManualClock;
     use crate::Quota;
     use std::sync::Arc;
     use std::task::Context;

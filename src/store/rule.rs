@@ -7,8 +7,8 @@ use crate::algorithm::{
     Algorithm, Aligned, FirstHit, FixedWindow, Gcra, LeakyBucket, Leased, RefreshPeriod,
     SlidingCounter, SlidingLog, SmoothBursty, SmoothWarmingUp,
 };
-use crate::clock::Nanos;
 use crate::decision::{Decision, Denied, Reservation};
+use crate::time::Nanos;
 
 macro_rules! rules {
     ($($(#[$doc:meta])* $variant:ident($ty:ty),)*) => {

@@ -192,7 +192,7 @@ fn too_slow(error: ConfigError) -> ConfigError {
 mod tests {
     use super::*;
     use crate::algorithm::{SlidingCounter, SlidingLog};
-    use crate::clock::Nanos;
+    use crate::time::Nanos;
 
     fn secs(s: u64) -> Duration {
         Duration::from_secs(s)

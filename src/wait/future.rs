@@ -6,10 +6,10 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use crate::clock::Nanos;
 use crate::sync::Arc;
+use crate::time::Nanos;
 use crate::wait::queue::{Begin, Gate, Slot, Waiting, Wake};
-use crate::wait::AcquireError;
+use crate::AcquireError;
 
 /// Waits for `n` permits from a [`Waiting`] gate, held by `R` (a reference, or an
 /// `Arc` for futures that own their limiter); resolves to the time waited.

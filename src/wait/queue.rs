@@ -14,12 +14,12 @@ use std::thread::Thread;
 use std::time::Duration;
 
 use crate::algorithm::Algorithm;
-use crate::clock::{Alarm, Nanos};
 use crate::decision::{Decision, Denied, Reservation};
 use crate::engine::Cell;
 use crate::observe::Events;
 use crate::sync::{fence, Arc, AtomicBool, AtomicU64, AtomicU8, Mutex, Ordering, Weak};
-use crate::wait::AcquireError;
+use crate::time::{Alarm, Nanos};
+use crate::AcquireError;
 
 /// What a queue waits on: a limiter's decision, its clock and its alarms.
 pub(crate) trait Gate: Send + Sync + 'static {

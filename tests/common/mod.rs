@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use tollgate::algorithm::Algorithm;
-use tollgate::clock::Nanos;
+use tollgate::time::Nanos;
 
 /// One call on an algorithm: times and sizes are raw nanoseconds and permits.
 #[derive(Debug, Clone)]

@@ -17,8 +17,8 @@ use proptest::prelude::*;
 use proptest::test_runner::{TestCaseError, TestRunner};
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
-use tollgate::clock::ManualClock;
 use tollgate::store::{Check, MemoryStore, Op, Outcome, RedisStore, Request, Rule, Store};
+use tollgate::time::ManualClock;
 use tollgate::KeyedConfig;
 
 use super::redis::{require_redis, RedisServer};

@@ -1,8 +1,8 @@
 //! Guava's `SmoothBursty`: stored permits cost nothing.
 
 use super::{sealed, Rate, Smooth, SmoothState};
-use crate::clock::Nanos;
 use crate::error::{non_negative_finite, ConfigError};
+use crate::time::Nanos;
 
 /// Guava's `SmoothBursty`: up to `max_burst_seconds` of unused rate is stored, and
 /// stored permits cost nothing.
@@ -26,7 +26,7 @@ use crate::error::{non_negative_finite, ConfigError};
 /// use std::time::Duration;
 /// use tollgate::Limiter;
 /// use tollgate::algorithm::SmoothBursty;
-/// use tollgate::clock::ManualClock;
+/// use tollgate::time::ManualClock;
 ///
 /// let clock = ManualClock::new();
 /// let limiter = Limiter::with_clock(SmoothBursty::new(5.0)?, clock.clone());
@@ -148,7 +148,7 @@ impl SmoothBursty {
     ///
     /// ```
     /// use tollgate::algorithm::{Algorithm, SmoothBursty};
-    /// use tollgate::clock::Nanos;
+    /// use tollgate::time::Nanos;
     ///
     /// let mut bursty = SmoothBursty::new(10.0)?;
     /// let mut state = bursty.initial_state(Nanos::ZERO);

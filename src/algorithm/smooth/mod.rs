@@ -24,10 +24,10 @@
 use std::time::Duration;
 
 use super::{check_capacity, Algorithm};
-use crate::clock::Nanos;
 use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
 use crate::engine::Locked;
 use crate::error::{positive_finite, ConfigError};
+use crate::time::Nanos;
 
 mod bursty;
 mod warming_up;
@@ -48,7 +48,7 @@ const MICROS_PER_SECOND: f64 = 1_000_000.0;
 ///
 /// ```
 /// use tollgate::algorithm::{Algorithm, SmoothBursty};
-/// use tollgate::clock::Nanos;
+/// use tollgate::time::Nanos;
 ///
 /// let bursty = SmoothBursty::new(5.0)?;
 /// let state = bursty.initial_state(Nanos::ZERO);
@@ -178,7 +178,7 @@ impl SmoothShape for WarmingUp {}
 /// ```
 /// use std::time::Duration;
 /// use tollgate::algorithm::{Algorithm, SmoothBursty};
-/// use tollgate::clock::Nanos;
+/// use tollgate::time::Nanos;
 ///
 /// let bursty = SmoothBursty::new(2.0)?;
 /// let mut state = bursty.initial_state(Nanos::ZERO);
@@ -254,7 +254,7 @@ impl<S: SmoothShape> Smooth<S> {
     /// ```
     /// use std::time::Duration;
     /// use tollgate::algorithm::{Algorithm, SmoothBursty};
-    /// use tollgate::clock::Nanos;
+    /// use tollgate::time::Nanos;
     ///
     /// let bursty = SmoothBursty::new(1.0)?;
     /// let mut state = bursty.initial_state(Nanos::ZERO);

@@ -28,7 +28,7 @@ use crate::error::ConfigError;
 /// ```
 /// use std::time::Duration;
 /// use tollgate::algorithm::{Algorithm, SmoothWarmingUp};
-/// use tollgate::clock::Nanos;
+/// use tollgate::time::Nanos;
 ///
 /// let warm = SmoothWarmingUp::new(2.0, Duration::from_secs(4))?;
 /// let mut state = warm.initial_state(Nanos::ZERO);
@@ -222,7 +222,7 @@ mod tests {
     use super::*;
     use crate::algorithm::testing::{at, ms};
     use crate::algorithm::Algorithm;
-    use crate::clock::Nanos;
+    use crate::time::Nanos;
 
     #[test]
     fn rejects_bad_warmup_and_cold_factor() {

@@ -6,8 +6,8 @@ use tower_layer::Layer;
 
 use super::pause::{Backoff, Shared};
 use super::{Permits, Throttle};
-use crate::clock::Nanos;
 use crate::sync::Arc;
+use crate::time::Nanos;
 
 /// The pause after a 429 that names no time.
 const DEFAULT_BACKOFF: Duration = Duration::from_secs(1);
@@ -192,7 +192,7 @@ impl<P: Permits> ThrottleLayer<P> {
     /// let clock = ManualClock::new();
     /// let layer = ThrottleLayer::new(Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone()));
     /// layer.pause_for(Duration::from_secs(3));
-    /// assert_eq!(layer.paused_until(), Some(tollgate::clock::Nanos::new(3_000_000_000)));
+    /// assert_eq!(layer.paused_until(), Some(tollgate::time::Nanos::new(3_000_000_000)));
     /// clock.advance(Duration::from_secs(3));
     /// assert_eq!(layer.paused_until(), None);
     /// # Ok::<(), tollgate::ConfigError>(())
@@ -215,7 +215,7 @@ impl<P: Permits> ThrottleLayer<P> {
     /// let layer = ThrottleLayer::new(Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone()));
     /// layer.pause_for(Duration::from_secs(10));
     /// layer.pause_for(Duration::from_secs(1)); // does not cut the longer pause short
-    /// assert_eq!(layer.paused_until(), Some(tollgate::clock::Nanos::new(10_000_000_000)));
+    /// assert_eq!(layer.paused_until(), Some(tollgate::time::Nanos::new(10_000_000_000)));
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn pause_for(&self, d: Duration) {

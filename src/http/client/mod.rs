@@ -9,7 +9,7 @@
 //! # What a call does
 //!
 //! 1. If a **pause** is on, it sleeps until the pause ends (on the permit source's
-//!    [`Clock`](crate::clock::Clock)).
+//!    [`Clock`](crate::time::Clock)).
 //! 2. It waits for its permits: [`cost`](ThrottleLayer::cost) (1 by default), or the
 //!    [`Cost`] in the request's extensions. An in-process [`Limiter`](crate::Limiter)
 //!    serves waiters first come, first served; a [`StorePermits`] shares one limit

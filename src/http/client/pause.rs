@@ -8,9 +8,9 @@ use http::{Response, StatusCode};
 use super::parse::backoff;
 use super::permits::{check_capacity, Permits};
 use super::ThrottleError;
-use crate::clock::{Clock, Nanos};
 use crate::sync::{AtomicU64, Ordering};
-use crate::wait::Sleep;
+use crate::time::Sleep;
+use crate::time::{Clock, Nanos};
 
 /// The permit source and the pause, shared by every clone of a layer and its services.
 #[derive(Debug)]

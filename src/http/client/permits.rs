@@ -7,10 +7,10 @@ use async_trait::async_trait;
 
 use super::ThrottleError;
 use crate::algorithm::Algorithm;
-use crate::clock::Clock;
 use crate::decision::InsufficientCapacity;
 use crate::store::{SharedAcquireError, SharedLimiter, Store};
-use crate::wait::AcquireError;
+use crate::time::Clock;
+use crate::AcquireError;
 use crate::Limiter;
 
 /// A source of permits the client layer waits on: "acquire `n`, waiting if need be".

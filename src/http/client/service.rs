@@ -10,8 +10,8 @@ use tower_service::Service;
 use super::layer::Settings;
 use super::pause::Shared;
 use super::{Cost, Permits, ResponseFuture, ThrottleError};
-use crate::clock::Nanos;
 use crate::sync::Arc;
+use crate::time::Nanos;
 
 /// A client [`Service`] that waits for permits before each call and pauses every call
 /// when the server says so; made by [`ThrottleLayer`](super::ThrottleLayer).
@@ -100,7 +100,7 @@ impl<S, P: Permits> Throttle<S, P> {
     /// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(10)?), ManualClock::new());
     /// let throttle = ThrottleLayer::new(limiter).layer("inner");
     /// throttle.pause_for(Duration::from_secs(2));
-    /// assert_eq!(throttle.paused_until(), Some(tollgate::clock::Nanos::new(2_000_000_000)));
+    /// assert_eq!(throttle.paused_until(), Some(tollgate::time::Nanos::new(2_000_000_000)));
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn pause_for(&self, d: Duration) {

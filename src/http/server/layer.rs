@@ -6,11 +6,11 @@ use std::sync::Arc;
 use tower_layer::Layer;
 
 use super::service::RateLimitService;
-use crate::clock::Clock;
 use crate::http::key::{Global, KeyExtractor};
 use crate::http::limits::{KeyedLimits, Limits, Verdict};
 use crate::observe::{EventKind, Events};
 use crate::store::{SharedLimiter, Store};
+use crate::time::Clock;
 
 /// A tower layer that rate-limits requests by their [`Limits`], answering 429 with
 /// rate-limit headers.

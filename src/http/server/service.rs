@@ -167,11 +167,11 @@ where
 mod tests {
     use super::*;
     use crate::algorithm::FixedWindow;
-    use crate::clock::ManualClock;
     use crate::http::server::RateLimitLayer;
     use crate::store::{
         MemoryStore, Outcome, Request as StoreRequest, SharedLimiter, Store, StoreError,
     };
+    use crate::time::ManualClock;
     use crate::KeyedConfig;
     use futures::executor::block_on;
     use std::future::poll_fn;

@@ -12,10 +12,10 @@ use ::redis::{RedisError, Script};
 use super::super::redis::from_redis;
 use super::super::rule::Rule;
 use super::super::{storage_key, validate_prefix, StoreError, DEFAULT_MAX_KEY_LEN};
-use crate::clock::{Clock, MonotonicClock, Nanos};
 use crate::decision::{Admitted, Decision, InsufficientCapacity, Limited};
 use crate::engine::WordAlgorithm;
 use crate::error::ConfigError;
+use crate::time::{Clock, MonotonicClock, Nanos};
 
 const SCRIPT: &str = include_str!("batched.lua");
 
@@ -309,7 +309,7 @@ where
     C: Clock,
 {
     /// The same limiter, reading time from `clock` (a
-    /// [`ManualClock`](crate::clock::ManualClock) in tests), which gives Unix time as
+    /// [`ManualClock`](crate::time::ManualClock) in tests), which gives Unix time as
     /// `unix_origin + now`. Counts held so far are dropped.
     pub fn with_clock<C2: Clock>(self, clock: C2) -> BatchedLimiter<Conn, C2> {
         BatchedLimiter {
@@ -383,7 +383,7 @@ where
     /// ```no_run
     /// # use std::time::Duration;
     /// # use tollgate::algorithm::FixedWindow;
-    /// # use tollgate::clock::ManualClock;
+    /// # use tollgate::time::ManualClock;
     /// # use tollgate::store::BatchedLimiter;
     /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
     /// # let connection = redis::Client::open("redis://127.0.0.1/")?.get_multiplexed_async_connection().await?;

@@ -11,9 +11,9 @@ use async_trait::async_trait;
 use super::super::request::{Check, Op, Outcome, Request};
 use super::super::rule::Rule;
 use super::super::{Store, StoreError};
-use crate::clock::{Clock, MonotonicClock, Nanos};
 use crate::decision::{Denied, Limited};
 use crate::error::ConfigError;
+use crate::time::{Clock, MonotonicClock, Nanos};
 
 /// A [`Store`] that remembers "over the limit until T" answers, so that requests for
 /// a key known to be denied are denied in this process without a round trip (the
@@ -67,7 +67,7 @@ use crate::error::ConfigError;
 /// ```
 /// use std::time::Duration;
 /// use tollgate::algorithm::FixedWindow;
-/// use tollgate::clock::ManualClock;
+/// use tollgate::time::ManualClock;
 /// use tollgate::store::{DeniedCache, MemoryStore, SharedLimiter};
 /// use tollgate::KeyedConfig;
 ///
@@ -246,7 +246,7 @@ impl<S: Store> DeniedCache<S, MonotonicClock> {
 
 impl<S: Store, C: Clock> DeniedCache<S, C> {
     /// The same cache, reading time from `clock` (a
-    /// [`ManualClock`](crate::clock::ManualClock) in tests). Entries held so far are
+    /// [`ManualClock`](crate::time::ManualClock) in tests). Entries held so far are
     /// dropped: they were timed on the old clock.
     pub fn with_clock<C2: Clock>(self, clock: C2) -> DeniedCache<S, C2> {
         DeniedCache {

@@ -5,11 +5,11 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use crate::clock::{Alarm, Clock, Nanos};
+use super::{Alarm, Clock, Nanos};
 use crate::sync::{Arc, Mutex};
 
 /// A future that resolves once its clock reads the deadline, on any executor: the
-/// clock's alarm wakes it ([`ManualClock::advance`](crate::clock::ManualClock::advance)
+/// clock's alarm wakes it ([`ManualClock::advance`](super::ManualClock::advance)
 /// in tests, the [`Scheduler`](super::Scheduler) thread otherwise).
 ///
 /// # Examples
@@ -17,8 +17,8 @@ use crate::sync::{Arc, Mutex};
 /// ```
 /// use std::future::Future;
 /// use std::time::Duration;
-/// use tollgate::clock::ManualClock;
-/// use tollgate::wait::Sleep;
+/// use tollgate::time::ManualClock;
+/// use tollgate::time::Sleep;
 ///
 /// let clock = ManualClock::new();
 /// let mut nap = Box::pin(Sleep::new(clock.clone(), Duration::from_secs(1)));

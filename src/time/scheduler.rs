@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
-use crate::clock::Alarm;
+use super::Alarm;
 // A real thread that loom never runs: std's primitives under every cfg.
 use crate::sync::unmodeled::{Arc, AtomicU64, Mutex, OnceLock, Ordering, Weak};
 
@@ -25,7 +25,7 @@ const LINGER: Duration = Duration::from_secs(1);
 /// a second with nothing to do; the next alarm starts it again.
 ///
 /// The process has one [`global`](Scheduler::global) scheduler, which every
-/// [`MonotonicClock`](crate::clock::MonotonicClock) uses unless given another.
+/// [`MonotonicClock`](super::MonotonicClock) uses unless given another.
 /// Clones share one thread.
 ///
 /// # Examples
@@ -34,8 +34,8 @@ const LINGER: Duration = Duration::from_secs(1);
 /// use std::sync::Arc;
 /// use std::sync::atomic::{AtomicBool, Ordering};
 /// use std::time::Duration;
-/// use tollgate::clock::Alarm;
-/// use tollgate::wait::Scheduler;
+/// use tollgate::time::Alarm;
+/// use tollgate::time::Scheduler;
 ///
 /// struct Flag(AtomicBool);
 /// impl Alarm for Flag {

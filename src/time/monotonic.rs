@@ -1,0 +1,116 @@
+//! [`MonotonicClock`]: the default clock.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::{Alarm, Clock, Nanos, Scheduler};
+use crate::sync::unmodeled::OnceLock;
+use crate::sync::Arc;
+
+/// The default clock: monotonic, measured from the moment it was created.
+///
+/// It reads the CPU's invariant time-stamp counter through [`quanta`], calibrated
+/// against `CLOCK_MONOTONIC`, which costs about half of [`std::time::Instant::now`];
+/// where the CPU has no invariant counter, quanta reads the OS's monotonic clock
+/// instead. Neither follows changes to the wall clock.
+///
+/// Readings taken on different threads may come out a few nanoseconds out of order,
+/// as any two racing readings can; every limiter decides on late readings as if they
+/// were taken at the latest time it has seen.
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::time::{Clock, MonotonicClock};
+///
+/// let clock = MonotonicClock::new();
+/// let a = clock.now();
+/// let b = clock.now();
+/// assert!(b >= a);
+/// ```
+#[derive(Clone, Debug)]
+pub struct MonotonicClock {
+    source: quanta::Clock,
+    origin: u64,
+    unix_origin: Duration,
+    scheduler: Option<Scheduler>,
+}
+
+impl MonotonicClock {
+    /// A clock whose origin is now; its alarms go to the process's global
+    /// [`Scheduler`].
+    pub fn new() -> MonotonicClock {
+        // quanta probes the CPU (a CPUID, ~30 µs under some hypervisors) on every
+        // `Clock::new`; probe once and clone, so creating a limiter stays cheap.
+        static SOURCE: OnceLock<quanta::Clock> = OnceLock::new();
+        let source = SOURCE.get_or_init(quanta::Clock::new).clone();
+        MonotonicClock {
+            origin: source.raw(),
+            source,
+            // A wall clock before 1970 is a broken host; treat it as the epoch.
+            unix_origin: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default(),
+            scheduler: None,
+        }
+    }
+
+    /// The same clock, with its alarms on `scheduler` instead of the global one:
+    /// for tests and for isolating a group of limiters on their own thread.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::time::MonotonicClock;
+    /// use tollgate::time::Scheduler;
+    ///
+    /// let clock = MonotonicClock::new().with_scheduler(Scheduler::new("my-limiters"));
+    /// # drop(clock);
+    /// ```
+    pub fn with_scheduler(self, scheduler: Scheduler) -> MonotonicClock {
+        MonotonicClock {
+            scheduler: Some(scheduler),
+            ..self
+        }
+    }
+}
+
+impl Default for MonotonicClock {
+    fn default() -> Self {
+        MonotonicClock::new()
+    }
+}
+
+impl Clock for MonotonicClock {
+    #[inline]
+    fn now(&self) -> Nanos {
+        Nanos::new(self.source.delta_as_nanos(self.origin, self.source.raw()))
+    }
+
+    fn unix_origin(&self) -> Duration {
+        self.unix_origin
+    }
+
+    fn set_alarm(&self, deadline: Nanos, alarm: Arc<dyn Alarm>) {
+        let delay = deadline.saturating_since(self.now());
+        match &self.scheduler {
+            Some(scheduler) => scheduler.set_alarm_after(delay, alarm),
+            None => Scheduler::global().set_alarm_after(delay, alarm),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn monotonic_clock_is_monotonic() {
+        let c = MonotonicClock::new();
+        let mut last = c.now();
+        for _ in 0..1000 {
+            let t = c.now();
+            assert!(t >= last);
+            last = t;
+        }
+    }
+}
