@@ -3,8 +3,8 @@
 //! - **Exact algorithms** as pure state machines: GCRA token bucket, leaky bucket,
 //!   fixed window, sliding log and counter, Guava's smooth limiters, Resilience4j's
 //!   refresh-period limiter, concurrency permits and all-or-nothing combinations.
-//! - **Time through a [`Clock`](clock::Clock)**: a monotonic clock in production, a
-//!   [`ManualClock`](clock::ManualClock) in tests.
+//! - **Time through a [`Clock`](time::Clock)**: a monotonic clock in production, a
+//!   [`ManualClock`](time::ManualClock) in tests.
 //! - **Decisions that say why**: [`Admitted`] with what remains, or [`Denied`] with a
 //!   `retry_after`, or *never* when a request exceeds what can ever be granted.
 //! - **Keyed limiting** with memory bounded by configuration.

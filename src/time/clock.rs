@@ -35,7 +35,7 @@ pub trait Clock: Clone + Send + Sync + fmt::Debug + 'static {
     ///
     /// The default hands the alarm to the process's [`Scheduler`] thread, which
     /// counts the remaining time in real time: right for any clock that moves at the
-    /// speed of real time. A clock that moves otherwise (like [`ManualClock`]) must ring
+    /// speed of real time. A clock that moves otherwise (like [`ManualClock`](super::ManualClock)) must ring
     /// its alarms itself. Callers hold no lock when they set an alarm, so an alarm
     /// already due may ring at once, on the calling thread.
     fn set_alarm(&self, deadline: Nanos, alarm: Arc<dyn Alarm>) {

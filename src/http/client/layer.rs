@@ -60,7 +60,7 @@ impl<P: Permits> ThrottleLayer<P> {
     /// ```
     /// use std::time::Duration;
     /// use tollgate::http::client::ThrottleLayer;
-    /// use tollgate::{algorithm::Gcra, clock::ManualClock, Limiter, Quota};
+    /// use tollgate::{algorithm::Gcra, time::ManualClock, Limiter, Quota};
     ///
     /// let clock = ManualClock::new();
     /// let layer = ThrottleLayer::new(Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone()));
@@ -89,7 +89,7 @@ impl<P: Permits> ThrottleLayer<P> {
     /// ```
     /// use std::time::Duration;
     /// use tollgate::http::client::ThrottleLayer;
-    /// use tollgate::{algorithm::Gcra, clock::ManualClock, Limiter, Quota};
+    /// use tollgate::{algorithm::Gcra, time::ManualClock, Limiter, Quota};
     ///
     /// let clock = ManualClock::new();
     /// let layer = ThrottleLayer::new(Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone()));
@@ -111,7 +111,7 @@ impl<P: Permits> ThrottleLayer<P> {
     /// ```
     /// use std::time::Duration;
     /// use tollgate::http::client::ThrottleLayer;
-    /// use tollgate::{algorithm::Gcra, clock::ManualClock, Limiter, Quota};
+    /// use tollgate::{algorithm::Gcra, time::ManualClock, Limiter, Quota};
     ///
     /// let clock = ManualClock::new();
     /// let layer = ThrottleLayer::new(Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone()));
@@ -130,7 +130,7 @@ impl<P: Permits> ThrottleLayer<P> {
     /// ```
     /// use std::time::Duration;
     /// use tollgate::http::client::ThrottleLayer;
-    /// use tollgate::{algorithm::Gcra, clock::ManualClock, Limiter, Quota};
+    /// use tollgate::{algorithm::Gcra, time::ManualClock, Limiter, Quota};
     ///
     /// let clock = ManualClock::new();
     /// let layer = ThrottleLayer::new(Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone()));
@@ -150,7 +150,7 @@ impl<P: Permits> ThrottleLayer<P> {
     /// ```
     /// use std::time::Duration;
     /// use tollgate::http::client::ThrottleLayer;
-    /// use tollgate::{algorithm::Gcra, clock::ManualClock, Limiter, Quota};
+    /// use tollgate::{algorithm::Gcra, time::ManualClock, Limiter, Quota};
     ///
     /// let clock = ManualClock::new();
     /// let layer = ThrottleLayer::new(Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone()));
@@ -169,7 +169,7 @@ impl<P: Permits> ThrottleLayer<P> {
     /// ```
     /// use std::time::Duration;
     /// use tollgate::http::client::ThrottleLayer;
-    /// use tollgate::{algorithm::Gcra, clock::ManualClock, Limiter, Quota};
+    /// use tollgate::{algorithm::Gcra, time::ManualClock, Limiter, Quota};
     ///
     /// let clock = ManualClock::new();
     /// let layer = ThrottleLayer::new(Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone()));
@@ -187,7 +187,7 @@ impl<P: Permits> ThrottleLayer<P> {
     /// ```
     /// use std::time::Duration;
     /// use tollgate::http::client::ThrottleLayer;
-    /// use tollgate::{algorithm::Gcra, clock::ManualClock, Limiter, Quota};
+    /// use tollgate::{algorithm::Gcra, time::ManualClock, Limiter, Quota};
     ///
     /// let clock = ManualClock::new();
     /// let layer = ThrottleLayer::new(Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone()));
@@ -209,7 +209,7 @@ impl<P: Permits> ThrottleLayer<P> {
     /// ```
     /// use std::time::Duration;
     /// use tollgate::http::client::ThrottleLayer;
-    /// use tollgate::{algorithm::Gcra, clock::ManualClock, Limiter, Quota};
+    /// use tollgate::{algorithm::Gcra, time::ManualClock, Limiter, Quota};
     ///
     /// let clock = ManualClock::new();
     /// let layer = ThrottleLayer::new(Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone()));

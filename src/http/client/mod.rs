@@ -70,7 +70,7 @@
 //! use http::{Request, Response};
 //! use tower::{service_fn, Layer, ServiceExt};
 //! use tollgate::http::client::ThrottleLayer;
-//! use tollgate::{algorithm::Gcra, clock::ManualClock, Limiter, Quota};
+//! use tollgate::{algorithm::Gcra, time::ManualClock, Limiter, Quota};
 //!
 //! # futures::executor::block_on(async {
 //! let clock = ManualClock::new();

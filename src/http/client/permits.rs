@@ -23,7 +23,7 @@ use crate::Limiter;
 /// ```
 /// use std::time::Duration;
 /// use tollgate::http::client::Permits;
-/// use tollgate::{algorithm::Gcra, clock::ManualClock, Limiter, Quota};
+/// use tollgate::{algorithm::Gcra, time::ManualClock, Limiter, Quota};
 ///
 /// # futures::executor::block_on(async {
 /// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(1)?), ManualClock::new());

@@ -28,7 +28,7 @@ use crate::time::Nanos;
 /// use http::{Request, Response};
 /// use tower::{service_fn, ServiceBuilder, ServiceExt};
 /// use tollgate::http::client::ThrottleLayer;
-/// use tollgate::{algorithm::Gcra, clock::ManualClock, Limiter, Quota};
+/// use tollgate::{algorithm::Gcra, time::ManualClock, Limiter, Quota};
 ///
 /// # futures::executor::block_on(async {
 /// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(2)?), ManualClock::new());
@@ -56,7 +56,7 @@ impl<S, P: Permits> Throttle<S, P> {
     /// use std::time::Duration;
     /// use tower::Layer;
     /// use tollgate::http::client::ThrottleLayer;
-    /// use tollgate::{algorithm::Gcra, clock::ManualClock, Limiter, Quota};
+    /// use tollgate::{algorithm::Gcra, time::ManualClock, Limiter, Quota};
     ///
     /// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(10)?), ManualClock::new());
     /// let throttle = ThrottleLayer::new(limiter).layer("inner");
@@ -75,7 +75,7 @@ impl<S, P: Permits> Throttle<S, P> {
     /// use std::time::Duration;
     /// use tower::Layer;
     /// use tollgate::http::client::ThrottleLayer;
-    /// use tollgate::{algorithm::Gcra, clock::ManualClock, Limiter, Quota};
+    /// use tollgate::{algorithm::Gcra, time::ManualClock, Limiter, Quota};
     ///
     /// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(10)?), ManualClock::new());
     /// let throttle = ThrottleLayer::new(limiter).layer("inner");
@@ -95,7 +95,7 @@ impl<S, P: Permits> Throttle<S, P> {
     /// use std::time::Duration;
     /// use tower::Layer;
     /// use tollgate::http::client::ThrottleLayer;
-    /// use tollgate::{algorithm::Gcra, clock::ManualClock, Limiter, Quota};
+    /// use tollgate::{algorithm::Gcra, time::ManualClock, Limiter, Quota};
     ///
     /// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(10)?), ManualClock::new());
     /// let throttle = ThrottleLayer::new(limiter).layer("inner");
