@@ -8,7 +8,6 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use crate::algorithm::LeakyBucket;
-use crate::engine::Cell;
 use crate::error::ConfigError;
 use crate::limiter::Core;
 use crate::quota::Quota;

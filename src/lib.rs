@@ -54,7 +54,7 @@ pub mod algorithm;
 #[cfg(feature = "config")]
 pub mod config;
 mod decision;
-pub mod engine;
+mod engine;
 mod error;
 #[cfg(feature = "http")]
 pub mod http;

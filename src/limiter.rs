@@ -51,7 +51,7 @@ pub struct Limiter<A: Algorithm, C: Clock = MonotonicClock> {
 
 /// The limiter's decision side: what the waiter queue waits on.
 pub(crate) struct Core<A: Algorithm, C> {
-    pub(crate) cell: A::Cell,
+    pub(crate) cell: Cell<A>,
     pub(crate) clock: C,
     /// Set at most once, before the limiter is shared in practice; unset, a decision
     /// pays one load and branch for it. std's `OnceLock` even under loom: the models
@@ -64,7 +64,7 @@ impl<A: Algorithm, C: Clock> Core<A, C> {
     pub(crate) fn waiting(algorithm: A, clock: C) -> Arc<Waiting<Core<A, C>>> {
         let now = clock.now();
         Waiting::new(Core {
-            cell: A::Cell::new(algorithm, now),
+            cell: Cell::new(algorithm, now),
             clock,
             events: OnceLock::new(),
         })

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use crate::algorithm::Concurrency;
 use crate::decision::Denied;
-use crate::engine::Cell;
 use crate::error::ConfigError;
 use crate::limiter::Core;
 use crate::sync::Arc;

@@ -1,13 +1,12 @@
-//! The lock-free cell under a reconfiguration that races with a decision.
+//! The lock-free cell (a limiter over a packed algorithm) under a reconfiguration that races with a decision.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use tollgate::algorithm::{Algorithm, Concurrency};
-use tollgate::engine::{Atomic, Cell, WordAlgorithm, CONFIG_WORDS};
-use tollgate::time::Nanos;
-use tollgate::{Decision, Denied, Reservation};
+use tollgate::algorithm::{Algorithm, Concurrency, Packing, CONFIG_WORDS};
+use tollgate::time::{ManualClock, Nanos};
+use tollgate::{Decision, Denied, Limiter, Reservation};
 
 static PAUSE_NEXT_ACQUIRE: AtomicBool = AtomicBool::new(false);
 type Handshake = (mpsc::Sender<()>, mpsc::Receiver<()>);
@@ -20,7 +19,7 @@ struct Paused(Concurrency);
 
 impl Algorithm for Paused {
     type State = u64;
-    type Cell = Atomic<Paused>;
+    const PACKING: Option<Packing<Self>> = Some(Packing::new(pack, unpack));
 
     fn initial_state(&self, now: Nanos) -> u64 {
         self.0.initial_state(now)
@@ -58,23 +57,22 @@ impl Algorithm for Paused {
     }
 }
 
-impl WordAlgorithm for Paused {
-    fn to_words(&self) -> [u64; CONFIG_WORDS] {
-        self.0.to_words()
-    }
+fn pack(paused: &Paused) -> [u64; CONFIG_WORDS] {
+    let packing = Concurrency::PACKING.unwrap();
+    (packing.pack)(&paused.0)
+}
 
-    fn from_words(words: [u64; CONFIG_WORDS]) -> Paused {
-        Paused(Concurrency::from_words(words))
-    }
+fn unpack(words: [u64; CONFIG_WORDS]) -> Paused {
+    Paused((Concurrency::PACKING.unwrap().unpack)(words))
 }
 
 /// The bug: a decision whose compare-and-swap failed retried with the configuration it
 /// had read before a reconfiguration finished, and admitted 9 under a max of 2.
 #[test]
 fn a_retried_decision_uses_the_new_configuration() {
-    let cell = Arc::new(<Atomic<Paused> as Cell<Paused>>::new(
+    let cell = Arc::new(Limiter::with_clock(
         Paused(Concurrency::new(10).unwrap()),
-        Nanos::ZERO,
+        ManualClock::new(),
     ));
     let (read_tx, read_rx) = mpsc::channel();
     let (resume_tx, resume_rx) = mpsc::channel();
@@ -82,13 +80,16 @@ fn a_retried_decision_uses_the_new_configuration() {
     PAUSE_NEXT_ACQUIRE.store(true, Ordering::SeqCst);
 
     let racing = Arc::clone(&cell);
-    let a = std::thread::spawn(move || racing.acquire(Nanos::ZERO, 9));
+    let a = std::thread::spawn(move || racing.try_acquire(9));
     read_rx.recv().unwrap(); // A has read max = 10 and nothing in use.
-    cell.update(&mut |alg, _| *alg = Paused(Concurrency::new(2).unwrap()));
-    assert!(cell.acquire(Nanos::ZERO, 1).is_ok());
+    cell.reconfigure(|alg, _, _| {
+        *alg = Paused(Concurrency::new(2).unwrap());
+        Ok::<(), ()>(())
+    })
+    .unwrap();
+    assert!(cell.try_acquire(1).is_ok());
     resume_tx.send(()).unwrap();
 
     assert!(a.join().unwrap().is_err(), "A must retry under max = 2");
-    let (alg, in_use) = cell.snapshot();
-    assert_eq!((alg.0.max(), in_use), (2, 1));
+    assert_eq!((cell.algorithm().0.max(), cell.state()), (2, 1));
 }

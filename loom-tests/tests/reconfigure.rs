@@ -1,16 +1,28 @@
-//! The `Atomic` cell: reconfigurations racing decisions and readers.
+//! The lock-free cell (a limiter over a packed algorithm): reconfigurations racing
+//! decisions and readers.
 #![cfg(loom)]
 
 use std::sync::Arc;
 
 use loom::thread;
-use tollgate::algorithm::{Concurrency, Gcra};
-use tollgate::engine::{Atomic, Cell};
-use tollgate::time::Nanos;
-use tollgate::Quota;
+use tollgate::algorithm::{Algorithm, Concurrency, Gcra};
+use tollgate::time::ManualClock;
+use tollgate::{Limiter, Quota};
 
-fn cell<A: tollgate::engine::WordAlgorithm<Cell = Atomic<A>>>(algorithm: A) -> Arc<Atomic<A>> {
-    Arc::new(<Atomic<A> as Cell<A>>::new(algorithm, Nanos::ZERO))
+fn cell<A: Algorithm>(algorithm: A) -> Arc<Limiter<A, ManualClock>> {
+    assert!(
+        A::PACKING.is_some(),
+        "these models are of the lock-free cell"
+    );
+    Arc::new(Limiter::with_clock(algorithm, ManualClock::new()))
+}
+
+fn set<A: Algorithm>(cell: &Limiter<A, ManualClock>, new: A) {
+    cell.reconfigure(|alg, _, _| {
+        *alg = new.clone();
+        Ok::<(), ()>(())
+    })
+    .unwrap();
 }
 
 /// The scenario of `tests/engine.rs`, over every interleaving: A asks for 9 of 10
@@ -22,14 +34,14 @@ fn a_retried_decision_uses_the_new_maximum() {
     loom::model(|| {
         let cell = cell(Concurrency::new(10).unwrap());
         let racing = Arc::clone(&cell);
-        let a = thread::spawn(move || racing.acquire(Nanos::ZERO, 9).is_ok());
+        let a = thread::spawn(move || racing.try_acquire(9).is_ok());
 
-        cell.update(&mut |alg, _| *alg = Concurrency::new(2).unwrap());
-        let one = cell.acquire(Nanos::ZERO, 1).is_ok();
+        set(&cell, Concurrency::new(2).unwrap());
+        let one = cell.try_acquire(1).is_ok();
         let a = a.join().unwrap();
 
         assert!(!(a && one), "admitted 10 under a maximum of 2");
-        let (alg, in_use) = cell.snapshot();
+        let (alg, in_use) = (cell.algorithm(), cell.state());
         assert_eq!(alg.max(), 2);
         assert_eq!(in_use, 9 * u64::from(a) + u64::from(one));
     });
@@ -43,14 +55,14 @@ fn a_decision_after_the_update_sees_the_new_maximum() {
         let cell = cell(Concurrency::new(10).unwrap());
         let churn = {
             let cell = Arc::clone(&cell);
-            thread::spawn(move || cell.acquire(Nanos::ZERO, 1).is_ok())
+            thread::spawn(move || cell.try_acquire(1).is_ok())
         };
         let updater = {
             let cell = Arc::clone(&cell);
-            thread::spawn(move || cell.update(&mut |alg, _| *alg = Concurrency::new(2).unwrap()))
+            thread::spawn(move || set(&cell, Concurrency::new(2).unwrap()))
         };
         updater.join().unwrap();
-        let nine = cell.acquire(Nanos::ZERO, 9);
+        let nine = cell.try_acquire(9);
         assert!(
             nine.is_err_and(|denied| denied.is_never()),
             "9 decided under the old maximum of 10"
@@ -71,11 +83,11 @@ fn a_reader_never_sees_a_torn_configuration() {
         // update.
         let reader = {
             let cell = Arc::clone(&cell);
-            thread::spawn(move || cell.snapshot().0)
+            thread::spawn(move || cell.algorithm())
         };
-        cell.update(&mut |alg, _| *alg = new);
+        set(&cell, new);
         let seen = reader.join().unwrap();
         assert!(seen == old || seen == new, "torn configuration {seen:?}");
-        assert_eq!(cell.snapshot().0, new);
+        assert_eq!(cell.algorithm(), new);
     });
 }

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use super::{check_capacity, Algorithm};
 use crate::decision::{Admitted, Decision, Denied, Reservation};
-use crate::engine::Locked;
 use crate::error::ConfigError;
 use crate::time::Nanos;
 
@@ -116,7 +115,6 @@ pub(crate) fn later_denial(current: Option<Denied>, new: Denied) -> Denied {
 
 impl<A: Algorithm> Algorithm for AllOf<A> {
     type State = Vec<A::State>;
-    type Cell = Locked<Self>;
 
     fn initial_state(&self, now: Nanos) -> Vec<A::State> {
         self.rules.iter().map(|r| r.initial_state(now)).collect()

@@ -7,8 +7,8 @@
 use std::time::Duration;
 
 use super::{check_capacity, Algorithm};
+use super::{Packing, CONFIG_WORDS};
 use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
-use crate::engine::{Atomic, WordAlgorithm, CONFIG_WORDS};
 use crate::error::{non_zero, ConfigError};
 use crate::time::Nanos;
 
@@ -97,7 +97,7 @@ impl Concurrency {
 impl Algorithm for Concurrency {
     /// Permits in use.
     type State = u64;
-    type Cell = Atomic<Concurrency>;
+    const PACKING: Option<Packing<Self>> = Some(Packing::new(Self::words, Self::from_words));
 
     fn initial_state(&self, _now: Nanos) -> u64 {
         0
@@ -158,13 +158,13 @@ impl Algorithm for Concurrency {
     }
 }
 
-impl WordAlgorithm for Concurrency {
-    fn to_words(&self) -> [u64; CONFIG_WORDS] {
+impl Concurrency {
+    pub(crate) fn words(&self) -> [u64; CONFIG_WORDS] {
         [self.max, 0, 0, 0]
     }
 
-    fn from_words(words: [u64; CONFIG_WORDS]) -> Concurrency {
-        // Words come only from `to_words`, so `max` is never zero.
+    pub(crate) fn from_words(words: [u64; CONFIG_WORDS]) -> Concurrency {
+        // Words come only from `words`, so `max` is never zero.
         Concurrency { max: words[0] }
     }
 }
@@ -279,6 +279,6 @@ mod tests {
     #[test]
     fn words_round_trip() {
         let c = Concurrency::new(7).unwrap();
-        assert_eq!(Concurrency::from_words(c.to_words()), c);
+        assert_eq!(Concurrency::from_words(c.words()), c);
     }
 }

@@ -24,8 +24,8 @@
 use std::time::Duration;
 
 use super::{check_capacity, Algorithm};
+use super::{Packing, CONFIG_WORDS};
 use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
-use crate::engine::{Atomic, Locked, WordAlgorithm, CONFIG_WORDS};
 use crate::error::{non_zero, ConfigError};
 use crate::time::Nanos;
 use crate::units::{duration_to_nanos, positive_nanos, saturating_u64, until_period};
@@ -534,7 +534,7 @@ impl<A> FixedWindow<A> {
 
 impl Algorithm for FixedWindow<Aligned> {
     type State = u64;
-    type Cell = Atomic<FixedWindow<Aligned>>;
+    const PACKING: Option<Packing<Self>> = Some(Packing::new(Self::words, Self::from_words));
     const BOOKS_AHEAD: bool = true;
 
     fn initial_state(&self, _now: Nanos) -> u64 {
@@ -588,8 +588,8 @@ impl Algorithm for FixedWindow<Aligned> {
     }
 }
 
-impl WordAlgorithm for FixedWindow<Aligned> {
-    fn to_words(&self) -> [u64; CONFIG_WORDS] {
+impl FixedWindow<Aligned> {
+    pub(crate) fn words(&self) -> [u64; CONFIG_WORDS] {
         [
             self.limit,
             self.window,
@@ -598,7 +598,7 @@ impl WordAlgorithm for FixedWindow<Aligned> {
         ]
     }
 
-    fn from_words(words: [u64; CONFIG_WORDS]) -> FixedWindow<Aligned> {
+    pub(crate) fn from_words(words: [u64; CONFIG_WORDS]) -> FixedWindow<Aligned> {
         FixedWindow {
             limit: words[0].max(1),
             window: words[1].max(1),
@@ -612,7 +612,6 @@ impl WordAlgorithm for FixedWindow<Aligned> {
 
 impl Algorithm for FixedWindow<FirstHit> {
     type State = FirstHitState;
-    type Cell = Locked<FixedWindow<FirstHit>>;
     const BOOKS_AHEAD: bool = true;
 
     fn initial_state(&self, _now: Nanos) -> FirstHitState {
@@ -928,7 +927,7 @@ mod tests {
     #[test]
     fn words_round_trip() {
         let fw = aligned(7, 1234).aligned_to_unix_epoch(Duration::from_secs(5));
-        assert_eq!(FixedWindow::from_words(fw.to_words()), fw);
+        assert_eq!(FixedWindow::from_words(fw.words()), fw);
     }
 
     #[test]

@@ -8,8 +8,8 @@
 use std::time::Duration;
 
 use super::{check_capacity, Algorithm};
+use super::{Packing, CONFIG_WORDS};
 use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
-use crate::engine::{Atomic, WordAlgorithm, CONFIG_WORDS};
 use crate::error::{non_zero, ConfigError};
 use crate::quota::Quota;
 use crate::time::Nanos;
@@ -288,7 +288,7 @@ impl CellReply {
 
 impl Algorithm for Gcra {
     type State = u64;
-    type Cell = Atomic<Gcra>;
+    const PACKING: Option<Packing<Self>> = Some(Packing::new(Self::words, Self::from_words));
     const BOOKS_AHEAD: bool = true;
 
     fn initial_state(&self, _now: Nanos) -> u64 {
@@ -350,12 +350,12 @@ impl Algorithm for Gcra {
     }
 }
 
-impl WordAlgorithm for Gcra {
-    fn to_words(&self) -> [u64; CONFIG_WORDS] {
+impl Gcra {
+    pub(crate) fn words(&self) -> [u64; CONFIG_WORDS] {
         [self.interval, self.tolerance, self.burst, 0]
     }
 
-    fn from_words(words: [u64; CONFIG_WORDS]) -> Gcra {
+    pub(crate) fn from_words(words: [u64; CONFIG_WORDS]) -> Gcra {
         Gcra {
             interval: words[0],
             tolerance: words[1],

@@ -19,8 +19,8 @@
 use std::time::Duration;
 
 use super::{check_capacity, Algorithm, Gcra};
+use super::{Packing, CONFIG_WORDS};
 use crate::decision::{Decision, Denied, Reservation};
-use crate::engine::{Atomic, WordAlgorithm, CONFIG_WORDS};
 use crate::error::{non_zero, ConfigError};
 use crate::quota::Quota;
 use crate::time::Nanos;
@@ -254,7 +254,7 @@ impl LeakyBucket {
 
 impl Algorithm for LeakyBucket {
     type State = u64;
-    type Cell = Atomic<LeakyBucket>;
+    const PACKING: Option<Packing<Self>> = Some(Packing::new(Self::words, Self::from_words));
     // It books ahead, but a denial under `max_wait` may mean "no room in the bucket
     // yet" with the departure still in time, so a timed wait must not fail on it at
     // once: the queue then waits for room and books, or times out at its deadline.
@@ -316,12 +316,12 @@ impl Algorithm for LeakyBucket {
     }
 }
 
-impl WordAlgorithm for LeakyBucket {
-    fn to_words(&self) -> [u64; CONFIG_WORDS] {
-        self.meter.to_words()
+impl LeakyBucket {
+    pub(crate) fn words(&self) -> [u64; CONFIG_WORDS] {
+        self.meter.words()
     }
 
-    fn from_words(words: [u64; CONFIG_WORDS]) -> LeakyBucket {
+    pub(crate) fn from_words(words: [u64; CONFIG_WORDS]) -> LeakyBucket {
         LeakyBucket {
             meter: Gcra::from_words(words),
         }
@@ -474,7 +474,7 @@ mod tests {
     #[test]
     fn words_round_trip() {
         let b = bucket(7);
-        assert_eq!(LeakyBucket::from_words(b.to_words()), b);
+        assert_eq!(LeakyBucket::from_words(b.words()), b);
     }
 
     #[test]

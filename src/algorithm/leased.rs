@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use super::{Algorithm, Concurrency};
 use crate::decision::{Decision, Denied, Reservation};
-use crate::engine::Locked;
 use crate::error::ConfigError;
 use crate::time::Nanos;
 use crate::units::duration_to_nanos;
@@ -98,7 +97,6 @@ impl Leased {
 
 impl Algorithm for Leased {
     type State = LeasedState;
-    type Cell = Locked<Self>;
 
     fn initial_state(&self, _now: Nanos) -> LeasedState {
         LeasedState::default()

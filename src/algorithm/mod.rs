@@ -22,7 +22,6 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::decision::{Decision, Denied, Reservation};
-use crate::engine::Cell;
 use crate::time::Nanos;
 
 mod all_of;
@@ -31,6 +30,7 @@ mod fixed_window;
 mod gcra;
 mod leaky_bucket;
 mod leased;
+mod packing;
 mod refresh_period;
 mod sliding_counter;
 mod sliding_log;
@@ -45,6 +45,7 @@ pub use fixed_window::{Aligned, FirstHit, FirstHitState, FixedWindow};
 pub use gcra::{CellReply, Gcra};
 pub use leaky_bucket::{Departure, LeakyBucket};
 pub use leased::{Leased, LeasedState};
+pub use packing::{Packing, CONFIG_WORDS};
 pub use refresh_period::{RefreshPeriod, RefreshPeriodState};
 pub use sliding_counter::{SlidingCounter, SlidingCounterState};
 pub use sliding_log::SlidingLog;
@@ -83,10 +84,11 @@ pub trait Algorithm: Clone + Send + Sync + fmt::Debug + 'static {
     /// limiter then fails a timed wait at once instead of at its deadline.
     const BOOKS_AHEAD: bool = false;
 
-    /// How an in-process [`Limiter`](crate::Limiter) holds this algorithm and its
-    /// state: [`Locked`](crate::engine::Locked) for most, a lock-free cell for those
-    /// whose state fits one atomic word.
-    type Cell: Cell<Self>;
+    /// The word form of this algorithm, when its state is one `u64` and its
+    /// configuration fits [`CONFIG_WORDS`] words: an in-process
+    /// [`Limiter`](crate::Limiter) then decides with one compare-and-swap and no lock.
+    /// `None` (the default): decisions run under a short lock.
+    const PACKING: Option<Packing<Self>> = None;
 
     /// The state of a limiter created at `now`, before any request.
     fn initial_state(&self, now: Nanos) -> Self::State;

@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use super::{check_capacity, Algorithm};
 use crate::decision::{Admitted, Decision, Denied, InsufficientCapacity, Limited, Reservation};
-use crate::engine::Locked;
 use crate::error::{non_zero, ConfigError};
 use crate::time::Nanos;
 use crate::units::{
@@ -465,7 +464,6 @@ fn remaining(permits: i128) -> u64 {
 
 impl Algorithm for RefreshPeriod {
     type State = RefreshPeriodState;
-    type Cell = Locked<RefreshPeriod>;
     const BOOKS_AHEAD: bool = true;
 
     fn initial_state(&self, now: Nanos) -> RefreshPeriodState {

@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use super::{check_capacity, Algorithm};
 use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
-use crate::engine::Locked;
 use crate::error::{non_zero, ConfigError};
 use crate::time::Nanos;
 use crate::units::{positive_nanos, saturating_u64, until_period};
@@ -247,7 +246,6 @@ impl SlidingCounter {
 
 impl Algorithm for SlidingCounter {
     type State = SlidingCounterState;
-    type Cell = Locked<SlidingCounter>;
 
     fn initial_state(&self, _now: Nanos) -> SlidingCounterState {
         SlidingCounterState::default()

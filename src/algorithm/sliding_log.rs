@@ -24,7 +24,6 @@ use std::time::Duration;
 
 use super::{check_capacity, Algorithm};
 use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
-use crate::engine::Locked;
 use crate::error::{non_zero, ConfigError};
 use crate::time::Nanos;
 use crate::units::{duration_to_nanos, nanos_of, positive_nanos};
@@ -336,7 +335,6 @@ impl SlidingLog {
 
 impl Algorithm for SlidingLog {
     type State = VecDeque<u64>;
-    type Cell = Locked<SlidingLog>;
     const BOOKS_AHEAD: bool = true;
 
     fn initial_state(&self, _now: Nanos) -> VecDeque<u64> {

@@ -55,7 +55,7 @@ pub(crate) trait Gate: Send + Sync + 'static {
 /// keeping the result only if it is due sooner (a refund need not undo a booking
 /// exactly).
 pub(crate) fn rebook_in<A: Algorithm>(
-    cell: &impl Cell<A>,
+    cell: &Cell<A>,
     now: Nanos,
     n: u64,
     until: Nanos,

@@ -25,7 +25,6 @@ use std::time::Duration;
 
 use super::{check_capacity, Algorithm};
 use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
-use crate::engine::Locked;
 use crate::error::{positive_finite, ConfigError};
 use crate::time::Nanos;
 
@@ -363,7 +362,6 @@ impl<S: SmoothShape> Smooth<S> {
 
 impl<S: SmoothShape> Algorithm for Smooth<S> {
     type State = SmoothState;
-    type Cell = Locked<Self>;
     const BOOKS_AHEAD: bool = true;
 
     fn initial_state(&self, now: Nanos) -> SmoothState {

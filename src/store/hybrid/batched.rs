@@ -13,7 +13,6 @@ use super::super::redis::from_redis;
 use super::super::rule::Rule;
 use super::super::{storage_key, validate_prefix, StoreError, DEFAULT_MAX_KEY_LEN};
 use crate::decision::{Admitted, Decision, InsufficientCapacity, Limited};
-use crate::engine::WordAlgorithm;
 use crate::error::ConfigError;
 use crate::time::{Clock, MonotonicClock, Nanos};
 
@@ -286,7 +285,7 @@ where
             .into());
         };
         // [limit, window, offset, count bits], the rule's own parameters.
-        let [limit, window, offset, _] = rule.to_words();
+        let [limit, window, offset, _] = rule.words();
         Ok(BatchedLimiter {
             connection,
             prefix: prefix.into(),

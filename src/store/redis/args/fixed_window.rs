@@ -4,12 +4,11 @@ use std::time::Duration;
 
 use super::{exact_count, whole_micros, Arg};
 use crate::algorithm::{Aligned, FirstHit, FixedWindow};
-use crate::engine::WordAlgorithm;
 use crate::error::ConfigError;
 
 pub(super) fn args_aligned(rule: &FixedWindow<Aligned>) -> Result<Vec<Arg>, ConfigError> {
     // The offset has no accessor of its own; the config words carry it.
-    let offset = Duration::from_nanos(rule.to_words()[2]);
+    let offset = Duration::from_nanos(rule.words()[2]);
     Ok(vec![
         Arg::Int(exact_count(rule.limit(), "limit")?),
         Arg::Int(whole_micros(rule.window(), "window")?),

@@ -1,0 +1,105 @@
+//! How an in-process limiter holds an algorithm and its state across threads.
+//!
+//! A [`Cell`] is [`Atomic`](atomic::Atomic) for an algorithm with a
+//! [`Packing`](crate::algorithm::Packing): the state in one atomic word, decided with
+//! a compare-and-swap loop, the configuration in a sequence-locked set of words so
+//! that reconfiguring needs no lock on the hot path. Every other algorithm is
+//! [`Locked`](locked::Locked): both under a short mutex.
+//!
+//! The choice follows `Algorithm::PACKING`, a constant, so each limiter's branch on
+//! it is decided when the crate compiles.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::algorithm::Algorithm;
+use crate::decision::{Decision, Denied, Reservation};
+use crate::time::Nanos;
+
+mod atomic;
+mod locked;
+
+use atomic::Atomic;
+use locked::Locked;
+
+/// Thread-safe storage of one algorithm and its state.
+// The lock-free cell pads its state word to a cache line of its own: that is the size.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Cell<A: Algorithm> {
+    Atomic(Atomic<A>),
+    Locked(Locked<A>),
+}
+
+macro_rules! either {
+    ($cell:expr, $inner:ident => $body:expr) => {
+        match $cell {
+            Cell::Atomic($inner) => $body,
+            Cell::Locked($inner) => $body,
+        }
+    };
+}
+
+impl<A: Algorithm> Cell<A> {
+    /// Holds `algorithm` with its initial state at `now`.
+    pub(crate) fn new(algorithm: A, now: Nanos) -> Self {
+        if A::PACKING.is_some() {
+            Cell::Atomic(Atomic::new(algorithm, now))
+        } else {
+            Cell::Locked(Locked::new(algorithm, now))
+        }
+    }
+
+    /// [`Algorithm::acquire`], atomically.
+    #[inline]
+    pub(crate) fn acquire(&self, now: Nanos, n: u64) -> Decision {
+        either!(self, cell => cell.acquire(now, n))
+    }
+
+    /// [`Algorithm::peek`].
+    #[inline]
+    pub(crate) fn peek(&self, now: Nanos, n: u64) -> Decision {
+        either!(self, cell => cell.peek(now, n))
+    }
+
+    /// [`Algorithm::reserve`], atomically.
+    #[inline]
+    pub(crate) fn reserve(
+        &self,
+        now: Nanos,
+        n: u64,
+        max_wait: Duration,
+    ) -> Result<Reservation, Denied> {
+        either!(self, cell => cell.reserve(now, n, max_wait))
+    }
+
+    /// [`Algorithm::refund`], atomically.
+    pub(crate) fn refund(&self, now: Nanos, n: u64) {
+        either!(self, cell => cell.refund(now, n))
+    }
+
+    /// Runs `f` on the configuration and state as one atomic step and keeps what it
+    /// leaves. `f` may run more than once if another thread changes the state
+    /// meanwhile, each time on the old configuration and the latest state, so it must
+    /// compute the same configuration from the same input.
+    ///
+    /// Every decision that starts after `update` returns uses the new configuration.
+    /// In the lock-free cell, a decision already in flight when the update runs may
+    /// still complete under the old one if `f` left the state word as it was (a
+    /// configuration-only change): its compare-and-swap cannot tell. Readers would
+    /// have to register to close that window, a cost on every decision for the sake
+    /// of a rare reconfiguration.
+    pub(crate) fn update<R>(&self, f: &mut dyn FnMut(&mut A, &mut A::State) -> R) -> R {
+        either!(self, cell => cell.update(f))
+    }
+
+    /// A copy of the configuration and state.
+    pub(crate) fn snapshot(&self) -> (A, A::State) {
+        either!(self, cell => cell.snapshot())
+    }
+}
+
+impl<A: Algorithm> fmt::Debug for Cell<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        either!(self, cell => cell.fmt(f))
+    }
+}
