@@ -5,6 +5,7 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
+pub(crate) use crate::error::InsufficientCapacity;
 use crate::units::duration_to_nanos;
 
 /// What a limiter decided for a request of `n` permits.
@@ -294,45 +295,6 @@ impl fmt::Display for Limited {
         write!(f, "rate limited, retry after {:?}", self.retry_after())
     }
 }
-
-/// The request asks for more permits than the limiter can ever grant at once.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct InsufficientCapacity {
-    requested: u64,
-    capacity: u64,
-}
-
-impl InsufficientCapacity {
-    /// A denial of `requested` by a limiter that grants at most `capacity` at once.
-    pub const fn new(requested: u64, capacity: u64) -> InsufficientCapacity {
-        InsufficientCapacity {
-            requested,
-            capacity,
-        }
-    }
-
-    /// How many permits were asked for.
-    pub const fn requested(&self) -> u64 {
-        self.requested
-    }
-
-    /// The most the limiter can grant at once.
-    pub const fn capacity(&self) -> u64 {
-        self.capacity
-    }
-}
-
-impl fmt::Display for InsufficientCapacity {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "requested {} permits, but at most {} can ever be granted at once",
-            self.requested, self.capacity
-        )
-    }
-}
-
-impl std::error::Error for InsufficientCapacity {}
 
 /// A grant of permits whose use may lie in the future: the caller must wait
 /// [`Reservation::wait`] before acting.

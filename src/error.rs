@@ -5,8 +5,6 @@
 
 use std::fmt;
 
-use crate::decision::InsufficientCapacity;
-
 /// A parameter that would make a limiter panic, overflow, wait forever or let
 /// everything through.
 ///
@@ -95,6 +93,45 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
+
+/// The request asks for more permits than the limiter can ever grant at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct InsufficientCapacity {
+    requested: u64,
+    capacity: u64,
+}
+
+impl InsufficientCapacity {
+    /// A denial of `requested` by a limiter that grants at most `capacity` at once.
+    pub const fn new(requested: u64, capacity: u64) -> InsufficientCapacity {
+        InsufficientCapacity {
+            requested,
+            capacity,
+        }
+    }
+
+    /// How many permits were asked for.
+    pub const fn requested(&self) -> u64 {
+        self.requested
+    }
+
+    /// The most the limiter can grant at once.
+    pub const fn capacity(&self) -> u64 {
+        self.capacity
+    }
+}
+
+impl fmt::Display for InsufficientCapacity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "requested {} permits, but at most {} can ever be granted at once",
+            self.requested, self.capacity
+        )
+    }
+}
+
+impl std::error::Error for InsufficientCapacity {}
 
 /// Why a wait for permits ended without them.
 ///

@@ -83,8 +83,8 @@ pub mod futures {
     pub use crate::semaphore::{AcquireOwnedPermit, AcquirePermit};
 }
 
-pub use decision::{Admitted, Decision, Denied, InsufficientCapacity, Limited, Reservation};
-pub use error::{AcquireError, ConfigError};
+pub use decision::{Admitted, Decision, Denied, Limited, Reservation};
+pub use error::{AcquireError, ConfigError, InsufficientCapacity};
 pub use keyed::{KeyedConfig, KeyedLimiter};
 pub use leaky_queue::LeakyQueue;
 pub use limiter::Limiter;
