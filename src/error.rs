@@ -3,6 +3,7 @@
 //! Being rate-limited is not an error of this kind: it is a [`Denied`](crate::Denied)
 //! decision.
 
+use std::convert::Infallible;
 use std::fmt;
 
 /// A parameter that would make a limiter panic, overflow, wait forever or let
@@ -151,9 +152,13 @@ impl std::error::Error for InsufficientCapacity {}
 /// assert_eq!(waited, Err(AcquireError::TimedOut));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+///
+/// `E` is what the permit source itself can fail with: nothing for an in-process
+/// limiter ([`Infallible`], the default), a
+/// [`StoreError`](crate::store::StoreError) for a limit kept in a store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum AcquireError {
+pub enum AcquireError<E = Infallible> {
     /// The limiter was closed: no permit will ever be granted.
     Closed,
     /// The request asks for more than the limiter can ever grant at once.
@@ -166,16 +171,50 @@ pub enum AcquireError {
         /// The units the queue holds at most.
         capacity: u64,
     },
+    /// The permit source could not decide (a store that failed); the waiter holds
+    /// nothing.
+    Source(E),
 }
 
-impl AcquireError {
+impl<E> AcquireError<E> {
     /// Whether the same request can never succeed: closed, or too large.
     pub fn is_never(&self) -> bool {
         matches!(self, AcquireError::Closed | AcquireError::Insufficient(_))
     }
+
+    /// The same outcome for a source that fails with `F`: what an in-process error
+    /// becomes where a store's is expected.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::AcquireError;
+    /// use tollgate::store::StoreError;
+    ///
+    /// let local: AcquireError = AcquireError::TimedOut;
+    /// let widened: AcquireError<StoreError> = local.map_source(|never| match never {});
+    /// assert!(matches!(widened, AcquireError::TimedOut));
+    /// ```
+    pub fn map_source<F>(self, f: impl FnOnce(E) -> F) -> AcquireError<F> {
+        match self {
+            AcquireError::Closed => AcquireError::Closed,
+            AcquireError::Insufficient(i) => AcquireError::Insufficient(i),
+            AcquireError::TimedOut => AcquireError::TimedOut,
+            AcquireError::QueueFull { capacity } => AcquireError::QueueFull { capacity },
+            AcquireError::Source(e) => AcquireError::Source(f(e)),
+        }
+    }
 }
 
-impl fmt::Display for AcquireError {
+impl AcquireError {
+    /// An in-process outcome where a source's error type `E` is expected: `Source`
+    /// cannot occur in process.
+    pub fn widen<E>(self) -> AcquireError<E> {
+        self.map_source(|never| match never {})
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for AcquireError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             AcquireError::Closed => f.write_str("the limiter is closed"),
@@ -184,11 +223,19 @@ impl fmt::Display for AcquireError {
             AcquireError::QueueFull { capacity } => {
                 write!(f, "the queue is full ({capacity} units)")
             }
+            AcquireError::Source(e) => e.fmt(f),
         }
     }
 }
 
-impl std::error::Error for AcquireError {}
+impl<E: std::error::Error + 'static> std::error::Error for AcquireError<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            AcquireError::Source(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 /// Checks that a float parameter is a finite number greater than zero.
 pub(crate) fn positive_finite(parameter: &'static str, value: f64) -> Result<f64, ConfigError> {

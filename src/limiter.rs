@@ -111,6 +111,8 @@ fn report(events: &Events, n: u64, kind: EventKind) {
 }
 
 impl<A: Algorithm, C: Clock> Gate for Core<A, C> {
+    type Error = std::convert::Infallible;
+
     #[inline]
     fn now(&self) -> Nanos {
         self.clock.now()

@@ -169,7 +169,7 @@ impl EventKind {
 
     /// The event of a wait: `Admitted` when it took no queueing (`queued` false),
     /// `Waited` when it did, or `Denied` with the reason it failed.
-    pub fn of_wait(outcome: &Result<Duration, AcquireError>, queued: bool) -> EventKind {
+    pub fn of_wait<E>(outcome: &Result<Duration, AcquireError<E>>, queued: bool) -> EventKind {
         match outcome {
             Ok(_) if !queued => EventKind::Admitted,
             Ok(wait) => EventKind::Waited { wait: *wait },

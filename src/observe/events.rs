@@ -235,13 +235,18 @@ impl Events {
     }
 
     /// Emits the outcome of a wait (see [`EventKind::of_wait`]).
-    pub(crate) fn emit_wait(
+    /// Reports a wait's end; a permit source's own failure is not a decision and
+    /// is not reported.
+    pub(crate) fn emit_wait<E>(
         &self,
         key: Option<&str>,
         permits: u64,
-        outcome: &Result<Duration, crate::AcquireError>,
+        outcome: &Result<Duration, crate::AcquireError<E>>,
         queued: bool,
     ) {
+        if matches!(outcome, Err(crate::AcquireError::Source(_))) {
+            return;
+        }
         if self.is_observed() {
             let mut event =
                 Event::new(&self.hub.name, permits, EventKind::of_wait(outcome, queued));

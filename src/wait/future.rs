@@ -3,12 +3,12 @@
 use std::future::Future;
 use std::ops::Deref;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use crate::sync::Arc;
+use crate::sync::{thread, Arc, Mutex};
 use crate::time::Nanos;
-use crate::wait::queue::{Begin, Gate, Slot, Waiting, Wake};
+use crate::wait::queue::{Begin, Gate, Polled, RemoteBooking, Slot, Waiting, Wake};
 use crate::AcquireError;
 
 /// Waits for `n` permits from a [`Waiting`] gate, held by `R` (a reference, or an
@@ -17,16 +17,20 @@ pub(crate) struct WaitFor<R: Deref<Target = Waiting<G>>, G: Gate> {
     waiting: R,
     n: u64,
     timeout: Option<Duration>,
-    state: State,
+    state: State<G::Error>,
 }
 
-enum State {
+enum State<E> {
     Start,
     Queued {
         slot: Arc<Slot>,
         since: Nanos,
         /// `tollgate.wait`, made only once the wait queues.
         span: tracing::Span,
+        /// A remote gate's booking in flight, made when the queue handed this waiter
+        /// the turn. Under a lock only so that the future stays `Sync`; it is never
+        /// contended.
+        booking: Option<Mutex<RemoteBooking<E>>>,
     },
     Done,
 }
@@ -41,28 +45,72 @@ impl<R: Deref<Target = Waiting<G>>, G: Gate> WaitFor<R, G> {
         }
     }
 
-    /// Advances the wait; `wake` is called when the outcome may have changed.
-    fn step(&mut self, wake: impl FnOnce() -> Wake) -> Poll<Result<Duration, AcquireError>> {
-        let (outcome, queued) = match &self.state {
-            State::Start => match self.waiting.begin(self.n, self.timeout, wake) {
-                Begin::Ready(outcome) => (outcome.map(|()| Duration::ZERO), false),
+    /// Advances the wait; `cx` is woken when the outcome may have changed.
+    fn step(&mut self, cx: &mut Context<'_>) -> Poll<Result<Duration, AcquireError<G::Error>>> {
+        let (outcome, queued) = match &mut self.state {
+            State::Start => match self
+                .waiting
+                .begin(self.n, self.timeout, || Wake::Task(cx.waker().clone()))
+            {
+                Begin::Ready(outcome) => (
+                    outcome
+                        .map(|()| Duration::ZERO)
+                        .map_err(AcquireError::widen),
+                    false,
+                ),
                 Begin::Waiting(slot) => {
                     let since = self.waiting.gate.now();
                     let span = self.span();
-                    self.state = State::Queued { slot, since, span };
-                    return Poll::Pending;
+                    self.state = State::Queued {
+                        slot,
+                        since,
+                        span,
+                        booking: None,
+                    };
+                    return self.step(cx);
                 }
             },
-            State::Queued { slot, since, span } => {
+            State::Queued {
+                slot,
+                since,
+                span,
+                booking,
+            } => {
                 let _entered = span.enter();
-                match self.waiting.poll_slot(slot, self.n, wake) {
-                    Some(outcome) => {
-                        let outcome =
-                            outcome.map(|()| self.waiting.gate.now().saturating_since(*since));
-                        record_end(span, &outcome);
-                        (outcome, true)
+                let waiting = &*self.waiting;
+                loop {
+                    if let Some(call) = booking {
+                        let polled = call.lock().as_mut().poll(cx);
+                        match polled {
+                            Poll::Pending => {}
+                            Poll::Ready(Ok(booked)) => {
+                                *booking = None;
+                                waiting.settle(slot, booked);
+                            }
+                            Poll::Ready(Err(error)) => {
+                                *booking = None;
+                                waiting.settle_failed(slot);
+                                span.record("outcome", "failed");
+                                break (Err(AcquireError::Source(error)), true);
+                            }
+                        }
                     }
-                    None => return Poll::Pending,
+                    match waiting.poll_slot(slot, self.n, || Wake::Task(cx.waker().clone())) {
+                        Polled::Outcome(outcome) => {
+                            let outcome =
+                                outcome.map(|()| waiting.gate.now().saturating_since(*since));
+                            record_end(span, &outcome);
+                            break (outcome.map_err(AcquireError::widen), true);
+                        }
+                        Polled::Turn => {
+                            let max_wait = self.timeout.map_or(Duration::MAX, |t| {
+                                (*since + t).saturating_since(waiting.gate.now())
+                            });
+                            *booking =
+                                Some(Mutex::new(waiting.gate.reserve_remote(self.n, max_wait)));
+                        }
+                        Polled::Pending => return Poll::Pending,
+                    }
                 }
             }
             // Polled again after completing: nothing more to report.
@@ -70,7 +118,7 @@ impl<R: Deref<Target = Waiting<G>>, G: Gate> WaitFor<R, G> {
         };
         self.state = State::Done;
         if let Some(events) = self.waiting.gate.events() {
-            events.emit_wait(None, self.n, &outcome, queued);
+            events.emit_wait(self.waiting.gate.event_key(), self.n, &outcome, queued);
         }
         Poll::Ready(outcome)
     }
@@ -80,6 +128,7 @@ impl<R: Deref<Target = Waiting<G>>, G: Gate> WaitFor<R, G> {
         let span = tracing::debug_span!(
             "tollgate.wait",
             source = tracing::field::Empty,
+            key = tracing::field::Empty,
             permits = self.n,
             timeout = ?self.timeout,
             outcome = tracing::field::Empty,
@@ -88,27 +137,54 @@ impl<R: Deref<Target = Waiting<G>>, G: Gate> WaitFor<R, G> {
         if let Some(events) = self.waiting.gate.events() {
             span.record("source", events.name());
         }
+        if let Some(key) = self.waiting.gate.event_key() {
+            span.record("key", key);
+        }
         span
     }
 
-    pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Result<Duration, AcquireError>> {
-        if let State::Queued { slot, .. } = &self.state {
+    pub(crate) fn poll(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Duration, AcquireError<G::Error>>> {
+        if let State::Queued {
+            slot,
+            booking: None,
+            ..
+        } = &self.state
+        {
             // Skip re-registering the same waker on spurious polls.
             if Waiting::<G>::will_wake(slot, cx.waker()) && !Waiting::<G>::is_decided(slot) {
                 return Poll::Pending;
             }
         }
-        self.step(|| Wake::Task(cx.waker().clone()))
+        self.step(cx)
     }
 
-    /// Blocks the thread until the wait ends.
-    pub(crate) fn block(mut self) -> Result<Duration, AcquireError> {
+    /// Blocks the thread until the wait ends, running a remote gate's round trips on
+    /// it too.
+    pub(crate) fn block(mut self) -> Result<Duration, AcquireError<G::Error>> {
+        let waker = Waker::from(Arc::new(Unpark(thread::current())));
+        let mut cx = Context::from_waker(&waker);
         loop {
-            if let Poll::Ready(outcome) = self.step(Slot::thread_wake) {
+            if let Poll::Ready(outcome) = self.poll(&mut cx) {
                 return outcome;
             }
-            std::thread::park();
+            thread::park();
         }
+    }
+}
+
+/// Wakes a thread blocked in [`WaitFor::block`].
+struct Unpark(thread::Thread);
+
+impl std::task::Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
     }
 }
 
@@ -137,7 +213,7 @@ fn record_end(span: &tracing::Span, outcome: &Result<Duration, AcquireError>) {
 impl<R: Deref<Target = Waiting<G>>, G: Gate> Unpin for WaitFor<R, G> {}
 
 impl<R: Deref<Target = Waiting<G>>, G: Gate> Future for WaitFor<R, G> {
-    type Output = Result<Duration, AcquireError>;
+    type Output = Result<Duration, AcquireError<G::Error>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.get_mut().poll(cx)

@@ -9,8 +9,9 @@
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::task::Waker;
-use std::thread::Thread;
 use std::time::Duration;
 
 use crate::algorithm::Algorithm;
@@ -21,8 +22,20 @@ use crate::sync::{fence, Arc, AtomicBool, AtomicU64, AtomicU8, Mutex, Ordering, 
 use crate::time::{Alarm, Nanos};
 use crate::AcquireError;
 
+/// A booking made by a round trip: what a remote gate's first waiter awaits.
+pub(crate) type RemoteBooking<E> =
+    Pin<Box<dyn Future<Output = Result<Result<Reservation, Denied>, E>> + Send>>;
+
 /// What a queue waits on: a limiter's decision, its clock and its alarms.
+///
+/// A local gate decides under the queue's lock. A remote one ([`Gate::is_remote`]: a
+/// store) needs a round trip: the queue then hands the turn to its first waiter, which
+/// books through [`Gate::reserve_remote`] outside the lock and reports back with
+/// [`Waiting::settle`]. Order, timeouts, cancellation and alarms are the same for both.
 pub(crate) trait Gate: Send + Sync + 'static {
+    /// What deciding can fail with: nothing in process, a store's error otherwise.
+    type Error: Send + 'static;
+
     fn now(&self) -> Nanos;
     fn acquire(&self, now: Nanos, n: u64) -> Decision;
     fn peek(&self, now: Nanos, n: u64) -> Decision;
@@ -47,6 +60,25 @@ pub(crate) trait Gate: Send + Sync + 'static {
     }
     /// Where the outcomes of waits are reported, if anywhere.
     fn events(&self) -> Option<&Events> {
+        None
+    }
+    /// The key the queue waits on, for the events of a keyed limiter's queues.
+    fn event_key(&self) -> Option<&str> {
+        None
+    }
+    /// Whether decisions need a round trip, made by the first waiter outside the lock.
+    fn is_remote(&self) -> bool {
+        false
+    }
+    /// Books `n` permits usable within `max_wait`, by a round trip. A local gate books
+    /// at once.
+    fn reserve_remote(&self, n: u64, max_wait: Duration) -> RemoteBooking<Self::Error> {
+        let booked = self.reserve(self.now(), n, max_wait);
+        Box::pin(std::future::ready(Ok(booked)))
+    }
+    /// How long a remote gate's first waiter waits before asking again when capacity
+    /// comes back only by release, which another process does unseen.
+    fn release_poll(&self) -> Option<Duration> {
         None
     }
 }
@@ -93,6 +125,10 @@ const TIMED_OUT: u8 = 3;
 const INSUFFICIENT: u8 = 4;
 /// The outcome was handed to the caller, or the waiter left.
 const DONE: u8 = 5;
+/// A remote gate's first waiter is to book by a round trip.
+const TURN: u8 = 6;
+/// The waiter is booking by a round trip.
+const BOOKING: u8 = 7;
 
 /// One waiter's shared cell: the outcome the queue writes and the wake-up it calls.
 pub(crate) struct Slot {
@@ -105,7 +141,6 @@ pub(crate) struct Slot {
 pub(crate) enum Wake {
     Nobody,
     Task(Waker),
-    Thread(Thread),
 }
 
 impl Wake {
@@ -113,9 +148,18 @@ impl Wake {
         match self {
             Wake::Nobody => {}
             Wake::Task(waker) => waker.wake(),
-            Wake::Thread(thread) => thread.unpark(),
         }
     }
+}
+
+/// What polling a waiter's slot found.
+pub(crate) enum Polled {
+    /// The wait ended.
+    Outcome(Result<(), AcquireError>),
+    /// The waiter is to book by a round trip ([`Gate::reserve_remote`]), then
+    /// [`Waiting::settle`].
+    Turn,
+    Pending,
 }
 
 struct Entry {
@@ -262,7 +306,9 @@ impl<G: Gate> Waiting<G> {
             });
         }
         let now = self.gate.now();
-        if !self.is_contended() {
+        if self.gate.is_remote() {
+            // Decided by the first waiter's round trip, in order.
+        } else if !self.is_contended() {
             match self.gate.reserve(now, n, Duration::ZERO) {
                 Ok(_) => return Begin::Ready(Ok(())),
                 Err(Denied::Insufficient(_)) => {
@@ -275,10 +321,9 @@ impl<G: Gate> Waiting<G> {
             }
         } else if !self.is_closed() {
             // Behind waiters: a request that can never go fails now, not at its turn.
-            if let Err(Denied::Insufficient(_)) = self.gate.peek(now, n) {
-                if let Some(never) = self.never(n) {
-                    return Begin::Ready(Err(AcquireError::Insufficient(never)));
-                }
+            // (A remote gate's capacity is known without asking it.)
+            if let Some(never) = self.never(n) {
+                return Begin::Ready(Err(AcquireError::Insufficient(never)));
             }
         }
         let deadline = timeout.map(|t| now + t);
@@ -323,7 +368,7 @@ impl<G: Gate> Waiting<G> {
             self.drain(&mut inner, now, &mut effects);
         }
         self.deliver(effects);
-        match Self::take_outcome(&slot, n) {
+        match Self::peek_outcome(&slot, n) {
             Some(outcome) => Begin::Ready(outcome),
             None => Begin::Waiting(slot),
         }
@@ -337,14 +382,10 @@ impl<G: Gate> Waiting<G> {
 
     /// The outcome for a waiter asking for `n`, if the queue has decided; otherwise
     /// registers `wake` for it.
-    pub(crate) fn poll_slot(
-        &self,
-        slot: &Slot,
-        n: u64,
-        wake: impl FnOnce() -> Wake,
-    ) -> Option<Result<(), AcquireError>> {
-        if let Some(outcome) = Self::take_outcome(slot, n) {
-            return Some(outcome);
+    pub(crate) fn poll_slot(&self, slot: &Slot, n: u64, wake: impl FnOnce() -> Wake) -> Polled {
+        match Self::take_outcome(slot, n) {
+            Polled::Pending => {}
+            decided => return decided,
         }
         let replaced = std::mem::replace(&mut *slot.wake.lock(), wake());
         // Dropped outside the lock: a waker's drop may run arbitrary code.
@@ -358,14 +399,30 @@ impl<G: Gate> Waiting<G> {
         matches!(&*slot.wake.lock(), Wake::Task(w) if w.will_wake(waker))
     }
 
-    /// Whether the queue has decided `slot`'s outcome.
+    /// Whether the queue has decided `slot`'s outcome, or handed it the turn.
     pub(crate) fn is_decided(slot: &Slot) -> bool {
-        !matches!(slot.state.load(Ordering::Acquire), WAITING | DONE)
+        !matches!(slot.state.load(Ordering::Acquire), WAITING | DONE | BOOKING)
     }
 
-    fn take_outcome(slot: &Slot, n: u64) -> Option<Result<(), AcquireError>> {
+    /// The outcome, if decided, without taking a turn.
+    fn peek_outcome(slot: &Slot, n: u64) -> Option<Result<(), AcquireError>> {
+        if slot.state.load(Ordering::Acquire) == TURN {
+            return None;
+        }
+        match Self::take_outcome(slot, n) {
+            Polled::Outcome(outcome) => Some(outcome),
+            _ => None,
+        }
+    }
+
+    fn take_outcome(slot: &Slot, n: u64) -> Polled {
         let outcome = match slot.state.load(Ordering::Acquire) {
-            WAITING | DONE => return None,
+            WAITING | DONE | BOOKING => return Polled::Pending,
+            TURN => {
+                // Only the queue sets TURN and only this waiter leaves it.
+                slot.state.store(BOOKING, Ordering::Release);
+                return Polled::Turn;
+            }
             GRANTED => Ok(()),
             CLOSED => Err(AcquireError::Closed),
             TIMED_OUT => Err(AcquireError::TimedOut),
@@ -377,7 +434,7 @@ impl<G: Gate> Waiting<G> {
             )),
         };
         slot.state.store(DONE, Ordering::Release);
-        Some(outcome)
+        Polled::Outcome(outcome)
     }
 
     /// The waiter of `slot`, asking for `n`, left before taking its outcome: it gives
@@ -388,7 +445,9 @@ impl<G: Gate> Waiting<G> {
             let mut inner = self.inner.lock();
             let now = self.gate.now();
             match slot.state.swap(DONE, Ordering::AcqRel) {
-                WAITING => {
+                // A round trip abandoned mid-flight leaves its outcome to the store, as
+                // any dropped store call does: at worst permits taken and unused.
+                WAITING | TURN | BOOKING => {
                     let position = inner
                         .waiters
                         .iter()
@@ -524,7 +583,7 @@ impl<G: Gate> Waiting<G> {
     fn drain(&self, inner: &mut Inner, now: Nanos, effects: &mut Effects) {
         self.expire(inner, now, effects);
         let mut alarm = None;
-        if self.is_unfair() {
+        if self.is_unfair() && !self.gate.is_remote() {
             self.drain_unfair(inner, now, effects, &mut alarm);
         } else {
             while let Some(head) = inner.waiters.front_mut() {
@@ -537,51 +596,30 @@ impl<G: Gate> Waiting<G> {
                     self.finish(entry, GRANTED, effects);
                     continue;
                 }
+                if self.gate.is_remote() {
+                    // The first waiter books by a round trip, unless it already is.
+                    if head.slot.state.load(Ordering::Acquire) == WAITING {
+                        head.slot.state.store(TURN, Ordering::Release);
+                        let wake = std::mem::replace(&mut *head.slot.wake.lock(), Wake::Nobody);
+                        effects.wakes.push(wake);
+                    }
+                    break;
+                }
                 let max_wait = head
                     .deadline
                     .map_or(Duration::MAX, |d| d.saturating_since(now));
-                match self.gate.reserve(now, head.n, max_wait) {
-                    Ok(r) if r.is_immediate() => {
-                        let entry = inner.waiters.pop_front().expect("front");
-                        self.finish(entry, GRANTED, effects);
-                    }
-                    Ok(r) => {
-                        let until = now + r.wait();
-                        head.booked_until = Some(until);
-                        alarm = Some(until);
-                        break;
-                    }
-                    Err(Denied::Limited(limited)) => {
-                        let retry = limited.retry_after();
-                        let fits_in_time = head
-                            .deadline
-                            .map_or(true, |d| !self.gate.books_ahead() && now + retry <= d);
-                        if fits_in_time {
-                            // Zero: capacity comes back by release, not with time.
-                            alarm = (!retry.is_zero()).then(|| now + retry);
-                            break;
-                        }
-                        let entry = inner.waiters.pop_front().expect("front");
-                        self.finish(entry, TIMED_OUT, effects);
-                    }
-                    Err(Denied::Insufficient(i)) => {
-                        let entry = inner.waiters.pop_front().expect("front");
-                        if entry.deadline.is_some() && self.never(entry.n).is_none() {
-                            // Too much to get within the deadline, not never.
-                            self.finish(entry, TIMED_OUT, effects);
-                        } else {
-                            entry.slot.capacity.store(i.capacity(), Ordering::Relaxed);
-                            self.finish(entry, INSUFFICIENT, effects);
-                        }
-                    }
-                    Err(Denied::Closed) => {
-                        let entry = inner.waiters.pop_front().expect("front");
-                        self.finish(entry, CLOSED, effects);
-                    }
+                let booked = self.gate.reserve(now, head.n, max_wait);
+                if self.apply(inner, now, booked, effects, &mut alarm) {
+                    break;
                 }
             }
         }
-        let timeout = inner.waiters.iter().filter_map(|e| e.deadline).min();
+        let timeout = inner
+            .waiters
+            .iter()
+            .filter(|e| e.slot.state.load(Ordering::Relaxed) != BOOKING)
+            .filter_map(|e| e.deadline)
+            .min();
         let needed = match (alarm, timeout) {
             (Some(a), Some(t)) => Some(a.min(t)),
             (a, t) => a.or(t),
@@ -594,6 +632,122 @@ impl<G: Gate> Waiting<G> {
             }
         }
         self.publish_len(inner);
+    }
+
+    /// Applies the first waiter's booking at `now`: grants, books ahead, fails, or
+    /// leaves it waiting. Returns whether the queue must stop there (the first
+    /// waiter still waits).
+    fn apply(
+        &self,
+        inner: &mut Inner,
+        now: Nanos,
+        booked: Result<Reservation, Denied>,
+        effects: &mut Effects,
+        alarm: &mut Option<Nanos>,
+    ) -> bool {
+        let head = inner.waiters.front_mut().expect("a first waiter");
+        match booked {
+            Ok(r) if r.is_immediate() => {
+                let entry = inner.waiters.pop_front().expect("front");
+                self.finish(entry, GRANTED, effects);
+                false
+            }
+            Ok(r) => {
+                let until = now + r.wait();
+                head.booked_until = Some(until);
+                *alarm = Some(until);
+                true
+            }
+            Err(Denied::Limited(limited)) => {
+                let retry = limited.retry_after();
+                // Zero: capacity comes back by release, not with time; a remote gate
+                // may not see the release, so it asks again after a while.
+                let retry = match (retry.is_zero(), self.gate.release_poll()) {
+                    (true, Some(poll)) => poll,
+                    _ => retry,
+                };
+                let fits_in_time = head
+                    .deadline
+                    .map_or(true, |d| !self.gate.books_ahead() && now + retry <= d);
+                if fits_in_time {
+                    *alarm = (!retry.is_zero()).then(|| now + retry);
+                    return true;
+                }
+                let entry = inner.waiters.pop_front().expect("front");
+                self.finish(entry, TIMED_OUT, effects);
+                false
+            }
+            Err(Denied::Insufficient(i)) => {
+                let entry = inner.waiters.pop_front().expect("front");
+                if entry.deadline.is_some() && self.never(entry.n).is_none() {
+                    // Too much to get within the deadline, not never.
+                    self.finish(entry, TIMED_OUT, effects);
+                } else {
+                    entry.slot.capacity.store(i.capacity(), Ordering::Relaxed);
+                    self.finish(entry, INSUFFICIENT, effects);
+                }
+                false
+            }
+            Err(Denied::Closed) => {
+                let entry = inner.waiters.pop_front().expect("front");
+                self.finish(entry, CLOSED, effects);
+                false
+            }
+        }
+    }
+
+    /// The first waiter of a remote gate, holding `slot`, booked `booked` by its round
+    /// trip: the queue applies it as if the gate had decided under the lock, and
+    /// serves the waiters behind.
+    pub(crate) fn settle(&self, slot: &Arc<Slot>, booked: Result<Reservation, Denied>) {
+        let mut effects = Effects::default();
+        {
+            let mut inner = self.inner.lock();
+            let now = self.gate.now();
+            let first = inner
+                .waiters
+                .front()
+                .is_some_and(|e| Arc::ptr_eq(&e.slot, slot));
+            if first && slot.state.load(Ordering::Acquire) == BOOKING {
+                slot.state.store(WAITING, Ordering::Release);
+                let mut alarm = None;
+                if !self.apply(&mut inner, now, booked, &mut effects, &mut alarm) {
+                    self.drain(&mut inner, now, &mut effects);
+                } else if let Some(at) = alarm {
+                    // `drain` would hand the turn straight back: arm and stop here.
+                    self.alarm_hint.store(at.as_u64(), Ordering::Relaxed);
+                    if inner.alarm_at.map_or(true, |armed| at < armed) {
+                        inner.alarm_at = Some(at);
+                        effects.alarm = Some(at);
+                    }
+                    self.publish_len(&inner);
+                }
+            } else if let Ok(r) = booked {
+                // Closed while the round trip was in flight: give the booking back.
+                self.gate.refund(now, r.permits());
+            }
+        }
+        self.deliver(effects);
+    }
+
+    /// The first waiter's round trip failed: it leaves with the error, and the next
+    /// waiter takes the turn.
+    pub(crate) fn settle_failed(&self, slot: &Arc<Slot>) {
+        let mut effects = Effects::default();
+        {
+            let mut inner = self.inner.lock();
+            let now = self.gate.now();
+            slot.state.store(DONE, Ordering::Release);
+            if let Some(index) = inner
+                .waiters
+                .iter()
+                .position(|e| Arc::ptr_eq(&e.slot, slot))
+            {
+                inner.waiters.remove(index);
+                self.drain(&mut inner, now, &mut effects);
+            }
+        }
+        self.deliver(effects);
     }
 
     /// Every waiter that fits now goes, whatever its place.
@@ -655,16 +809,18 @@ impl<G: Gate> Waiting<G> {
 
     /// Fails the unbooked waiters whose deadline has passed.
     fn expire(&self, inner: &mut Inner, now: Nanos, effects: &mut Effects) {
-        if !inner
-            .waiters
-            .iter()
-            .any(|e| e.booked_until.is_none() && e.deadline.is_some_and(|d| d <= now))
-        {
+        // A waiter mid round trip is settled by its answer, which its timeout bounded.
+        let expired = |e: &Entry| {
+            e.booked_until.is_none()
+                && e.deadline.is_some_and(|d| d <= now)
+                && e.slot.state.load(Ordering::Relaxed) != BOOKING
+        };
+        if !inner.waiters.iter().any(expired) {
             return;
         }
         let mut kept = VecDeque::with_capacity(inner.waiters.len());
         for entry in inner.waiters.drain(..) {
-            if entry.booked_until.is_none() && entry.deadline.is_some_and(|d| d <= now) {
+            if expired(&entry) {
                 self.finish(entry, TIMED_OUT, effects);
             } else {
                 kept.push_back(entry);
@@ -705,12 +861,5 @@ impl<G> fmt::Debug for Waiting<G> {
             .field("waiters", &(word >> 1))
             .field("closed", &(word & 1 != 0))
             .finish()
-    }
-}
-
-impl Slot {
-    /// A thread's wake-up, for blocking waits.
-    pub(crate) fn thread_wake() -> Wake {
-        Wake::Thread(std::thread::current())
     }
 }
