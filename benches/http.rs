@@ -385,7 +385,7 @@ fn parts(c: &mut Criterion) {
 
         // The store alone, its key formatted before timing: through `SharedLimiter`
         // (its checks, span, boxed `Store::execute`), through its synchronous
-        // `try_acquire_now` (what the check uses), and `MemoryStore::execute_now`
+        // `try_acquire` (what the check uses), and `MemoryStore::execute_now`
         // on a request built before timing (the storage key, the map, GCRA).
         let limiter = limits.limiter();
         let names: Vec<String> = (0..keys.count())
@@ -395,7 +395,7 @@ fn parts(c: &mut Criterion) {
         group.bench_function(BenchmarkId::new("tollgate", scenario("store")), |b| {
             b.iter(|| {
                 index = (index + 1) % names.len();
-                now(limiter.try_acquire(&names[index], 1))
+                now(limiter.check(&names[index], 1))
             })
         });
         let rule = Rule::from(Gcra::new(outcome.quota()));
@@ -416,7 +416,7 @@ fn parts(c: &mut Criterion) {
         group.bench_function(BenchmarkId::new("tollgate", scenario("store_now")), |b| {
             b.iter(|| {
                 index = (index + 1) % names.len();
-                limiter.try_acquire_now(&names[index], 1)
+                limiter.try_acquire(&names[index], 1)
             })
         });
         let mut index = 0;

@@ -116,14 +116,14 @@ mod bench {
     enum Node {
         Exact(SharedLimiter<RedisStore<MultiplexedConnection>>),
         Cached(SharedLimiter<DeniedCache<RedisStore<MultiplexedConnection>>>),
-        Batched(BatchedLimiter<MultiplexedConnection>),
+        Batched(Box<BatchedLimiter<MultiplexedConnection>>),
     }
 
     impl Node {
         async fn try_acquire(&self, key: &str) -> Result<bool, StoreError> {
             Ok(match self {
-                Node::Exact(l) => l.try_acquire(key, 1).await?.is_ok(),
-                Node::Cached(l) => l.try_acquire(key, 1).await?.is_ok(),
+                Node::Exact(l) => l.check(key, 1).await?.is_ok(),
+                Node::Cached(l) => l.check(key, 1).await?.is_ok(),
                 Node::Batched(l) => l.try_acquire(key, 1).await?.is_ok(),
             })
         }
@@ -253,11 +253,11 @@ mod bench {
                         let cache = DeniedCache::new(store, 10_000).expect("cache");
                         Node::Cached(SharedLimiter::new(cache, rule.clone()).expect("limiter"))
                     }
-                    Mode::Batched(interval) => Node::Batched(
+                    Mode::Batched(interval) => Node::Batched(Box::new(
                         BatchedLimiter::new(connection.clone(), prefix, rule.clone(), interval)
                             .expect("batched")
                             .with_clock(clock().clone()),
-                    ),
+                    )),
                 }
             })
             .collect()

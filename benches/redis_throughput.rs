@@ -646,7 +646,7 @@ mod bench {
                         break;
                     }
                     let admitted = match api {
-                        Api::Limiter => limiter.try_acquire(&key, 1).await.unwrap().is_ok(),
+                        Api::Limiter => limiter.check(&key, 1).await.unwrap().is_ok(),
                         Api::Execute => store
                             .execute(&Request::new(&key, &checks, Op::Acquire(1)))
                             .await

@@ -1,6 +1,6 @@
 //! The in-process store: `MemoryStore::execute_now` on a request of one GCRA check
 //! (what a `SharedLimiter` over the memory store asks for one key), and
-//! `SharedLimiter::try_acquire_now` around it, against governor's keyed
+//! `SharedLimiter::try_acquire` around it, against governor's keyed
 //! `RateLimiter::check_key` on the same `String` keys in the same order.
 //!
 //! Every call is admitted (checked at setup). Keys: `1_key`, one key over and over,
@@ -92,11 +92,11 @@ pub fn bench(c: &mut Criterion) {
         let store = MemoryStore::new(KeyedConfig::new(100_000), "b").expect("valid store");
         let limiter = SharedLimiter::new(store, Gcra::new(rate.quota())).expect("valid limiter");
         for name in &names {
-            let decision = limiter.try_acquire_now(name, 1).expect("in process");
+            let decision = limiter.try_acquire(name, 1).expect("in process");
             assert!(decision.expect("decided").is_ok());
         }
-        bench_single_thread(&mut group, "tollgate.try_acquire_now", scenario, |i| {
-            limiter.try_acquire_now(at(i), 1)
+        bench_single_thread(&mut group, "tollgate.try_acquire", scenario, |i| {
+            limiter.try_acquire(at(i), 1)
         });
 
         let governor = DefaultKeyedRateLimiter::<String>::keyed(rate.governor());

@@ -240,7 +240,7 @@ async fn hammer(limiter: SharedLimiter<RedisStore>, end: Instant) -> Report {
         ..Report::default()
     };
     while Instant::now() < end {
-        let decision = limiter.try_acquire("shared", 1).await;
+        let decision = limiter.check("shared", 1).await;
         report.last_answered = unix_micros();
         match decision {
             Ok(Ok(_)) => report.admitted += 1,

@@ -81,6 +81,7 @@ pub mod futures {
     pub use crate::leaky_queue::Enqueue;
     pub use crate::limiter::Acquire;
     pub use crate::semaphore::{AcquireOwnedPermit, AcquirePermit};
+    pub use crate::store::limiter::SharedAcquire;
 }
 
 pub use decision::{Admitted, Decision, Denied, Limited, Reservation};

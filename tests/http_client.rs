@@ -532,9 +532,7 @@ fn store_layer(
     store: &Arc<MemoryStore<ManualClock>>,
 ) -> ThrottleLayer<StorePermits<Arc<MemoryStore<ManualClock>>, ManualClock>> {
     let rule = Gcra::new(Quota::per_second(1).unwrap());
-    let limiter = SharedLimiter::new(Arc::clone(store), rule)
-        .unwrap()
-        .with_clock(clock.clone());
+    let limiter = SharedLimiter::with_clock(Arc::clone(store), rule, clock.clone()).unwrap();
     ThrottleLayer::new(StorePermits::new(limiter, "api.example"))
 }
 

@@ -342,9 +342,8 @@ async fn client_process(
     clock: &ManualClock,
 ) -> ThrottleLayer<StorePermits<RedisStore, ManualClock>> {
     let rule = FixedWindow::from_first_hit(5, HOUR).unwrap();
-    let limiter = SharedLimiter::new(connect(redis, "clients").await, rule)
-        .unwrap()
-        .with_clock(clock.clone());
+    let limiter =
+        SharedLimiter::with_clock(connect(redis, "clients").await, rule, clock.clone()).unwrap();
     ThrottleLayer::new(StorePermits::new(limiter, "api.example"))
 }
 
@@ -412,7 +411,7 @@ async fn client_layers_share_one_quota_through_redis() {
 }
 
 /// The rule of the down-Redis tests: 3 an hour per client.
-fn three_an_hour<S: Store>(store: S) -> SharedLimiter<S> {
+fn three_an_hour<S: Store + 'static>(store: S) -> SharedLimiter<S> {
     SharedLimiter::new(store, Gcra::new(Quota::per_hour(3).unwrap())).unwrap()
 }
 

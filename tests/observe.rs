@@ -423,20 +423,19 @@ fn shared_limiter_reports_keys_decisions_and_exact_waits() {
     events.subscribe(log.clone()).detach();
     let store = MemoryStore::with_clock(KeyedConfig::new(100), "t", clock.clone()).unwrap();
     let quota = Quota::per_second(10).unwrap().burst(1).unwrap();
-    let limiter = SharedLimiter::new(store, Gcra::new(quota))
+    let limiter = SharedLimiter::with_clock(store, Gcra::new(quota), clock.clone())
         .unwrap()
-        .with_clock(clock.clone())
         .with_events(events);
 
-    assert!(block(limiter.try_acquire("k", 1)).unwrap().is_ok());
-    assert!(block(limiter.try_acquire("k", 1)).unwrap().is_err());
+    assert!(block(limiter.check("k", 1)).unwrap().is_ok());
+    assert!(block(limiter.check("k", 1)).unwrap().is_err());
     let mut wait = Box::pin(limiter.acquire("k", 1));
     assert!(poll(wait.as_mut()).is_pending());
     clock.advance(Duration::from_millis(100));
-    assert!(matches!(poll(wait.as_mut()), Poll::Ready(Ok(()))));
+    assert!(matches!(poll(wait.as_mut()), Poll::Ready(Ok(_))));
     assert!(matches!(
         block(limiter.acquire_timeout("k", 1, Duration::from_millis(10))),
-        Err(tollgate::store::SharedAcquireError::TimedOut)
+        Err(tollgate::AcquireError::TimedOut)
     ));
     clock.advance(Duration::from_millis(100));
     block(limiter.acquire("other", 1)).unwrap();
@@ -814,16 +813,16 @@ mod tracing_spans {
         tracing::subscriber::with_default(recorded.clone(), || {
             let clock = ManualClock::new();
             let store = MemoryStore::with_clock(KeyedConfig::new(10), "t", clock.clone()).unwrap();
-            let limiter = SharedLimiter::all_of(
+            let limiter = SharedLimiter::all_of_with_clock(
                 store,
                 [
                     ("a", Gcra::new(Quota::per_second(1).unwrap()).into()),
                     ("b", Gcra::new(Quota::per_second(2).unwrap()).into()),
                 ],
+                clock,
             )
-            .unwrap()
-            .with_clock(clock);
-            block(limiter.try_acquire("user-1", 1)).unwrap().unwrap();
+            .unwrap();
+            block(limiter.check("user-1", 1)).unwrap().unwrap();
             block(limiter.refund("user-1", 1)).unwrap();
         });
         let spans = recorded.spans.lock().unwrap().clone();
@@ -864,11 +863,11 @@ mod tracing_spans {
                 .failure_threshold(2)
                 .build()
                 .unwrap();
-            let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(1).unwrap()))
-                .unwrap()
-                .with_clock(clock);
+            let limiter =
+                SharedLimiter::with_clock(store, Gcra::new(Quota::per_second(1).unwrap()), clock)
+                    .unwrap();
             for _ in 0..3 {
-                block(limiter.try_acquire("k", 1)).unwrap().unwrap();
+                block(limiter.check("k", 1)).unwrap().unwrap();
             }
         });
         let events = recorded.events.lock().unwrap().clone();
@@ -921,12 +920,15 @@ mod tracing_spans {
             .cool_down(Duration::from_secs(1))
             .build()
             .unwrap();
-            let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(1).unwrap()))
-                .unwrap()
-                .with_clock(clock.clone());
-            block(limiter.try_acquire("k", 1)).unwrap().unwrap();
+            let limiter = SharedLimiter::with_clock(
+                store,
+                Gcra::new(Quota::per_second(1).unwrap()),
+                clock.clone(),
+            )
+            .unwrap();
+            block(limiter.check("k", 1)).unwrap().unwrap();
             clock.advance(Duration::from_secs(1));
-            let mut probe = Box::pin(limiter.try_acquire("k", 1));
+            let mut probe = Box::pin(limiter.check("k", 1));
             assert!(poll(probe.as_mut()).is_pending());
             drop(probe);
         });

@@ -51,11 +51,11 @@ async fn admitted_calls_set_a_ttl_and_peeks_and_denials_write_nothing() {
     let key = store.store().redis_key("k", "");
     let at = |s: u64| Duration::from_micros(EPOCH_MICROS + s * 1_000_000);
 
-    assert!(store.try_acquire_at("k", 0, at(0)).await.unwrap().is_ok());
+    assert!(store.check_at("k", 0, at(0)).await.unwrap().is_ok());
     let exists: bool = connection.exists(&key).await.unwrap();
     assert!(!exists, "a peek on a fresh key created it");
 
-    assert!(store.try_acquire_at("k", 2, at(0)).await.unwrap().is_ok());
+    assert!(store.check_at("k", 2, at(0)).await.unwrap().is_ok());
     let ttl: i64 = connection.pttl(&key).await.unwrap();
     // 20 s of debt, plus the script's second of slack.
     assert!(ttl > 20_000 && ttl <= 21_000, "ttl {ttl} ms");
@@ -63,7 +63,7 @@ async fn admitted_calls_set_a_ttl_and_peeks_and_denials_write_nothing() {
     // The value names its kind of rule, then the TAT in µs.
     assert_eq!(tat, format!("gcra:{}", EPOCH_MICROS + 20_000_000));
 
-    let denied = store.try_acquire_at("k", 1, at(5)).await.unwrap();
+    let denied = store.check_at("k", 1, at(5)).await.unwrap();
     assert_eq!(
         denied.unwrap_err().retry_after(),
         Some(Duration::from_secs(5))
@@ -79,7 +79,7 @@ async fn admitted_calls_set_a_ttl_and_peeks_and_denials_write_nothing() {
         gcra(1_500, 3),
     )
     .unwrap();
-    assert!(live.try_acquire("live", 3).await.unwrap().is_ok());
+    assert!(live.check("live", 3).await.unwrap().is_ok());
     let ttl: i64 = connection
         .pttl(live.store().redis_key("live", ""))
         .await
@@ -100,25 +100,9 @@ async fn server_time_decides_without_an_explicit_now() {
         gcra(60_000_000, 2),
     )
     .unwrap();
-    assert_eq!(
-        store
-            .try_acquire("k", 1)
-            .await
-            .unwrap()
-            .unwrap()
-            .remaining(),
-        1
-    );
-    assert_eq!(
-        store
-            .try_acquire("k", 1)
-            .await
-            .unwrap()
-            .unwrap()
-            .remaining(),
-        0
-    );
-    let denied = store.try_acquire("k", 1).await.unwrap().unwrap_err();
+    assert_eq!(store.check("k", 1).await.unwrap().unwrap().remaining(), 1);
+    assert_eq!(store.check("k", 1).await.unwrap().unwrap().remaining(), 0);
+    let denied = store.check("k", 1).await.unwrap().unwrap_err();
     let retry = denied.retry_after().unwrap();
     assert!(
         retry > Duration::from_secs(59) && retry <= Duration::from_secs(60),
@@ -136,13 +120,13 @@ async fn script_is_reloaded_after_script_flush() {
         gcra(1_000_000, 5),
     )
     .unwrap();
-    assert!(store.try_acquire("k", 1).await.unwrap().is_ok());
+    assert!(store.check("k", 1).await.unwrap().is_ok());
     let () = redis::cmd("SCRIPT")
         .arg("FLUSH")
         .query_async(&mut connection)
         .await
         .unwrap();
-    let admitted = store.try_acquire("k", 1).await.unwrap().unwrap();
+    let admitted = store.check("k", 1).await.unwrap().unwrap();
     assert_eq!(
         admitted.remaining(),
         3,
@@ -157,16 +141,16 @@ async fn connection_manager_recovers_after_a_server_restart() {
     let store = connect(&server.url(), gcra(1_000_000, 5), "restart")
         .await
         .unwrap();
-    assert!(store.try_acquire("k", 1).await.unwrap().is_ok());
+    assert!(store.check("k", 1).await.unwrap().is_ok());
 
     tokio::task::block_in_place(|| server.kill());
-    let down = store.try_acquire("k", 1).await;
+    let down = store.check("k", 1).await;
     assert!(matches!(down, Err(StoreError::Connection(_))), "{down:?}");
 
     tokio::task::block_in_place(|| server.restart());
     let deadline = Instant::now() + Duration::from_secs(10);
     let decision = loop {
-        match store.try_acquire("k", 1).await {
+        match store.check("k", 1).await {
             Ok(decision) => break decision,
             Err(StoreError::Connection(e)) if Instant::now() < deadline => {
                 let _ = e;
@@ -190,12 +174,12 @@ async fn more_than_the_burst_is_insufficient_without_a_round_trip() {
     )
     .unwrap();
     server.kill();
-    let decision = store.try_acquire("k", 4).await.unwrap();
+    let decision = store.check("k", 4).await.unwrap();
     match decision {
         Err(Denied::Insufficient(i)) => assert_eq!((i.requested(), i.capacity()), (4, 3)),
         other => panic!("{other:?}"),
     }
-    let down: Result<Decision, StoreError> = store.try_acquire("k", 3).await;
+    let down: Result<Decision, StoreError> = store.check("k", 3).await;
     assert!(matches!(down, Err(StoreError::Connection(_))), "{down:?}");
 }
 

@@ -146,12 +146,7 @@ async fn every_tag_gets_exactly_its_burst_on_whichever_master_holds_it() {
         SharedLimiter::new(fixture.store.clone(), gcra(Duration::from_secs(10), 5)).unwrap();
     let tags = tags();
     let names: Vec<&String> = tags.iter().flat_map(|tag| [tag; 8]).collect();
-    let decisions = join_all(
-        names
-            .iter()
-            .map(|tag| limiter.try_acquire_at(tag, 1, at(0))),
-    )
-    .await;
+    let decisions = join_all(names.iter().map(|tag| limiter.check_at(tag, 1, at(0)))).await;
     let mut admitted = BTreeMap::<&str, u64>::new();
     for (tag, decision) in names.into_iter().zip(decisions) {
         match decision.unwrap() {
@@ -168,15 +163,9 @@ async fn every_tag_gets_exactly_its_burst_on_whichever_master_holds_it() {
 
     // An interval later, exactly one more each, then none.
     for tag in &tags {
-        let admitted = limiter
-            .try_acquire_at(tag, 1, at(10_000_000))
-            .await
-            .unwrap();
+        let admitted = limiter.check_at(tag, 1, at(10_000_000)).await.unwrap();
         assert_eq!(admitted.unwrap().remaining(), 0, "{tag}");
-        let denied = limiter
-            .try_acquire_at(tag, 1, at(10_000_000))
-            .await
-            .unwrap();
+        let denied = limiter.check_at(tag, 1, at(10_000_000)).await.unwrap();
         assert!(denied.is_err(), "{tag}");
     }
 
@@ -205,12 +194,12 @@ async fn a_multi_rule_request_decides_in_its_tags_slot() {
         // Two at once (the short burst), a third 10 s later: the medium burst of 3 is
         // spent, so the fourth waits for it, and nothing is written.
         for (t, remaining) in [(0, 1), (0, 0), (ten_seconds, 0)] {
-            let admitted = limiter.try_acquire_at(tag, 1, at(t)).await.unwrap();
+            let admitted = limiter.check_at(tag, 1, at(t)).await.unwrap();
             assert_eq!(admitted.unwrap().remaining(), remaining, "{tag} at {t}");
         }
         let keys = ["short", "medium", "long"].map(|name| fixture.store.redis_key(tag, name));
         let denied = limiter
-            .try_acquire_at(tag, 1, at(2 * ten_seconds))
+            .check_at(tag, 1, at(2 * ten_seconds))
             .await
             .unwrap()
             .unwrap_err();
@@ -313,7 +302,7 @@ async fn the_script_is_reloaded_on_every_node_after_script_flush() {
         SharedLimiter::new(fixture.store.clone(), gcra(Duration::from_secs(60), 5)).unwrap();
     let tags = tags();
     for tag in &tags {
-        let admitted = limiter.try_acquire_at(tag, 1, at(0)).await.unwrap();
+        let admitted = limiter.check_at(tag, 1, at(0)).await.unwrap();
         assert_eq!(admitted.unwrap().remaining(), 4);
     }
     assert_eq!(fixture.script_cached().await, [true; 3]);
@@ -329,7 +318,7 @@ async fn the_script_is_reloaded_on_every_node_after_script_flush() {
 
     // Every tag, on whichever master, gets NOSCRIPT, reloads, and finds its state.
     for tag in &tags {
-        let admitted = limiter.try_acquire_at(tag, 1, at(0)).await.unwrap();
+        let admitted = limiter.check_at(tag, 1, at(0)).await.unwrap();
         assert_eq!(admitted.unwrap().remaining(), 3, "{tag}");
     }
     assert_eq!(fixture.script_cached().await, [true; 3]);

@@ -99,7 +99,7 @@ async fn issue(limiter: Limiter, tally: Arc<Tally>, task: usize) {
         let phase = tally.phase.load(Ordering::SeqCst);
         tally.in_flight[phase].fetch_add(1, Ordering::SeqCst);
         let result = limiter
-            .try_acquire(&format!("key-{key}"), 1)
+            .check(&format!("key-{key}"), 1)
             .await
             .map_err(|e| e.to_string());
         tally.in_flight[phase].fetch_sub(1, Ordering::SeqCst);
@@ -123,11 +123,11 @@ async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
 /// fail-open). A call the policy decides in between spoils the check.
 async fn decided_by_redis(limiter: &Limiter, key: &str) -> bool {
     for _ in 0..BURST {
-        if !matches!(limiter.try_acquire(key, 1).await, Ok(Ok(_))) {
+        if !matches!(limiter.check(key, 1).await, Ok(Ok(_))) {
             return false;
         }
     }
-    matches!(limiter.try_acquire(key, 1).await, Ok(Err(_)))
+    matches!(limiter.check(key, 1).await, Ok(Err(_)))
 }
 
 /// Every key on the server, and those without a TTL.

@@ -72,7 +72,7 @@ fn gcra_store_replies_follow_cl_throttle() {
             now += dt;
             let n = n.min(burst);
             let decision = diff
-                .block_on(limiter.try_acquire_at("k", n, Duration::from_micros(now)))
+                .block_on(limiter.check_at("k", n, Duration::from_micros(now)))
                 .unwrap();
             let cell = gcra.cell_throttle(&mut state, Nanos::new(now * 1_000), n);
             prop_assert_eq!(

@@ -208,7 +208,7 @@ async fn leaky_bucket_stores_when_it_empties_with_a_ttl_to_then() {
     assert!(!exists, "a peek created the key");
 
     let before = server_micros(&mut connection).await;
-    let admitted = limiter.try_acquire("k", 3).await.unwrap().unwrap();
+    let admitted = limiter.check("k", 3).await.unwrap().unwrap();
     let after = server_micros(&mut connection).await;
     assert_eq!(admitted.remaining(), 0);
     assert_eq!(admitted.reset_after(), Duration::from_micros(4_500));
@@ -243,7 +243,7 @@ async fn aligned_fixed_window_stores_its_index_with_a_ttl_to_the_window_end() {
     let key = limiter.store().redis_key("k", "");
 
     let before = server_micros(&mut connection).await;
-    let admitted = limiter.try_acquire("k", 1).await.unwrap().unwrap();
+    let admitted = limiter.check("k", 1).await.unwrap().unwrap();
     let after = server_micros(&mut connection).await;
     assert_eq!(admitted.remaining(), 1);
 
@@ -292,7 +292,7 @@ async fn first_hit_fixed_window_stores_its_start_with_a_ttl_to_its_end() {
     let key = limiter.store().redis_key("k", "");
 
     let before = server_micros(&mut connection).await;
-    let admitted = limiter.try_acquire("k", 2).await.unwrap().unwrap();
+    let admitted = limiter.check("k", 2).await.unwrap().unwrap();
     let after = server_micros(&mut connection).await;
     assert_eq!(admitted.remaining(), 0);
     assert_eq!(admitted.reset_after(), Duration::from_micros(window));
@@ -317,7 +317,7 @@ async fn first_hit_fixed_window_stores_its_start_with_a_ttl_to_its_end() {
     );
 
     // A denial writes nothing; a reservation books the next window and moves the TTL.
-    assert!(limiter.try_acquire("k", 1).await.unwrap().is_err());
+    assert!(limiter.check("k", 1).await.unwrap().is_err());
     assert_eq!(stored_fields(&mut connection, &key).await, [start, 2]);
     let reservation = limiter
         .reserve("k", 1, Duration::from_secs(5))

@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use tollgate::algorithm::{Concurrency, FixedWindow, Gcra, LeakyBucket, Leased, SlidingCounter};
 use tollgate::store::{
-    Check, MemoryStore, Op, Outcome, Request, Rule, SharedAcquireError, SharedLimiter, Store,
-    StoreError,
+    Check, MemoryStore, Op, Outcome, Request, Rule, SharedLimiter, Store, StoreError,
 };
 use tollgate::time::ManualClock;
+use tollgate::AcquireError;
 use tollgate::{Denied, KeyedConfig, Quota};
 
 fn store(clock: &ManualClock) -> MemoryStore<ManualClock> {
@@ -24,9 +24,7 @@ fn limiter(
     clock: &ManualClock,
     rule: impl Into<Rule>,
 ) -> SharedLimiter<MemoryStore<ManualClock>, ManualClock> {
-    SharedLimiter::new(store(clock), rule)
-        .unwrap()
-        .with_clock(clock.clone())
+    SharedLimiter::with_clock(store(clock), rule, clock.clone()).unwrap()
 }
 
 /// Counts wakes, to poll futures by hand.
@@ -55,19 +53,19 @@ fn booked_waits_sleep_on_the_clock_in_arrival_order() {
         &clock,
         Gcra::new(Quota::per_second(10).unwrap().burst(1).unwrap()),
     );
-    assert!(block(limiter.try_acquire("k", 1)).unwrap().is_ok());
+    assert!(block(limiter.check("k", 1)).unwrap().is_ok());
     let mut first = Box::pin(limiter.acquire("k", 1));
     let mut second = Box::pin(limiter.acquire("k", 1));
     assert!(poll(&mut first).is_pending());
     assert!(poll(&mut second).is_pending());
     clock.advance(Duration::from_millis(100));
-    assert!(matches!(poll(&mut first), Poll::Ready(Ok(()))));
+    assert!(matches!(poll(&mut first), Poll::Ready(Ok(_))));
     assert!(
         poll(&mut second).is_pending(),
         "booked 100 ms after the first"
     );
     clock.advance(Duration::from_millis(100));
-    assert!(matches!(poll(&mut second), Poll::Ready(Ok(()))));
+    assert!(matches!(poll(&mut second), Poll::Ready(Ok(_))));
 }
 
 #[test]
@@ -77,12 +75,12 @@ fn a_dropped_booked_wait_gives_its_permits_back() {
         &clock,
         Gcra::new(Quota::per_second(10).unwrap().burst(1).unwrap()),
     );
-    assert!(block(limiter.try_acquire("k", 1)).unwrap().is_ok());
+    assert!(block(limiter.check("k", 1)).unwrap().is_ok());
     let mut waiter = Box::pin(limiter.acquire("k", 1));
     assert!(poll(&mut waiter).is_pending());
     drop(waiter);
     clock.advance(Duration::from_millis(100));
-    let admitted = block(limiter.try_acquire("k", 1)).unwrap();
+    let admitted = block(limiter.check("k", 1)).unwrap();
     assert!(
         admitted.is_ok(),
         "the cancelled booking still holds the slot: {admitted:?}"
@@ -96,15 +94,12 @@ fn a_timeout_shorter_than_the_known_wait_fails_at_once() {
         &clock,
         Gcra::new(Quota::per_second(1).unwrap().burst(1).unwrap()),
     );
-    assert!(block(limiter.try_acquire("k", 1)).unwrap().is_ok());
+    assert!(block(limiter.check("k", 1)).unwrap().is_ok());
     let waited = block(limiter.acquire_timeout("k", 1, Duration::from_millis(500)));
-    assert!(
-        matches!(waited, Err(SharedAcquireError::TimedOut)),
-        "{waited:?}"
-    );
+    assert!(matches!(waited, Err(AcquireError::TimedOut)), "{waited:?}");
     // Nothing was booked: the next permit is still due at 1 s.
     clock.advance(Duration::from_secs(1));
-    assert!(block(limiter.try_acquire("k", 1)).unwrap().is_ok());
+    assert!(block(limiter.check("k", 1)).unwrap().is_ok());
 }
 
 #[test]
@@ -112,7 +107,7 @@ fn rules_that_cannot_book_are_retried_after_their_hint() {
     let clock = ManualClock::new();
     let window = SlidingCounter::new(2, Duration::from_secs(1)).unwrap();
     let limiter = limiter(&clock, window);
-    assert!(block(limiter.try_acquire("k", 2)).unwrap().is_ok());
+    assert!(block(limiter.check("k", 2)).unwrap().is_ok());
     let mut waiter = Box::pin(limiter.acquire("k", 1));
     assert!(poll(&mut waiter).is_pending());
     for _ in 0..20 {
@@ -130,30 +125,30 @@ fn a_leaky_bucket_meter_wait_ends_when_it_has_drained() {
     let clock = ManualClock::new();
     let bucket = LeakyBucket::new(2, Quota::per_second(10).unwrap()).unwrap();
     let limiter = limiter(&clock, bucket);
-    assert!(block(limiter.try_acquire("k", 2)).unwrap().is_ok());
+    assert!(block(limiter.check("k", 2)).unwrap().is_ok());
     let mut waiter = Box::pin(limiter.acquire_timeout("k", 1, Duration::from_secs(1)));
     assert!(poll(&mut waiter).is_pending());
     clock.advance(Duration::from_millis(100));
-    assert!(matches!(poll(&mut waiter), Poll::Ready(Ok(()))));
+    assert!(matches!(poll(&mut waiter), Poll::Ready(Ok(_))));
 }
 
 #[test]
 fn more_than_the_capacity_is_never_granted_and_never_waited_for() {
     let clock = ManualClock::new();
     let limiter = limiter(&clock, Gcra::new(Quota::per_second(5).unwrap()));
-    let decision = block(limiter.try_acquire("k", 6)).unwrap();
+    let decision = block(limiter.check("k", 6)).unwrap();
     assert!(
         matches!(decision, Err(Denied::Insufficient(_))),
         "{decision:?}"
     );
     let waited = block(limiter.acquire("k", 6));
-    assert!(matches!(waited, Err(SharedAcquireError::Insufficient(i)) if i.capacity() == 5));
+    assert!(matches!(waited, Err(AcquireError::Insufficient(i)) if i.capacity() == 5));
 }
 
 #[test]
 fn several_rules_take_all_or_nothing() {
     let clock = ManualClock::new();
-    let limiter = SharedLimiter::all_of(
+    let limiter = SharedLimiter::all_of_with_clock(
         store(&clock),
         [
             (
@@ -165,22 +160,19 @@ fn several_rules_take_all_or_nothing() {
                 Rule::from(FixedWindow::new(3, Duration::from_secs(60)).unwrap()),
             ),
         ],
+        clock.clone(),
     )
-    .unwrap()
-    .with_clock(clock.clone());
+    .unwrap();
     assert_eq!(
-        block(limiter.try_acquire("k", 2))
-            .unwrap()
-            .unwrap()
-            .remaining(),
+        block(limiter.check("k", 2)).unwrap().unwrap().remaining(),
         1
     );
-    assert!(block(limiter.try_acquire("k", 2)).unwrap().is_err());
+    assert!(block(limiter.check("k", 2)).unwrap().is_err());
     // The denial took nothing from the burst rule: 98 left there, 1 in the window.
     let peek = block(limiter.peek("k", 1)).unwrap().unwrap();
     assert_eq!((peek.limit(), peek.remaining()), (3, 0));
     // Another key is untouched.
-    assert!(block(limiter.try_acquire("other", 3)).unwrap().is_ok());
+    assert!(block(limiter.check("other", 3)).unwrap().is_ok());
 }
 
 #[test]
@@ -201,17 +193,13 @@ fn idle_keys_are_forgotten() {
     let limiter =
         SharedLimiter::new(store.clone(), Gcra::new(Quota::per_second(10).unwrap())).unwrap();
     for key in 0..100 {
-        assert!(block(limiter.try_acquire(&key.to_string(), 1))
-            .unwrap()
-            .is_ok());
+        assert!(block(limiter.check(&key.to_string(), 1)).unwrap().is_ok());
     }
     assert_eq!(store.len(), 100);
     clock.advance(Duration::from_secs(1));
     // Full again: the next write sweeps them.
     for key in 100..200 {
-        assert!(block(limiter.try_acquire(&key.to_string(), 1))
-            .unwrap()
-            .is_ok());
+        assert!(block(limiter.check(&key.to_string(), 1)).unwrap().is_ok());
     }
     assert!(store.len() < 200, "{} keys held", store.len());
 }
@@ -223,14 +211,14 @@ fn a_full_store_denies_new_keys_until_one_is_idle() {
         MemoryStore::with_clock(KeyedConfig::new(4).shards(1), "full", clock.clone()).unwrap();
     let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(1).unwrap())).unwrap();
     for key in ["a", "b", "c", "d"] {
-        assert!(block(limiter.try_acquire(key, 1)).unwrap().is_ok());
+        assert!(block(limiter.check(key, 1)).unwrap().is_ok());
     }
-    let denied = block(limiter.try_acquire("e", 1)).unwrap().unwrap_err();
+    let denied = block(limiter.check("e", 1)).unwrap().unwrap_err();
     assert_eq!(denied.retry_after(), Some(Duration::from_secs(1)));
     // Known keys still decide.
-    assert!(block(limiter.try_acquire("a", 1)).unwrap().is_err());
+    assert!(block(limiter.check("a", 1)).unwrap().is_err());
     clock.advance(Duration::from_secs(1));
-    assert!(block(limiter.try_acquire("e", 1)).unwrap().is_ok());
+    assert!(block(limiter.check("e", 1)).unwrap().is_ok());
 }
 
 #[test]
@@ -270,13 +258,13 @@ fn a_leased_concurrency_limit_is_released_by_refund_or_by_its_lease() {
     let clock = ManualClock::new();
     let limit = Leased::new(Concurrency::new(2).unwrap(), Duration::from_secs(30)).unwrap();
     let limiter = limiter(&clock, limit);
-    assert!(block(limiter.try_acquire("k", 2)).unwrap().is_ok());
-    assert!(block(limiter.try_acquire("k", 1)).unwrap().is_err());
+    assert!(block(limiter.check("k", 2)).unwrap().is_ok());
+    assert!(block(limiter.check("k", 1)).unwrap().is_err());
     block(limiter.refund("k", 1)).unwrap();
-    assert!(block(limiter.try_acquire("k", 1)).unwrap().is_ok());
+    assert!(block(limiter.check("k", 1)).unwrap().is_ok());
     // The holders vanish; 30 s after the last renewal the permits are free.
     clock.advance(Duration::from_secs(30));
-    assert!(block(limiter.try_acquire("k", 2)).unwrap().is_ok());
+    assert!(block(limiter.check("k", 2)).unwrap().is_ok());
 }
 
 #[test]

@@ -175,7 +175,7 @@ async fn refresh_period_on_the_server_clock_keeps_its_cycle_start_and_ttl() {
     let key = limiter.store().redis_key("k", "");
 
     let before = server_micros(&mut connection).await;
-    let admitted = limiter.try_acquire("k", 2).await.unwrap().unwrap();
+    let admitted = limiter.check("k", 2).await.unwrap().unwrap();
     let after = server_micros(&mut connection).await;
     assert_eq!(admitted.remaining(), 1);
     // The first request starts cycle 0: the full limit is back 10 s on.
@@ -215,7 +215,7 @@ async fn refresh_period_on_the_server_clock_keeps_its_cycle_start_and_ttl() {
     );
 
     // A denial changes nothing; a refund gives the booking back.
-    let denied = limiter.try_acquire("k", 1).await.unwrap().unwrap_err();
+    let denied = limiter.check("k", 1).await.unwrap().unwrap_err();
     assert!(denied.is_limited());
     assert_eq!(state(&mut connection, &key).await, booked);
     limiter.refund("k", 3).await.unwrap();
@@ -233,7 +233,7 @@ async fn leased_concurrency_on_the_server_clock_keeps_its_lease_and_ttl() {
     let key = limiter.store().redis_key("k", "");
 
     let before = server_micros(&mut connection).await;
-    let admitted = limiter.try_acquire("k", 2).await.unwrap().unwrap();
+    let admitted = limiter.check("k", 2).await.unwrap().unwrap();
     let after = server_micros(&mut connection).await;
     assert_eq!(admitted.remaining(), 1);
     let s = state(&mut connection, &key).await;
@@ -249,7 +249,7 @@ async fn leased_concurrency_on_the_server_clock_keeps_its_lease_and_ttl() {
         "ttl {ttl} ms for 30 s and 1 s of slack"
     );
 
-    let denied = limiter.try_acquire("k", 2).await.unwrap().unwrap_err();
+    let denied = limiter.check("k", 2).await.unwrap().unwrap_err();
     match denied {
         Denied::Limited(l) => {
             assert_eq!(l.remaining(), 1);
@@ -345,9 +345,9 @@ async fn malformed_states_are_conflicts_and_inexact_rules_are_typed_errors() {
                 .await
                 .unwrap();
             let result = if key == "r" {
-                refresh.try_acquire(key, 1).await
+                refresh.check(key, 1).await
             } else {
-                leased.try_acquire(key, 1).await
+                leased.check(key, 1).await
             };
             assert!(
                 matches!(result, Err(StoreError::KeyConflict { .. })),

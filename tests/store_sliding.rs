@@ -321,7 +321,7 @@ async fn sliding_log_state_and_ttl_on_the_server_clock() {
     let key = limiter.store().redis_key("k", "");
 
     let before = server_micros(&mut connection).await;
-    let admitted = limiter.try_acquire("k", 2).await.unwrap().unwrap();
+    let admitted = limiter.check("k", 2).await.unwrap().unwrap();
     let after = server_micros(&mut connection).await;
     assert_eq!(admitted.remaining(), 0);
     // Two entries at one timestamp: one run.
@@ -344,7 +344,7 @@ async fn sliding_log_state_and_ttl_on_the_server_clock() {
     );
 
     // A counted blocked attempt is written, and holds the window from its own time.
-    let denied = limiter.try_acquire("k", 1).await.unwrap().unwrap_err();
+    let denied = limiter.check("k", 1).await.unwrap().unwrap_err();
     let after = server_micros(&mut connection).await;
     let state: String = connection.get(&key).await.unwrap();
     let fields: Vec<u64> = state
@@ -391,7 +391,7 @@ async fn sliding_counter_state_and_ttl_on_the_server_clock() {
     let key = limiter.store().redis_key("k", "");
 
     let before = server_micros(&mut connection).await;
-    let admitted = limiter.try_acquire("k", 3).await.unwrap().unwrap();
+    let admitted = limiter.check("k", 3).await.unwrap().unwrap();
     let after = server_micros(&mut connection).await;
     let state: String = connection.get(&key).await.unwrap();
     let fields: Vec<u64> = state
@@ -423,7 +423,7 @@ async fn sliding_counter_state_and_ttl_on_the_server_clock() {
     );
 
     // A denial writes nothing.
-    assert!(limiter.try_acquire("k", 3).await.unwrap().is_err());
+    assert!(limiter.check("k", 3).await.unwrap().is_err());
     let unchanged: String = connection.get(&key).await.unwrap();
     assert_eq!(unchanged, state);
 
@@ -494,7 +494,7 @@ async fn foreign_or_malformed_states_are_key_conflicts() {
                 .set(&key, format!("{kind}:{state}"))
                 .await
                 .unwrap();
-            let got = limiter.try_acquire_at("k", 1, at).await;
+            let got = limiter.check_at("k", 1, at).await;
             assert!(
                 matches!(got, Err(StoreError::KeyConflict { .. })),
                 "{state:?} under {:?}: {got:?}",

@@ -420,7 +420,7 @@ async fn server_clock_state_and_ttl() {
         .query_async(&mut connection)
         .await
         .unwrap();
-    let admitted = warm.try_acquire("w", 1).await.unwrap().unwrap();
+    let admitted = warm.check("w", 1).await.unwrap().unwrap();
     let after: (u64, u64) = redis::cmd("TIME")
         .query_async(&mut connection)
         .await
@@ -443,7 +443,7 @@ async fn server_clock_state_and_ttl() {
         "start {start} outside the server's TIME {before:?}..{after:?}"
     );
 
-    let denied = warm.try_acquire("w", 1).await.unwrap().unwrap_err();
+    let denied = warm.check("w", 1).await.unwrap().unwrap_err();
     let retry = denied.retry_after().unwrap();
     assert!(
         retry > Duration::from_millis(1_000) && retry <= Duration::from_micros(1_375_000),
@@ -458,7 +458,7 @@ async fn server_clock_state_and_ttl() {
         bursty_rule(2.0),
     )
     .unwrap();
-    assert!(bursty.try_acquire("b", 0).await.unwrap().is_ok());
+    assert!(bursty.check("b", 0).await.unwrap().is_ok());
     let exists: bool = connection
         .exists(bursty.store().redis_key("b", ""))
         .await
@@ -466,7 +466,7 @@ async fn server_clock_state_and_ttl() {
     assert!(!exists, "a peek on a fresh key created it");
     // 4 permits at 500 ms each are paid by the next caller: 2 s of debt, then 1 s to
     // store the 2 permits of a full burst, plus 1 s of slack.
-    assert!(bursty.try_acquire("b", 4).await.unwrap().is_ok());
+    assert!(bursty.check("b", 4).await.unwrap().is_ok());
     let ttl: i64 = connection
         .pttl(bursty.store().redis_key("b", ""))
         .await

@@ -718,7 +718,7 @@ where
     S: Store + 'static,
     C: Clock,
 {
-    /// Decided at once when the store can ([`SharedLimiter::try_acquire_now`]: the
+    /// Decided at once when the store can ([`SharedLimiter::try_acquire`]: the
     /// memory store), without an allocation for the future; otherwise a boxed future
     /// that awaits the store.
     fn check(&self, request: &Parts) -> CheckFuture {
@@ -730,7 +730,7 @@ where
             Cost::Fixed(n) => *n,
             Cost::Computed(cost) => cost(request),
         };
-        if let Some(decided) = self.limiter.try_acquire_now(&key, n) {
+        if let Some(decided) = self.limiter.try_acquire(&key, n) {
             return CheckFuture::ready(decided.map_err(CheckError::from).map(|decision| {
                 let decisive = decisive(&self.policies, &self.capacities, &decision);
                 Verdict::new(decision, self.policies.clone(), decisive)
@@ -741,7 +741,7 @@ where
         let policies = self.policies.clone();
         let capacities = self.capacities.clone();
         CheckFuture::new(async move {
-            let decision = limiter.try_acquire(&key, n).await?;
+            let decision = limiter.check(&key, n).await?;
             let decisive = decisive(&policies, &capacities, &decision);
             Ok(Verdict::new(decision, policies, decisive))
         })

@@ -1,25 +1,30 @@
-//! [`SharedLimiter`]: the limiter API over a [`Store`], keyed by nature.
+//! [`SharedLimiter`]: the limiter API over a [`Store`], keyed by nature, waiting
+//! through the crate's one FIFO queue.
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
-use std::task::{Context, Wake, Waker};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use super::request::{Check, Op, Outcome, Request};
 use super::rule::Rule;
 use super::{Store, StoreError};
-use crate::decision::{Decision, Denied, InsufficientCapacity, Reservation};
-use crate::error::ConfigError;
+use crate::decision::{Decision, Denied, Limited, Reservation};
+use crate::error::{AcquireError, ConfigError};
 use crate::observe::{EventKind, Events};
-use crate::time::Sleep;
-use crate::time::{Clock, MonotonicClock};
+use crate::sync::unmodeled::OnceLock;
+use crate::sync::Arc;
+use crate::time::{Alarm, Clock, MonotonicClock, Nanos};
+use crate::wait::future::WaitFor;
+use crate::wait::keyed::{Joined, Queues};
+use crate::wait::queue::{Gate, RemoteBooking};
 use tracing::Instrument;
 
-/// How long a waiter on a rule that cannot book ahead sleeps when the store gives no
-/// better hint (a concurrency limit frees permits when holders release them).
-const POLL_INTERVAL: Duration = Duration::from_millis(10);
+/// How long the first waiter on a rule that frees permits by release (a concurrency
+/// limit) waits before asking the store again: another process's release is not
+/// seen here.
+const RELEASE_POLL: Duration = Duration::from_millis(10);
 
 /// The longest wait a waiter without a timeout books: about 142 years, the most a
 /// Redis script counts exactly.
@@ -28,9 +33,14 @@ const MAX_WAIT: Duration = Duration::from_micros(1 << 52);
 /// One or more rules over a [`Store`], per key: the [`Limiter`](crate::Limiter) API
 /// for limits shared through a store.
 ///
-/// Each call is one request to the store (one round trip to Redis) deciding every rule
-/// together, all-or-nothing, under the hash tag of the key, so that in Redis Cluster
-/// the key's rules share a slot. Cloning is cheap and shares the store.
+/// Each decision is one request to the store (one round trip to Redis) deciding every
+/// rule together, all-or-nothing, under the hash tag of the key, so that in Redis
+/// Cluster the key's rules share a slot. Waiting goes through the same FIFO queue as
+/// an in-process [`Limiter`](crate::Limiter), one queue per key with waiters: the
+/// first waiter books by a round trip (in one, for a rule that books ahead) and the
+/// others queue behind it, with the same timeouts, cancellation and `close`.
+///
+/// Cloning is cheap and shares the store and the queues.
 ///
 /// # Examples
 ///
@@ -46,26 +56,30 @@ const MAX_WAIT: Duration = Duration::from_micros(1 << 52);
 ///     ("second", Gcra::new(Quota::per_second(5)?).into()),
 ///     ("day", FixedWindow::new(1_000, Duration::from_secs(86_400))?.into()),
 /// ])?;
-/// assert!(limiter.try_acquire("user-42", 5).await?.is_ok());
-/// assert!(limiter.try_acquire("user-42", 1).await?.is_err());
-/// assert!(limiter.try_acquire("user-7", 1).await?.is_ok());
+/// assert!(limiter.check("user-42", 5).await?.is_ok());
+/// assert!(limiter.check("user-42", 1).await?.is_err());
+/// assert!(limiter.check("user-7", 1).await?.is_ok());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// # }).unwrap();
 /// ```
 pub struct SharedLimiter<S, C = MonotonicClock> {
-    store: Arc<S>,
-    rules: Arc<[(String, Rule)]>,
-    clock: C,
-    events: Option<Events>,
+    core: Arc<Core<S, C>>,
+    queues: Arc<Queues<String, KeyGate<S, C>>>,
 }
 
-impl<S, C: Clone> Clone for SharedLimiter<S, C> {
+/// What every key's queue shares: the store, the rules, the clock and the events.
+struct Core<S, C> {
+    store: S,
+    rules: Box<[(String, Rule)]>,
+    clock: C,
+    events: OnceLock<Events>,
+}
+
+impl<S, C> Clone for SharedLimiter<S, C> {
     fn clone(&self) -> Self {
         SharedLimiter {
-            store: self.store.clone(),
-            rules: self.rules.clone(),
-            clock: self.clock.clone(),
-            events: self.events.clone(),
+            core: Arc::clone(&self.core),
+            queues: Arc::clone(&self.queues),
         }
     }
 }
@@ -73,52 +87,16 @@ impl<S, C: Clone> Clone for SharedLimiter<S, C> {
 impl<S, C> fmt::Debug for SharedLimiter<S, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SharedLimiter")
-            .field("rules", &self.rules)
-            .field("events", &self.events)
+            .field("rules", &self.core.rules)
+            .field("events", &self.core.events.get())
+            .field("queues", &self.queues)
             .finish_non_exhaustive()
     }
 }
 
-/// Why a wait over a store ended without permits.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum SharedAcquireError {
-    /// More than some rule can ever grant at once.
-    Insufficient(InsufficientCapacity),
-    /// The permits could not be had within the timeout; known at once when the wait
-    /// was already known to be longer.
-    TimedOut,
-    /// The store could not decide.
-    Store(StoreError),
-}
-
-impl fmt::Display for SharedAcquireError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SharedAcquireError::Insufficient(i) => i.fmt(f),
-            SharedAcquireError::TimedOut => f.write_str("timed out waiting for permits"),
-            SharedAcquireError::Store(e) => e.fmt(f),
-        }
-    }
-}
-
-impl std::error::Error for SharedAcquireError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            SharedAcquireError::Store(e) => Some(e),
-            _ => None,
-        }
-    }
-}
-
-impl From<StoreError> for SharedAcquireError {
-    fn from(e: StoreError) -> Self {
-        SharedAcquireError::Store(e)
-    }
-}
-
-impl<S: Store> SharedLimiter<S, MonotonicClock> {
-    /// `rule` over `store`, each key holding its state under its own name.
+impl<S: Store + 'static> SharedLimiter<S, MonotonicClock> {
+    /// `rule` over `store`, each key holding its state under its own name, waiting on
+    /// the default monotonic clock.
     ///
     /// # Examples
     ///
@@ -137,7 +115,7 @@ impl<S: Store> SharedLimiter<S, MonotonicClock> {
     /// [`StoreError::Config`] if the store cannot run the rule (see
     /// [`Store::check_rule`]).
     pub fn new(store: S, rule: impl Into<Rule>) -> Result<Self, StoreError> {
-        SharedLimiter::all_of(store, [("", rule.into())])
+        SharedLimiter::with_clock(store, rule, MonotonicClock::new())
     }
 
     /// Several named `rules` over `store`, all of which must admit. A key's state under
@@ -151,6 +129,46 @@ impl<S: Store> SharedLimiter<S, MonotonicClock> {
     pub fn all_of<N: Into<String>>(
         store: S,
         rules: impl IntoIterator<Item = (N, Rule)>,
+    ) -> Result<Self, StoreError> {
+        SharedLimiter::all_of_with_clock(store, rules, MonotonicClock::new())
+    }
+}
+
+impl<S: Store + 'static, C: Clock> SharedLimiter<S, C> {
+    /// As [`new`](SharedLimiter::new), waiting on `clock` (a
+    /// [`ManualClock`](crate::time::ManualClock) in tests). The store keeps its own
+    /// time.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::store::{MemoryStore, SharedLimiter};
+    /// use tollgate::time::ManualClock;
+    /// use tollgate::{KeyedConfig, Quota};
+    ///
+    /// let clock = ManualClock::new();
+    /// let store = MemoryStore::with_clock(KeyedConfig::new(1_000), "api", clock.clone())?;
+    /// let limiter = SharedLimiter::with_clock(store, Gcra::new(Quota::per_second(10)?), clock)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`new`](SharedLimiter::new).
+    pub fn with_clock(store: S, rule: impl Into<Rule>, clock: C) -> Result<Self, StoreError> {
+        SharedLimiter::all_of_with_clock(store, [("", rule.into())], clock)
+    }
+
+    /// As [`all_of`](SharedLimiter::all_of), waiting on `clock`.
+    ///
+    /// # Errors
+    ///
+    /// As [`all_of`](SharedLimiter::all_of).
+    pub fn all_of_with_clock<N: Into<String>>(
+        store: S,
+        rules: impl IntoIterator<Item = (N, Rule)>,
+        clock: C,
     ) -> Result<Self, StoreError> {
         let rules: Vec<(String, Rule)> = rules.into_iter().map(|(n, r)| (n.into(), r)).collect();
         if rules.is_empty() {
@@ -167,33 +185,24 @@ impl<S: Store> SharedLimiter<S, MonotonicClock> {
             store.check_rule(rule)?;
         }
         Ok(SharedLimiter {
-            store: Arc::new(store),
-            rules: Arc::from(rules),
-            clock: MonotonicClock::new(),
-            events: None,
+            core: Arc::new(Core {
+                store,
+                rules: rules.into_boxed_slice(),
+                clock,
+                events: OnceLock::new(),
+            }),
+            queues: Arc::default(),
         })
     }
-}
 
-impl<S: Store, C: Clock> SharedLimiter<S, C> {
-    /// The same limiter, sleeping on `clock` while it waits (a
-    /// [`ManualClock`](crate::time::ManualClock) in tests). The store keeps its own
-    /// time.
-    pub fn with_clock<C2: Clock>(self, clock: C2) -> SharedLimiter<S, C2> {
-        SharedLimiter {
-            store: self.store,
-            rules: self.rules,
-            clock,
-            events: self.events,
-        }
-    }
-
-    /// Reports this limiter's decisions to `events`, each with its key:
-    /// `try_acquire` and `reserve` decisions (a reservation booked ahead as `Waited`
-    /// with its wait), and the end of every `acquire` (`Admitted` at once, `Waited`
-    /// with the time slept on this limiter's clock, or `Denied`). A store error is
-    /// not a decision and is not reported (the `tollgate.store` span records it).
-    /// Replaces the hub attached before, if any; clones made before keep theirs.
+    /// Reports this limiter's decisions to `events`, each with its key: `check` and
+    /// `reserve` decisions (a reservation booked ahead as `Waited` with its wait), and
+    /// the end of every wait (`Admitted` at once, `Waited` with the time waited on
+    /// this limiter's clock, or `Denied`). A store error is not a decision and is not
+    /// reported (the `tollgate.store` span records it).
+    ///
+    /// As on every limiter, the hub is attached to this limiter and all its clones,
+    /// and the first one attached stays: a later call changes nothing.
     ///
     /// # Examples
     ///
@@ -208,75 +217,57 @@ impl<S: Store, C: Clock> SharedLimiter<S, C> {
     /// events.subscribe(|event: &Event<'_>| assert_eq!(event.key, Some("user-42"))).detach();
     /// let store = MemoryStore::new(KeyedConfig::new(1_000), "api")?;
     /// let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(10)?))?.with_events(events);
-    /// limiter.try_acquire("user-42", 1).await?.unwrap();
+    /// limiter.check("user-42", 1).await?.unwrap();
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// # }).unwrap();
     /// ```
     pub fn with_events(self, events: Events) -> Self {
-        SharedLimiter {
-            events: Some(events),
-            ..self
-        }
+        let _ = self.core.events.set(events);
+        self
     }
 
     /// The hub this limiter reports to, if any.
     pub fn events(&self) -> Option<&Events> {
-        self.events.as_ref()
+        self.core.events.get()
     }
 
     fn report(&self, key: &str, n: u64, kind: impl FnOnce() -> EventKind) {
-        if let Some(events) = &self.events {
+        if let Some(events) = self.core.events.get() {
             if events.is_observed() {
                 events.emit_keyed(key, n, kind());
             }
         }
     }
 
-    /// The clock it sleeps on while it waits.
+    /// The clock it waits on.
     pub fn clock(&self) -> &C {
-        &self.clock
+        &self.core.clock
     }
 
     /// The store.
     pub fn store(&self) -> &S {
-        &self.store
+        &self.core.store
     }
 
     /// The rules and their names.
     pub fn rules(&self) -> impl ExactSizeIterator<Item = (&str, &Rule)> {
-        self.rules.iter().map(|(n, r)| (n.as_str(), r))
+        self.core.rules.iter().map(|(n, r)| (n.as_str(), r))
     }
 
     /// The most permits one request can be granted.
     pub fn capacity(&self) -> u64 {
-        self.rules
-            .iter()
-            .map(|(_, r)| r.capacity())
-            .min()
-            .unwrap_or(0)
+        self.core.capacity()
     }
+}
 
-    /// One call to the store, in a `tollgate.store` span.
-    async fn run(&self, key: &str, op: Op, at: Option<Duration>) -> Result<Outcome, StoreError> {
-        let checks = checks(&self.rules);
-        let mut request = Request::new(key, &checks, op);
-        request.at = at;
-        let span = tracing::debug_span!(
-            "tollgate.store",
-            op = op_name(&op),
-            rules = checks.len(),
-            permits = op.permits(),
-            key,
-            outcome = tracing::field::Empty,
-        );
-        let outcome = self.store.execute(&request).instrument(span.clone()).await;
-        if !span.is_disabled() {
-            span.record("outcome", outcome_name(&outcome));
-        }
-        outcome
-    }
-
-    /// Takes `n` permits for `key` if every rule admits them now. `n == 0` peeks.
+/// # Deciding at once
+impl<S: Store + 'static, C: Clock> SharedLimiter<S, C> {
+    /// Takes `n` permits for `key` if every rule admits them now, with one round trip
+    /// to the store; never waits for permits. `n == 0` peeks.
+    ///
+    /// While callers wait on `key` in this process, it is denied without asking the
+    /// store (they were first), with a `retry_after` of when the first of them is due
+    /// as far as known.
     ///
     /// # Examples
     ///
@@ -284,7 +275,7 @@ impl<S: Store, C: Clock> SharedLimiter<S, C> {
     /// # use tollgate::{algorithm::Gcra, store::{MemoryStore, SharedLimiter}, KeyedConfig, Quota};
     /// # futures::executor::block_on(async {
     /// # let limiter = SharedLimiter::new(MemoryStore::new(KeyedConfig::new(10), "x")?, Gcra::new(Quota::per_second(1)?))?;
-    /// match limiter.try_acquire("user-42", 1).await? {
+    /// match limiter.check("user-42", 1).await? {
     ///     Ok(admitted) => println!("{} left", admitted.remaining()),
     ///     Err(denied) => println!("retry after {:?}", denied.retry_after()),
     /// }
@@ -296,15 +287,27 @@ impl<S: Store, C: Clock> SharedLimiter<S, C> {
     ///
     /// A [`StoreError`] if the store could not decide. A request for more than a rule
     /// can ever grant is `Ok(Err(Denied::Insufficient))`, decided without the store.
-    pub async fn try_acquire(&self, key: &str, n: u64) -> Result<Decision, StoreError> {
-        let decision = self.decide(key, n).await?;
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future leaves the decision to the store, as any dropped store
+    /// call does: the permits may have been taken.
+    pub async fn check(&self, key: &str, n: u64) -> Result<Decision, StoreError> {
+        let decision = match self.queued_denial(key, n) {
+            Some(denied) => Err(denied),
+            None => self
+                .core
+                .run(key, Op::Acquire(n), None)
+                .await?
+                .into_decision()?,
+        };
         self.report(key, n, || EventKind::of_decision(&decision));
         Ok(decision)
     }
 
-    /// [`try_acquire`](Self::try_acquire) without a future, when the store decides
-    /// without waiting ([`Store::try_execute_now`]: the memory store does); `None`
-    /// when it cannot, having done nothing.
+    /// [`check`](Self::check) without a future, when the store decides without a
+    /// round trip ([`Store::try_execute_now`]: the memory store does). `None` when it
+    /// cannot, having done nothing: call `check`.
     ///
     /// # Examples
     ///
@@ -314,53 +317,68 @@ impl<S: Store, C: Clock> SharedLimiter<S, C> {
     ///     MemoryStore::new(KeyedConfig::new(10), "x")?,
     ///     Gcra::new(Quota::per_second(1)?),
     /// )?;
-    /// let decision = limiter.try_acquire_now("user-42", 1).expect("an in-process store")?;
+    /// let decision = limiter.try_acquire("user-42", 1).expect("an in-process store")?;
     /// assert!(decision.is_ok());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ///
     /// # Errors
     ///
-    /// As [`try_acquire`](Self::try_acquire), inside the `Some`.
-    pub fn try_acquire_now(&self, key: &str, n: u64) -> Option<Result<Decision, StoreError>> {
-        let checks = checks(&self.rules);
-        let request = Request::new(key, &checks, Op::Acquire(n));
-        let span = tracing::debug_span!(
-            "tollgate.store",
-            op = "acquire",
-            rules = checks.len(),
-            permits = n,
-            key,
-            outcome = tracing::field::Empty,
-        );
-        let outcome = span.in_scope(|| self.store.try_execute_now(&request))?;
-        if !span.is_disabled() {
-            span.record("outcome", outcome_name(&outcome));
+    /// As [`check`](Self::check), inside the `Some`.
+    pub fn try_acquire(&self, key: &str, n: u64) -> Option<Result<Decision, StoreError>> {
+        if let Some(denied) = self.queued_denial(key, n) {
+            let decision = Err(denied);
+            self.report(key, n, || EventKind::of_decision(&decision));
+            return Some(Ok(decision));
         }
-        let decision = outcome.and_then(Outcome::into_decision);
+        let decision = self
+            .core
+            .run_now(key, Op::Acquire(n))?
+            .and_then(Outcome::into_decision);
         if let Ok(decision) = &decision {
             self.report(key, n, || EventKind::of_decision(decision));
         }
         Some(decision)
     }
 
-    async fn decide(&self, key: &str, n: u64) -> Result<Decision, StoreError> {
-        self.run(key, Op::Acquire(n), None).await?.into_decision()
+    /// A denial for callers who would overtake this process's waiters on `key`, or
+    /// of a closed limiter.
+    #[inline]
+    fn queued_denial(&self, key: &str, n: u64) -> Option<Denied> {
+        if self.queues.is_closed() {
+            return Some(Denied::Closed);
+        }
+        // `n == 0` takes nothing, so it overtakes no one.
+        let queue = self.queues.get(key).filter(|_| n > 0)?;
+        if queue.waiters() == 0 {
+            return None;
+        }
+        let now = self.core.clock.now();
+        let retry = match queue.queued().1 {
+            Some(first) => first.saturating_since(now),
+            None => RELEASE_POLL,
+        };
+        Some(Limited::new(retry, self.capacity(), 0, retry).into())
     }
 
-    /// [`try_acquire`](Self::try_acquire) at an explicit time since the Unix epoch
-    /// instead of the store's clock: for tests under virtual time.
+    /// [`check`](Self::check) at an explicit time since the Unix epoch instead of the
+    /// store's clock: for tests under virtual time.
     ///
     /// # Errors
     ///
-    /// As [`try_acquire`](Self::try_acquire).
-    pub async fn try_acquire_at(
+    /// As [`check`](Self::check).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`check`](Self::check).
+    pub async fn check_at(
         &self,
         key: &str,
         n: u64,
         since_epoch: Duration,
     ) -> Result<Decision, StoreError> {
         let decision = self
+            .core
             .run(key, Op::Acquire(n), Some(since_epoch))
             .await?
             .into_decision()?;
@@ -368,13 +386,17 @@ impl<S: Store, C: Clock> SharedLimiter<S, C> {
         Ok(decision)
     }
 
-    /// Decides as [`try_acquire`](Self::try_acquire) would, taking nothing.
+    /// Decides as [`check`](Self::check) would, taking nothing.
     ///
     /// # Errors
     ///
-    /// As [`try_acquire`](Self::try_acquire).
+    /// As [`check`](Self::check).
+    ///
+    /// # Cancel safety
+    ///
+    /// Nothing is taken, so nothing is lost.
     pub async fn peek(&self, key: &str, n: u64) -> Result<Decision, StoreError> {
-        self.run(key, Op::Peek(n), None).await?.into_decision()
+        self.core.run(key, Op::Peek(n), None).await?.into_decision()
     }
 
     /// Takes `n` permits for `key` to be used after the returned wait, if that wait is
@@ -383,14 +405,22 @@ impl<S: Store, C: Clock> SharedLimiter<S, C> {
     ///
     /// # Errors
     ///
-    /// As [`try_acquire`](Self::try_acquire).
+    /// As [`check`](Self::check).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`check`](Self::check).
     pub async fn reserve(
         &self,
         key: &str,
         n: u64,
         max_wait: Duration,
     ) -> Result<Result<Reservation, Denied>, StoreError> {
-        let reservation = self.book(key, n, max_wait).await?;
+        let reservation = self
+            .core
+            .run(key, Op::Reserve { n, max_wait }, None)
+            .await?
+            .into_reservation()?;
         self.report(key, n, || match &reservation {
             Ok(r) if r.is_immediate() => EventKind::Admitted,
             Ok(r) => EventKind::Waited { wait: r.wait() },
@@ -399,31 +429,36 @@ impl<S: Store, C: Clock> SharedLimiter<S, C> {
         Ok(reservation)
     }
 
-    async fn book(
-        &self,
-        key: &str,
-        n: u64,
-        max_wait: Duration,
-    ) -> Result<Result<Reservation, Denied>, StoreError> {
-        self.run(key, Op::Reserve { n, max_wait }, None)
-            .await?
-            .into_reservation()
-    }
-
-    /// Gives back `n` permits for `key` taken and not used.
+    /// Gives back `n` permits for `key` taken and not used; this process's waiters on
+    /// `key` then try again at once.
     ///
     /// # Errors
     ///
-    /// As [`try_acquire`](Self::try_acquire).
-    pub async fn refund(&self, key: &str, n: u64) -> Result<(), StoreError> {
-        self.run(key, Op::Refund(n), None).await.map(|_| ())
-    }
-
-    /// Waits until `n` permits for `key` are taken.
+    /// As [`check`](Self::check).
     ///
-    /// With one rule that books ahead, the wait is booked in the store at once (one
-    /// round trip), so waiters are served in the order they reached the store, across
-    /// processes. Otherwise the waiter retries after each denial's `retry_after`.
+    /// # Cancel safety
+    ///
+    /// Dropped before it completes, the permits may stay taken until their time
+    /// passes; nothing else is lost.
+    pub async fn refund(&self, key: &str, n: u64) -> Result<(), StoreError> {
+        self.core.run(key, Op::Refund(n), None).await?;
+        if let Some(queue) = self.queues.get(key) {
+            queue.serve();
+        }
+        Ok(())
+    }
+}
+
+/// # Waiting
+impl<S: Store + 'static, C: Clock> SharedLimiter<S, C> {
+    /// Waits until `n` permits for `key` are taken; resolves to the time waited on
+    /// this limiter's clock.
+    ///
+    /// Waiters on one key are served in arrival order. The first books by a round trip
+    /// (one, with a rule that books ahead: waiters are then also served in the order
+    /// they reached the store, across processes), and sleeps until its permits are
+    /// due; a denial without a booking makes it ask again after the denial's
+    /// `retry_after`, or after 10 ms for permits that come back by release.
     ///
     /// # Examples
     ///
@@ -438,137 +473,299 @@ impl<S: Store, C: Clock> SharedLimiter<S, C> {
     ///
     /// # Errors
     ///
-    /// [`SharedAcquireError::Insufficient`] for more than a rule can ever grant, and
-    /// [`SharedAcquireError::Store`] if the store fails.
+    /// [`AcquireError::Insufficient`] for more than a rule can ever grant,
+    /// [`AcquireError::Closed`] after [`close`](Self::close), and
+    /// [`AcquireError::Source`] if the store fails (the next waiter then tries).
     ///
     /// # Cancel safety
     ///
-    /// Dropped while it sleeps on a booked wait, it gives the permits back: at once
-    /// on a store that answers without waiting (the memory store), and otherwise as a
-    /// task on the current tokio runtime (the Redis store's).
-    pub async fn acquire(&self, key: &str, n: u64) -> Result<(), SharedAcquireError>
-    where
-        S: 'static,
-    {
-        self.wait(key, n, None).await
+    /// Dropped while it waits on a booking, it gives the permits back: at once on a
+    /// store that answers without waiting (the memory store), and otherwise as a task
+    /// on the current tokio runtime (the Redis store's). Dropped during a round trip,
+    /// it leaves that call's outcome to the store, as any dropped store call does.
+    pub fn acquire(&self, key: &str, n: u64) -> SharedAcquire<S, C> {
+        SharedAcquire {
+            wait: WaitFor::new(self.join(key), n, None),
+        }
     }
 
     /// [`acquire`](Self::acquire), giving up after `timeout`. When the wait is known
-    /// at once to be longer, it fails at once.
+    /// at once to be longer (the first waiter is booked for later, or the store's
+    /// booking would be), it fails at once.
     ///
     /// # Errors
     ///
-    /// As [`acquire`](Self::acquire), and [`SharedAcquireError::TimedOut`].
+    /// As [`acquire`](Self::acquire), and [`AcquireError::TimedOut`].
     ///
     /// # Cancel safety
     ///
     /// As [`acquire`](Self::acquire).
-    pub async fn acquire_timeout(
+    pub fn acquire_timeout(&self, key: &str, n: u64, timeout: Duration) -> SharedAcquire<S, C> {
+        SharedAcquire {
+            wait: WaitFor::new(self.join(key), n, Some(timeout)),
+        }
+    }
+
+    /// Blocks the calling thread until `n` permits for `key` are taken, making the
+    /// store's round trips on it; returns the time waited. A Redis store's connection
+    /// must be driven by a runtime on another thread.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub fn acquire_blocking(
+        &self,
+        key: &str,
+        n: u64,
+    ) -> Result<Duration, AcquireError<StoreError>> {
+        WaitFor::new(self.join(key), n, None).block()
+    }
+
+    /// As [`acquire_blocking`](Self::acquire_blocking), giving up after `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_timeout`](Self::acquire_timeout).
+    pub fn acquire_blocking_timeout(
         &self,
         key: &str,
         n: u64,
         timeout: Duration,
-    ) -> Result<(), SharedAcquireError>
-    where
-        S: 'static,
-    {
-        self.wait(key, n, Some(timeout)).await
+    ) -> Result<Duration, AcquireError<StoreError>> {
+        WaitFor::new(self.join(key), n, Some(timeout)).block()
     }
 
-    async fn wait(
-        &self,
-        key: &str,
-        n: u64,
-        timeout: Option<Duration>,
-    ) -> Result<(), SharedAcquireError>
-    where
-        S: 'static,
-    {
-        let start = self.clock.now();
-        let outcome = self.wait_inner(key, n, timeout).await;
-        if let Some(events) = &self.events {
-            if events.is_observed() {
-                let kind = match &outcome {
-                    Ok(false) => EventKind::Admitted,
-                    Ok(true) => EventKind::Waited {
-                        wait: self.clock.now().saturating_since(start),
-                    },
-                    Err(SharedAcquireError::Insufficient(_)) => EventKind::Denied {
-                        reason: crate::observe::DenyReason::Insufficient,
-                        retry_after: None,
-                    },
-                    Err(SharedAcquireError::TimedOut) => EventKind::Denied {
-                        reason: crate::observe::DenyReason::TimedOut,
-                        retry_after: None,
-                    },
-                    // The store failed: no decision to report.
-                    Err(SharedAcquireError::Store(_)) => return outcome.map(|_| ()),
-                };
-                events.emit_keyed(key, n, kind);
-            }
+    fn join(&self, key: &str) -> Joined<String, KeyGate<S, C>> {
+        let key = key.to_owned();
+        self.queues.join(&key, || KeyGate {
+            core: Arc::clone(&self.core),
+            key: key.clone(),
+        })
+    }
+
+    /// Closes the limiter in this process: every waiter and every later wait fails
+    /// with [`AcquireError::Closed`], and `check` with [`Denied::Closed`]. Permits
+    /// booked by waiters are given back. The store and other processes are not
+    /// affected.
+    pub fn close(&self) {
+        self.queues.close()
+    }
+
+    /// Whether [`close`](Self::close) was called.
+    pub fn is_closed(&self) -> bool {
+        self.queues.is_closed()
+    }
+
+    /// How many callers of this process wait, on every key.
+    pub fn waiters(&self) -> usize {
+        self.queues.waiters()
+    }
+}
+
+/// The future of [`SharedLimiter::acquire`]: resolves to the time waited.
+///
+/// # Cancel safety
+///
+/// As [`SharedLimiter::acquire`].
+#[must_use = "futures do nothing unless polled"]
+pub struct SharedAcquire<S: Store + 'static, C: Clock> {
+    wait: WaitFor<Joined<String, KeyGate<S, C>>, KeyGate<S, C>>,
+}
+
+impl<S: Store + 'static, C: Clock> Future for SharedAcquire<S, C> {
+    type Output = Result<Duration, AcquireError<StoreError>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.get_mut().wait.poll(cx)
+    }
+}
+
+impl<S: Store + 'static, C: Clock> fmt::Debug for SharedAcquire<S, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedAcquire").finish_non_exhaustive()
+    }
+}
+
+impl<S: Store, C> Core<S, C> {
+    fn capacity(&self) -> u64 {
+        self.rules
+            .iter()
+            .map(|(_, r)| r.capacity())
+            .min()
+            .unwrap_or(0)
+    }
+
+    fn books_ahead(&self) -> bool {
+        self.rules.len() == 1 && self.rules[0].1.books_ahead()
+    }
+
+    /// One call to the store, in a `tollgate.store` span.
+    async fn run(&self, key: &str, op: Op, at: Option<Duration>) -> Result<Outcome, StoreError> {
+        let checks = checks(&self.rules);
+        let mut request = Request::new(key, &checks, op);
+        request.at = at;
+        let span = store_span(key, &op, checks.len());
+        let outcome = self.store.execute(&request).instrument(span.clone()).await;
+        if !span.is_disabled() {
+            span.record("outcome", outcome_name(&outcome));
         }
-        outcome.map(|_| ())
+        outcome
     }
 
-    /// Waits for the permits; `Ok(true)` if that took sleeping.
-    async fn wait_inner(
-        &self,
-        key: &str,
-        n: u64,
-        timeout: Option<Duration>,
-    ) -> Result<bool, SharedAcquireError>
-    where
-        S: 'static,
-    {
-        let start = self.clock.now();
-        let deadline = timeout.map(|t| start + t);
-        let books_ahead = self.rules.len() == 1 && self.rules[0].1.books_ahead();
-        let mut slept = false;
-        loop {
-            let now = self.clock.now();
-            let left = deadline.map(|d| d.saturating_since(now));
-            if books_ahead {
-                let max_wait = left.unwrap_or(MAX_WAIT).min(MAX_WAIT);
-                return match self.book(key, n, max_wait).await? {
-                    Ok(reservation) if reservation.is_immediate() => Ok(slept),
-                    Ok(reservation) => {
-                        let guard = RefundOnDrop {
-                            limiter: self,
-                            key,
-                            n,
-                        };
-                        Sleep::new(self.clock.clone(), reservation.wait())
-                            .instrument(wait_span(key, n, reservation.wait()))
-                            .await;
-                        std::mem::forget(guard);
-                        Ok(true)
-                    }
-                    Err(Denied::Insufficient(i)) => Err(SharedAcquireError::Insufficient(i)),
-                    Err(_) => Err(SharedAcquireError::TimedOut),
-                };
-            }
-            let retry = match self.decide(key, n).await? {
-                Ok(_) => return Ok(slept),
-                Err(Denied::Insufficient(i)) => return Err(SharedAcquireError::Insufficient(i)),
-                Err(denied) => denied
-                    .retry_after()
-                    .filter(|r| !r.is_zero())
-                    .unwrap_or(POLL_INTERVAL),
-            };
-            if left.is_some_and(|left| retry > left) {
-                return Err(SharedAcquireError::TimedOut);
-            }
-            Sleep::new(self.clock.clone(), retry)
-                .instrument(wait_span(key, n, retry))
-                .await;
-            slept = true;
+    /// [`run`](Core::run) without a future, if the store can decide so.
+    fn run_now(&self, key: &str, op: Op) -> Option<Result<Outcome, StoreError>> {
+        let checks = checks(&self.rules);
+        let request = Request::new(key, &checks, op);
+        let span = store_span(key, &op, checks.len());
+        let outcome = span.in_scope(|| self.store.try_execute_now(&request))?;
+        if !span.is_disabled() {
+            span.record("outcome", outcome_name(&outcome));
+        }
+        Some(outcome)
+    }
+}
+
+fn store_span(key: &str, op: &Op, rules: usize) -> tracing::Span {
+    tracing::debug_span!(
+        "tollgate.store",
+        op = op_name(op),
+        rules,
+        permits = op.permits(),
+        key,
+        outcome = tracing::field::Empty,
+    )
+}
+
+/// One key's side of the limiter, as its queue sees it: decided by round trips.
+struct KeyGate<S, C> {
+    core: Arc<Core<S, C>>,
+    key: String,
+}
+
+impl<S: Store + 'static, C: Clock> KeyGate<S, C> {
+    /// A local decision, for the queue paths that a remote gate never takes: what an
+    /// in-process store decides, or "not now" for one that needs a round trip.
+    fn local(&self, op: Op) -> Result<Outcome, Denied> {
+        match self.core.run_now(&self.key, op) {
+            Some(Ok(outcome)) => Ok(outcome),
+            _ => Err(Limited::new(RELEASE_POLL, self.core.capacity(), 0, RELEASE_POLL).into()),
         }
     }
 }
 
-/// The span of one sleep of a waiter over a store.
-fn wait_span(key: &str, n: u64, sleep: Duration) -> tracing::Span {
-    tracing::debug_span!("tollgate.wait", permits = n, key, sleep = ?sleep)
+impl<S: Store + 'static, C: Clock> Gate for KeyGate<S, C> {
+    type Error = StoreError;
+
+    fn now(&self) -> Nanos {
+        self.core.clock.now()
+    }
+
+    fn acquire(&self, _now: Nanos, n: u64) -> Decision {
+        self.local(Op::Acquire(n))?
+            .into_decision()
+            .unwrap_or_else(|_| Err(Limited::new(RELEASE_POLL, n, 0, RELEASE_POLL).into()))
+    }
+
+    fn peek(&self, _now: Nanos, n: u64) -> Decision {
+        self.local(Op::Peek(n))?
+            .into_decision()
+            .unwrap_or_else(|_| Err(Limited::new(RELEASE_POLL, n, 0, RELEASE_POLL).into()))
+    }
+
+    fn reserve(&self, _now: Nanos, n: u64, max_wait: Duration) -> Result<Reservation, Denied> {
+        let max_wait = max_wait.min(MAX_WAIT);
+        self.local(Op::Reserve { n, max_wait })?
+            .into_reservation()
+            .unwrap_or_else(|_| Err(Limited::new(RELEASE_POLL, n, 0, RELEASE_POLL).into()))
+    }
+
+    /// Gives back a booking whose waiter left or was closed out: at once if the store
+    /// decides without waiting, otherwise in the background.
+    fn refund(&self, _now: Nanos, n: u64) {
+        refund_detached(&self.core, &self.key, n);
+    }
+
+    fn capacity(&self) -> u64 {
+        self.core.capacity()
+    }
+
+    fn books_ahead(&self) -> bool {
+        self.core.books_ahead()
+    }
+
+    fn set_alarm(&self, deadline: Nanos, alarm: Arc<dyn Alarm>) {
+        self.core.clock.set_alarm(deadline, alarm)
+    }
+
+    fn events(&self) -> Option<&Events> {
+        self.core.events.get()
+    }
+
+    fn event_key(&self) -> Option<&str> {
+        Some(&self.key)
+    }
+
+    fn is_remote(&self) -> bool {
+        true
+    }
+
+    /// Books ahead in one round trip with a rule that can; otherwise asks for the
+    /// permits now, and the queue asks again after the denial's `retry_after` (as a
+    /// leaky bucket meter, which would otherwise book a departure).
+    fn reserve_remote(&self, n: u64, max_wait: Duration) -> RemoteBooking<StoreError> {
+        let op = if self.core.books_ahead() {
+            Op::Reserve {
+                n,
+                max_wait: max_wait.min(MAX_WAIT),
+            }
+        } else {
+            Op::Acquire(n)
+        };
+        if let Some(outcome) = self.core.run_now(&self.key, op) {
+            return Box::pin(std::future::ready(
+                outcome.and_then(|outcome| booking(outcome, n)),
+            ));
+        }
+        let core = Arc::clone(&self.core);
+        let key = self.key.clone();
+        Box::pin(async move { booking(core.run(&key, op, None).await?, n) })
+    }
+
+    fn release_poll(&self) -> Option<Duration> {
+        Some(RELEASE_POLL)
+    }
+}
+
+/// A store's answer as a booking: a reservation, or an admission now.
+fn booking(outcome: Outcome, n: u64) -> Result<Result<Reservation, Denied>, StoreError> {
+    match outcome {
+        Outcome::Reservation(booked) => Ok(booked),
+        outcome => Ok(outcome
+            .into_decision()?
+            .map(|_| Reservation::new(n, Duration::ZERO))),
+    }
+}
+
+/// Gives back `n` permits for `key`: at once on a store that decides without
+/// waiting, otherwise as a task on the current tokio runtime (the Redis store's).
+fn refund_detached<S: Store + 'static, C: Clock>(core: &Arc<Core<S, C>>, key: &str, n: u64) {
+    if core.run_now(key, Op::Refund(n)).is_some() {
+        return;
+    }
+    let core = Arc::clone(core);
+    let key = key.to_owned();
+    let mut refund: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(async move {
+        // Best effort: a failed refund only leaves the booked permits unused.
+        let _ = core.run(&key, Op::Refund(n), None).await;
+    });
+    let waker = noop_waker();
+    if refund
+        .as_mut()
+        .poll(&mut Context::from_waker(&waker))
+        .is_pending()
+    {
+        finish_detached(refund);
+    }
 }
 
 fn op_name(op: &Op) -> &'static str {
@@ -615,37 +812,6 @@ impl<'a> std::ops::Deref for Checks<'a> {
         match self {
             Checks::One(one) => one,
             Checks::Many(many) => many,
-        }
-    }
-}
-
-/// Gives back a booked wait whose waiter was dropped.
-struct RefundOnDrop<'a, S: Store + 'static, C> {
-    limiter: &'a SharedLimiter<S, C>,
-    key: &'a str,
-    n: u64,
-}
-
-impl<S: Store + 'static, C> Drop for RefundOnDrop<'_, S, C> {
-    fn drop(&mut self) {
-        let store = self.limiter.store.clone();
-        let rules = self.limiter.rules.clone();
-        let key = self.key.to_owned();
-        let n = self.n;
-        let mut refund: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(async move {
-            let checks = checks(&rules);
-            // Best effort: a failed refund only leaves the booked permits unused.
-            let _ = store
-                .execute(&Request::new(&key, &checks, Op::Refund(n)))
-                .await;
-        });
-        let waker = noop_waker();
-        if refund
-            .as_mut()
-            .poll(&mut Context::from_waker(&waker))
-            .is_pending()
-        {
-            finish_detached(refund);
         }
     }
 }

@@ -28,7 +28,7 @@ use async_trait::async_trait;
 
 mod error;
 mod hybrid;
-mod limiter;
+pub(crate) mod limiter;
 mod memory;
 #[cfg(feature = "redis")]
 mod redis;
@@ -43,7 +43,7 @@ pub use error::StoreError;
 #[cfg(feature = "redis")]
 pub use hybrid::BatchedLimiter;
 pub use hybrid::DeniedCache;
-pub use limiter::{SharedAcquireError, SharedLimiter};
+pub use limiter::SharedLimiter;
 pub use memory::MemoryStore;
 pub use request::{Check, Op, Outcome, Request};
 pub use resilient::{BreakerState, FailurePolicy, Resilient, ResilientBuilder, ResilientStats};

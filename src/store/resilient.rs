@@ -165,7 +165,7 @@ pub struct ResilientStats {
 ///     .cool_down(Duration::from_millis(500))
 ///     .build()?;
 /// let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(100)?))?;
-/// assert!(limiter.try_acquire("user-42", 1).await?.is_ok());
+/// assert!(limiter.check("user-42", 1).await?.is_ok());
 /// assert_eq!(limiter.store().stats().calls, 1);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// # }).unwrap();

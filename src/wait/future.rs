@@ -31,6 +31,9 @@ enum State<E> {
         /// the turn. Under a lock only so that the future stays `Sync`; it is never
         /// contended.
         booking: Option<Mutex<RemoteBooking<E>>>,
+        /// Whether it had to wait: a remote gate's first waiter granted on its first
+        /// round trip did not.
+        waited: bool,
     },
     Done,
 }
@@ -66,6 +69,7 @@ impl<R: Deref<Target = Waiting<G>>, G: Gate> WaitFor<R, G> {
                         since,
                         span,
                         booking: None,
+                        waited: false,
                     };
                     return self.step(cx);
                 }
@@ -75,6 +79,7 @@ impl<R: Deref<Target = Waiting<G>>, G: Gate> WaitFor<R, G> {
                 since,
                 span,
                 booking,
+                waited,
             } => {
                 let _entered = span.enter();
                 let waiting = &*self.waiting;
@@ -91,7 +96,7 @@ impl<R: Deref<Target = Waiting<G>>, G: Gate> WaitFor<R, G> {
                                 *booking = None;
                                 waiting.settle_failed(slot);
                                 span.record("outcome", "failed");
-                                break (Err(AcquireError::Source(error)), true);
+                                break (Err(AcquireError::Source(error)), *waited);
                             }
                         }
                     }
@@ -100,7 +105,7 @@ impl<R: Deref<Target = Waiting<G>>, G: Gate> WaitFor<R, G> {
                             let outcome =
                                 outcome.map(|()| waiting.gate.now().saturating_since(*since));
                             record_end(span, &outcome);
-                            break (outcome.map_err(AcquireError::widen), true);
+                            break (outcome.map_err(AcquireError::widen), *waited);
                         }
                         Polled::Turn => {
                             let max_wait = self.timeout.map_or(Duration::MAX, |t| {
@@ -109,7 +114,10 @@ impl<R: Deref<Target = Waiting<G>>, G: Gate> WaitFor<R, G> {
                             *booking =
                                 Some(Mutex::new(waiting.gate.reserve_remote(self.n, max_wait)));
                         }
-                        Polled::Pending => return Poll::Pending,
+                        Polled::Pending => {
+                            *waited = true;
+                            return Poll::Pending;
+                        }
                     }
                 }
             }

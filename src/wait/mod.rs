@@ -8,6 +8,7 @@
 //! Dropping a waiting future gives back what it booked, and the next waiter moves up.
 
 pub(crate) mod future;
+pub(crate) mod keyed;
 pub(crate) mod queue;
 
 pub use queue::Fairness;

@@ -617,7 +617,7 @@ impl<G: Gate> Waiting<G> {
         let timeout = inner
             .waiters
             .iter()
-            .filter(|e| e.slot.state.load(Ordering::Relaxed) != BOOKING)
+            .filter(|e| !Self::is_booking(e))
             .filter_map(|e| e.deadline)
             .min();
         let needed = match (alarm, timeout) {
@@ -807,13 +807,16 @@ impl<G: Gate> Waiting<G> {
         }
     }
 
+    /// Whether `entry` has the turn of a remote gate, or is using it: its round trip,
+    /// bounded by its timeout, settles it, so no timeout alarm is needed for it.
+    fn is_booking(entry: &Entry) -> bool {
+        matches!(entry.slot.state.load(Ordering::Relaxed), TURN | BOOKING)
+    }
+
     /// Fails the unbooked waiters whose deadline has passed.
     fn expire(&self, inner: &mut Inner, now: Nanos, effects: &mut Effects) {
-        // A waiter mid round trip is settled by its answer, which its timeout bounded.
         let expired = |e: &Entry| {
-            e.booked_until.is_none()
-                && e.deadline.is_some_and(|d| d <= now)
-                && e.slot.state.load(Ordering::Relaxed) != BOOKING
+            e.booked_until.is_none() && e.deadline.is_some_and(|d| d <= now) && !Self::is_booking(e)
         };
         if !inner.waiters.iter().any(expired) {
             return;

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use super::ThrottleError;
 use crate::algorithm::Algorithm;
 use crate::decision::InsufficientCapacity;
-use crate::store::{SharedAcquireError, SharedLimiter, Store};
+use crate::store::{SharedLimiter, Store};
 use crate::time::Clock;
 use crate::AcquireError;
 use crate::Limiter;
@@ -203,10 +203,11 @@ impl<S: Store + 'static, C: Clock> Permits for StorePermits<S, C> {
             Some(timeout) => self.limiter.acquire_timeout(&self.key, n, timeout).await,
             None => self.limiter.acquire(&self.key, n).await,
         };
-        acquired.map_err(|e| match e {
-            SharedAcquireError::Insufficient(i) => ThrottleError::Insufficient(i),
-            SharedAcquireError::TimedOut => ThrottleError::TimedOut,
-            SharedAcquireError::Store(e) => ThrottleError::Store(e),
+        acquired.map(drop).map_err(|e| match e {
+            AcquireError::Closed => ThrottleError::Closed,
+            AcquireError::Insufficient(i) => ThrottleError::Insufficient(i),
+            AcquireError::Source(e) => ThrottleError::Store(e),
+            _ => ThrottleError::TimedOut,
         })
     }
 

@@ -76,10 +76,10 @@ use crate::time::{Clock, MonotonicClock, Nanos};
 /// let store = MemoryStore::with_clock(KeyedConfig::new(1_000), "api", clock.clone())?;
 /// let cache = DeniedCache::new(store, 10_000)?.with_clock(clock.clone());
 /// let limiter = SharedLimiter::new(cache, FixedWindow::new(1, Duration::from_secs(1))?)?;
-/// assert!(limiter.try_acquire("user-42", 1).await?.is_ok());
-/// assert!(limiter.try_acquire("user-42", 1).await?.is_err()); // the store's denial
+/// assert!(limiter.check("user-42", 1).await?.is_ok());
+/// assert!(limiter.check("user-42", 1).await?.is_err()); // the store's denial
 /// clock.advance(Duration::from_millis(400));
-/// let denied = limiter.try_acquire("user-42", 1).await?.unwrap_err(); // the cache's
+/// let denied = limiter.check("user-42", 1).await?.unwrap_err(); // the cache's
 /// assert_eq!(denied.retry_after(), Some(Duration::from_millis(600)));
 /// assert_eq!(limiter.store().hits(), 1);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
