@@ -10,6 +10,7 @@ use std::time::Duration;
 use crate::algorithm::LeakyBucket;
 use crate::error::ConfigError;
 use crate::limiter::Core;
+use crate::permits::{Decided, Grant, PermitFuture, PermitSource};
 use crate::quota::Quota;
 use crate::sync::Arc;
 use crate::time::{Clock, MonotonicClock};
@@ -189,5 +190,51 @@ impl<C: Clock> Future for Enqueue<'_, C> {
 impl<C: Clock> fmt::Debug for Enqueue<'_, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Enqueue").finish_non_exhaustive()
+    }
+}
+
+/// A grant is a place in the queue that leaves at once; a wait is
+/// [`enqueue`](LeakyQueue::enqueue)'s, bounded by the queue.
+impl<C: Clock> PermitSource for LeakyQueue<C> {
+    type Permit = ();
+    type Error = std::convert::Infallible;
+
+    fn capacity(&self) -> u64 {
+        self.shared.gate.capacity()
+    }
+
+    fn decide_now(&self, _: &(), n: u64) -> Option<Result<Decided<()>, std::convert::Infallible>> {
+        Some(Ok(self.admit_now(n)))
+    }
+
+    fn decide(
+        &self,
+        _: &(),
+        n: u64,
+    ) -> PermitFuture<Result<Decided<()>, std::convert::Infallible>> {
+        Box::pin(std::future::ready(Ok(self.admit_now(n))))
+    }
+
+    fn wait(
+        &self,
+        _: &(),
+        n: u64,
+        timeout: Option<Duration>,
+    ) -> PermitFuture<Result<(), AcquireError>> {
+        let wait = WaitFor::new(Arc::clone(&self.shared), n, timeout);
+        Box::pin(async move { wait.await.map(drop) })
+    }
+
+    fn refund(&self, _: &(), n: u64) {
+        self.shared.release(n);
+    }
+}
+
+impl<C: Clock> LeakyQueue<C> {
+    /// A place that leaves at once, if the queue is empty and the bucket has room.
+    fn admit_now(&self, n: u64) -> Decided<()> {
+        let decision = self.shared.try_acquire(n);
+        self.shared.gate.report(n, &decision);
+        decision.map(|admitted| Grant::new(admitted, ()))
     }
 }

@@ -1,6 +1,7 @@
 //! The in-process limiter: one algorithm, one state, shared by any number of threads
 //! and tasks, which can decide at once or wait their turn.
 
+use std::convert::Infallible;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -11,6 +12,7 @@ use crate::algorithm::Algorithm;
 use crate::decision::{Decision, Denied, Reservation};
 use crate::engine::Cell;
 use crate::observe::{EventKind, Events};
+use crate::permits::{Decided, Grant, PermitFuture, PermitSource};
 use crate::sync::unmodeled::OnceLock;
 use crate::sync::Arc;
 use crate::time::{Alarm, Clock, MonotonicClock, Nanos};
@@ -604,5 +606,53 @@ impl<A: Algorithm, C: Clock> Future for Acquire<'_, A, C> {
 impl<A: Algorithm, C: Clock> fmt::Debug for Acquire<'_, A, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Acquire").finish_non_exhaustive()
+    }
+}
+
+/// In process: decided at once, never failing; a grant holds nothing.
+impl<A: Algorithm, C: Clock> PermitSource for Limiter<A, C> {
+    type Permit = ();
+    type Error = Infallible;
+
+    fn capacity(&self) -> u64 {
+        self.shared.gate.capacity()
+    }
+
+    /// The smaller of `max` and what the limiter grants at once: its capacity, or for
+    /// an algorithm that grants more than that only by waiting (a refresh period's),
+    /// what it grants without waiting.
+    fn chunk(&self, max: u64) -> u64 {
+        let n = max.min(self.capacity());
+        match self.peek(n) {
+            Err(Denied::Insufficient(at_once)) if (1..n).contains(&at_once.capacity()) => {
+                at_once.capacity()
+            }
+            _ => n,
+        }
+    }
+
+    fn decide_now(&self, _: &(), n: u64) -> Option<Result<Decided<()>, Infallible>> {
+        Some(Ok(self
+            .try_acquire(n)
+            .map(|admitted| Grant::new(admitted, ()))))
+    }
+
+    fn decide(&self, _: &(), n: u64) -> PermitFuture<Result<Decided<()>, Infallible>> {
+        let decided = self.try_acquire(n).map(|admitted| Grant::new(admitted, ()));
+        Box::pin(std::future::ready(Ok(decided)))
+    }
+
+    fn wait(
+        &self,
+        _: &(),
+        n: u64,
+        timeout: Option<Duration>,
+    ) -> PermitFuture<Result<(), AcquireError>> {
+        let wait = WaitFor::new(Arc::clone(&self.shared), n, timeout);
+        Box::pin(async move { wait.await.map(drop) })
+    }
+
+    fn refund(&self, _: &(), n: u64) {
+        Limiter::refund(self, n)
     }
 }

@@ -8,9 +8,10 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use crate::algorithm::Concurrency;
-use crate::decision::Denied;
+use crate::decision::{Admitted, Denied};
 use crate::error::ConfigError;
 use crate::limiter::Core;
+use crate::permits::{Decided, Grant, PermitFuture, PermitSource};
 use crate::sync::Arc;
 use crate::time::{Alarm, Clock, Nanos};
 use crate::wait::future::WaitFor;
@@ -113,7 +114,7 @@ impl Semaphore {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn try_acquire(&self, n: u64) -> Result<Permit<'_>, Denied> {
-        self.decide(n)?;
+        self.take(n)?;
         Ok(Permit {
             semaphore: self,
             permits: n,
@@ -145,7 +146,7 @@ impl Semaphore {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn try_acquire_owned(self: &Arc<Self>, n: u64) -> Result<OwnedPermit, Denied> {
-        self.decide(n)?;
+        self.take(n)?;
         Ok(OwnedPermit {
             semaphore: Arc::clone(self),
             permits: n,
@@ -223,7 +224,7 @@ impl Semaphore {
     }
 
     #[inline]
-    fn decide(&self, n: u64) -> crate::Decision {
+    fn take(&self, n: u64) -> crate::Decision {
         let decision = self.shared.try_acquire(n);
         self.shared.gate.report(n, &decision);
         decision
@@ -597,5 +598,60 @@ mod tests {
         let p = s.try_acquire(1).unwrap();
         assert_eq!(format!("{s:?}"), "Semaphore { max_permits: 2, in_use: 1 }");
         assert_eq!(format!("{p:?}"), "Permit { permits: 1, .. }");
+    }
+}
+
+/// Permits held at once: a grant is an [`OwnedPermit`], given back when dropped.
+impl PermitSource for Arc<Semaphore> {
+    type Permit = OwnedPermit;
+    type Error = std::convert::Infallible;
+
+    fn capacity(&self) -> u64 {
+        self.max_permits()
+    }
+
+    fn decide_now(
+        &self,
+        _: &(),
+        n: u64,
+    ) -> Option<Result<Decided<OwnedPermit>, std::convert::Infallible>> {
+        Some(Ok(self.grant(n)))
+    }
+
+    fn decide(
+        &self,
+        _: &(),
+        n: u64,
+    ) -> PermitFuture<Result<Decided<OwnedPermit>, std::convert::Infallible>> {
+        Box::pin(std::future::ready(Ok(self.grant(n))))
+    }
+
+    fn wait(
+        &self,
+        _: &(),
+        n: u64,
+        timeout: Option<Duration>,
+    ) -> PermitFuture<Result<OwnedPermit, AcquireError>> {
+        let semaphore = Arc::clone(self);
+        let wait = WaitFor::new(Arc::clone(&self.shared), n, timeout);
+        Box::pin(async move {
+            wait.await?;
+            Ok(OwnedPermit {
+                semaphore,
+                permits: n,
+            })
+        })
+    }
+
+    /// Nothing: a semaphore's permits come back when their guard is dropped.
+    fn refund(&self, _: &(), _: u64) {}
+}
+
+impl Semaphore {
+    /// `try_acquire_owned` as a grant: what remains, and the guard.
+    fn grant(self: &Arc<Self>, n: u64) -> Decided<OwnedPermit> {
+        let permit = self.try_acquire_owned(n)?;
+        let admitted = Admitted::new(self.max_permits(), self.available_permits(), Duration::ZERO);
+        Ok(Grant::new(admitted, permit))
     }
 }

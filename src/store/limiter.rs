@@ -13,6 +13,7 @@ use super::{Store, StoreError};
 use crate::decision::{Decision, Denied, Limited, Reservation};
 use crate::error::{AcquireError, ConfigError};
 use crate::observe::{EventKind, Events};
+use crate::permits::{Decided, Grant, PermitFuture, PermitSource};
 use crate::sync::unmodeled::OnceLock;
 use crate::sync::Arc;
 use crate::time::{Alarm, Clock, MonotonicClock, Nanos};
@@ -733,6 +734,50 @@ impl<S: Store + 'static, C: Clock> Gate for KeyGate<S, C> {
 
     fn release_poll(&self) -> Option<Duration> {
         Some(RELEASE_POLL)
+    }
+}
+
+/// Per key, through the store: decided at once only by an in-process store; a
+/// grant holds nothing.
+impl<S: Store + 'static, C: Clock> PermitSource<str> for SharedLimiter<S, C> {
+    type Permit = ();
+    type Error = StoreError;
+
+    fn capacity(&self) -> u64 {
+        self.core.capacity()
+    }
+
+    fn decide_now(&self, key: &str, n: u64) -> Option<Result<Decided<()>, StoreError>> {
+        let decision = self.try_acquire(key, n)?;
+        Some(decision.map(|d| d.map(|admitted| Grant::new(admitted, ()))))
+    }
+
+    fn decide(&self, key: &str, n: u64) -> PermitFuture<Result<Decided<()>, StoreError>> {
+        let limiter = self.clone();
+        let key = key.to_owned();
+        Box::pin(async move {
+            let decision = limiter.check(&key, n).await?;
+            Ok(decision.map(|admitted| Grant::new(admitted, ())))
+        })
+    }
+
+    fn wait(
+        &self,
+        key: &str,
+        n: u64,
+        timeout: Option<Duration>,
+    ) -> PermitFuture<Result<(), AcquireError<StoreError>>> {
+        let wait = WaitFor::new(self.join(key), n, timeout);
+        Box::pin(async move { wait.await.map(drop) })
+    }
+
+    /// In the background, best effort; this process's waiters on `key` then try
+    /// again.
+    fn refund(&self, key: &str, n: u64) {
+        refund_detached(&self.core, key, n);
+        if let Some(queue) = self.queues.get(key) {
+            queue.serve();
+        }
     }
 }
 
