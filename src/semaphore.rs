@@ -543,6 +543,61 @@ impl fmt::Debug for OwnedPermit {
     }
 }
 
+/// Permits held at once: a grant is an [`OwnedPermit`], given back when dropped.
+impl PermitSource for Arc<Semaphore> {
+    type Permit = OwnedPermit;
+    type Error = std::convert::Infallible;
+
+    fn capacity(&self) -> u64 {
+        self.max_permits()
+    }
+
+    fn decide_now(
+        &self,
+        _: &(),
+        n: u64,
+    ) -> Option<Result<Decided<OwnedPermit>, std::convert::Infallible>> {
+        Some(Ok(self.grant(n)))
+    }
+
+    fn decide(
+        &self,
+        _: &(),
+        n: u64,
+    ) -> PermitFuture<Result<Decided<OwnedPermit>, std::convert::Infallible>> {
+        Box::pin(std::future::ready(Ok(self.grant(n))))
+    }
+
+    fn wait(
+        &self,
+        _: &(),
+        n: u64,
+        timeout: Option<Duration>,
+    ) -> PermitFuture<Result<OwnedPermit, AcquireError>> {
+        let semaphore = Arc::clone(self);
+        let wait = WaitFor::new(Arc::clone(&self.shared), n, timeout);
+        Box::pin(async move {
+            wait.await?;
+            Ok(OwnedPermit {
+                semaphore,
+                permits: n,
+            })
+        })
+    }
+
+    /// Nothing: a semaphore's permits come back when their guard is dropped.
+    fn refund(&self, _: &(), _: u64) {}
+}
+
+impl Semaphore {
+    /// `try_acquire_owned` as a grant: what remains, and the guard.
+    fn grant(self: &Arc<Self>, n: u64) -> Decided<OwnedPermit> {
+        let permit = self.try_acquire_owned(n)?;
+        let admitted = Admitted::new(self.max_permits(), self.available_permits(), Duration::ZERO);
+        Ok(Grant::new(admitted, permit))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -598,60 +653,5 @@ mod tests {
         let p = s.try_acquire(1).unwrap();
         assert_eq!(format!("{s:?}"), "Semaphore { max_permits: 2, in_use: 1 }");
         assert_eq!(format!("{p:?}"), "Permit { permits: 1, .. }");
-    }
-}
-
-/// Permits held at once: a grant is an [`OwnedPermit`], given back when dropped.
-impl PermitSource for Arc<Semaphore> {
-    type Permit = OwnedPermit;
-    type Error = std::convert::Infallible;
-
-    fn capacity(&self) -> u64 {
-        self.max_permits()
-    }
-
-    fn decide_now(
-        &self,
-        _: &(),
-        n: u64,
-    ) -> Option<Result<Decided<OwnedPermit>, std::convert::Infallible>> {
-        Some(Ok(self.grant(n)))
-    }
-
-    fn decide(
-        &self,
-        _: &(),
-        n: u64,
-    ) -> PermitFuture<Result<Decided<OwnedPermit>, std::convert::Infallible>> {
-        Box::pin(std::future::ready(Ok(self.grant(n))))
-    }
-
-    fn wait(
-        &self,
-        _: &(),
-        n: u64,
-        timeout: Option<Duration>,
-    ) -> PermitFuture<Result<OwnedPermit, AcquireError>> {
-        let semaphore = Arc::clone(self);
-        let wait = WaitFor::new(Arc::clone(&self.shared), n, timeout);
-        Box::pin(async move {
-            wait.await?;
-            Ok(OwnedPermit {
-                semaphore,
-                permits: n,
-            })
-        })
-    }
-
-    /// Nothing: a semaphore's permits come back when their guard is dropped.
-    fn refund(&self, _: &(), _: u64) {}
-}
-
-impl Semaphore {
-    /// `try_acquire_owned` as a grant: what remains, and the guard.
-    fn grant(self: &Arc<Self>, n: u64) -> Decided<OwnedPermit> {
-        let permit = self.try_acquire_owned(n)?;
-        let admitted = Admitted::new(self.max_permits(), self.available_permits(), Duration::ZERO);
-        Ok(Grant::new(admitted, permit))
     }
 }
