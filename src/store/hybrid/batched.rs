@@ -3,7 +3,6 @@
 
 use std::fmt;
 use std::hash::RandomState;
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use ::redis::aio::ConnectionLike;
@@ -14,6 +13,7 @@ use super::super::rule::Rule;
 use super::super::{storage_key, validate_prefix, StoreError, DEFAULT_MAX_KEY_LEN};
 use crate::decision::{Admitted, Decision, InsufficientCapacity, Limited};
 use crate::error::ConfigError;
+use crate::sync::{Arc, Mutex, MutexGuard};
 use crate::time::{Clock, MonotonicClock, Nanos};
 
 const SCRIPT: &str = include_str!("batched.lua");
@@ -367,7 +367,7 @@ where
 
     /// Keys counted in this process now.
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.counters.lock().len()
     }
 
     /// Whether no key is counted in this process.
@@ -461,6 +461,7 @@ where
         let now = self.now();
         let (index, _) = self.window_at(now);
         let due: Vec<(String, u64, u64)> = self
+            .counters
             .lock()
             .iter_mut()
             .filter(|(_, c)| c.window >= index && !c.syncing && c.pending > 0)
@@ -490,7 +491,7 @@ where
             return Ok(Err(InsufficientCapacity::new(n, self.limit).into()));
         }
         let next = {
-            let mut counters = self.lock();
+            let mut counters = self.counters.lock();
             if counters.len() >= self.max_keys
                 && !counters.contains_key(tag)
                 && !self.make_room(&mut counters, index)
@@ -571,7 +572,7 @@ where
             .map_err(from_redis);
         guard.armed = false;
         let after = self.now();
-        let mut counters = self.lock();
+        let mut counters = self.counters.lock();
         if let Some(counter) = counters.get_mut(tag).filter(|c| c.window == index) {
             match &result {
                 Ok((_, count)) => {
@@ -684,10 +685,6 @@ where
         let end = (u128::from(index) + 1) * u128::from(self.window) - u128::from(self.offset);
         Nanos::new(u64::try_from(end).unwrap_or(u64::MAX))
     }
-
-    fn lock(&self) -> MutexGuard<'_, Counters> {
-        self.counters.lock().unwrap_or_else(|p| p.into_inner())
-    }
 }
 
 /// Puts a sync's admissions back when the sync is dropped before it completes.
@@ -703,7 +700,7 @@ impl Drop for AbortSyncOnDrop<'_> {
         if !self.armed {
             return;
         }
-        let mut counters = self.counters.lock().unwrap_or_else(|p| p.into_inner());
+        let mut counters = self.counters.lock();
         if let Some(counter) = counters
             .get_mut(self.tag)
             .filter(|c| c.window == self.index)

@@ -3,8 +3,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
@@ -13,6 +11,7 @@ use super::super::rule::Rule;
 use super::super::{Store, StoreError};
 use crate::decision::{Denied, Limited};
 use crate::error::ConfigError;
+use crate::sync::{AtomicU64, Mutex, Ordering};
 use crate::time::{Clock, MonotonicClock, Nanos};
 
 /// A [`Store`] that remembers "over the limit until T" answers, so that requests for
@@ -270,7 +269,7 @@ impl<S: Store, C: Clock> DeniedCache<S, C> {
 
     /// Denials held now, expired ones not yet dropped included.
     pub fn len(&self) -> usize {
-        self.lock().by_expiry.len()
+        self.table.lock().by_expiry.len()
     }
 
     /// Whether no denial is held.
@@ -297,11 +296,7 @@ impl<S: Store, C: Clock> DeniedCache<S, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn invalidate(&self, tag: &str) {
-        self.lock().invalidate(tag);
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Table> {
-        self.table.lock().unwrap_or_else(|p| p.into_inner())
+        self.table.lock().invalidate(tag);
     }
 
     fn now(&self, request: &Request<'_>) -> Nanos {
@@ -318,7 +313,7 @@ impl<S: Store, C: Clock> DeniedCache<S, C> {
         }
         let sent_at = self.now(request);
         let generation = {
-            let table = self.lock();
+            let table = self.table.lock();
             if let Some(denial) = table.lookup(request, n, sent_at) {
                 self.hits.fetch_add(1, Ordering::Relaxed);
                 return Ok(Outcome::Decision(Err(Denied::Limited(denial))));
@@ -328,14 +323,14 @@ impl<S: Store, C: Clock> DeniedCache<S, C> {
         let outcome = self.inner.execute(request).await?;
         if matches!(request.op, Op::Acquire(n) if n > 0) && outcome.is_admitted() {
             // Permits taken under this tag make its denials' waits too short.
-            let mut table = self.lock();
+            let mut table = self.table.lock();
             if table.by_tag.contains_key(request.tag) {
                 table.forget(request.tag);
             }
         } else if let Outcome::Decision(Err(Denied::Limited(denial))) = outcome {
             let until = sent_at + denial.retry_after();
             let now = self.now(request);
-            let mut table = self.lock();
+            let mut table = self.table.lock();
             // A refund or reservation since the request was sent may have freed what
             // this denial saw taken.
             if until > now && table.generation == generation {
@@ -378,10 +373,7 @@ struct InvalidateOnDrop<'a> {
 
 impl Drop for InvalidateOnDrop<'_> {
     fn drop(&mut self) {
-        self.table
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .invalidate(self.tag);
+        self.table.lock().invalidate(self.tag);
     }
 }
 
