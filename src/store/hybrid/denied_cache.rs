@@ -73,7 +73,7 @@ use crate::time::{Clock, MonotonicClock, Nanos};
 /// # futures::executor::block_on(async {
 /// let clock = ManualClock::new();
 /// let store = MemoryStore::with_clock(KeyedConfig::new(1_000), "api", clock.clone())?;
-/// let cache = DeniedCache::new(store, 10_000)?.with_clock(clock.clone());
+/// let cache = DeniedCache::with_clock(store, 10_000, clock.clone())?;
 /// let limiter = SharedLimiter::new(cache, FixedWindow::new(1, Duration::from_secs(1))?)?;
 /// assert!(limiter.try_acquire("user-42", 1).await?.is_ok());
 /// assert!(limiter.try_acquire("user-42", 1).await?.is_err()); // the store's denial
@@ -228,6 +228,33 @@ impl<S: Store> DeniedCache<S, MonotonicClock> {
     ///
     /// [`ConfigError::Zero`] for `max_entries == 0`.
     pub fn new(inner: S, max_entries: usize) -> Result<Self, ConfigError> {
+        DeniedCache::with_clock(inner, max_entries, MonotonicClock::new())
+    }
+}
+
+impl<S: Store, C: Clock> DeniedCache<S, C> {
+    /// A cache of at most `max_entries` denials in front of `inner`, reading time from
+    /// `clock` (a [`ManualClock`](crate::time::ManualClock) in tests), which gives
+    /// Unix time as `unix_origin + now`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::store::{DeniedCache, MemoryStore};
+    /// use tollgate::time::ManualClock;
+    /// use tollgate::KeyedConfig;
+    ///
+    /// let clock = ManualClock::new();
+    /// let store = MemoryStore::with_clock(KeyedConfig::new(1_000), "api", clock.clone())?;
+    /// let cache = DeniedCache::with_clock(store, 10_000, clock)?;
+    /// assert_eq!(cache.max_entries(), 10_000);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Zero`] for `max_entries == 0`.
+    pub fn with_clock(inner: S, max_entries: usize, clock: C) -> Result<Self, ConfigError> {
         if max_entries == 0 {
             return Err(ConfigError::Zero {
                 parameter: "max_entries",
@@ -235,26 +262,11 @@ impl<S: Store> DeniedCache<S, MonotonicClock> {
         }
         Ok(DeniedCache {
             inner,
-            clock: MonotonicClock::new(),
+            clock,
             max_entries,
             table: Mutex::new(Table::default()),
             hits: AtomicU64::new(0),
         })
-    }
-}
-
-impl<S: Store, C: Clock> DeniedCache<S, C> {
-    /// The same cache, reading time from `clock` (a
-    /// [`ManualClock`](crate::time::ManualClock) in tests). Entries held so far are
-    /// dropped: they were timed on the old clock.
-    pub fn with_clock<C2: Clock>(self, clock: C2) -> DeniedCache<S, C2> {
-        DeniedCache {
-            inner: self.inner,
-            clock,
-            max_entries: self.max_entries,
-            table: Mutex::new(Table::default()),
-            hits: self.hits,
-        }
     }
 
     /// The store behind the cache.

@@ -27,11 +27,11 @@ mod stats;
 #[cfg(test)]
 mod tests;
 
-use breaker::{Breaker, Transition, Verdict};
 pub use breaker::BreakerState;
+use breaker::{Breaker, Transition, Verdict};
 pub use builder::ResilientBuilder;
-use policy::Policy;
 pub use policy::FailurePolicy;
+use policy::Policy;
 use stats::Counters;
 pub use stats::ResilientStats;
 

@@ -9,8 +9,8 @@ use super::super::{MemoryStore, StoreError};
 use crate::decision::{Admitted, Denied, Limited, Reservation};
 use crate::time::Clock;
 
-
-/// What a [`Resilient`](super::Resilient) store answers when its inner store cannot decide in time.
+/// What a [`Resilient`](super::Resilient) store answers when its inner store cannot
+/// decide in time.
 ///
 /// | op | `Open` | `Closed` | `Fallback` |
 /// |---|---|---|---|

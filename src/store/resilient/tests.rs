@@ -43,8 +43,7 @@ struct Fake {
 impl Fake {
     fn new(clock: &ManualClock) -> Arc<Fake> {
         Arc::new(Fake {
-            memory: MemoryStore::with_clock(KeyedConfig::new(100), "fake", clock.clone())
-                .unwrap(),
+            memory: MemoryStore::with_clock(KeyedConfig::new(100), "fake", clock.clone()).unwrap(),
             clock: clock.clone(),
             mode: Mutex::new(Mode::Answer),
             calls: AtomicU64::new(0),
@@ -84,9 +83,7 @@ impl Store for Fake {
 const DEADLINE: Duration = Duration::from_millis(5);
 const COOL_DOWN: Duration = Duration::from_secs(1);
 
-fn resilient(
-    policy: FailurePolicy,
-) -> (Resilient<Arc<Fake>, ManualClock>, Arc<Fake>, ManualClock) {
+fn resilient(policy: FailurePolicy) -> (Resilient<Arc<Fake>, ManualClock>, Arc<Fake>, ManualClock) {
     let clock = ManualClock::starting_at(Nanos::new(1_700_000_000_000_000_000));
     let fake = Fake::new(&clock);
     let store = Resilient::builder(fake.clone(), policy)
@@ -160,8 +157,7 @@ fn the_deadline_fires_on_a_hanging_store() {
     clock.advance(DEADLINE - Duration::from_nanos(1));
     assert!(poll(future.as_mut()).is_pending());
     clock.advance(Duration::from_nanos(1));
-    let Poll::Ready(Ok(Outcome::Decision(Err(Denied::Limited(_))))) = poll(future.as_mut())
-    else {
+    let Poll::Ready(Ok(Outcome::Decision(Err(Denied::Limited(_))))) = poll(future.as_mut()) else {
         panic!("no denial at the deadline")
     };
     let stats = store.stats();
