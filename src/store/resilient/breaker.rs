@@ -230,7 +230,7 @@ mod tests {
     }
 
     #[test]
-    fn an_answer_or_a_dropped_call_resets_nothing_but_the_answer_resets_the_count() {
+    fn only_an_answer_resets_the_count_of_failures() {
         let (breaker, clock) = breaker();
         for _ in 0..5 {
             call(&breaker, &clock, Verdict::Failed);
