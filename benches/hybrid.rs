@@ -254,9 +254,14 @@ mod bench {
                         Node::Cached(SharedLimiter::new(cache, rule.clone()).expect("limiter"))
                     }
                     Mode::Batched(interval) => Node::Batched(Box::new(
-                        BatchedLimiter::new(connection.clone(), prefix, rule.clone(), interval)
-                            .expect("batched")
-                            .with_clock(clock().clone()),
+                        BatchedLimiter::with_clock(
+                            connection.clone(),
+                            prefix,
+                            rule.clone(),
+                            interval,
+                            clock().clone(),
+                        )
+                        .expect("batched"),
                     )),
                 }
             })

@@ -37,7 +37,10 @@ pub(crate) mod thread {
 }
 
 #[cfg(not(loom))]
-pub(crate) use unmodeled::Mutex;
+pub(crate) use unmodeled::{Mutex, MutexGuard};
+
+#[cfg(loom)]
+pub(crate) use loom::sync::MutexGuard;
 
 /// A mutex that shrugs off poisoning: every critical section in this crate leaves its
 /// state consistent before anything that could panic, so a poisoned lock still holds
@@ -53,7 +56,7 @@ impl<T> Mutex<T> {
     }
 
     #[inline]
-    pub(crate) fn lock(&self) -> loom::sync::MutexGuard<'_, T> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
         self.0
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -64,7 +67,7 @@ impl<T> Mutex<T> {
 /// loom model (the scheduler thread). Without loom they are the same as the ones above.
 pub(crate) mod unmodeled {
     pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
-    pub(crate) use std::sync::{Arc, OnceLock, Weak};
+    pub(crate) use std::sync::{Arc, MutexGuard, OnceLock, Weak};
 
     /// A mutex that shrugs off poisoning: every critical section in this crate leaves
     /// its state consistent before anything that could panic, so a poisoned lock still
@@ -78,7 +81,7 @@ pub(crate) mod unmodeled {
         }
 
         #[inline]
-        pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, T> {
+        pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
             self.0
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner())

@@ -66,9 +66,7 @@ fn memory(clock: &ManualClock) -> Inner {
 fn cached(max_entries: usize) -> (ManualClock, Inner, DeniedCache<Inner, ManualClock>) {
     let clock = clock();
     let inner = memory(&clock);
-    let cache = DeniedCache::new(inner.clone(), max_entries)
-        .unwrap()
-        .with_clock(clock.clone());
+    let cache = DeniedCache::with_clock(inner.clone(), max_entries, clock.clone()).unwrap();
     (clock, inner, cache)
 }
 
@@ -212,11 +210,7 @@ fn a_refund_by_another_node_is_not_seen_until_the_retry_time() {
     // was denied; A keeps denying until the recorded time, where the store admits.
     let clock = clock();
     let shared = memory(&clock);
-    let node = || {
-        DeniedCache::new(shared.clone(), 16)
-            .unwrap()
-            .with_clock(clock.clone())
-    };
+    let node = || DeniedCache::with_clock(shared.clone(), 16, clock.clone()).unwrap();
     let (a, b) = (node(), node());
     let rule = window(1, 10);
     assert!(run(&b, "k", &[&rule], Op::Acquire(1)).is_admitted());
@@ -269,6 +263,12 @@ fn a_bound_of_zero_is_a_config_error() {
     let clock = clock();
     assert_eq!(
         DeniedCache::new(memory(&clock), 0).unwrap_err(),
+        ConfigError::Zero {
+            parameter: "max_entries"
+        }
+    );
+    assert_eq!(
+        DeniedCache::with_clock(memory(&clock), 0, clock.clone()).unwrap_err(),
         ConfigError::Zero {
             parameter: "max_entries"
         }
@@ -340,7 +340,7 @@ proptest! {
     ) {
         let clock = clock();
         let plain = memory(&clock);
-        let cache = DeniedCache::new(memory(&clock), 8).unwrap().with_clock(clock.clone());
+        let cache = DeniedCache::with_clock(memory(&clock), 8, clock.clone()).unwrap();
         let rules: Vec<&Rule> = rules.iter().collect();
         for (dt, n, peek, tag) in steps {
             clock.advance(Duration::from_millis(dt));
@@ -387,9 +387,8 @@ mod batched {
         interval: Duration,
     ) -> Node {
         let rule = FixedWindow::new(limit, window).unwrap();
-        BatchedLimiter::new(connect(server).await, "b", rule, interval)
+        BatchedLimiter::with_clock(connect(server).await, "b", rule, interval, clock.clone())
             .unwrap()
-            .with_clock(clock.clone())
     }
 
     /// Script calls the server has run.
@@ -659,9 +658,7 @@ mod batched {
         let client = redis::Client::open(server.url()).unwrap();
         let connection = ConnectionManager::new(client).await.unwrap();
         let rule = FixedWindow::new(100, Duration::from_secs(60)).unwrap();
-        let a = BatchedLimiter::new(connection, "b", rule, ms(100))
-            .unwrap()
-            .with_clock(clock.clone());
+        let a = BatchedLimiter::with_clock(connection, "b", rule, ms(100), clock.clone()).unwrap();
         assert!(a.try_acquire("k", 3).await.unwrap().is_ok());
 
         tokio::task::block_in_place(|| server.kill());

@@ -2,7 +2,6 @@
 //! [`Limits`](crate::http::Limits), with descriptors built from each request's head.
 
 use std::fmt;
-use std::sync::Arc;
 
 use http::request::Parts;
 use http::HeaderName;
@@ -13,6 +12,7 @@ use crate::http::{
     CheckError, CheckFuture, KeyError, KeyExtractor, Limits, Policies, Policy, Verdict,
 };
 use crate::store::Store;
+use crate::sync::Arc;
 
 /// Where one entry of a request's descriptor comes from: its key in the rules file,
 /// and how its value is read from the request's head.
@@ -645,19 +645,18 @@ mod tests {
     use crate::config::RuleSet;
     use crate::http::ClientIp;
     use crate::store::{MemoryStore, Outcome, Request, StoreError};
+    use crate::sync::{AtomicU64, Mutex, Ordering};
     use crate::time::ManualClock;
     use crate::KeyedConfig;
     use futures::executor::block_on;
     use std::net::SocketAddr;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Mutex;
 
     /// The memory store, deciding at once only on the calls `now` allows (by the
     /// count of attempts so far), as a store that sometimes must wait.
     struct Sometimes {
         store: MemoryStore<ManualClock>,
-        attempts: AtomicUsize,
-        now: fn(usize) -> bool,
+        attempts: AtomicU64,
+        now: fn(u64) -> bool,
     }
 
     #[async_trait::async_trait]
@@ -685,18 +684,18 @@ descriptors:
 
     /// (admitted, remaining, decisive policy) of five requests, and the shadow
     /// denials reported.
-    fn five_requests(now: fn(usize) -> bool) -> (Vec<(bool, u64, String)>, usize) {
+    fn five_requests(now: fn(u64) -> bool) -> (Vec<(bool, u64, String)>, usize) {
         let store = Sometimes {
             store: MemoryStore::with_clock(KeyedConfig::new(100), "rl", ManualClock::new())
                 .unwrap(),
-            attempts: AtomicUsize::new(0),
+            attempts: AtomicU64::new(0),
             now,
         };
         let limiter = ConfigLimiter::new(RuleSet::from_yaml(RULES).unwrap(), store).unwrap();
         let shadow = Arc::new(Mutex::new(Vec::new()));
         let seen = shadow.clone();
         let limits = ConfigLimits::by_client_and_path(limiter, ClientIp::new())
-            .on_shadow_denial(move |denial| seen.lock().unwrap().push(denial.limit.name.clone()));
+            .on_shadow_denial(move |denial| seen.lock().push(denial.limit.name.clone()));
         let verdicts = (0..5)
             .map(|_| {
                 let (mut head, ()) = http::Request::get("/x").body(()).unwrap().into_parts();
@@ -712,7 +711,7 @@ descriptors:
                 (verdict.is_admitted(), remaining, policy)
             })
             .collect();
-        let shadow = shadow.lock().unwrap();
+        let shadow = shadow.lock();
         assert!(shadow.iter().all(|name| name == "per_path"));
         (verdicts, shadow.len())
     }

@@ -22,9 +22,9 @@
 //! - `BatchedLimiter` (feature `redis`): fixed windows counted locally and synced to
 //!   Redis in batches, trading a bounded over-admission for fewer round trips.
 
-use std::sync::Arc;
-
 use async_trait::async_trait;
+
+use crate::sync::Arc;
 
 mod error;
 mod hybrid;

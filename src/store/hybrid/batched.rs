@@ -3,7 +3,6 @@
 
 use std::fmt;
 use std::hash::RandomState;
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use ::redis::aio::ConnectionLike;
@@ -14,6 +13,7 @@ use super::super::rule::Rule;
 use super::super::{storage_key, validate_prefix, StoreError, DEFAULT_MAX_KEY_LEN};
 use crate::decision::{Admitted, Decision, InsufficientCapacity, Limited};
 use crate::error::ConfigError;
+use crate::sync::{Arc, Mutex, MutexGuard};
 use crate::time::{Clock, MonotonicClock, Nanos};
 
 const SCRIPT: &str = include_str!("batched.lua");
@@ -276,6 +276,53 @@ where
         rule: impl Into<Rule>,
         sync_interval: Duration,
     ) -> Result<Self, StoreError> {
+        BatchedLimiter::with_clock(
+            connection,
+            prefix,
+            rule,
+            sync_interval,
+            MonotonicClock::new(),
+        )
+    }
+}
+
+impl<Conn, C> BatchedLimiter<Conn, C>
+where
+    Conn: ConnectionLike + Clone + Send + Sync + 'static,
+    C: Clock,
+{
+    /// `rule` over `connection`, keys under `prefix`, syncing every `sync_interval`,
+    /// reading time from `clock` (a [`ManualClock`](crate::time::ManualClock) in
+    /// tests), which gives Unix time as `unix_origin + now`.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use tollgate::algorithm::FixedWindow;
+    /// # use tollgate::time::ManualClock;
+    /// # use tollgate::store::BatchedLimiter;
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let connection = redis::Client::open("redis://127.0.0.1/")?.get_multiplexed_async_connection().await?;
+    /// let rule = FixedWindow::new(100, Duration::from_secs(60))?;
+    /// let clock = ManualClock::new(); // Unix time 0: window 0
+    /// let interval = Duration::from_millis(100);
+    /// let limiter = BatchedLimiter::with_clock(connection, "api", rule, interval, clock)?;
+    /// assert_eq!(limiter.redis_key("user-42"), "api:{user-42}:0");
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`new`](BatchedLimiter::new).
+    pub fn with_clock(
+        connection: Conn,
+        prefix: &str,
+        rule: impl Into<Rule>,
+        sync_interval: Duration,
+        clock: C,
+    ) -> Result<Self, StoreError> {
         validate_prefix(prefix)?;
         let Rule::FixedWindow(rule) = rule.into() else {
             return Err(ConfigError::OutOfRange {
@@ -295,35 +342,10 @@ where
             offset,
             sync_interval,
             max_keys: DEFAULT_MAX_KEYS,
-            clock: MonotonicClock::new(),
+            clock,
             script: Arc::new(Script::new(SCRIPT)),
             counters: Arc::new(Mutex::new(Counters::default())),
         })
-    }
-}
-
-impl<Conn, C> BatchedLimiter<Conn, C>
-where
-    Conn: ConnectionLike + Clone + Send + Sync + 'static,
-    C: Clock,
-{
-    /// The same limiter, reading time from `clock` (a
-    /// [`ManualClock`](crate::time::ManualClock) in tests), which gives Unix time as
-    /// `unix_origin + now`. Counts held so far are dropped.
-    pub fn with_clock<C2: Clock>(self, clock: C2) -> BatchedLimiter<Conn, C2> {
-        BatchedLimiter {
-            connection: self.connection,
-            prefix: self.prefix,
-            name: self.name,
-            limit: self.limit,
-            window: self.window,
-            offset: self.offset,
-            sync_interval: self.sync_interval,
-            max_keys: self.max_keys,
-            clock,
-            script: self.script,
-            counters: Arc::new(Mutex::new(Counters::default())),
-        }
     }
 
     /// The same limiter with its keys named `{prefix}:{tag}:{name}:{window index}`,
@@ -367,7 +389,7 @@ where
 
     /// Keys counted in this process now.
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.counters.lock().len()
     }
 
     /// Whether no key is counted in this process.
@@ -387,9 +409,10 @@ where
     /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
     /// # let connection = redis::Client::open("redis://127.0.0.1/")?.get_multiplexed_async_connection().await?;
     /// let rule = FixedWindow::new(100, Duration::from_secs(60))?;
-    /// let limiter = BatchedLimiter::new(connection, "api", rule, Duration::from_millis(100))?
-    ///     .with_name("minute")
-    ///     .with_clock(ManualClock::new()); // Unix time 0: window 0
+    /// let clock = ManualClock::new(); // Unix time 0: window 0
+    /// let interval = Duration::from_millis(100);
+    /// let limiter = BatchedLimiter::with_clock(connection, "api", rule, interval, clock)?
+    ///     .with_name("minute");
     /// assert_eq!(limiter.redis_key("user-42"), "api:{user-42}:minute:0");
     /// # Ok(())
     /// # }
@@ -461,6 +484,7 @@ where
         let now = self.now();
         let (index, _) = self.window_at(now);
         let due: Vec<(String, u64, u64)> = self
+            .counters
             .lock()
             .iter_mut()
             .filter(|(_, c)| c.window >= index && !c.syncing && c.pending > 0)
@@ -490,7 +514,7 @@ where
             return Ok(Err(InsufficientCapacity::new(n, self.limit).into()));
         }
         let next = {
-            let mut counters = self.lock();
+            let mut counters = self.counters.lock();
             if counters.len() >= self.max_keys
                 && !counters.contains_key(tag)
                 && !self.make_room(&mut counters, index)
@@ -571,7 +595,7 @@ where
             .map_err(from_redis);
         guard.armed = false;
         let after = self.now();
-        let mut counters = self.lock();
+        let mut counters = self.counters.lock();
         if let Some(counter) = counters.get_mut(tag).filter(|c| c.window == index) {
             match &result {
                 Ok((_, count)) => {
@@ -684,10 +708,6 @@ where
         let end = (u128::from(index) + 1) * u128::from(self.window) - u128::from(self.offset);
         Nanos::new(u64::try_from(end).unwrap_or(u64::MAX))
     }
-
-    fn lock(&self) -> MutexGuard<'_, Counters> {
-        self.counters.lock().unwrap_or_else(|p| p.into_inner())
-    }
 }
 
 /// Puts a sync's admissions back when the sync is dropped before it completes.
@@ -703,7 +723,7 @@ impl Drop for AbortSyncOnDrop<'_> {
         if !self.armed {
             return;
         }
-        let mut counters = self.counters.lock().unwrap_or_else(|p| p.into_inner());
+        let mut counters = self.counters.lock();
         if let Some(counter) = counters
             .get_mut(self.tag)
             .filter(|c| c.window == self.index)

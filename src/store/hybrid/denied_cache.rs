@@ -3,8 +3,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
@@ -13,6 +11,7 @@ use super::super::rule::Rule;
 use super::super::{Store, StoreError};
 use crate::decision::{Denied, Limited};
 use crate::error::ConfigError;
+use crate::sync::{AtomicU64, Mutex, Ordering};
 use crate::time::{Clock, MonotonicClock, Nanos};
 
 /// A [`Store`] that remembers "over the limit until T" answers, so that requests for
@@ -74,7 +73,7 @@ use crate::time::{Clock, MonotonicClock, Nanos};
 /// # futures::executor::block_on(async {
 /// let clock = ManualClock::new();
 /// let store = MemoryStore::with_clock(KeyedConfig::new(1_000), "api", clock.clone())?;
-/// let cache = DeniedCache::new(store, 10_000)?.with_clock(clock.clone());
+/// let cache = DeniedCache::with_clock(store, 10_000, clock.clone())?;
 /// let limiter = SharedLimiter::new(cache, FixedWindow::new(1, Duration::from_secs(1))?)?;
 /// assert!(limiter.check("user-42", 1).await?.is_ok());
 /// assert!(limiter.check("user-42", 1).await?.is_err()); // the store's denial
@@ -229,6 +228,33 @@ impl<S: Store> DeniedCache<S, MonotonicClock> {
     ///
     /// [`ConfigError::Zero`] for `max_entries == 0`.
     pub fn new(inner: S, max_entries: usize) -> Result<Self, ConfigError> {
+        DeniedCache::with_clock(inner, max_entries, MonotonicClock::new())
+    }
+}
+
+impl<S: Store, C: Clock> DeniedCache<S, C> {
+    /// A cache of at most `max_entries` denials in front of `inner`, reading time from
+    /// `clock` (a [`ManualClock`](crate::time::ManualClock) in tests), which gives
+    /// Unix time as `unix_origin + now`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::store::{DeniedCache, MemoryStore};
+    /// use tollgate::time::ManualClock;
+    /// use tollgate::KeyedConfig;
+    ///
+    /// let clock = ManualClock::new();
+    /// let store = MemoryStore::with_clock(KeyedConfig::new(1_000), "api", clock.clone())?;
+    /// let cache = DeniedCache::with_clock(store, 10_000, clock)?;
+    /// assert_eq!(cache.max_entries(), 10_000);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Zero`] for `max_entries == 0`.
+    pub fn with_clock(inner: S, max_entries: usize, clock: C) -> Result<Self, ConfigError> {
         if max_entries == 0 {
             return Err(ConfigError::Zero {
                 parameter: "max_entries",
@@ -236,26 +262,11 @@ impl<S: Store> DeniedCache<S, MonotonicClock> {
         }
         Ok(DeniedCache {
             inner,
-            clock: MonotonicClock::new(),
+            clock,
             max_entries,
             table: Mutex::new(Table::default()),
             hits: AtomicU64::new(0),
         })
-    }
-}
-
-impl<S: Store, C: Clock> DeniedCache<S, C> {
-    /// The same cache, reading time from `clock` (a
-    /// [`ManualClock`](crate::time::ManualClock) in tests). Entries held so far are
-    /// dropped: they were timed on the old clock.
-    pub fn with_clock<C2: Clock>(self, clock: C2) -> DeniedCache<S, C2> {
-        DeniedCache {
-            inner: self.inner,
-            clock,
-            max_entries: self.max_entries,
-            table: Mutex::new(Table::default()),
-            hits: self.hits,
-        }
     }
 
     /// The store behind the cache.
@@ -270,7 +281,7 @@ impl<S: Store, C: Clock> DeniedCache<S, C> {
 
     /// Denials held now, expired ones not yet dropped included.
     pub fn len(&self) -> usize {
-        self.lock().by_expiry.len()
+        self.table.lock().by_expiry.len()
     }
 
     /// Whether no denial is held.
@@ -297,11 +308,7 @@ impl<S: Store, C: Clock> DeniedCache<S, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn invalidate(&self, tag: &str) {
-        self.lock().invalidate(tag);
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Table> {
-        self.table.lock().unwrap_or_else(|p| p.into_inner())
+        self.table.lock().invalidate(tag);
     }
 
     fn now(&self, request: &Request<'_>) -> Nanos {
@@ -318,7 +325,7 @@ impl<S: Store, C: Clock> DeniedCache<S, C> {
         }
         let sent_at = self.now(request);
         let generation = {
-            let table = self.lock();
+            let table = self.table.lock();
             if let Some(denial) = table.lookup(request, n, sent_at) {
                 self.hits.fetch_add(1, Ordering::Relaxed);
                 return Ok(Outcome::Decision(Err(Denied::Limited(denial))));
@@ -328,14 +335,14 @@ impl<S: Store, C: Clock> DeniedCache<S, C> {
         let outcome = self.inner.execute(request).await?;
         if matches!(request.op, Op::Acquire(n) if n > 0) && outcome.is_admitted() {
             // Permits taken under this tag make its denials' waits too short.
-            let mut table = self.lock();
+            let mut table = self.table.lock();
             if table.by_tag.contains_key(request.tag) {
                 table.forget(request.tag);
             }
         } else if let Outcome::Decision(Err(Denied::Limited(denial))) = outcome {
             let until = sent_at + denial.retry_after();
             let now = self.now(request);
-            let mut table = self.lock();
+            let mut table = self.table.lock();
             // A refund or reservation since the request was sent may have freed what
             // this denial saw taken.
             if until > now && table.generation == generation {
@@ -378,10 +385,7 @@ struct InvalidateOnDrop<'a> {
 
 impl Drop for InvalidateOnDrop<'_> {
     fn drop(&mut self) {
-        self.table
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .invalidate(self.tag);
+        self.table.lock().invalidate(self.tag);
     }
 }
 

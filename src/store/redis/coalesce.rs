@@ -11,13 +11,13 @@
 //! goes.
 
 use std::collections::VecDeque;
-use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use redis::aio::ConnectionLike;
 use redis::{Cmd, RedisError, Script, Value};
 use tokio::sync::oneshot;
 
 use super::{from_redis, invoke, StoreError};
+use crate::sync::Mutex;
 
 /// The queue of one store and its clones.
 pub(super) struct Coalescer {
@@ -71,10 +71,6 @@ impl Coalescer {
         self.max_batch
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// The script's integers for `entry`, decided in a batch with whatever else is
     /// queued.
     pub(super) async fn execute<C>(
@@ -88,7 +84,7 @@ impl Coalescer {
     {
         let (sender, receiver) = oneshot::channel();
         let (id, lead) = {
-            let mut state = self.lock();
+            let mut state = self.state.lock();
             let id = state.next_id;
             state.next_id += 1;
             state.queue.push_back(Queued {
@@ -280,7 +276,7 @@ impl Drop for Waiting<'_> {
             return;
         };
         // Under the lock: the lead is handed over under it too.
-        let mut state = self.coalescer.lock();
+        let mut state = self.coalescer.state.lock();
         if let Some(at) = state.queue.iter().position(|q| q.id == self.id) {
             state.queue.remove(at);
             return;
@@ -326,7 +322,7 @@ impl Leading<'_> {
                 Err(error.to_store_error())
             }
         };
-        self.coalescer.pass_on(&mut self.coalescer.lock());
+        self.coalescer.pass_on(&mut self.coalescer.state.lock());
         own
     }
 }
@@ -341,6 +337,6 @@ impl Drop for Leading<'_> {
                 let _ = sender.send(Message::Done(Err(cancelled())));
             }
         }
-        self.coalescer.pass_on(&mut self.coalescer.lock());
+        self.coalescer.pass_on(&mut self.coalescer.state.lock());
     }
 }

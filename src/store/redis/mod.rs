@@ -2,7 +2,6 @@
 //! `EVALSHA`, on the server's clock.
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -19,6 +18,7 @@ use super::request::{Outcome, Request};
 use super::rule::{Step, Verdict};
 use super::{storage_key, validate_prefix, Store, StoreError, DEFAULT_MAX_KEY_LEN};
 use crate::decision::{Admitted, InsufficientCapacity, Limited, Reservation};
+use crate::sync::Arc;
 
 pub(crate) mod args;
 mod coalesce;
