@@ -474,6 +474,11 @@ mod tests {
         assert_eq!(key(&ip, "[::ffff:192.0.2.1]:80", &[]), "192.0.2.1");
         let h = [("x-forwarded-for", "203.0.113.7")];
         assert_eq!(key(&ip, "[::ffff:127.0.0.1]:80", &h), "203.0.113.7");
+        // A network written in IPv4-mapped form trusts the IPv4 peers it maps.
+        let mapped = ClientIp::new().trust("::ffff:10.0.0.0/104").unwrap();
+        assert_eq!(key(&mapped, "10.9.8.7:80", &h), "203.0.113.7");
+        assert_eq!(key(&mapped, "[::ffff:10.9.8.7]:80", &h), "203.0.113.7");
+        assert_eq!(key(&mapped, "11.0.0.1:80", &h), "11.0.0.1");
     }
 
     #[test]
@@ -492,6 +497,8 @@ mod tests {
         let h = [("x-forwarded-for", "2001:db8:7:7:1::1")];
         assert_eq!(key(&proxied, "10.0.0.1:1", &h), "2001:db8:7:7::/64");
         assert_eq!(ClientIp::new().ipv6_prefix(129).unwrap_err().input(), "129");
+        let everyone = ClientIp::new().ipv6_prefix(0).unwrap();
+        assert_eq!(key(&everyone, "[2001:db8::1]:1", &[]), "::/0");
     }
 
     #[test]
