@@ -47,12 +47,12 @@ use criterion::{
 };
 use futures::executor::block_on;
 use governor::middleware::{NoOpMiddleware, RateLimitingMiddleware, StateInformationMiddleware};
-use http::{HeaderMap, Request, Response, StatusCode};
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use tollgate::algorithm::Gcra;
 use tollgate::http::server::RateLimitLayer;
 use tollgate::http::{
-    headers, CheckFuture, ClientIp, KeyError, KeyExtractor, KeyedLimits, Limits, Policies, Policy,
-    Verdict,
+    headers, wire, CheckFuture, ClientIp, KeyError, KeyExtractor, KeyedLimits, Limits, Policies,
+    Policy, Verdict,
 };
 use tollgate::store::{Check, MemoryStore, Op, Request as StoreRequest, Rule, SharedLimiter};
 use tollgate::{KeyedConfig, KeyedLimiter, Quota};
@@ -483,6 +483,33 @@ fn parts(c: &mut Criterion) {
     group.finish();
 }
 
+/// The `RateLimit` field the server layer writes on every response, one way against
+/// the other: through `sfv` (the name checked as an sf-string, then escaped, the
+/// integers through `write!`), and by hand as `tollgate::http::wire::ratelimit_value`
+/// writes it. Both end in a `HeaderValue`, as the layer needs; the numbers are an
+/// admitted request's under the `*_admitted` quota. Run with `-- http_wire`.
+fn wire_fields(c: &mut Criterion) {
+    let mut group = group(c, "http_wire");
+    let policy = Policy::new("default", 1_000_000_000, Duration::from_secs(1));
+    let (remaining, t) = (999_999_937_u64, 1_u64);
+    let sf_integer = |n: u64| sfv::Integer::try_from(n).unwrap_or(sfv::Integer::MAX);
+    group.bench_function("ratelimit_field/sfv", |b| {
+        b.iter(|| {
+            let name = sfv::StringRef::from_str(&policy.name).expect("printable ASCII");
+            let mut out = String::with_capacity(policy.name.len() + 40);
+            let _ = sfv::ItemSerializer::with_buffer(&mut out)
+                .bare_item(name)
+                .parameter(sfv::key_ref("r"), sf_integer(black_box(remaining)))
+                .parameter(sfv::key_ref("t"), sf_integer(black_box(t)));
+            HeaderValue::try_from(out).expect("printable ASCII")
+        })
+    });
+    group.bench_function("ratelimit_field/hand", |b| {
+        b.iter(|| wire::ratelimit_value(&policy, black_box(remaining), black_box(t)))
+    });
+    group.finish();
+}
+
 /// Longer than `main.rs`'s: a request costs a microsecond or so, and the breakdown
 /// is read against the whole.
 fn config() -> Criterion {
@@ -495,6 +522,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = server, parts
+    targets = server, parts, wire_fields
 }
 criterion_main!(benches);

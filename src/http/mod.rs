@@ -6,13 +6,18 @@
 //! [`SharedLimiter`](crate::store::SharedLimiter) per key, over the memory store or
 //! Redis) or the rules of a config file (feature `config`). Keys come from a
 //! [`KeyExtractor`]: [`ClientIp`] (behind trusted proxies only), [`HeaderKey`],
-//! [`Global`], or a closure. [`headers`] formats the rate-limit fields.
+//! [`Global`], or a closure. [`wire`] reads and writes the rate-limit fields.
 
 pub mod client;
-pub mod headers;
 mod key;
 mod limits;
 pub mod server;
+pub mod wire;
+
+/// The old name of [`wire`], kept while `limits.rs`, `server/layer.rs` and
+/// `benches/http.rs` still use it.
+#[doc(hidden)]
+pub use wire as headers;
 
 pub use key::{
     ClientIp, ForwardedHeader, Global, HeaderKey, InvalidNetwork, Key, KeyError, KeyExtractor,

@@ -24,8 +24,8 @@
 //!    - the `t` of every item with `r=0` in a `RateLimit` field (IETF
 //!      draft-ietf-httpapi-ratelimit-headers-10), e.g. `RateLimit: "default";r=0;t=3`;
 //!    - only when neither of those is sent, `X-RateLimit-Reset` when
-//!      `X-RateLimit-Remaining` is 0 (see [`backoff`] for why, and for how a reset is
-//!      read as a delay or a Unix time);
+//!      `X-RateLimit-Remaining` is 0 (see [`wire::backoff`](crate::http::wire::backoff)
+//!      for why, and for how a reset is read as a delay or a Unix time);
 //!
 //!    or, for a 429 that names none of them, the
 //!    [`default_backoff`](ThrottleLayer::default_backoff) (1 s). No pause is ever longer
@@ -112,12 +112,9 @@
 //! # Ok(()) }
 //! ```
 
-mod date;
 mod error;
-mod fields;
 mod future;
 mod layer;
-mod parse;
 mod pause;
 mod permits;
 mod service;
@@ -125,9 +122,6 @@ mod service;
 pub use error::ThrottleError;
 pub use future::ResponseFuture;
 pub use layer::ThrottleLayer;
-pub use parse::{
-    backoff, rate_limit, rate_limit_policy, retry_after, RateLimitItem, RateLimitPolicyItem,
-};
 pub use permits::{Permits, StorePermits};
 pub use service::Throttle;
 

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use http::{Response, StatusCode};
 
-use super::parse::backoff;
 use super::permits::{check_capacity, Permits};
 use super::ThrottleError;
+use crate::http::wire::backoff;
 use crate::sync::{AtomicU64, Ordering};
 use crate::time::Sleep;
 use crate::time::{Clock, Nanos};

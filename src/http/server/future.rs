@@ -11,8 +11,8 @@ use tower_service::Service;
 use super::body::RateLimitBody;
 use super::layer::Settings;
 use super::response;
-use crate::http::headers;
 use crate::http::limits::{CheckError, CheckFuture, Verdict};
+use crate::http::wire;
 
 /// The response future of a [`RateLimitService`](super::RateLimitService): awaits the
 /// request's check (unless it was decided at once), then answers itself or awaits the
@@ -173,7 +173,7 @@ where
                 }
                 State::Calling { future, verdict } => {
                     let mut response = ready!(future.as_mut().poll(cx))?;
-                    headers::insert(
+                    wire::insert(
                         response.headers_mut(),
                         verdict,
                         this.settings.legacy_headers,

@@ -37,7 +37,7 @@
 //!
 //! Admitted responses get `RateLimit-Policy` and `RateLimit` appended to the inner
 //! service's fields, and [`RateLimitLayer::legacy_headers`] adds `X-RateLimit-*`.
-//! [`headers`](crate::http::headers) says what each field holds and how it is
+//! [`wire`](crate::http::wire) says what each field holds and how it is
 //! rounded.
 //!
 //! # Sharing

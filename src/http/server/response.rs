@@ -6,9 +6,9 @@ use serde::Serialize;
 
 use super::body::RateLimitBody;
 use crate::decision::Denied;
-use crate::http::headers;
 use crate::http::key::KeyError;
 use crate::http::limits::{CheckError, Verdict};
+use crate::http::wire;
 use crate::store::StoreError;
 
 /// The JSON body of every response the layer answers itself.
@@ -32,7 +32,7 @@ pub(super) fn denied<B>(verdict: &Verdict, legacy: bool) -> Response<RateLimitBo
     let policy = verdict.decisive_policy().map(|p| p.name.as_str());
     let (status, problem) = match &verdict.decision {
         Some(Err(Denied::Limited(limited))) => {
-            let seconds = headers::retry_after_seconds(limited);
+            let seconds = wire::retry_after_seconds(limited);
             let message = match policy {
                 Some(name) => format!("rate limit \"{name}\" exceeded: retry after {seconds} s"),
                 None => format!("rate limit exceeded: retry after {seconds} s"),
@@ -75,7 +75,7 @@ pub(super) fn denied<B>(verdict: &Verdict, legacy: bool) -> Response<RateLimitBo
         ),
     };
     let mut response = json(status, &problem);
-    headers::insert(response.headers_mut(), verdict, legacy);
+    wire::insert(response.headers_mut(), verdict, legacy);
     response
 }
 

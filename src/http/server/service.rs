@@ -1,7 +1,6 @@
 //! [`RateLimitService`]: checks each request before the inner service sees it.
 
 use std::fmt;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http::{Request, Response};
@@ -11,6 +10,7 @@ use super::body::RateLimitBody;
 use super::future::ResponseFuture;
 use super::layer::Settings;
 use crate::http::limits::Limits;
+use crate::sync::Arc;
 
 /// The service a [`RateLimitLayer`](super::RateLimitLayer) wraps around `S`.
 ///
@@ -171,11 +171,11 @@ mod tests {
     use crate::store::{
         MemoryStore, Outcome, Request as StoreRequest, SharedLimiter, Store, StoreError,
     };
+    use crate::sync::{AtomicU64, Ordering};
     use crate::time::ManualClock;
     use crate::KeyedConfig;
     use futures::executor::block_on;
     use std::future::poll_fn;
-    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
     use tower_layer::Layer;
 
@@ -183,7 +183,7 @@ mod tests {
     /// `ConcurrencyLimit` must: a clone starts unready, and a call spends readiness.
     struct Strict {
         ready: bool,
-        calls: Arc<AtomicUsize>,
+        calls: Arc<AtomicU64>,
     }
 
     impl Clone for Strict {
@@ -246,7 +246,7 @@ mod tests {
     fn ready_inner_service_is_called<S: Store + 'static>(store: S, clock: ManualClock) {
         let window = FixedWindow::new(2, Duration::from_secs(60)).unwrap();
         let limiter = SharedLimiter::new(store, window).unwrap();
-        let calls = Arc::new(AtomicUsize::new(0));
+        let calls = Arc::new(AtomicU64::new(0));
         let inner = Strict {
             ready: false,
             calls: calls.clone(),
