@@ -30,9 +30,9 @@ use hyper_util::rt::TokioExecutor;
 use tower::{Layer, ServiceExt};
 
 use tollgate::algorithm::{Algorithm, Gcra, SlidingLog};
-use tollgate::http::client::{Permits, Throttle, ThrottleLayer};
+use tollgate::http::client::{Throttle, ThrottleLayer};
 use tollgate::time::MonotonicClock;
-use tollgate::{Limiter, Quota};
+use tollgate::{Limiter, PermitSource, Quota};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 type HttpClient = Client<HttpConnector, Empty<Bytes>>;
@@ -112,7 +112,7 @@ async fn start_api() -> Result<(SocketAddr, Arc<Api>), Error> {
 }
 
 /// Calls `/items/{n}` until the API serves it; prints each answer.
-async fn call<P: Permits>(
+async fn call<P: PermitSource<Error = std::convert::Infallible>>(
     client: Throttle<HttpClient, P>,
     addr: SocketAddr,
     n: u32,

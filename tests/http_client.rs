@@ -21,10 +21,10 @@ use hyper_util::rt::TokioExecutor;
 use tower::{Layer, ServiceExt};
 
 use tollgate::algorithm::Gcra;
-use tollgate::http::client::{Cost, StorePermits, Throttle, ThrottleError, ThrottleLayer};
+use tollgate::http::client::{Cost, Throttle, ThrottleError, ThrottleLayer};
 use tollgate::store::{MemoryStore, SharedLimiter};
 use tollgate::time::{Clock, ManualClock, Nanos};
-use tollgate::{KeyedConfig, Limiter, Quota};
+use tollgate::{ForKey, KeyedConfig, Limiter, PermitSource, Quota};
 
 type HttpClient = Client<HttpConnector, Empty<Bytes>>;
 type Answer = (StatusCode, Vec<(&'static str, String)>);
@@ -125,7 +125,7 @@ const MS: Duration = Duration::from_millis(1);
 async fn retry_after_pauses_the_next_request_until_the_clock_passes_it() {
     let server = TestServer::refusing_first(vec![("retry-after", "2".into())]).await;
     let clock = ManualClock::new();
-    let layer = ThrottleLayer::new(limiter(&clock, 100, 10));
+    let layer = ThrottleLayer::with_clock(limiter(&clock, 100, 10), clock.clone());
     let service = layer.layer(client());
 
     let refused = call(&service, &server, "/1").await.unwrap();
@@ -150,7 +150,7 @@ async fn rate_limit_field_with_no_remaining_pauses_for_its_reset() {
     let header = r#""default";r=0;t=3"#.to_string();
     let server = TestServer::refusing_first(vec![("ratelimit", header)]).await;
     let clock = ManualClock::new();
-    let layer = ThrottleLayer::new(limiter(&clock, 100, 10));
+    let layer = ThrottleLayer::with_clock(limiter(&clock, 100, 10), clock.clone());
     let service = layer.layer(client());
 
     assert_eq!(call(&service, &server, "/1").await.unwrap().status(), 429);
@@ -175,7 +175,7 @@ async fn exhausted_rate_limit_on_a_success_pauses_too() {
     })
     .await;
     let clock = ManualClock::new();
-    let layer = ThrottleLayer::new(limiter(&clock, 100, 10));
+    let layer = ThrottleLayer::with_clock(limiter(&clock, 100, 10), clock.clone());
     let service = layer.layer(client());
 
     assert_eq!(call(&service, &server, "/1").await.unwrap().status(), 200);
@@ -192,7 +192,7 @@ async fn http_date_retry_after_is_counted_from_the_clock() {
     let date = "Tue, 14 Nov 2023 22:13:23 GMT".to_string();
     let server = TestServer::refusing_first(vec![("retry-after", date)]).await;
     let clock = ManualClock::starting_at(secs(1_700_000_000));
-    let layer = ThrottleLayer::new(limiter(&clock, 100, 10));
+    let layer = ThrottleLayer::with_clock(limiter(&clock, 100, 10), clock.clone());
     let service = layer.layer(client());
 
     assert_eq!(call(&service, &server, "/1").await.unwrap().status(), 429);
@@ -209,8 +209,8 @@ async fn http_date_retry_after_is_counted_from_the_clock() {
 async fn a_bare_429_pauses_for_the_default_backoff() {
     let server = TestServer::refusing_first(Vec::new()).await;
     let clock = ManualClock::new();
-    let layer =
-        ThrottleLayer::new(limiter(&clock, 100, 10)).default_backoff(Duration::from_millis(1500));
+    let layer = ThrottleLayer::with_clock(limiter(&clock, 100, 10), clock.clone())
+        .default_backoff(Duration::from_millis(1500));
     let service = layer.layer(client());
 
     assert_eq!(call(&service, &server, "/1").await.unwrap().status(), 429);
@@ -221,7 +221,8 @@ async fn a_bare_429_pauses_for_the_default_backoff() {
 async fn a_huge_retry_after_is_capped_by_max_pause() {
     let server = TestServer::refusing_first(vec![("retry-after", "999999999999".into())]).await;
     let clock = ManualClock::new();
-    let layer = ThrottleLayer::new(limiter(&clock, 100, 10)).max_pause(Duration::from_secs(5));
+    let layer = ThrottleLayer::with_clock(limiter(&clock, 100, 10), clock.clone())
+        .max_pause(Duration::from_secs(5));
     let service = layer.layer(client());
 
     assert_eq!(call(&service, &server, "/1").await.unwrap().status(), 429);
@@ -247,7 +248,7 @@ async fn garbage_headers_are_ignored_and_a_429_falls_back_to_the_default() {
     })
     .await;
     let clock = ManualClock::new();
-    let layer = ThrottleLayer::new(limiter(&clock, 100, 10));
+    let layer = ThrottleLayer::with_clock(limiter(&clock, 100, 10), clock.clone());
     let service = layer.layer(client());
 
     assert_eq!(call(&service, &server, "/1").await.unwrap().status(), 200);
@@ -269,7 +270,7 @@ async fn concurrent_callers_of_every_clone_back_off_too() {
     let server = TestServer::refusing_first(vec![("retry-after", "2".into())]).await;
     let clock = ManualClock::new();
     // One permit a second: `/d` queues on the limiter before the 429 comes back.
-    let layer = ThrottleLayer::new(limiter(&clock, 1, 1));
+    let layer = ThrottleLayer::with_clock(limiter(&clock, 1, 1), clock.clone());
     let service = layer.layer(client());
     let other_clone = layer.clone().layer(client());
 
@@ -313,7 +314,7 @@ async fn concurrent_callers_of_every_clone_back_off_too() {
 async fn waiting_for_permits_is_first_come_first_served() {
     let server = TestServer::always_ok().await;
     let clock = ManualClock::new();
-    let layer = ThrottleLayer::new(limiter(&clock, 1, 1));
+    let layer = ThrottleLayer::with_clock(limiter(&clock, 1, 1), clock.clone());
     let service = layer.layer(client());
 
     assert_eq!(call(&service, &server, "/0").await.unwrap().status(), 200);
@@ -340,7 +341,7 @@ async fn waiting_for_permits_is_first_come_first_served() {
 async fn dropping_a_call_queued_for_a_permit_strands_no_one() {
     let server = TestServer::always_ok().await;
     let clock = ManualClock::new();
-    let layer = ThrottleLayer::new(limiter(&clock, 1, 1));
+    let layer = ThrottleLayer::with_clock(limiter(&clock, 1, 1), clock.clone());
     let service = layer.layer(client());
 
     assert_eq!(call(&service, &server, "/a").await.unwrap().status(), 200);
@@ -363,7 +364,7 @@ async fn dropping_a_call_queued_for_a_permit_strands_no_one() {
 async fn dropping_a_call_waiting_out_a_pause_strands_no_one() {
     let server = TestServer::refusing_first(vec![("retry-after", "2".into())]).await;
     let clock = ManualClock::new();
-    let layer = ThrottleLayer::new(limiter(&clock, 1, 2));
+    let layer = ThrottleLayer::with_clock(limiter(&clock, 1, 2), clock.clone());
     let service = layer.layer(client());
 
     assert_eq!(call(&service, &server, "/1").await.unwrap().status(), 429);
@@ -390,8 +391,8 @@ async fn dropping_a_call_waiting_out_a_pause_strands_no_one() {
 async fn a_permit_granted_during_a_pause_is_given_back() {
     let server = TestServer::refusing_first(Vec::new()).await;
     let clock = ManualClock::new();
-    let layer =
-        ThrottleLayer::new(limiter(&clock, 1, 1)).default_backoff(Duration::from_millis(1500));
+    let layer = ThrottleLayer::with_clock(limiter(&clock, 1, 1), clock.clone())
+        .default_backoff(Duration::from_millis(1500));
     let service = layer.layer(client());
 
     let mut first = call(&service, &server, "/a");
@@ -425,7 +426,7 @@ async fn a_permit_granted_during_a_pause_is_given_back() {
 async fn a_pause_longer_than_the_timeout_fails_at_once() {
     let server = TestServer::refusing_first(vec![("retry-after", "2".into())]).await;
     let clock = ManualClock::new();
-    let layer = ThrottleLayer::new(limiter(&clock, 100, 10));
+    let layer = ThrottleLayer::with_clock(limiter(&clock, 100, 10), clock.clone());
     let patient = layer
         .clone()
         .timeout(Duration::from_secs(3))
@@ -455,7 +456,8 @@ async fn a_pause_longer_than_the_timeout_fails_at_once() {
 async fn a_permit_wait_longer_than_the_timeout_fails_at_once() {
     let server = TestServer::always_ok().await;
     let clock = ManualClock::new();
-    let layer = ThrottleLayer::new(limiter(&clock, 1, 1)).timeout(Duration::from_millis(500));
+    let layer = ThrottleLayer::with_clock(limiter(&clock, 1, 1), clock.clone())
+        .timeout(Duration::from_millis(500));
     let service = layer.layer(client());
 
     assert_eq!(call(&service, &server, "/1").await.unwrap().status(), 200);
@@ -477,7 +479,7 @@ async fn a_permit_wait_longer_than_the_timeout_fails_at_once() {
 async fn a_cost_the_limiter_can_never_grant_fails_at_once_even_in_a_pause() {
     let server = TestServer::always_ok().await;
     let clock = ManualClock::new();
-    let layer = ThrottleLayer::new(limiter(&clock, 10, 2));
+    let layer = ThrottleLayer::with_clock(limiter(&clock, 10, 2), clock.clone());
     let service = layer.clone().cost(3).layer(client());
 
     let e = call(&service, &server, "/3").await.unwrap_err();
@@ -505,7 +507,7 @@ async fn the_inner_services_error_is_passed_through_with_its_source() {
         .unwrap()
         .port();
     let clock = ManualClock::new();
-    let service = ThrottleLayer::new(limiter(&clock, 10, 1)).layer(client());
+    let service = ThrottleLayer::with_clock(limiter(&clock, 10, 1), clock.clone()).layer(client());
     let request = http::Request::get(format!("http://127.0.0.1:{port}/"))
         .body(Empty::new())
         .unwrap();
@@ -519,7 +521,7 @@ async fn the_inner_services_error_is_passed_through_with_its_source() {
 async fn a_closed_limiter_fails_calls() {
     let server = TestServer::always_ok().await;
     let clock = ManualClock::new();
-    let layer = ThrottleLayer::new(limiter(&clock, 1, 1));
+    let layer = ThrottleLayer::with_clock(limiter(&clock, 1, 1), clock.clone());
     let service = layer.layer(client());
     layer.permits().close();
     let e = call(&service, &server, "/").await.unwrap_err();
@@ -527,13 +529,15 @@ async fn a_closed_limiter_fails_calls() {
     assert!(e.is_never());
 }
 
-fn store_layer(
-    clock: &ManualClock,
-    store: &Arc<MemoryStore<ManualClock>>,
-) -> ThrottleLayer<StorePermits<Arc<MemoryStore<ManualClock>>, ManualClock>> {
+type StoreLayer = ThrottleLayer<
+    ForKey<SharedLimiter<Arc<MemoryStore<ManualClock>>, ManualClock>, str>,
+    ManualClock,
+>;
+
+fn store_layer(clock: &ManualClock, store: &Arc<MemoryStore<ManualClock>>) -> StoreLayer {
     let rule = Gcra::new(Quota::per_second(1).unwrap());
     let limiter = SharedLimiter::with_clock(Arc::clone(store), rule, clock.clone()).unwrap();
-    ThrottleLayer::new(StorePermits::new(limiter, "api.example"))
+    ThrottleLayer::with_clock(limiter.for_key("api.example"), clock.clone())
 }
 
 #[tokio::test]
@@ -583,7 +587,7 @@ async fn store_permits_wait_out_a_pause() {
 fn services_and_futures_are_send_and_sync() {
     fn send_sync<T: Send + Sync>() {}
     fn send<T: Send>() {}
-    send_sync::<ThrottleLayer<Limiter<Gcra, ManualClock>>>();
+    send_sync::<ThrottleLayer<Limiter<Gcra, ManualClock>, ManualClock>>();
     send_sync::<Throttle<HttpClient, Limiter<Gcra, ManualClock>>>();
     send::<
         <Throttle<HttpClient, Limiter<Gcra, ManualClock>> as tower::Service<

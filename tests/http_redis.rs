@@ -31,12 +31,12 @@ use tower::{Layer, ServiceExt};
 
 use tollgate::algorithm::{FixedWindow, Gcra};
 use tollgate::config::{ConfigLimiter, ConfigLimits, RuleSet};
-use tollgate::http::client::{StorePermits, ThrottleError, ThrottleLayer};
+use tollgate::http::client::{ThrottleError, ThrottleLayer};
 use tollgate::http::server::RateLimitLayer;
 use tollgate::http::ClientIp;
 use tollgate::store::{BreakerState, FailurePolicy, RedisStore, Resilient, SharedLimiter, Store};
 use tollgate::time::{Clock, ManualClock};
-use tollgate::Quota;
+use tollgate::{ForKey, PermitSource, Quota};
 
 const HOUR: Duration = Duration::from_secs(3_600);
 
@@ -340,11 +340,11 @@ async fn config_rules_over_redis_cluster() {
 async fn client_process(
     redis: &RedisServer,
     clock: &ManualClock,
-) -> ThrottleLayer<StorePermits<RedisStore, ManualClock>> {
+) -> ThrottleLayer<ForKey<SharedLimiter<RedisStore, ManualClock>, str>, ManualClock> {
     let rule = FixedWindow::from_first_hit(5, HOUR).unwrap();
     let limiter =
         SharedLimiter::with_clock(connect(redis, "clients").await, rule, clock.clone()).unwrap();
-    ThrottleLayer::new(StorePermits::new(limiter, "api.example"))
+    ThrottleLayer::with_clock(limiter.for_key("api.example"), clock.clone())
 }
 
 /// Two client layers share one Redis quota: the sixth call waits, or with a timeout

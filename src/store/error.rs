@@ -92,6 +92,14 @@ impl std::error::Error for StoreError {
     }
 }
 
+/// An in-process source never fails: this lets an integration that reports a store's
+/// failures take any source.
+impl From<std::convert::Infallible> for StoreError {
+    fn from(never: std::convert::Infallible) -> StoreError {
+        match never {}
+    }
+}
+
 impl From<ConfigError> for StoreError {
     fn from(e: ConfigError) -> StoreError {
         StoreError::Config(e)

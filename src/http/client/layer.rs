@@ -5,9 +5,9 @@ use std::time::Duration;
 use tower_layer::Layer;
 
 use super::pause::{Backoff, Shared};
-use super::{Permits, Throttle};
+use super::Throttle;
 use crate::sync::Arc;
-use crate::time::Nanos;
+use crate::time::{Clock, MonotonicClock, Nanos};
 
 /// The pause after a 429 that names no time.
 const DEFAULT_BACKOFF: Duration = Duration::from_secs(1);
@@ -37,8 +37,8 @@ const DEFAULT_MAX_PAUSE: Duration = Duration::from_secs(3600);
 /// # Ok::<(), tollgate::ConfigError>(())
 /// ```
 #[derive(Debug)]
-pub struct ThrottleLayer<P> {
-    pub(super) shared: Arc<Shared<P>>,
+pub struct ThrottleLayer<P, C = MonotonicClock> {
+    pub(super) shared: Arc<Shared<P, C>>,
     pub(super) settings: Settings,
 }
 
@@ -50,10 +50,13 @@ pub(super) struct Settings {
     pub(super) backoff: Backoff,
 }
 
-impl<P: Permits> ThrottleLayer<P> {
-    /// A layer taking one permit per call from `permits` (a [`Limiter`](crate::Limiter)
-    /// or a [`StorePermits`](super::StorePermits)), waiting as long as it takes,
-    /// pausing 1 s after a 429 that names no time, and never pausing more than an hour.
+impl<P> ThrottleLayer<P> {
+    /// A layer taking one permit per call from `permits`, any
+    /// [`PermitSource`](crate::PermitSource) (a [`Limiter`](crate::Limiter), a
+    /// [`SharedLimiter`](crate::store::SharedLimiter) on one key, an `Arc<Semaphore>`),
+    /// waiting as long as it takes, pausing 1 s after a 429 that names no time, and
+    /// never pausing more than an hour. Pauses are measured on the default monotonic
+    /// clock; [`with_clock`](ThrottleLayer::with_clock) takes another.
     ///
     /// # Examples
     ///
@@ -68,8 +71,30 @@ impl<P: Permits> ThrottleLayer<P> {
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn new(permits: P) -> ThrottleLayer<P> {
+        ThrottleLayer::with_clock(permits, MonotonicClock::new())
+    }
+}
+
+impl<P, C: Clock> ThrottleLayer<P, C> {
+    /// As [`new`](ThrottleLayer::new), measuring and sleeping through pauses on
+    /// `clock` (a [`ManualClock`](crate::time::ManualClock) in tests; give the
+    /// limiter the same one).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::http::client::ThrottleLayer;
+    /// use tollgate::{algorithm::Gcra, time::ManualClock, Limiter, Quota};
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone());
+    /// let layer = ThrottleLayer::with_clock(limiter, clock);
+    /// # drop(layer);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn with_clock(permits: P, clock: C) -> ThrottleLayer<P, C> {
         ThrottleLayer {
-            shared: Arc::new(Shared::new(permits)),
+            shared: Arc::new(Shared::new(permits, clock)),
             settings: Settings {
                 cost: 1,
                 timeout: None,
@@ -97,7 +122,7 @@ impl<P: Permits> ThrottleLayer<P> {
     /// let layer = layer.cost(2);
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
-    pub fn cost(mut self, n: u64) -> ThrottleLayer<P> {
+    pub fn cost(mut self, n: u64) -> ThrottleLayer<P, C> {
         self.settings.cost = n;
         self
     }
@@ -118,7 +143,7 @@ impl<P: Permits> ThrottleLayer<P> {
     /// let layer = layer.timeout(Duration::from_millis(500));
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
-    pub fn timeout(mut self, timeout: Duration) -> ThrottleLayer<P> {
+    pub fn timeout(mut self, timeout: Duration) -> ThrottleLayer<P, C> {
         self.settings.timeout = Some(timeout);
         self
     }
@@ -137,7 +162,7 @@ impl<P: Permits> ThrottleLayer<P> {
     /// let layer = layer.default_backoff(Duration::from_secs(5));
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
-    pub fn default_backoff(mut self, pause: Duration) -> ThrottleLayer<P> {
+    pub fn default_backoff(mut self, pause: Duration) -> ThrottleLayer<P, C> {
         self.settings.backoff.default = pause;
         self
     }
@@ -157,7 +182,7 @@ impl<P: Permits> ThrottleLayer<P> {
     /// let layer = layer.max_pause(Duration::from_secs(60));
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
-    pub fn max_pause(mut self, max: Duration) -> ThrottleLayer<P> {
+    pub fn max_pause(mut self, max: Duration) -> ThrottleLayer<P, C> {
         self.settings.backoff.max = max;
         self
     }
@@ -223,7 +248,7 @@ impl<P: Permits> ThrottleLayer<P> {
     }
 }
 
-impl<P> Clone for ThrottleLayer<P> {
+impl<P, C> Clone for ThrottleLayer<P, C> {
     fn clone(&self) -> Self {
         ThrottleLayer {
             shared: Arc::clone(&self.shared),
@@ -232,10 +257,10 @@ impl<P> Clone for ThrottleLayer<P> {
     }
 }
 
-impl<S, P> Layer<S> for ThrottleLayer<P> {
-    type Service = Throttle<S, P>;
+impl<S, P, C> Layer<S> for ThrottleLayer<P, C> {
+    type Service = Throttle<S, P, C>;
 
-    fn layer(&self, inner: S) -> Throttle<S, P> {
+    fn layer(&self, inner: S) -> Throttle<S, P, C> {
         Throttle {
             inner,
             shared: Arc::clone(&self.shared),

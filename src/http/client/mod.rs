@@ -8,12 +8,15 @@
 //!
 //! # What a call does
 //!
-//! 1. If a **pause** is on, it sleeps until the pause ends (on the permit source's
+//! 1. If a **pause** is on, it sleeps until the pause ends (on the layer's
 //!    [`Clock`](crate::time::Clock)).
-//! 2. It waits for its permits: [`cost`](ThrottleLayer::cost) (1 by default), or the
-//!    [`Cost`] in the request's extensions. An in-process [`Limiter`](crate::Limiter)
-//!    serves waiters first come, first served; a [`StorePermits`] shares one limit
-//!    across processes through a store.
+//! 2. It waits for its permits from any [`PermitSource`](crate::PermitSource):
+//!    [`cost`](ThrottleLayer::cost) (1 by default), or the [`Cost`] in the request's
+//!    extensions. An in-process [`Limiter`](crate::Limiter) serves waiters first
+//!    come, first served; a [`SharedLimiter`](crate::store::SharedLimiter) on one key
+//!    ([`for_key`](crate::PermitSource::for_key)) shares one limit across processes
+//!    through a store, waiting in the same kind of queue; a semaphore behind an `Arc`
+//!    bounds the calls in flight, its permit held until the response arrives.
 //! 3. If a pause began while it waited, it gives the permits back and starts again at
 //!    1: a permit held through a pause would send every such caller at once when the
 //!    pause ends.
@@ -57,9 +60,11 @@
 //!
 //! # Permits are spent
 //!
-//! A permit counts against a rate, and is not returned when the response arrives: do
-//! not use a [`Concurrency`](crate::algorithm::Concurrency) limiter here (tower's
-//! `ConcurrencyLimit` layer bounds calls in flight).
+//! A permit of a rate is spent, not returned when the response arrives. A source
+//! whose grants are guards (a [`Semaphore`](crate::Semaphore) behind an `Arc`) gets
+//! its permit back when the response arrives, or the call fails: that bounds the
+//! calls in flight. A bare [`Concurrency`](crate::algorithm::Concurrency) limiter
+//! hands out no guard, so its permits would never come back: use the semaphore.
 //!
 //! # Examples
 //!
@@ -116,13 +121,11 @@ mod error;
 mod future;
 mod layer;
 mod pause;
-mod permits;
 mod service;
 
 pub use error::ThrottleError;
 pub use future::ResponseFuture;
 pub use layer::ThrottleLayer;
-pub use permits::{Permits, StorePermits};
 pub use service::Throttle;
 
 /// The permits one request costs, overriding the layer's

@@ -5,18 +5,22 @@ use std::time::Duration;
 
 use http::{Response, StatusCode};
 
-use super::permits::{check_capacity, Permits};
 use super::ThrottleError;
+use crate::decision::InsufficientCapacity;
 use crate::http::wire::backoff;
+use crate::permits::PermitSource;
+use crate::store::StoreError;
 use crate::sync::{AtomicU64, Ordering};
-use crate::time::Sleep;
-use crate::time::{Clock, Nanos};
+use crate::time::{Clock, Nanos, Sleep};
+use crate::AcquireError;
 
-/// The permit source and the pause, shared by every clone of a layer and its services.
+/// The permit source, the clock and the pause, shared by every clone of a layer and
+/// its services.
 #[derive(Debug)]
-pub(super) struct Shared<P> {
+pub(super) struct Shared<P, C> {
     pub(super) permits: P,
-    /// Nanos on the permit source's clock before which no call goes; only grows.
+    pub(super) clock: C,
+    /// Nanos on the clock before which no call goes; only grows.
     paused_until: AtomicU64,
 }
 
@@ -29,16 +33,17 @@ pub(super) struct Backoff {
     pub(super) max: Duration,
 }
 
-impl<P: Permits> Shared<P> {
-    pub(super) fn new(permits: P) -> Shared<P> {
+impl<P, C: Clock> Shared<P, C> {
+    pub(super) fn new(permits: P, clock: C) -> Shared<P, C> {
         Shared {
             permits,
+            clock,
             paused_until: AtomicU64::new(0),
         }
     }
 
-    fn clock(&self) -> &P::Clock {
-        self.permits.clock()
+    fn clock(&self) -> &C {
+        &self.clock
     }
 
     /// The end of the pause, if one is on.
@@ -68,30 +73,47 @@ impl<P: Permits> Shared<P> {
         self.pause_for(asked.min(backoff_config.max));
     }
 
-    /// Waits for the end of any pause and for `n` permits, within `timeout`.
+    /// Waits for the end of any pause and for `n` permits, within `timeout`; the
+    /// permit is held while the call lasts.
     ///
     /// A permit granted while a pause began is given back, and the caller waits out
     /// the pause and queues again: holding it would send every such caller at once
     /// when the pause ends.
     ///
-    /// Cancel safety: the limiter's wait gives back what it booked; the sleep holds
-    /// nothing; a refund cut short leaves its permits unused.
+    /// Cancel safety: the source's wait gives back what it booked; the sleep holds
+    /// nothing; a refund goes in the background.
     pub(super) async fn admit(
         &self,
         n: u64,
         timeout: Option<Duration>,
-    ) -> Result<(), ThrottleError> {
-        check_capacity(&self.permits, n)?;
+    ) -> Result<P::Permit, ThrottleError>
+    where
+        P: PermitSource,
+        P::Error: Into<StoreError>,
+    {
+        let capacity = self.permits.capacity();
+        if n > capacity {
+            return Err(ThrottleError::Insufficient(InsufficientCapacity::new(
+                n, capacity,
+            )));
+        }
         let clock = self.clock();
         let deadline = timeout.map(|t| clock.now() + t);
         loop {
             self.wait_out_pause(deadline).await?;
             let left = deadline.map(|d| d.saturating_since(clock.now()));
-            self.permits.acquire(n, left).await?;
+            let permit = self.permits.wait(&(), n, left).await.map_err(|e| match e {
+                AcquireError::Closed => ThrottleError::Closed,
+                AcquireError::Insufficient(i) => ThrottleError::Insufficient(i),
+                AcquireError::Source(e) => ThrottleError::Store(e.into()),
+                // A full queue, like a timeout: no permit came in time.
+                _ => ThrottleError::TimedOut,
+            })?;
             if self.paused_until().is_none() {
-                return Ok(());
+                return Ok(permit);
             }
-            self.permits.refund(n).await;
+            drop(permit);
+            self.permits.refund(&(), n);
         }
     }
 

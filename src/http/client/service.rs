@@ -9,9 +9,12 @@ use tower_service::Service;
 
 use super::layer::Settings;
 use super::pause::Shared;
-use super::{Cost, Permits, ResponseFuture, ThrottleError};
+use super::{Cost, ResponseFuture, ThrottleError};
+use crate::permits::PermitSource;
+use crate::store::StoreError;
 use crate::sync::Arc;
 use crate::time::Nanos;
+use crate::time::{Clock, MonotonicClock};
 
 /// A client [`Service`] that waits for permits before each call and pauses every call
 /// when the server says so; made by [`ThrottleLayer`](super::ThrottleLayer).
@@ -41,13 +44,13 @@ use crate::time::Nanos;
 /// # }).unwrap();
 /// ```
 #[derive(Debug)]
-pub struct Throttle<S, P> {
+pub struct Throttle<S, P, C = MonotonicClock> {
     pub(super) inner: S,
-    pub(super) shared: Arc<Shared<P>>,
+    pub(super) shared: Arc<Shared<P, C>>,
     pub(super) settings: Settings,
 }
 
-impl<S, P: Permits> Throttle<S, P> {
+impl<S, P, C: Clock> Throttle<S, P, C> {
     /// The inner service.
     ///
     /// # Examples
@@ -108,7 +111,7 @@ impl<S, P: Permits> Throttle<S, P> {
     }
 }
 
-impl<S: Clone, P> Clone for Throttle<S, P> {
+impl<S: Clone, P, C> Clone for Throttle<S, P, C> {
     fn clone(&self) -> Self {
         Throttle {
             inner: self.inner.clone(),
@@ -118,12 +121,14 @@ impl<S: Clone, P> Clone for Throttle<S, P> {
     }
 }
 
-impl<S, P, B, RB> Service<Request<B>> for Throttle<S, P>
+impl<S, P, C, B, RB> Service<Request<B>> for Throttle<S, P, C>
 where
+    C: Clock,
     S: Service<Request<B>, Response = Response<RB>> + Clone + Send + 'static,
     S::Future: Send,
     S::Error: Send + 'static,
-    P: Permits,
+    P: PermitSource,
+    P::Error: Into<StoreError>,
     B: Send + 'static,
     RB: Send + 'static,
 {
@@ -155,7 +160,8 @@ where
             .get::<Cost>()
             .map_or(settings.cost, |c| c.0);
         ResponseFuture::new(async move {
-            shared
+            // Held until the answer arrives: a semaphore's permit bounds calls in flight.
+            let _permit = shared
                 .admit(cost, settings.timeout)
                 .await
                 .map_err(ThrottleError::widen)?;
