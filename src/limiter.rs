@@ -333,12 +333,6 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         }
     }
 
-    /// [`acquire`](Limiter::acquire)'s wait holding a handle on the limiter rather
-    /// than a borrow, for a shaper that keeps it between polls without boxing it.
-    pub(crate) fn acquire_owned(&self, n: u64) -> AcquireOwned<A, C> {
-        WaitFor::new(Arc::clone(&self.shared), n, None)
-    }
-
     /// As [`acquire`](Limiter::acquire), giving up after `timeout`.
     ///
     /// # Errors
@@ -580,9 +574,6 @@ impl<A: Algorithm, C: Clock> fmt::Debug for Limiter<A, C> {
             .finish()
     }
 }
-
-/// [`Limiter::acquire_owned`]'s wait: the same as [`Acquire`]'s, owning its limiter.
-pub(crate) type AcquireOwned<A, C> = WaitFor<Arc<Waiting<Core<A, C>>>, Core<A, C>>;
 
 /// The future of [`Limiter::acquire`] and [`Limiter::acquire_timeout`]: the time
 /// waited, or why the wait failed.

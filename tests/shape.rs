@@ -14,7 +14,7 @@ use futures::task::{noop_waker, waker, ArcWake};
 use futures::{Stream, StreamExt};
 use tollgate::algorithm::{Gcra, RefreshPeriod};
 use tollgate::observe::{Event, EventKind, Events};
-use tollgate::shape::{Each, Throttle, ThrottleExt};
+use tollgate::shape::{Each, ThrottleExt, Throttled};
 use tollgate::time::ManualClock;
 use tollgate::AcquireError;
 use tollgate::{Limiter, Quota};
@@ -299,7 +299,7 @@ fn an_item_above_one_period_but_within_capacity_waits_instead_of_being_refused()
 #[test]
 fn into_inner_gives_back_the_booking_and_the_rest_of_the_stream() {
     let (limiter, clock) = limiter(10, 1);
-    let mut stream = Throttle::new(futures::stream::iter(0..3), limiter.clone());
+    let mut stream = Throttled::new(futures::stream::iter(0..3), limiter.clone());
     assert_eq!(ok(drain(&mut stream)), [0]);
     assert!(drain(&mut stream).is_empty());
     assert_eq!(stream.size_hint(), (2, Some(2)));
@@ -312,19 +312,23 @@ fn into_inner_gives_back_the_booking_and_the_rest_of_the_stream() {
 #[test]
 fn throttled_streams_cross_threads() {
     fn send_sync<T: Send + Sync>() {}
-    send_sync::<Throttle<futures::stream::Iter<std::vec::IntoIter<u8>>, Gcra>>();
+    send_sync::<Throttled<futures::stream::Iter<std::vec::IntoIter<u8>>, Limiter<Gcra>>>();
     send_sync::<
-        Throttle<futures::stream::Iter<std::vec::IntoIter<u8>>, Gcra, ManualClock, fn(&u8) -> u64>,
+        Throttled<
+            futures::stream::Iter<std::vec::IntoIter<u8>>,
+            Limiter<Gcra, ManualClock>,
+            fn(&u8) -> u64,
+        >,
     >();
-    send_sync::<tollgate::shape::ThrottleError<Vec<u8>>>();
-    send_sync::<tollgate::shape::Shaped<Vec<u8>, Gcra>>();
+    send_sync::<tollgate::shape::Refused<Vec<u8>>>();
+    send_sync::<tollgate::shape::Shaped<Vec<u8>, Limiter<Gcra>>>();
 }
 
 #[test]
 fn throttle_with_cost_names_its_type() {
     let (limiter, _clock) = limiter(10, 10);
-    let mut stream: Throttle<_, Gcra, ManualClock, Each> =
-        Throttle::with_cost(futures::stream::iter(0..3), limiter, Each);
+    let mut stream: Throttled<_, Limiter<Gcra, ManualClock>, Each> =
+        Throttled::with_cost(futures::stream::iter(0..3), limiter, Each);
     assert_eq!(ok(drain(&mut stream)), [0, 1, 2]);
 }
 

@@ -7,14 +7,12 @@ use std::io;
 #[cfg(any(feature = "tokio", feature = "futures-io"))]
 use std::task::{ready, Context, Poll};
 
-use crate::algorithm::Algorithm;
-use crate::limiter::Limiter;
+use crate::permits::PermitSource;
 use crate::shape::pacer::Pacer;
-use crate::time::{Clock, MonotonicClock};
 #[cfg(any(feature = "tokio", feature = "futures-io"))]
 use crate::AcquireError;
 
-/// A reader, writer or both, held to a [`Limiter`] of bytes: every byte read or
+/// A reader, writer or both, held to a [`PermitSource`] of bytes (a [`Limiter`](crate::Limiter)(crate::Limiter), a shared limiter on one key, ...): every byte read or
 /// written takes one permit.
 ///
 /// It implements tokio's `AsyncRead` and `AsyncWrite` (feature `tokio`) and
@@ -93,14 +91,14 @@ use crate::AcquireError;
 /// # }).unwrap();
 /// # }
 /// ```
-pub struct Shaped<T, A: Algorithm, C: Clock = MonotonicClock> {
+pub struct Shaped<T, P: PermitSource> {
     inner: T,
-    read: Pacer<A, C>,
-    write: Pacer<A, C>,
+    read: Pacer<P>,
+    write: Pacer<P>,
 }
 
-impl<T, A: Algorithm, C: Clock> Shaped<T, A, C> {
-    /// Holds `inner` to `limiter`, one permit per byte.
+impl<T, P: PermitSource + Clone> Shaped<T, P> {
+    /// Holds `inner` to `source`, one permit per byte.
     ///
     /// # Examples
     ///
@@ -115,17 +113,17 @@ impl<T, A: Algorithm, C: Clock> Shaped<T, A, C> {
     /// assert!(shaped.get_ref().get_ref().is_empty());
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
-    pub fn new(inner: T, limiter: Limiter<A, C>) -> Shaped<T, A, C> {
+    pub fn new(inner: T, source: P) -> Shaped<T, P> {
         Shaped {
             inner,
-            read: Pacer::new(limiter.clone()),
-            write: Pacer::new(limiter),
+            read: Pacer::new(source.clone()),
+            write: Pacer::new(source),
         }
     }
 
-    /// The limiter the bytes wait on.
-    pub fn limiter(&self) -> &Limiter<A, C> {
-        self.write.limiter()
+    /// The source the bytes wait on.
+    pub fn source(&self) -> &P {
+        self.write.source()
     }
 
     /// The inner reader or writer.
@@ -146,7 +144,7 @@ impl<T, A: Algorithm, C: Clock> Shaped<T, A, C> {
 }
 
 #[cfg(any(feature = "tokio", feature = "futures-io"))]
-impl<T, A: Algorithm, C: Clock> Shaped<T, A, C> {
+impl<T, P: PermitSource> Shaped<T, P> {
     /// A write of `buf` through `write`, the inner writer's `poll_write`.
     fn poll_write_with(
         &mut self,
@@ -185,7 +183,7 @@ impl<T, A: Algorithm, C: Clock> Shaped<T, A, C> {
 /// the rest.
 #[cfg(any(feature = "tokio", feature = "futures-io"))]
 fn settle(
-    pacer: &mut Pacer<impl Algorithm, impl Clock>,
+    pacer: &mut Pacer<impl PermitSource>,
     outcome: Poll<io::Result<usize>>,
 ) -> Poll<io::Result<usize>> {
     match &outcome {
@@ -201,11 +199,11 @@ fn len_u64(len: usize) -> u64 {
 }
 
 #[cfg(any(feature = "tokio", feature = "futures-io"))]
-fn to_io(e: AcquireError) -> io::Error {
+fn to_io<E: std::error::Error + Send + Sync + 'static>(e: AcquireError<E>) -> io::Error {
     io::Error::other(e)
 }
 
-impl<T: fmt::Debug, A: Algorithm, C: Clock> fmt::Debug for Shaped<T, A, C> {
+impl<T: fmt::Debug, P: PermitSource + fmt::Debug> fmt::Debug for Shaped<T, P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Shaped")
             .field("inner", &self.inner)
@@ -215,7 +213,7 @@ impl<T: fmt::Debug, A: Algorithm, C: Clock> fmt::Debug for Shaped<T, A, C> {
     }
 }
 
-impl<T: Unpin, A: Algorithm, C: Clock> Unpin for Shaped<T, A, C> {}
+impl<T: Unpin, P: PermitSource> Unpin for Shaped<T, P> {}
 
 /// `AsyncWrite` for `Shaped` from tokio's or futures-io's trait, whichever `$write`
 /// names in the calling module: the two differ only in the name of the last method,
@@ -224,7 +222,7 @@ impl<T: Unpin, A: Algorithm, C: Clock> Unpin for Shaped<T, A, C> {}
 #[cfg(any(feature = "tokio", feature = "futures-io"))]
 macro_rules! async_write {
     ($write:ident, $close:ident) => {
-        impl<T: $write + Unpin, A: Algorithm, C: Clock> $write for Shaped<T, A, C> {
+        impl<T: $write + Unpin, P: PermitSource> $write for Shaped<T, P> {
             fn poll_write(
                 self: Pin<&mut Self>,
                 cx: &mut Context<'_>,
@@ -257,10 +255,9 @@ mod tokio_io {
     use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
     use super::Shaped;
-    use crate::algorithm::Algorithm;
-    use crate::time::Clock;
+    use crate::permits::PermitSource;
 
-    impl<T: AsyncRead + Unpin, A: Algorithm, C: Clock> AsyncRead for Shaped<T, A, C> {
+    impl<T: AsyncRead + Unpin, P: PermitSource> AsyncRead for Shaped<T, P> {
         fn poll_read(
             self: Pin<&mut Self>,
             cx: &mut Context<'_>,
@@ -298,10 +295,9 @@ mod futures_io_impl {
     use futures_io::{AsyncRead, AsyncWrite};
 
     use super::Shaped;
-    use crate::algorithm::Algorithm;
-    use crate::time::Clock;
+    use crate::permits::PermitSource;
 
-    impl<T: AsyncRead + Unpin, A: Algorithm, C: Clock> AsyncRead for Shaped<T, A, C> {
+    impl<T: AsyncRead + Unpin, P: PermitSource> AsyncRead for Shaped<T, P> {
         fn poll_read(
             self: Pin<&mut Self>,
             cx: &mut Context<'_>,

@@ -42,4 +42,4 @@ mod pacer;
 mod stream;
 
 pub use io::Shaped;
-pub use stream::{Cost, Each, Throttle, ThrottleError, ThrottleExt};
+pub use stream::{Each, ItemCost, Refused, ThrottleExt, Throttled};

@@ -1,5 +1,6 @@
 //! Any `Stream` held to a limiter: each item waits for its permits.
 
+use std::convert::Infallible;
 use std::error::Error;
 use std::fmt;
 use std::pin::Pin;
@@ -7,10 +8,8 @@ use std::task::{ready, Context, Poll};
 
 use futures_core::stream::{FusedStream, Stream};
 
-use crate::algorithm::Algorithm;
-use crate::limiter::Limiter;
+use crate::permits::PermitSource;
 use crate::shape::pacer::Pacer;
-use crate::time::{Clock, MonotonicClock};
 use crate::AcquireError;
 
 /// What an item costs in permits.
@@ -20,13 +19,13 @@ use crate::AcquireError;
 /// # Examples
 ///
 /// ```
-/// use tollgate::shape::{Cost, Each};
+/// use tollgate::shape::{Each, ItemCost};
 ///
 /// assert_eq!(Each.cost(&"anything"), 1);
 /// let mut by_len = |s: &&str| s.len() as u64;
 /// assert_eq!(by_len.cost(&"four"), 4);
 /// ```
-pub trait Cost<T> {
+pub trait ItemCost<T> {
     /// The permits `item` takes. An item of cost 0 passes without asking the limiter.
     fn cost(&mut self, item: &T) -> u64;
 }
@@ -36,49 +35,49 @@ pub trait Cost<T> {
 /// # Examples
 ///
 /// ```
-/// use tollgate::shape::{Cost, Each};
+/// use tollgate::shape::{Each, ItemCost};
 ///
 /// assert_eq!(Each.cost(&[0u8; 1024]), 1);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Each;
 
-impl<T> Cost<T> for Each {
+impl<T> ItemCost<T> for Each {
     #[inline]
     fn cost(&mut self, _item: &T) -> u64 {
         1
     }
 }
 
-impl<T, F: FnMut(&T) -> u64> Cost<T> for F {
+impl<T, F: FnMut(&T) -> u64> ItemCost<T> for F {
     #[inline]
     fn cost(&mut self, item: &T) -> u64 {
         self(item)
     }
 }
 
-/// A stream whose items each wait for their permits from a [`Limiter`]: the stream of
+/// A stream whose items each wait for their permits from a [`PermitSource`] (a [`Limiter`](crate::Limiter)(crate::Limiter), or any other): the stream of
 /// [`ThrottleExt::throttle`] and [`ThrottleExt::throttle_by`].
 ///
 /// It takes an item from the inner stream, asks what it costs, and yields it once
 /// the limiter grants that many permits. Every inner item comes out exactly once:
 /// `Ok(item)` when its permits were granted, or `Err` carrying the item when they
-/// never will be (see [`ThrottleError`]), after which the stream goes on with the
+/// never will be (see [`Refused`]), after which the stream goes on with the
 /// next item. It never splits an item, never waits for ever on one, and never lets
 /// one through unpaid.
 ///
 /// Streams sharing a limiter (clones of one `Limiter`) share its rate, and wait in
-/// its FIFO queue with every other caller of [`Limiter::acquire`]: an expensive item
+/// its FIFO queue with every other caller of [`Limiter::acquire`](crate::Limiter::acquire): an expensive item
 /// is not starved by a flow of cheap ones.
 ///
 /// The inner stream must be [`Unpin`]; pin one that is not with `Box::pin` first.
 ///
 /// # Errors
 ///
-/// An item comes out as [`ThrottleError`], with the item inside, when its cost
-/// exceeds what the limiter can ever grant one request, as [`Limiter::acquire`]
-/// refuses it ([`ThrottleError::is_oversized`]), or once the limiter is closed
-/// ([`ThrottleError::is_closed`]). Neither consumes a permit. An item that costs more
+/// An item comes out as [`Refused`], with the item inside, when its cost
+/// exceeds what the limiter can ever grant one request, as [`Limiter::acquire`](crate::Limiter::acquire)
+/// refuses it ([`Refused::is_oversized`]), or once the limiter is closed
+/// ([`Refused::is_closed`]). Neither consumes a permit. An item that costs more
 /// than the limiter grants without waiting, but no more than it grants by waiting (a
 /// [`RefreshPeriod`](crate::algorithm::RefreshPeriod)'s several periods), waits.
 ///
@@ -112,17 +111,17 @@ impl<T, F: FnMut(&T) -> u64> Cost<T> for F {
 /// # }).unwrap();
 /// ```
 #[must_use = "streams do nothing unless polled"]
-pub struct Throttle<S: Stream, A: Algorithm, C: Clock = MonotonicClock, F = Each> {
+pub struct Throttled<S: Stream, P: PermitSource, F = Each> {
     stream: S,
     cost: F,
-    pacer: Pacer<A, C>,
+    pacer: Pacer<P>,
     /// The item taken from `stream` that waits for its permits, and its cost.
     item: Option<(S::Item, u64)>,
     /// `stream` has ended.
     done: bool,
 }
 
-impl<S: Stream, A: Algorithm, C: Clock> Throttle<S, A, C> {
+impl<S: Stream, P: PermitSource> Throttled<S, P> {
     /// Throttles `stream` to one permit of `limiter` per item.
     ///
     /// # Examples
@@ -130,19 +129,19 @@ impl<S: Stream, A: Algorithm, C: Clock> Throttle<S, A, C> {
     /// ```
     /// use tollgate::{Limiter, Quota};
     /// use tollgate::algorithm::Gcra;
-    /// use tollgate::shape::Throttle;
+    /// use tollgate::shape::Throttled;
     ///
     /// let limiter = Limiter::new(Gcra::new(Quota::per_second(100)?));
-    /// let throttled = Throttle::new(futures::stream::iter([1, 2, 3]), limiter);
+    /// let throttled = Throttled::new(futures::stream::iter([1, 2, 3]), limiter);
     /// # drop(throttled);
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
-    pub fn new(stream: S, limiter: Limiter<A, C>) -> Throttle<S, A, C> {
-        Throttle::with_cost(stream, limiter, Each)
+    pub fn new(stream: S, source: P) -> Throttled<S, P> {
+        Throttled::with_cost(stream, source, Each)
     }
 }
 
-impl<S: Stream, A: Algorithm, C: Clock, F: Cost<S::Item>> Throttle<S, A, C, F> {
+impl<S: Stream, P: PermitSource, F: ItemCost<S::Item>> Throttled<S, P, F> {
     /// Throttles `stream`, each item taking `cost(&item)` permits of `limiter`.
     ///
     /// # Examples
@@ -150,29 +149,29 @@ impl<S: Stream, A: Algorithm, C: Clock, F: Cost<S::Item>> Throttle<S, A, C, F> {
     /// ```
     /// use tollgate::{Limiter, Quota};
     /// use tollgate::algorithm::Gcra;
-    /// use tollgate::shape::Throttle;
+    /// use tollgate::shape::Throttled;
     ///
     /// let limiter = Limiter::new(Gcra::new(Quota::per_second(1024)?));
     /// let chunks = futures::stream::iter([vec![0u8; 100], vec![0u8; 200]]);
-    /// let throttled = Throttle::with_cost(chunks, limiter, |chunk: &Vec<u8>| chunk.len() as u64);
+    /// let throttled = Throttled::with_cost(chunks, limiter, |chunk: &Vec<u8>| chunk.len() as u64);
     /// # drop(throttled);
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
-    pub fn with_cost(stream: S, limiter: Limiter<A, C>, cost: F) -> Throttle<S, A, C, F> {
-        Throttle {
+    pub fn with_cost(stream: S, source: P, cost: F) -> Throttled<S, P, F> {
+        Throttled {
             stream,
             cost,
-            pacer: Pacer::new(limiter),
+            pacer: Pacer::new(source),
             item: None,
             done: false,
         }
     }
 }
 
-impl<S: Stream, A: Algorithm, C: Clock, F> Throttle<S, A, C, F> {
-    /// The limiter the items wait on.
-    pub fn limiter(&self) -> &Limiter<A, C> {
-        self.pacer.limiter()
+impl<S: Stream, P: PermitSource, F> Throttled<S, P, F> {
+    /// The source the items wait on.
+    pub fn source(&self) -> &P {
+        self.pacer.source()
     }
 
     /// The inner stream.
@@ -192,16 +191,15 @@ impl<S: Stream, A: Algorithm, C: Clock, F> Throttle<S, A, C, F> {
     }
 }
 
-impl<S: Stream + Unpin, A: Algorithm, C: Clock, F> Unpin for Throttle<S, A, C, F> {}
+impl<S: Stream + Unpin, P: PermitSource, F> Unpin for Throttled<S, P, F> {}
 
-impl<S, A, C, F> Stream for Throttle<S, A, C, F>
+impl<S, P, F> Stream for Throttled<S, P, F>
 where
     S: Stream + Unpin,
-    A: Algorithm,
-    C: Clock,
-    F: Cost<S::Item>,
+    P: PermitSource,
+    F: ItemCost<S::Item>,
 {
-    type Item = Result<S::Item, ThrottleError<S::Item>>;
+    type Item = Result<S::Item, Refused<S::Item, P::Error>>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
@@ -231,9 +229,7 @@ where
                 this.pacer.spend(cost);
                 Poll::Ready(Some(Ok(item)))
             }
-            Poll::Ready(Err(reason)) => {
-                Poll::Ready(Some(Err(ThrottleError { item, cost, reason })))
-            }
+            Poll::Ready(Err(reason)) => Poll::Ready(Some(Err(Refused { item, cost, reason }))),
         }
     }
 
@@ -250,27 +246,25 @@ where
     }
 }
 
-impl<S, A, C, F> FusedStream for Throttle<S, A, C, F>
+impl<S, P, F> FusedStream for Throttled<S, P, F>
 where
     S: Stream + Unpin,
-    A: Algorithm,
-    C: Clock,
-    F: Cost<S::Item>,
+    P: PermitSource,
+    F: ItemCost<S::Item>,
 {
     fn is_terminated(&self) -> bool {
         self.done
     }
 }
 
-impl<S, A, C, F> fmt::Debug for Throttle<S, A, C, F>
+impl<S, P, F> fmt::Debug for Throttled<S, P, F>
 where
     S: Stream + fmt::Debug,
     S::Item: fmt::Debug,
-    A: Algorithm,
-    C: Clock,
+    P: PermitSource + fmt::Debug,
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Throttle")
+        f.debug_struct("Throttled")
             .field("stream", &self.stream)
             .field("pacer", &self.pacer)
             .field("item", &self.item)
@@ -306,33 +300,33 @@ where
 /// # }).unwrap();
 /// ```
 pub trait ThrottleExt: Stream + Sized {
-    /// Each item waits for one permit of `limiter`; see [`Throttle`].
+    /// Each item waits for one permit of `limiter`; see [`Throttled`].
     ///
     /// Pass a clone of a limiter to share its rate with other streams and callers.
     ///
     /// # Errors
     ///
-    /// The stream yields [`ThrottleError`] (carrying the item) for an item the
+    /// The stream yields [`Refused`] (carrying the item) for an item the
     /// limiter will never grant: when it is closed.
     ///
     /// # Cancel safety
     ///
-    /// As [`Throttle`]: dropping the stream gives back what it booked.
-    fn throttle<A: Algorithm, C: Clock>(self, limiter: Limiter<A, C>) -> Throttle<Self, A, C> {
-        Throttle::new(self, limiter)
+    /// As [`Throttled`]: dropping the stream gives back what it booked.
+    fn throttle<P: PermitSource>(self, source: P) -> Throttled<Self, P> {
+        Throttled::new(self, source)
     }
 
-    /// Each item waits for `cost(&item)` permits of `limiter`; see [`Throttle`].
+    /// Each item waits for `cost(&item)` permits of `limiter`; see [`Throttled`].
     ///
     /// # Errors
     ///
-    /// The stream yields [`ThrottleError`] (carrying the item) for an item the
+    /// The stream yields [`Refused`] (carrying the item) for an item the
     /// limiter will never grant: one that costs more than it can ever grant one
-    /// request ([`ThrottleError::is_oversized`]), or any item once it is closed.
+    /// request ([`Refused::is_oversized`]), or any item once it is closed.
     ///
     /// # Cancel safety
     ///
-    /// As [`Throttle`]: dropping the stream gives back what it booked.
+    /// As [`Throttled`]: dropping the stream gives back what it booked.
     ///
     /// # Examples
     ///
@@ -353,19 +347,18 @@ pub trait ThrottleExt: Stream + Sized {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// # }).unwrap();
     /// ```
-    fn throttle_by<A, C, F>(self, limiter: Limiter<A, C>, cost: F) -> Throttle<Self, A, C, F>
+    fn throttle_by<P, F>(self, source: P, cost: F) -> Throttled<Self, P, F>
     where
-        A: Algorithm,
-        C: Clock,
+        P: PermitSource,
         F: FnMut(&Self::Item) -> u64,
     {
-        Throttle::with_cost(self, limiter, cost)
+        Throttled::with_cost(self, source, cost)
     }
 }
 
 impl<S: Stream> ThrottleExt for S {}
 
-/// An item a [`Throttle`] could not let through, handed back with the reason.
+/// An item a [`Throttled`] could not let through, handed back with the reason.
 ///
 /// # Examples
 ///
@@ -386,13 +379,13 @@ impl<S: Stream> ThrottleExt for S {}
 /// # }).unwrap();
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ThrottleError<T> {
+pub struct Refused<T, E = Infallible> {
     item: T,
     cost: u64,
-    reason: AcquireError,
+    reason: AcquireError<E>,
 }
 
-impl<T> ThrottleError<T> {
+impl<T, E> Refused<T, E> {
     /// The item that was not let through.
     pub fn item(&self) -> &T {
         &self.item
@@ -409,8 +402,8 @@ impl<T> ThrottleError<T> {
     }
 
     /// Why the limiter will never grant them.
-    pub fn reason(&self) -> AcquireError {
-        self.reason
+    pub fn reason(&self) -> &AcquireError<E> {
+        &self.reason
     }
 
     /// Whether the item costs more than the limiter can ever grant one request.
@@ -424,7 +417,7 @@ impl<T> ThrottleError<T> {
     }
 }
 
-impl<T> fmt::Display for ThrottleError<T> {
+impl<T, E: fmt::Display> fmt::Display for Refused<T, E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
@@ -434,7 +427,7 @@ impl<T> fmt::Display for ThrottleError<T> {
     }
 }
 
-impl<T: fmt::Debug> Error for ThrottleError<T> {
+impl<T: fmt::Debug, E: Error + 'static> Error for Refused<T, E> {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         Some(&self.reason)
     }
