@@ -5,7 +5,6 @@
 use std::fmt;
 use std::task::{ready, Context, Poll};
 
-use crate::decision::InsufficientCapacity;
 use crate::permits::{PermitFuture, PermitSource};
 use crate::sync::Mutex;
 use crate::AcquireError;
@@ -80,7 +79,7 @@ impl<P: PermitSource> Pacer<P> {
                 0 => {
                     let capacity = self.source.capacity();
                     return Poll::Ready(Err(AcquireError::Insufficient(
-                        InsufficientCapacity::new(1, capacity),
+                        crate::InsufficientCapacity::new(1, capacity),
                     )));
                 }
                 n => n,

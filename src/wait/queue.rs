@@ -173,6 +173,9 @@ struct Entry {
 
 struct Inner {
     waiters: VecDeque<Entry>,
+    /// Capacity may have come back while a remote gate's first waiter was booking:
+    /// if its booking is denied, it asks again at once rather than at its alarm.
+    recheck: bool,
     /// The earliest alarm set and not yet rung.
     alarm_at: Option<Nanos>,
     closed: bool,
@@ -215,6 +218,7 @@ impl<G: Gate> Waiting<G> {
             max_units: AtomicU64::new(u64::MAX),
             inner: Mutex::new(Inner {
                 waiters: VecDeque::new(),
+                recheck: false,
                 alarm_at: None,
                 closed: false,
             }),
@@ -597,11 +601,12 @@ impl<G: Gate> Waiting<G> {
                     continue;
                 }
                 if self.gate.is_remote() {
-                    // The first waiter books by a round trip, unless it already is.
-                    if head.slot.state.load(Ordering::Acquire) == WAITING {
-                        head.slot.state.store(TURN, Ordering::Release);
-                        let wake = std::mem::replace(&mut *head.slot.wake.lock(), Wake::Nobody);
-                        effects.wakes.push(wake);
+                    // The first waiter books by a round trip, unless it already is:
+                    // then its answer may predate what changed, so it asks again.
+                    match head.slot.state.load(Ordering::Acquire) {
+                        WAITING => Self::hand_turn(head, effects),
+                        BOOKING => inner.recheck = true,
+                        _ => {}
                     }
                     break;
                 }
@@ -710,9 +715,19 @@ impl<G: Gate> Waiting<G> {
                 .is_some_and(|e| Arc::ptr_eq(&e.slot, slot));
             if first && slot.state.load(Ordering::Acquire) == BOOKING {
                 slot.state.store(WAITING, Ordering::Release);
+                let recheck = std::mem::take(&mut inner.recheck);
                 let mut alarm = None;
                 if !self.apply(&mut inner, now, booked, &mut effects, &mut alarm) {
                     self.drain(&mut inner, now, &mut effects);
+                } else if recheck
+                    && inner
+                        .waiters
+                        .front()
+                        .is_some_and(|e| e.booked_until.is_none())
+                {
+                    // Denied on a state that a release has changed since.
+                    let head = inner.waiters.front_mut().expect("checked");
+                    Self::hand_turn(head, &mut effects);
                 } else if let Some(at) = alarm {
                     // `drain` would hand the turn straight back: arm and stop here.
                     self.alarm_hint.store(at.as_u64(), Ordering::Relaxed);
@@ -728,6 +743,13 @@ impl<G: Gate> Waiting<G> {
             }
         }
         self.deliver(effects);
+    }
+
+    /// Gives a remote gate's first waiter the turn to book, and wakes it.
+    fn hand_turn(head: &mut Entry, effects: &mut Effects) {
+        head.slot.state.store(TURN, Ordering::Release);
+        let wake = std::mem::replace(&mut *head.slot.wake.lock(), Wake::Nobody);
+        effects.wakes.push(wake);
     }
 
     /// The first waiter's round trip failed: it leaves with the error, and the next
