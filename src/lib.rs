@@ -83,7 +83,7 @@ pub mod futures {
     pub use crate::semaphore::{AcquireOwnedPermit, AcquirePermit};
 }
 
-pub use decision::{Admitted, Decision, Denied, Limited, Reservation};
+pub use decision::{Admitted, Decision, Denied, Limited, Reservation, Retry};
 pub use error::{AcquireError, ConfigError, InsufficientCapacity};
 pub use keyed::{KeyedConfig, KeyedLimiter};
 pub use leaky_queue::LeakyQueue;

@@ -944,9 +944,7 @@ mod tests {
         );
         assert_eq!(
             FixedWindow::new(1, Duration::MAX),
-            Err(ConfigError::Overflow {
-                parameter: "window"
-            })
+            Err(crate::units::too_long("window"))
         );
         assert!(matches!(
             FixedWindow::new(1 << 32, Duration::from_secs(10)),
@@ -975,9 +973,7 @@ mod tests {
         );
         assert_eq!(
             FixedWindow::from_first_hit(1, Duration::MAX),
-            Err(ConfigError::Overflow {
-                parameter: "window"
-            })
+            Err(crate::units::too_long("window"))
         );
         assert!(FixedWindow::from_first_hit(u64::MAX, Duration::from_nanos(1)).is_ok());
         let mut fh = first_hit(1, 1);

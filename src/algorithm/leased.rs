@@ -7,7 +7,7 @@ use super::{Algorithm, Concurrency};
 use crate::decision::{Decision, Denied, Reservation};
 use crate::error::ConfigError;
 use crate::time::Nanos;
-use crate::units::duration_to_nanos;
+use crate::units::positive_nanos;
 
 /// At most `max` permits in use, where permits not renewed for a `lease` are taken
 /// back.
@@ -63,14 +63,12 @@ impl Leased {
     ///
     /// # Errors
     ///
-    /// [`ConfigError::Zero`] for a zero lease.
+    /// [`ConfigError::Zero`] for a zero lease, [`ConfigError::TooLong`] for one
+    /// beyond the clock's range (584 years).
     pub fn new(limit: Concurrency, lease: Duration) -> Result<Leased, ConfigError> {
-        if lease.is_zero() {
-            return Err(ConfigError::Zero { parameter: "lease" });
-        }
         Ok(Leased {
             limit,
-            lease: duration_to_nanos(lease),
+            lease: positive_nanos("lease", lease)?,
         })
     }
 

@@ -750,7 +750,7 @@ mod tests {
         assert_eq!(s.active_permissions(), -4);
         match r.acquire(&mut s, at(40), 1).unwrap_err() {
             Denied::Limited(l) => {
-                assert_eq!(l.retry_after(), Duration::from_nanos(160));
+                assert_eq!(l.retry_after(), Some(Duration::from_nanos(160)));
                 assert_eq!(l.remaining(), 0);
                 assert_eq!(l.reset_after(), Duration::from_nanos(260));
             }
@@ -859,9 +859,7 @@ mod tests {
         );
         assert_eq!(
             RefreshPeriod::new(1, Duration::MAX, s),
-            Err(ConfigError::Overflow {
-                parameter: "refresh_period"
-            })
+            Err(crate::units::too_long("refresh_period"))
         );
         assert_eq!(
             RefreshPeriod::new(1, s, Duration::MAX).unwrap().timeout(),

@@ -460,9 +460,7 @@ mod tests {
         );
         assert_eq!(
             SlidingCounter::new(1, Duration::MAX),
-            Err(ConfigError::Overflow {
-                parameter: "window"
-            })
+            Err(crate::units::too_long("window"))
         );
     }
 

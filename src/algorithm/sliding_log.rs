@@ -675,15 +675,11 @@ mod tests {
         );
         assert_eq!(
             SlidingLog::new(1, Duration::MAX),
-            Err(ConfigError::Overflow {
-                parameter: "window"
-            })
+            Err(crate::units::too_long("window"))
         );
         assert_eq!(
             log(1, 1).min_gap(Duration::MAX),
-            Err(ConfigError::Overflow {
-                parameter: "min_gap"
-            })
+            Err(crate::units::too_long("min_gap"))
         );
         let mut l = log(1, 1);
         assert!(l.set_limit(0).is_err());

@@ -130,9 +130,10 @@ fn sf_integer(n: u64) -> u64 {
 }
 
 /// The `Retry-After` of a "not now" denial, in delay-seconds: its wait rounded up, so
-/// never earlier than `t`, and at least 1.
-pub(crate) fn retry_after_seconds(limited: &Limited) -> u64 {
-    seconds_up(limited.retry_after()).max(1)
+/// never earlier than `t`, and at least 1; `None` when it waits for a release, which
+/// no number of seconds promises.
+pub(crate) fn retry_after_seconds(limited: &Limited) -> Option<u64> {
+    limited.retry_after().map(|d| seconds_up(d).max(1))
 }
 
 /// `name` as a structured-field string, quotes included; see the
@@ -202,7 +203,8 @@ pub fn policy_value(policies: &[Policy]) -> HeaderValue {
 }
 
 /// The `RateLimit` value of `policy` with `remaining` permits and `t` seconds until
-/// more quota.
+/// more quota; `t` is left out when given as `None` (more quota comes with a release,
+/// not with time).
 ///
 /// # Examples
 ///
@@ -213,15 +215,18 @@ pub fn policy_value(policies: &[Policy]) -> HeaderValue {
 ///
 /// let burst = Policy::new("burst", 100, Duration::from_secs(60));
 /// assert_eq!(ratelimit_value(&burst, 0, 12), r#""burst";r=0;t=12"#);
+/// assert_eq!(ratelimit_value(&burst, 0, None), r#""burst";r=0"#);
 /// ```
-pub fn ratelimit_value(policy: &Policy, remaining: u64, t: u64) -> HeaderValue {
+pub fn ratelimit_value(policy: &Policy, remaining: u64, t: impl Into<Option<u64>>) -> HeaderValue {
     // Sent on every response: digits by hand, as `write!` costs several times more.
     let mut out = String::with_capacity(policy.name.len() + 40);
     push_sf_string(&mut out, &policy.name);
     out.push_str(";r=");
     push_integer(&mut out, sf_integer(remaining));
-    out.push_str(";t=");
-    push_integer(&mut out, sf_integer(t));
+    if let Some(t) = t.into() {
+        out.push_str(";t=");
+        push_integer(&mut out, sf_integer(t));
+    }
     value(out)
 }
 
@@ -279,7 +284,9 @@ pub fn insert(headers: &mut HeaderMap, verdict: &Verdict, legacy: bool) {
     }
     // `Retry-After` needs no policy: a 429 always says when to come back.
     if let Err(Denied::Limited(limited)) = decision {
-        headers.append(RETRY_AFTER, HeaderValue::from(retry_after_seconds(limited)));
+        if let Some(seconds) = retry_after_seconds(limited) {
+            headers.append(RETRY_AFTER, HeaderValue::from(seconds));
+        }
     }
     let Some(policy) = verdict.decisive_policy() else {
         return;
@@ -288,13 +295,13 @@ pub fn insert(headers: &mut HeaderMap, verdict: &Verdict, legacy: bool) {
         Ok(admitted) => (
             admitted.limit(),
             admitted.remaining(),
-            seconds_up(admitted.reset_after()),
+            Some(seconds_up(admitted.reset_after())),
             admitted.reset_after(),
         ),
         Err(Denied::Limited(limited)) => (
             limited.limit(),
             limited.remaining(),
-            seconds_up(limited.retry_after()),
+            limited.retry_after().map(seconds_up),
             limited.reset_after(),
         ),
         Err(_) => return,

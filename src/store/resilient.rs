@@ -1103,7 +1103,7 @@ mod tests {
         let Outcome::Decision(Err(Denied::Limited(limited))) = acquire(&store, &rule, 2) else {
             panic!("admitted")
         };
-        assert_eq!(limited.retry_after(), Duration::from_millis(600));
+        assert_eq!(limited.retry_after(), Some(Duration::from_millis(600)));
         assert_eq!((limited.limit(), limited.remaining()), (10, 0));
         let reserve = Op::Reserve {
             n: 1,

@@ -552,13 +552,13 @@ impl<G: Gate> Waiting<G> {
                         break;
                     }
                     Err(Denied::Limited(limited)) => {
+                        // None: capacity comes back by release, not with time.
                         let retry = limited.retry_after();
-                        let fits_in_time = head
-                            .deadline
-                            .map_or(true, |d| !self.gate.books_ahead() && now + retry <= d);
+                        let fits_in_time = head.deadline.map_or(true, |d| {
+                            !self.gate.books_ahead() && now + retry.unwrap_or_default() <= d
+                        });
                         if fits_in_time {
-                            // Zero: capacity comes back by release, not with time.
-                            alarm = (!retry.is_zero()).then(|| now + retry);
+                            alarm = retry.filter(|r| !r.is_zero()).map(|r| now + r);
                             break;
                         }
                         let entry = inner.waiters.pop_front().expect("front");
@@ -624,7 +624,8 @@ impl<G: Gate> Waiting<G> {
                     self.finish(entry, GRANTED, effects);
                 }
                 Err(Denied::Limited(limited)) => {
-                    let retry = limited.retry_after();
+                    // None: capacity comes back by release, not with time.
+                    let retry = limited.retry_after().unwrap_or_default();
                     let at = now + retry;
                     // As in FIFO order: a gate that books ahead knows the wait.
                     let too_late = inner.waiters[index]

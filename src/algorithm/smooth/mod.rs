@@ -511,7 +511,7 @@ mod tests {
         };
         assert_eq!(
             (l.retry_after(), l.remaining(), l.reset_after()),
-            (ms(100), 0, ms(1100))
+            (Some(ms(100)), 0, ms(1100))
         );
         let peek = bursty.acquire(&mut s, at(2100), 0).unwrap();
         assert_eq!(peek.reset_after(), ms(1100));
