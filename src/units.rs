@@ -75,6 +75,13 @@ pub(crate) fn duration_from_nanos(x: i128) -> Duration {
     }
 }
 
+/// Nanoseconds from `now` until `at`, zero once it has come; until the clock's last
+/// instant when `at` lies past it (`None`): the wait of what never happens on this
+/// clock.
+pub(crate) fn until(at: Option<u64>, now: u64) -> u64 {
+    at.map_or(u64::MAX - now, |at| at.saturating_sub(now))
+}
+
 /// Nanoseconds from `elapsed` to the start of period `index`, where period `k` starts
 /// at `k × length`; zero once it has started. Saturates.
 pub(crate) fn until_period(length: u64, elapsed: u128, index: u128) -> u128 {
@@ -128,6 +135,13 @@ mod tests {
             positive_nanos("window", Duration::from_nanos(u64::MAX)),
             Ok(u64::MAX)
         );
+    }
+
+    #[test]
+    fn a_time_past_the_clocks_end_is_waited_for_until_the_end() {
+        assert_eq!(until(Some(10), 3), 7);
+        assert_eq!(until(Some(3), 10), 0);
+        assert_eq!(until(None, 10), u64::MAX - 10);
     }
 
     #[test]

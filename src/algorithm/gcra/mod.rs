@@ -19,7 +19,7 @@ use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
 use crate::error::{non_zero, ConfigError};
 use crate::quota::Quota;
 use crate::time::Nanos;
-use crate::units::duration_to_nanos;
+use crate::units::{duration_to_nanos, until};
 
 mod cell_reply;
 
@@ -133,10 +133,8 @@ impl Gcra {
     /// clock's end if they never do on this clock.
     #[inline]
     pub(super) fn wait(&self, tat: u64, now: u64, n: u64) -> u64 {
-        match self.next_tat(tat, now, n) {
-            Some(next) => next.saturating_sub(self.tolerance).saturating_sub(now),
-            None => to_the_end(now),
-        }
+        let allow_at = self.next_tat(tat, now, n).map(|t| t.saturating_sub(self.tolerance));
+        until(allow_at, now)
     }
 
     // `remaining` is `(tolerance - ttl) / interval`, left undivided: most callers never
@@ -185,7 +183,7 @@ impl Algorithm for Gcra {
             return Ok(self.admitted(*tat, now));
         }
         let Some(new_tat) = self.next_tat(*tat, now, n) else {
-            return Err(self.limited(*tat, now, to_the_end(now)));
+            return Err(self.limited(*tat, now, until(None, now)));
         };
         let allow_at = new_tat.saturating_sub(self.tolerance);
         if allow_at > now {
@@ -208,7 +206,7 @@ impl Algorithm for Gcra {
         }
         let now = now.as_u64();
         let Some(new_tat) = self.next_tat(*tat, now, n) else {
-            return Err(self.limited(*tat, now, to_the_end(now)));
+            return Err(self.limited(*tat, now, until(None, now)));
         };
         let wait = new_tat.saturating_sub(self.tolerance).saturating_sub(now);
         let max_wait = duration_to_nanos(max_wait);
@@ -233,13 +231,6 @@ impl Algorithm for Gcra {
     fn idle_at(&self, tat: &u64) -> Nanos {
         Nanos::new(*tat)
     }
-}
-
-/// The wait from `now` to the clock's last instant: the retry of a request that never
-/// fits on this clock.
-#[inline]
-const fn to_the_end(now: u64) -> u64 {
-    u64::MAX - now
 }
 
 impl Gcra {
