@@ -239,7 +239,8 @@ mod tests {
         let e = Quota::with_period(Duration::MAX).unwrap_err();
         assert_eq!(e, crate::units::too_long("period"));
         assert!(
-            e.to_string().contains("18446744073.709551615s (about 584 years)"),
+            e.to_string()
+                .contains("18446744073.709551615s (about 584 years)"),
             "{e}"
         );
         assert!(Quota::with_period(Quota::MAX_PERIOD).is_ok());

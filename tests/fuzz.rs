@@ -14,7 +14,7 @@ use std::time::Duration;
 use common::{drive, op};
 use proptest::prelude::*;
 use tollgate::algorithm::{
-    AllOf, Algorithm, Concurrency, FixedWindow, Gcra, LeakyBucket, Leased, RefreshPeriod,
+    Algorithm, AllOf, Concurrency, FixedWindow, Gcra, LeakyBucket, Leased, RefreshPeriod,
     SlidingCounter, SlidingLog, SmoothBursty, SmoothWarmingUp,
 };
 use tollgate::time::Nanos;
@@ -67,7 +67,11 @@ fn steps() -> impl Strategy<Value = Vec<Step>> {
     ];
     let n = prop_oneof![8 => (0u64..6).prop_map(Size::Few), 1 => Just(Size::Capacity), 1 => Just(Size::OverCapacity)];
     prop::collection::vec(
-        (dt, ask, n).prop_map(|(dt_permille, ask, n)| Step { dt_permille, ask, n }),
+        (dt, ask, n).prop_map(|(dt_permille, ask, n)| Step {
+            dt_permille,
+            ask,
+            n,
+        }),
         1..40,
     )
 }
@@ -140,7 +144,15 @@ fn check_spans(
         for &(e, _) in uses.iter().filter(|&&(e, _)| e >= s) {
             if let Some(most) = most(s, e) {
                 let used = used_in(uses, s, e);
-                prop_assert!(used <= most, "{} used in [{}, {}] (at most {}): {:?}", used, s, e, most, uses);
+                prop_assert!(
+                    used <= most,
+                    "{} used in [{}, {}] (at most {}): {:?}",
+                    used,
+                    s,
+                    e,
+                    most,
+                    uses
+                );
             }
         }
     }

@@ -157,10 +157,7 @@ fn retry_in_whole_micros(outcome: Outcome) -> Outcome {
     let round = |denied: Denied| match denied {
         Denied::Limited(l) => Denied::from(Limited::new(
             Duration::from_micros(
-                l.retry_after()
-                    .expect("a time")
-                    .as_nanos()
-                    .div_ceil(1_000) as u64,
+                l.retry_after().expect("a time").as_nanos().div_ceil(1_000) as u64
             ),
             l.limit(),
             l.remaining(),

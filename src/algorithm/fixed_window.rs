@@ -1055,9 +1055,7 @@ mod tests {
         assert_eq!(admitted, 10);
         let denied = fw.acquire(&mut s, Nanos::MAX, 1).unwrap_err();
         assert_eq!(denied.retry_after(), Some(Duration::ZERO));
-        assert!(fw
-            .reserve(&mut s, Nanos::MAX, 1, Duration::MAX)
-            .is_err());
+        assert!(fw.reserve(&mut s, Nanos::MAX, 1, Duration::MAX).is_err());
     }
 
     #[test]

@@ -236,7 +236,13 @@ mod tests {
             let mixed: String = lower
                 .chars()
                 .enumerate()
-                .map(|(i, c)| if i % 2 == 1 { c.to_ascii_uppercase() } else { c })
+                .map(|(i, c)| {
+                    if i % 2 == 1 {
+                        c.to_ascii_uppercase()
+                    } else {
+                        c
+                    }
+                })
                 .collect();
             for name in [lower.to_owned(), upper, title, mixed] {
                 assert_eq!(Unit::from_name(&name), Some(unit), "{name}");

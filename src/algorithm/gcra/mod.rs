@@ -133,7 +133,9 @@ impl Gcra {
     /// clock's end if they never do on this clock.
     #[inline]
     pub(super) fn wait(&self, tat: u64, now: u64, n: u64) -> u64 {
-        let allow_at = self.next_tat(tat, now, n).map(|t| t.saturating_sub(self.tolerance));
+        let allow_at = self
+            .next_tat(tat, now, n)
+            .map(|t| t.saturating_sub(self.tolerance));
         until(allow_at, now)
     }
 
@@ -357,7 +359,10 @@ mod tests {
         let start = u64::MAX - 500 * MS;
         let mut s = g.initial_state(Nanos::new(start));
         let admitted = (0..1000u64)
-            .filter(|i| g.acquire(&mut s, Nanos::new(start + i * 400_000), 1).is_ok())
+            .filter(|i| {
+                g.acquire(&mut s, Nanos::new(start + i * 400_000), 1)
+                    .is_ok()
+            })
             .count();
         // Half a second left: 5 permits of 100 ms fit before the end, none after.
         assert_eq!(admitted, 5);

@@ -627,7 +627,9 @@ mod tests {
         let bursty = SmoothBursty::new(0.01).unwrap();
         let mut s = bursty.initial_state(Nanos::MAX);
         bursty.acquire(&mut s, Nanos::MAX, 3).unwrap();
-        let denied = bursty.reserve(&mut s, Nanos::MAX, 3, Duration::MAX).unwrap_err();
+        let denied = bursty
+            .reserve(&mut s, Nanos::MAX, 3, Duration::MAX)
+            .unwrap_err();
         assert_eq!(denied.retry_after(), Some(Duration::ZERO));
         assert!(bursty.acquire(&mut s, Nanos::MAX, 1).is_err());
         // Within the clock, the same reservation waits its 300 s.

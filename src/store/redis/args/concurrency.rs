@@ -43,10 +43,7 @@ mod tests {
         let fits = leased(1, Duration::from_micros(1 << 52));
         assert!(args(&fits).is_ok());
         let huge = leased(1, Duration::from_micros((1 << 52) + 1));
-        assert_eq!(
-            args(&huge),
-            Err(super::super::too_long("lease", 1 << 52))
-        );
+        assert_eq!(args(&huge), Err(super::super::too_long("lease", 1 << 52)));
     }
 
     /// Regression: the longest lease the clock holds, which is not a whole number of
@@ -58,8 +55,14 @@ mod tests {
         let e = args(&longest).unwrap_err();
         assert_eq!(e, super::super::too_long("lease", 1 << 52));
         let text = e.to_string();
-        assert!(text.starts_with("lease is too long for the Redis scripts' arithmetic"), "{text}");
-        assert!(text.contains("4503599627.370496s (about 142 years)"), "{text}");
+        assert!(
+            text.starts_with("lease is too long for the Redis scripts' arithmetic"),
+            "{text}"
+        );
+        assert!(
+            text.contains("4503599627.370496s (about 142 years)"),
+            "{text}"
+        );
     }
 
     #[test]
