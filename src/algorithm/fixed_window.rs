@@ -146,7 +146,7 @@ impl FixedWindow<Aligned> {
     /// # Errors
     ///
     /// [`ConfigError::Zero`] for a zero `limit` or `window`,
-    /// [`ConfigError::Overflow`] for a window over 584 years,
+    /// [`ConfigError::TooLong`] for a window over 584 years,
     /// [`ConfigError::OutOfRange`] for a limit above
     /// [`max_limit(window)`](FixedWindow::max_limit).
     ///
@@ -338,7 +338,7 @@ impl FixedWindow<FirstHit> {
     /// # Errors
     ///
     /// [`ConfigError::Zero`] for a zero `limit` or `window`,
-    /// [`ConfigError::Overflow`] for a window over 584 years.
+    /// [`ConfigError::TooLong`] for a window over 584 years.
     ///
     /// # Examples
     ///

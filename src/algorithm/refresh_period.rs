@@ -122,7 +122,7 @@ impl RefreshPeriod {
     ///
     /// [`ConfigError::Zero`] for a zero `limit_for_period` or `refresh_period`,
     /// [`ConfigError::OutOfRange`] for a `limit_for_period` above `i64::MAX`,
-    /// [`ConfigError::Overflow`] for a `refresh_period` beyond 584 years.
+    /// [`ConfigError::TooLong`] for a `refresh_period` beyond 584 years.
     ///
     /// # Examples
     ///

@@ -92,7 +92,7 @@ impl SlidingCounter {
     /// # Errors
     ///
     /// [`ConfigError::Zero`] for a zero `limit` or `window`,
-    /// [`ConfigError::Overflow`] for a window over 584 years.
+    /// [`ConfigError::TooLong`] for a window over 584 years.
     ///
     /// # Examples
     ///

@@ -81,7 +81,7 @@ impl SlidingLog {
     ///
     /// [`ConfigError::Zero`] for a zero `limit` or `window`,
     /// [`ConfigError::OutOfRange`] for a limit above [`SlidingLog::MAX_LIMIT`],
-    /// [`ConfigError::Overflow`] for a window over 584 years.
+    /// [`ConfigError::TooLong`] for a window over 584 years.
     ///
     /// # Examples
     ///
@@ -111,7 +111,7 @@ impl SlidingLog {
     ///
     /// # Errors
     ///
-    /// [`ConfigError::Overflow`] for a gap over 584 years.
+    /// [`ConfigError::TooLong`] for a gap over 584 years.
     ///
     /// # Examples
     ///

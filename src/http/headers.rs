@@ -12,6 +12,8 @@
 //!     time until the same request can pass (its `retry_after`); on an admission, the
 //!     time until the policy is back to its full quota (its `reset_after`).
 //! - `Retry-After` (RFC 9110) on a denial, in delay-seconds: `t`, and at least 1.
+//!   A denial that waits for permits to be released (a concurrency limit) sends no
+//!   `Retry-After` and no `t`: no time promises a release.
 //! - Optionally the legacy `X-RateLimit-Limit`, `X-RateLimit-Remaining` and
 //!   `X-RateLimit-Reset` of the decisive policy. `X-RateLimit-Reset` is a **delta**:
 //!   the seconds until the policy is back to its full quota, rounded up (as

@@ -40,6 +40,11 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// the key's state may be forgotten. It is reloaded automatically after `NOSCRIPT` (a
 /// restart, a failover or `SCRIPT FLUSH`).
 ///
+/// A request at an explicit time ([`Request::at`](super::Request::at)) must be at most
+/// 2^52 µs after the Unix epoch (the year 2112), so that the script's doubles hold it
+/// and a rule's spans exactly; a later one is a [`StoreError::Config`]
+/// ([`ConfigError::TooLong`](crate::ConfigError::TooLong), parameter `"at"`).
+///
 /// Concurrent requests over one store share its connection and are pipelined on it:
 /// clone the store (cheap) rather than connecting again. With
 /// [`coalescing`](RedisStore::coalescing), concurrent requests are also decided
