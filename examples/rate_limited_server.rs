@@ -13,6 +13,7 @@
 //! Options: `--rules FILE` (default: examples/rules.yaml), `--addr HOST:PORT`.
 
 use std::net::SocketAddr;
+use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -80,8 +81,21 @@ fn app(rules: RuleSet) -> Result<Router, Error> {
         .layer(RateLimitLayer::new(limits).legacy_headers(true)))
 }
 
+/// Runs the server, and on failure prints the error as people read it
+/// (`rules.yaml:6:26: requests_per_unit must be greater than zero`), not its `Debug`
+/// form, which is what returning it from `main` prints.
 #[tokio::main]
-async fn main() -> Result<(), Error> {
+async fn main() -> ExitCode {
+    match run().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> Result<(), Error> {
     let options = options()?;
     let rules = RuleSet::from_file(&options.rules)?;
     let app = app(rules)?;

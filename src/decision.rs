@@ -139,7 +139,8 @@ impl Quotient {
 /// A request that was not granted, and nothing was consumed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Denied {
-    /// Not now: the same request may succeed after [`Limited::retry_after`].
+    /// Not now: the same request may succeed later, after a time or after a release
+    /// ([`Limited::retry`]).
     Limited(Limited),
     /// Never: the request asks for more than the limiter can grant at once.
     Insufficient(InsufficientCapacity),
@@ -148,10 +149,36 @@ pub enum Denied {
 }
 
 impl Denied {
-    /// How long to wait before the same request can succeed, or `None` if it never can.
+    /// How long to wait before the same request can succeed; `None` if no wait is
+    /// enough: it never can, or it waits for permits to be released
+    /// ([`Retry::OnRelease`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::algorithm::{Algorithm, Concurrency};
+    /// use tollgate::time::Nanos;
+    /// use tollgate::Retry;
+    ///
+    /// let limit = Concurrency::new(1)?;
+    /// let mut in_use = limit.initial_state(Nanos::ZERO);
+    /// limit.acquire(&mut in_use, Nanos::ZERO, 1)?;
+    /// let denied = limit.acquire(&mut in_use, Nanos::ZERO, 1).unwrap_err();
+    /// assert_eq!(denied.retry_after(), None);
+    /// assert_eq!(denied.retry(), Some(Retry::OnRelease));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub const fn retry_after(&self) -> Option<Duration> {
         match self {
-            Denied::Limited(l) => Some(l.retry_after()),
+            Denied::Limited(l) => l.retry_after(),
+            Denied::Insufficient(_) | Denied::Closed => None,
+        }
+    }
+
+    /// When the same request can succeed, or `None` if it never can.
+    pub const fn retry(&self) -> Option<Retry> {
+        match self {
+            Denied::Limited(l) => Some(l.retry()),
             Denied::Insufficient(_) | Denied::Closed => None,
         }
     }
@@ -191,10 +218,51 @@ impl From<InsufficientCapacity> for Denied {
     }
 }
 
-/// Rate-limited: retry after a while.
+/// When a request that is limited, not refused for ever, can succeed.
+///
+/// Ordered by how long it waits: every [`After`](Retry::After) comes before
+/// [`OnRelease`](Retry::OnRelease), which no length of time is sure to reach.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::Retry;
+///
+/// let later = Retry::After(Duration::from_secs(1));
+/// assert_eq!(later.after(), Some(Duration::from_secs(1)));
+/// assert_eq!(Retry::OnRelease.after(), None);
+/// assert!(later < Retry::OnRelease);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Retry {
+    /// After this long, if nothing else takes permits meanwhile.
+    After(Duration),
+    /// Once a holder releases permits: time alone frees none (a concurrency limit).
+    OnRelease,
+}
+
+impl Retry {
+    /// The wait, or `None` when the request waits for a release.
+    pub const fn after(self) -> Option<Duration> {
+        match self {
+            Retry::After(d) => Some(d),
+            Retry::OnRelease => None,
+        }
+    }
+
+    /// Whether the request waits for permits to be released rather than for time.
+    pub const fn is_on_release(self) -> bool {
+        matches!(self, Retry::OnRelease)
+    }
+}
+
+/// Limited: retry after a while, or once permits are released.
 #[derive(Clone, Copy)]
 pub struct Limited {
     retry_after_nanos: u64,
+    /// The retry waits for a release; `retry_after_nanos` is then unused.
+    on_release: bool,
     limit: u64,
     remaining: Quotient,
     reset_after_nanos: u64,
@@ -210,9 +278,35 @@ impl Limited {
     ) -> Limited {
         Limited {
             retry_after_nanos: duration_to_nanos(retry_after),
+            on_release: false,
             limit,
             remaining: Quotient::whole(remaining),
             reset_after_nanos: duration_to_nanos(reset_after),
+        }
+    }
+
+    /// A denial that waits for permits to be released, not for time: a concurrency
+    /// limit with `remaining` of its `limit` free.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::{Limited, Retry};
+    ///
+    /// let full = Limited::on_release(8, 0);
+    /// assert_eq!(full.retry(), Retry::OnRelease);
+    /// assert_eq!(full.retry_after(), None);
+    /// ```
+    pub const fn on_release(limit: u64, remaining: u64) -> Limited {
+        Limited {
+            retry_after_nanos: 0,
+            on_release: true,
+            limit,
+            remaining: Quotient {
+                numerator: remaining,
+                divisor: 1,
+            },
+            reset_after_nanos: 0,
         }
     }
 
@@ -228,16 +322,28 @@ impl Limited {
     ) -> Limited {
         Limited {
             retry_after_nanos,
+            on_release: false,
             limit,
             remaining: Quotient::new(remaining_numerator, remaining_divisor),
             reset_after_nanos,
         }
     }
 
+    /// When the same request can succeed: after a time, if nothing else consumes
+    /// permits meanwhile, or once permits are released.
+    pub const fn retry(&self) -> Retry {
+        if self.on_release {
+            Retry::OnRelease
+        } else {
+            Retry::After(Duration::from_nanos(self.retry_after_nanos))
+        }
+    }
+
     /// How long until the same request can succeed, if nothing else consumes permits
-    /// meanwhile.
-    pub const fn retry_after(&self) -> Duration {
-        Duration::from_nanos(self.retry_after_nanos)
+    /// meanwhile; `None` when it waits for permits to be released, which no length
+    /// of time promises ([`Retry::OnRelease`]).
+    pub const fn retry_after(&self) -> Option<Duration> {
+        self.retry().after()
     }
 
     /// The most permits the limiter can grant at one instant.
@@ -255,9 +361,9 @@ impl Limited {
         Duration::from_nanos(self.reset_after_nanos)
     }
 
-    fn key(&self) -> (u64, u64, u64, u64) {
+    fn key(&self) -> (Retry, u64, u64, u64) {
         (
-            self.retry_after_nanos,
+            self.retry(),
             self.limit,
             self.remaining(),
             self.reset_after_nanos,
@@ -282,7 +388,7 @@ impl Hash for Limited {
 impl fmt::Debug for Limited {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Limited")
-            .field("retry_after", &self.retry_after())
+            .field("retry", &self.retry())
             .field("limit", &self.limit)
             .field("remaining", &self.remaining())
             .field("reset_after", &self.reset_after())
@@ -292,7 +398,10 @@ impl fmt::Debug for Limited {
 
 impl fmt::Display for Limited {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "rate limited, retry after {:?}", self.retry_after())
+        match self.retry() {
+            Retry::After(d) => write!(f, "rate limited, retry after {d:?}"),
+            Retry::OnRelease => f.write_str("limited, retry once permits are released"),
+        }
     }
 }
 
@@ -345,5 +454,25 @@ mod tests {
         let later: Denied = Limited::new(Duration::from_millis(5), 10, 0, Duration::ZERO).into();
         assert!(later.is_limited());
         assert_eq!(later.retry_after(), Some(Duration::from_millis(5)));
+        assert_eq!(later.retry(), Some(Retry::After(Duration::from_millis(5))));
+    }
+
+    /// Regression: a concurrency limit's denial said "retry after 0ns", as if permits
+    /// were free now, when they come back only as holders release them.
+    #[test]
+    fn a_release_is_not_a_zero_wait() {
+        let release = Limited::on_release(4, 0);
+        let now = Limited::new(Duration::ZERO, 4, 0, Duration::ZERO);
+        assert_ne!(release, now);
+        assert_eq!(release.retry_after(), None);
+        assert_eq!(now.retry_after(), Some(Duration::ZERO));
+        assert_eq!(
+            release.to_string(),
+            "limited, retry once permits are released"
+        );
+        let denied = Denied::from(release);
+        assert!(denied.is_limited() && !denied.is_never());
+        assert_eq!(denied.retry(), Some(Retry::OnRelease));
+        assert!(Retry::After(Duration::MAX) < Retry::OnRelease);
     }
 }

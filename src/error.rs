@@ -5,6 +5,7 @@
 
 use std::convert::Infallible;
 use std::fmt;
+use std::time::Duration;
 
 /// A parameter that would make a limiter panic, overflow, wait forever or let
 /// everything through.
@@ -52,6 +53,15 @@ pub enum ConfigError {
         /// Which parameter.
         parameter: &'static str,
     },
+    /// The parameter, a length of time, is longer than the arithmetic that holds it.
+    TooLong {
+        /// Which parameter.
+        parameter: &'static str,
+        /// The longest value accepted.
+        max: Duration,
+        /// What holds the value, in words: why `max` is the bound.
+        within: &'static str,
+    },
     /// The parameter is out of its allowed range.
     OutOfRange {
         /// Which parameter.
@@ -70,6 +80,7 @@ impl ConfigError {
             | ConfigError::NotANumber { parameter }
             | ConfigError::Infinite { parameter }
             | ConfigError::Overflow { parameter }
+            | ConfigError::TooLong { parameter, .. }
             | ConfigError::OutOfRange { parameter, .. } => parameter,
         }
     }
@@ -85,6 +96,21 @@ impl fmt::Display for ConfigError {
             ConfigError::NotANumber { parameter } => write!(f, "{parameter} is NaN"),
             ConfigError::Infinite { parameter } => write!(f, "{parameter} must be finite"),
             ConfigError::Overflow { parameter } => write!(f, "{parameter} is too large"),
+            ConfigError::TooLong {
+                parameter,
+                max,
+                within,
+            } => {
+                write!(
+                    f,
+                    "{parameter} is too long for {within}: the longest accepted is {max:?}"
+                )?;
+                let years = max.as_secs() / SECONDS_PER_YEAR;
+                if years > 0 {
+                    write!(f, " (about {years} years)")?;
+                }
+                Ok(())
+            }
             ConfigError::OutOfRange {
                 parameter,
                 expected,
@@ -94,6 +120,9 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
+
+/// A Julian year, for saying how long a [`ConfigError::TooLong`] bound is.
+const SECONDS_PER_YEAR: u64 = 31_557_600;
 
 /// The request asks for more permits than the limiter can ever grant at once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -302,6 +331,30 @@ mod tests {
                 parameter: "warmup",
                 value: f64::NEG_INFINITY
             })
+        );
+    }
+
+    #[test]
+    fn too_long_says_what_holds_it_and_the_longest_accepted() {
+        let e = ConfigError::TooLong {
+            parameter: "lease",
+            max: Duration::from_micros(1 << 52),
+            within: "the Redis scripts",
+        };
+        assert_eq!(
+            e.to_string(),
+            "lease is too long for the Redis scripts: the longest accepted is \
+             4503599627.370496s (about 142 years)"
+        );
+        assert_eq!(e.parameter(), "lease");
+        let short = ConfigError::TooLong {
+            parameter: "gap",
+            max: Duration::from_secs(5),
+            within: "a test",
+        };
+        assert_eq!(
+            short.to_string(),
+            "gap is too long for a test: the longest accepted is 5s"
         );
     }
 

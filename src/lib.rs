@@ -85,7 +85,7 @@ pub mod futures {
     pub use crate::store::limiter::SharedAcquire;
 }
 
-pub use decision::{Admitted, Decision, Denied, Limited, Reservation};
+pub use decision::{Admitted, Decision, Denied, Limited, Reservation, Retry};
 pub use error::{AcquireError, ConfigError, InsufficientCapacity};
 pub use keyed::{KeyedConfig, KeyedLimiter};
 pub use leaky_queue::LeakyQueue;

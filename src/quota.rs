@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::error::{non_zero, ConfigError};
+use crate::units::{nanos_of, LONGEST};
 
 /// `count` permits per `period`, with up to `burst` at one instant.
 ///
@@ -26,7 +27,15 @@ use crate::error::{non_zero, ConfigError};
 /// # Errors
 ///
 /// Every constructor returns [`ConfigError`] for a count or period of zero, for more
-/// than one permit per nanosecond, and for values whose products overflow.
+/// than one permit per nanosecond, for a period beyond [`Quota::MAX_PERIOD`], and for
+/// values whose products overflow.
+///
+/// # At the end of the clock
+///
+/// A limiter's state is a time on its clock, which ends at
+/// [`Nanos::MAX`](crate::time::Nanos::MAX), 584 years after the clock's origin. A request
+/// whose permits would reach past that end is denied, never admitted early: a quota of
+/// one per 500 years admits once, and nothing more on that clock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Quota {
     count: u64,
@@ -37,13 +46,30 @@ pub struct Quota {
 }
 
 impl Quota {
+    /// The longest period: `u64::MAX` nanoseconds (about 584 years), the clock's range.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{ConfigError, Quota};
+    ///
+    /// assert!(Quota::new(1, Quota::MAX_PERIOD).is_ok());
+    /// let longer = Quota::MAX_PERIOD + Duration::from_nanos(1);
+    /// assert!(matches!(
+    ///     Quota::new(1, longer),
+    ///     Err(ConfigError::TooLong { parameter: "period", max: Quota::MAX_PERIOD, .. })
+    /// ));
+    /// ```
+    pub const MAX_PERIOD: Duration = LONGEST;
+
     /// `count` permits per `period`; the burst defaults to `count`.
     ///
     /// # Errors
     ///
     /// [`ConfigError::Zero`] if `count` or `period` is zero,
     /// [`ConfigError::OutOfRange`] if `count` exceeds one per nanosecond of `period`,
-    /// [`ConfigError::Overflow`] if `period` exceeds 584 years.
+    /// [`ConfigError::TooLong`] if `period` exceeds [`Quota::MAX_PERIOD`].
     pub fn new(count: u64, period: Duration) -> Result<Quota, ConfigError> {
         let count = non_zero("count", count)?;
         if period.is_zero() {
@@ -51,9 +77,7 @@ impl Quota {
                 parameter: "period",
             });
         }
-        let period_nanos = u64::try_from(period.as_nanos()).map_err(|_| ConfigError::Overflow {
-            parameter: "period",
-        })?;
+        let period_nanos = nanos_of("period", period)?;
         if count > period_nanos {
             return Err(ConfigError::OutOfRange {
                 parameter: "count",
@@ -211,13 +235,15 @@ mod tests {
     }
 
     #[test]
-    fn overflowing_period_is_an_error() {
-        assert_eq!(
-            Quota::with_period(Duration::MAX),
-            Err(ConfigError::Overflow {
-                parameter: "period"
-            })
+    fn a_period_past_the_clocks_range_is_an_error_naming_the_longest() {
+        let e = Quota::with_period(Duration::MAX).unwrap_err();
+        assert_eq!(e, crate::units::too_long("period"));
+        assert!(
+            e.to_string()
+                .contains("18446744073.709551615s (about 584 years)"),
+            "{e}"
         );
+        assert!(Quota::with_period(Quota::MAX_PERIOD).is_ok());
     }
 
     #[test]

@@ -98,8 +98,10 @@ impl Semaphore {
     ///
     /// [`Denied::Insufficient`] if `n` exceeds [`max_permits`](Semaphore::max_permits);
     /// [`Denied::Limited`] if fewer than `n` are available, or if others are waiting.
-    /// Its `retry_after` is zero: permits come back when their holders drop them, not
-    /// after a time. [`Denied::Closed`] after [`close`](Semaphore::close).
+    /// Fewer available, it waits for a release
+    /// ([`Retry::OnRelease`](crate::Retry::OnRelease), no `retry_after`): permits come
+    /// back when their holders drop them, not after a time. [`Denied::Closed`] after
+    /// [`close`](Semaphore::close).
     ///
     /// # Examples
     ///

@@ -12,6 +12,22 @@ use crate::error::{non_zero, ConfigError};
 
 const NANOS_PER_SECOND: u128 = 1_000_000_000;
 
+/// The longest time a parameter may span: the clock's range, `u64::MAX` nanoseconds
+/// (about 584 years).
+pub(crate) const LONGEST: Duration = Duration::from_nanos(u64::MAX);
+
+/// What [`LONGEST`] bounds, in a [`ConfigError::TooLong`]'s words.
+pub(crate) const CLOCK_RANGE: &str = "the clock's range (u64 nanoseconds)";
+
+/// The error of a parameter longer than [`LONGEST`].
+pub(crate) const fn too_long(parameter: &'static str) -> ConfigError {
+    ConfigError::TooLong {
+        parameter,
+        max: LONGEST,
+        within: CLOCK_RANGE,
+    }
+}
+
 /// Whole nanoseconds of `d`, saturating at `u64::MAX` (584 years).
 pub(crate) fn duration_to_nanos(d: Duration) -> u64 {
     saturating_u64(d.as_nanos())
@@ -21,16 +37,16 @@ pub(crate) fn duration_to_nanos(d: Duration) -> u64 {
 ///
 /// # Errors
 ///
-/// [`ConfigError::Overflow`] past `u64::MAX` nanoseconds.
+/// [`ConfigError::TooLong`] past `u64::MAX` nanoseconds.
 pub(crate) fn nanos_of(parameter: &'static str, d: Duration) -> Result<u64, ConfigError> {
-    u64::try_from(d.as_nanos()).map_err(|_| ConfigError::Overflow { parameter })
+    u64::try_from(d.as_nanos()).map_err(|_| too_long(parameter))
 }
 
 /// Whole nanoseconds of the parameter `d`, at least one: a window or period length.
 ///
 /// # Errors
 ///
-/// [`ConfigError::Zero`] for zero, [`ConfigError::Overflow`] past `u64::MAX`
+/// [`ConfigError::Zero`] for zero, [`ConfigError::TooLong`] past `u64::MAX`
 /// nanoseconds.
 pub(crate) fn positive_nanos(parameter: &'static str, d: Duration) -> Result<u64, ConfigError> {
     non_zero(parameter, nanos_of(parameter, d)?)
@@ -57,6 +73,13 @@ pub(crate) fn duration_from_nanos(x: i128) -> Duration {
         Ok(secs) => Duration::new(secs, (x % NANOS_PER_SECOND) as u32),
         Err(_) => Duration::MAX,
     }
+}
+
+/// Nanoseconds from `now` until `at`, zero once it has come; until the clock's last
+/// instant when `at` lies past it (`None`): the wait of what never happens on this
+/// clock.
+pub(crate) fn until(at: Option<u64>, now: u64) -> u64 {
+    at.map_or(u64::MAX - now, |at| at.saturating_sub(now))
 }
 
 /// Nanoseconds from `elapsed` to the start of period `index`, where period `k` starts
@@ -95,9 +118,11 @@ mod tests {
 
     #[test]
     fn parameters_that_do_not_fit_are_errors() {
+        assert_eq!(nanos_of("gap", Duration::MAX), Err(too_long("gap")));
+        assert_eq!(nanos_of("gap", LONGEST), Ok(u64::MAX));
         assert_eq!(
-            nanos_of("gap", Duration::MAX),
-            Err(ConfigError::Overflow { parameter: "gap" })
+            nanos_of("gap", LONGEST + Duration::from_nanos(1)),
+            Err(too_long("gap"))
         );
         assert_eq!(nanos_of("gap", Duration::ZERO), Ok(0));
         assert_eq!(
@@ -110,6 +135,13 @@ mod tests {
             positive_nanos("window", Duration::from_nanos(u64::MAX)),
             Ok(u64::MAX)
         );
+    }
+
+    #[test]
+    fn a_time_past_the_clocks_end_is_waited_for_until_the_end() {
+        assert_eq!(until(Some(10), 3), 7);
+        assert_eq!(until(Some(3), 10), 0);
+        assert_eq!(until(None, 10), u64::MAX - 10);
     }
 
     #[test]

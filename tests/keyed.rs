@@ -134,7 +134,7 @@ fn full_bound_denies_new_keys_until_the_next_key_is_idle() {
     let Denied::Limited(limited) = denied else {
         panic!("expected Limited, got {denied:?}");
     };
-    assert_eq!(limited.retry_after(), Duration::from_millis(400));
+    assert_eq!(limited.retry_after(), Some(Duration::from_millis(400)));
     assert_eq!(limited.remaining(), 0);
     assert_eq!(limited.limit(), 1);
     assert_eq!(

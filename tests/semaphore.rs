@@ -52,7 +52,8 @@ fn denials_say_never_or_not_now() {
     assert!(never.is_never());
     let _held = semaphore.try_acquire(2).unwrap();
     let not_now = semaphore.try_acquire(1).unwrap_err();
-    assert_eq!(not_now.retry_after(), Some(std::time::Duration::ZERO));
+    assert!(not_now.is_limited());
+    assert_eq!(not_now.retry(), Some(tollgate::Retry::OnRelease));
 }
 
 #[test]

@@ -152,7 +152,11 @@ async fn every_tag_gets_exactly_its_burst_on_whichever_master_holds_it() {
         match decision.unwrap() {
             Ok(_) => *admitted.entry(tag.as_str()).or_default() += 1,
             Err(Denied::Limited(limited)) => {
-                assert_eq!(limited.retry_after(), Duration::from_secs(10), "{tag}")
+                assert_eq!(
+                    limited.retry_after(),
+                    Some(Duration::from_secs(10)),
+                    "{tag}"
+                )
             }
             Err(other) => panic!("{tag}: {other:?}"),
         }

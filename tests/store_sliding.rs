@@ -156,7 +156,9 @@ fn sliding_counter_with_a_gcra_rule_decides_all_or_nothing_as_the_memory_store()
 fn retry_in_whole_micros(outcome: Outcome) -> Outcome {
     let round = |denied: Denied| match denied {
         Denied::Limited(l) => Denied::from(Limited::new(
-            Duration::from_micros(l.retry_after().as_nanos().div_ceil(1_000) as u64),
+            Duration::from_micros(
+                l.retry_after().expect("a time").as_nanos().div_ceil(1_000) as u64
+            ),
             l.limit(),
             l.remaining(),
             l.reset_after(),

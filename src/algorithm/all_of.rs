@@ -97,14 +97,15 @@ pub(crate) fn tighter(a: Admitted, b: Admitted) -> Admitted {
     Admitted::new(limit, remaining, reset)
 }
 
-/// "Never" outranks "not now"; among "not now", the longer wait wins.
+/// "Never" outranks "not now"; among "not now", the longer wait wins, and a wait
+/// for a release outlasts any time.
 pub(crate) fn later_denial(current: Option<Denied>, new: Denied) -> Denied {
     match (current, new) {
         (None, d) => d,
         (Some(d @ (Denied::Insufficient(_) | Denied::Closed)), _) => d,
         (Some(_), d @ (Denied::Insufficient(_) | Denied::Closed)) => d,
         (Some(Denied::Limited(a)), Denied::Limited(b)) => {
-            if b.retry_after() > a.retry_after() {
+            if b.retry() > a.retry() {
                 Denied::Limited(b)
             } else {
                 Denied::Limited(a)

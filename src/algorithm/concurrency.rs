@@ -16,8 +16,9 @@ use crate::time::Nanos;
 /// [`Semaphore`](crate::Semaphore).
 ///
 /// Time plays no part. Permits come back when their holders
-/// [`refund`](Algorithm::refund) them, so a denial's `retry_after` and every
-/// `reset_after` are [`Duration::ZERO`]: they say nothing about when permits return.
+/// [`refund`](Algorithm::refund) them, so a denial waits for a release
+/// ([`Retry::OnRelease`](crate::Retry::OnRelease): its `retry_after` is `None`), and
+/// every `reset_after` is [`Duration::ZERO`].
 ///
 /// # Examples
 ///
@@ -115,13 +116,7 @@ impl Algorithm for Concurrency {
             // n == 0 peeks, even when the maximum was lowered below what is in use.
             None if n == 0 => Ok(Admitted::new(self.max, 0, Duration::ZERO)),
             // Permits return when holders release them, not with time.
-            None => Err(Limited::new(
-                Duration::ZERO,
-                self.max,
-                self.max.saturating_sub(*in_use),
-                Duration::ZERO,
-            )
-            .into()),
+            None => Err(Limited::on_release(self.max, self.max.saturating_sub(*in_use)).into()),
         }
     }
 
@@ -172,16 +167,19 @@ impl Concurrency {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::decision::Retry;
 
     const T: Nanos = Nanos::ZERO;
 
+    /// Regression: the denial said "retry after 0ns", as if permits were free now.
     #[test]
-    fn admits_up_to_max_then_limits_with_zero_retry() {
+    fn admits_up_to_max_then_waits_for_a_release() {
         let c = Concurrency::new(3).unwrap();
         let mut s = c.initial_state(T);
         assert_eq!(c.acquire(&mut s, T, 2).unwrap().remaining(), 1);
         let denied = c.acquire(&mut s, T, 2).unwrap_err();
-        assert_eq!(denied.retry_after(), Some(Duration::ZERO));
+        assert_eq!(denied.retry(), Some(Retry::OnRelease));
+        assert_eq!(denied.retry_after(), None);
         match denied {
             Denied::Limited(l) => assert_eq!(l.remaining(), 1),
             other => panic!("not never: {other:?}"),
@@ -246,7 +244,7 @@ mod tests {
         let denied = c
             .reserve(&mut s, T, 1, Duration::from_secs(60))
             .unwrap_err();
-        assert_eq!(denied.retry_after(), Some(Duration::ZERO));
+        assert_eq!(denied.retry(), Some(Retry::OnRelease));
     }
 
     #[test]

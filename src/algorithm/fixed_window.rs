@@ -146,7 +146,7 @@ impl FixedWindow<Aligned> {
     /// # Errors
     ///
     /// [`ConfigError::Zero`] for a zero `limit` or `window`,
-    /// [`ConfigError::Overflow`] for a window over 584 years,
+    /// [`ConfigError::TooLong`] for a window over 584 years,
     /// [`ConfigError::OutOfRange`] for a limit above
     /// [`max_limit(window)`](FixedWindow::max_limit).
     ///
@@ -338,7 +338,7 @@ impl FixedWindow<FirstHit> {
     /// # Errors
     ///
     /// [`ConfigError::Zero`] for a zero `limit` or `window`,
-    /// [`ConfigError::Overflow`] for a window over 584 years.
+    /// [`ConfigError::TooLong`] for a window over 584 years.
     ///
     /// # Examples
     ///
@@ -392,8 +392,11 @@ impl FixedWindow<FirstHit> {
 
     fn view(&self, state: &FirstHitState, now: u64) -> Booked {
         let (start, count) = (state.start.as_u64(), state.count);
+        // A window that would end past the clock's last instant runs to it and never
+        // ends: saturating its end would open a fresh window there on every request.
+        let ended = start.checked_add(self.window).is_some_and(|end| end <= now);
         let end = start.saturating_add(self.window);
-        if count == 0 || end <= now {
+        if count == 0 || ended {
             return Booked {
                 start: now,
                 end: now.saturating_add(self.window),
@@ -944,9 +947,7 @@ mod tests {
         );
         assert_eq!(
             FixedWindow::new(1, Duration::MAX),
-            Err(ConfigError::Overflow {
-                parameter: "window"
-            })
+            Err(crate::units::too_long("window"))
         );
         assert!(matches!(
             FixedWindow::new(1 << 32, Duration::from_secs(10)),
@@ -975,9 +976,7 @@ mod tests {
         );
         assert_eq!(
             FixedWindow::from_first_hit(1, Duration::MAX),
-            Err(ConfigError::Overflow {
-                parameter: "window"
-            })
+            Err(crate::units::too_long("window"))
         );
         assert!(FixedWindow::from_first_hit(u64::MAX, Duration::from_nanos(1)).is_ok());
         let mut fh = first_hit(1, 1);
@@ -1039,6 +1038,37 @@ mod tests {
         fw.acquire(&mut s, at(500), 1).unwrap();
         let denied = fw.acquire(&mut s, at(400), 1).unwrap_err();
         assert_eq!(denied.retry_after(), Some(ms(1100)));
+    }
+
+    /// Regression: a first-hit window that would end past the clock's end saturated
+    /// its end at the last instant, where every request then opened a fresh window.
+    #[test]
+    fn first_hit_windows_never_reopen_at_the_clocks_end() {
+        let fw = first_hit(10, 1000);
+        let start = u64::MAX - 500 * MS;
+        let mut s = fw.initial_state(Nanos::new(start));
+        let admitted: u64 = [start, start + 100 * MS, u64::MAX - 1, u64::MAX]
+            .iter()
+            .flat_map(|&now| (0..100).map(move |_| now))
+            .filter(|&now| fw.acquire(&mut s, Nanos::new(now), 1).is_ok())
+            .count() as u64;
+        assert_eq!(admitted, 10);
+        let denied = fw.acquire(&mut s, Nanos::MAX, 1).unwrap_err();
+        assert_eq!(denied.retry_after(), Some(Duration::ZERO));
+        assert!(fw.reserve(&mut s, Nanos::MAX, 1, Duration::MAX).is_err());
+    }
+
+    #[test]
+    fn aligned_windows_near_the_clocks_end_admit_the_limit_once() {
+        let fw = aligned(10, 1000).aligned_to_unix_epoch(Duration::from_millis(300));
+        let start = u64::MAX - 500 * MS;
+        let mut s = fw.initial_state(Nanos::new(start));
+        let admitted = [start, u64::MAX - 1, u64::MAX]
+            .iter()
+            .flat_map(|&now| (0..100).map(move |_| now))
+            .filter(|&now| fw.acquire(&mut s, Nanos::new(now), 1).is_ok())
+            .count();
+        assert_eq!(admitted, 10);
     }
 
     #[test]

@@ -289,7 +289,7 @@ impl Algorithm for LeakyBucket {
         let max_wait = duration_to_nanos(max_wait);
         if wait > max_wait {
             // Both the wait and the lack of room shrink one for one with time.
-            let room = self.meter.allow_at(*empty_at, t, n).saturating_sub(t);
+            let room = self.meter.wait(*empty_at, t, n);
             return Err(self
                 .meter
                 .limited(*empty_at, t, (wait - max_wait).max(room)));

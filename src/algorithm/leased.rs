@@ -7,7 +7,7 @@ use super::{Algorithm, Concurrency};
 use crate::decision::{Decision, Denied, Reservation};
 use crate::error::ConfigError;
 use crate::time::Nanos;
-use crate::units::duration_to_nanos;
+use crate::units::positive_nanos;
 
 /// At most `max` permits in use, where permits not renewed for a `lease` are taken
 /// back.
@@ -63,14 +63,12 @@ impl Leased {
     ///
     /// # Errors
     ///
-    /// [`ConfigError::Zero`] for a zero lease.
+    /// [`ConfigError::Zero`] for a zero lease, [`ConfigError::TooLong`] for one
+    /// beyond the clock's range (584 years).
     pub fn new(limit: Concurrency, lease: Duration) -> Result<Leased, ConfigError> {
-        if lease.is_zero() {
-            return Err(ConfigError::Zero { parameter: "lease" });
-        }
         Ok(Leased {
             limit,
-            lease: duration_to_nanos(lease),
+            lease: positive_nanos("lease", lease)?,
         })
     }
 
@@ -84,10 +82,11 @@ impl Leased {
         Duration::from_nanos(self.lease)
     }
 
-    /// The permits still held at `now`: none once the lease has run out.
+    /// The permits still held at `now`: none once the lease has run out. A lease that
+    /// would run out past the clock's last instant never does on this clock.
     fn held(&self, state: &LeasedState, now: Nanos) -> u64 {
-        if state.in_use > 0 && now.as_u64() >= state.renewed_at.as_u64().saturating_add(self.lease)
-        {
+        let expires_at = state.renewed_at.as_u64().checked_add(self.lease);
+        if expires_at.is_some_and(|at| now.as_u64() >= at) {
             0
         } else {
             state.in_use
@@ -191,6 +190,33 @@ mod tests {
         limit.refund(&mut s, secs(2), 5);
         assert_eq!(s, LeasedState::default());
         assert_eq!(limit.idle_at(&s), Nanos::ZERO);
+    }
+
+    /// Regression: a lease that would run out past the clock's end saturated at its
+    /// last instant, which then freed every permit.
+    #[test]
+    fn a_lease_past_the_clocks_end_never_runs_out() {
+        let limit = Leased::new(Concurrency::new(2).unwrap(), Duration::from_secs(10)).unwrap();
+        let near_end = Nanos::new(u64::MAX - 5_000_000_000);
+        let mut s = limit.initial_state(near_end);
+        limit.acquire(&mut s, near_end, 2).unwrap();
+        for now in [near_end, Nanos::new(u64::MAX - 1), Nanos::MAX] {
+            let denied = limit.acquire(&mut s, now, 1).unwrap_err();
+            assert_eq!(denied.retry(), Some(crate::Retry::OnRelease));
+        }
+        limit.refund(&mut s, Nanos::MAX, 1);
+        assert!(limit.acquire(&mut s, Nanos::MAX, 1).is_ok());
+        assert!(limit.acquire(&mut s, Nanos::MAX, 1).is_err());
+    }
+
+    #[test]
+    fn a_lease_past_the_clocks_range_is_an_error() {
+        let limit = Concurrency::new(1).unwrap();
+        assert_eq!(
+            Leased::new(limit, Duration::MAX),
+            Err(crate::units::too_long("lease"))
+        );
+        assert!(Leased::new(limit, Duration::from_nanos(u64::MAX)).is_ok());
     }
 
     #[test]

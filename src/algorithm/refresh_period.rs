@@ -122,7 +122,7 @@ impl RefreshPeriod {
     ///
     /// [`ConfigError::Zero`] for a zero `limit_for_period` or `refresh_period`,
     /// [`ConfigError::OutOfRange`] for a `limit_for_period` above `i64::MAX`,
-    /// [`ConfigError::Overflow`] for a `refresh_period` beyond 584 years.
+    /// [`ConfigError::TooLong`] for a `refresh_period` beyond 584 years.
     ///
     /// # Examples
     ///
@@ -750,7 +750,7 @@ mod tests {
         assert_eq!(s.active_permissions(), -4);
         match r.acquire(&mut s, at(40), 1).unwrap_err() {
             Denied::Limited(l) => {
-                assert_eq!(l.retry_after(), Duration::from_nanos(160));
+                assert_eq!(l.retry_after(), Some(Duration::from_nanos(160)));
                 assert_eq!(l.remaining(), 0);
                 assert_eq!(l.reset_after(), Duration::from_nanos(260));
             }
@@ -859,9 +859,7 @@ mod tests {
         );
         assert_eq!(
             RefreshPeriod::new(1, Duration::MAX, s),
-            Err(ConfigError::Overflow {
-                parameter: "refresh_period"
-            })
+            Err(crate::units::too_long("refresh_period"))
         );
         assert_eq!(
             RefreshPeriod::new(1, s, Duration::MAX).unwrap().timeout(),

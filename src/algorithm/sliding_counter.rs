@@ -92,7 +92,7 @@ impl SlidingCounter {
     /// # Errors
     ///
     /// [`ConfigError::Zero`] for a zero `limit` or `window`,
-    /// [`ConfigError::Overflow`] for a window over 584 years.
+    /// [`ConfigError::TooLong`] for a window over 584 years.
     ///
     /// # Examples
     ///
@@ -460,9 +460,7 @@ mod tests {
         );
         assert_eq!(
             SlidingCounter::new(1, Duration::MAX),
-            Err(ConfigError::Overflow {
-                parameter: "window"
-            })
+            Err(crate::units::too_long("window"))
         );
     }
 

@@ -18,6 +18,10 @@
 //! - Reservations never push out an unexpired entry (refunding one would uncover
 //!   permits the log had forgotten), which limits them to about one window's worth of
 //!   permits ahead.
+//!
+//! An entry whose window or gap would end past the clock's last instant
+//! ([`Nanos::MAX`]) never expires on this clock; letting that end saturate at the
+//! last instant would free every entry there at once.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -26,7 +30,7 @@ use super::{check_capacity, Algorithm};
 use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
 use crate::error::{non_zero, ConfigError};
 use crate::time::Nanos;
-use crate::units::{duration_to_nanos, nanos_of, positive_nanos};
+use crate::units::{duration_to_nanos, nanos_of, positive_nanos, until};
 
 /// An exact rolling window: at most `limit` permits in any window of length `window`,
 /// optionally at least `min_gap` apart, optionally counting blocked attempts
@@ -77,7 +81,7 @@ impl SlidingLog {
     ///
     /// [`ConfigError::Zero`] for a zero `limit` or `window`,
     /// [`ConfigError::OutOfRange`] for a limit above [`SlidingLog::MAX_LIMIT`],
-    /// [`ConfigError::Overflow`] for a window over 584 years.
+    /// [`ConfigError::TooLong`] for a window over 584 years.
     ///
     /// # Examples
     ///
@@ -107,7 +111,7 @@ impl SlidingLog {
     ///
     /// # Errors
     ///
-    /// [`ConfigError::Overflow`] for a gap over 584 years.
+    /// [`ConfigError::TooLong`] for a gap over 584 years.
     ///
     /// # Examples
     ///
@@ -234,34 +238,42 @@ impl SlidingLog {
         self.count_blocked
     }
 
+    /// Whether the entry at `t` has left the window at `now`: never when the window
+    /// would end past the clock's last instant.
+    fn expired(&self, t: u64, now: u64) -> bool {
+        now.checked_sub(self.window).is_some_and(|cut| t <= cut)
+    }
+
     /// Entries still in the window at `now` (later ones included).
     fn active(&self, log: &VecDeque<u64>, now: u64) -> u64 {
-        let expired = log.partition_point(|&t| t.saturating_add(self.window) <= now);
+        let expired = log.partition_point(|&t| self.expired(t, now));
         (log.len() - expired) as u64
     }
 
-    /// The earliest time from `now` at which `n` (at least 1) fit.
-    fn allowed_at(&self, log: &VecDeque<u64>, now: u64, n: u64) -> u64 {
+    /// The earliest time from `now` at which `n` (at least 1) fit; `None` if that is
+    /// past the clock's last instant.
+    fn allowed_at(&self, log: &VecDeque<u64>, now: u64, n: u64) -> Option<u64> {
         let mut at = now;
         // At most `limit - n` entries may remain: the one before them must expire.
         let keep = self.limit.saturating_sub(n);
         if let Some(must_expire) = (log.len() as u64).checked_sub(keep + 1) {
             // must_expire < len, so it indexes the log.
             let t = log[must_expire as usize];
-            at = at.max(t.saturating_add(self.window));
+            at = at.max(t.checked_add(self.window)?);
         }
         if self.min_gap > 0 {
             if let Some(&newest) = log.back() {
-                at = at.max(newest.saturating_add(self.min_gap));
+                at = at.max(newest.checked_add(self.min_gap)?);
             }
         }
-        at
+        Some(at)
     }
 
     /// Permits that could go now, given `active` entries and the newest one.
     fn remaining(&self, active: u64, newest: Option<u64>, now: u64) -> u64 {
+        let gap_runs = |t: u64| t.checked_add(self.min_gap).map_or(true, |end| end > now);
         match newest {
-            Some(t) if self.min_gap > 0 && t.saturating_add(self.min_gap) > now => 0,
+            Some(t) if self.min_gap > 0 && gap_runs(t) => 0,
             _ => self.limit.saturating_sub(active),
         }
     }
@@ -312,7 +324,7 @@ impl SlidingLog {
         let limit = self.limit as usize;
         while log.len() > limit {
             match log.front() {
-                Some(&t) if t.saturating_add(self.window) <= now => log.pop_front(),
+                Some(&t) if self.expired(t, now) => log.pop_front(),
                 _ => break,
             };
         }
@@ -348,14 +360,14 @@ impl Algorithm for SlidingLog {
             return Ok(self.admitted(log, now, 0));
         }
         let at = self.allowed_at(log, now, n);
-        if at > now {
+        if at != Some(now) {
             if !self.count_blocked {
-                return Err(self.limited(log, now, at - now));
+                return Err(self.limited(log, now, until(at, now)));
             }
             self.record(log, now, now, n);
             // The attempt itself now holds the window: the retry moves on.
             let at = self.allowed_at(log, now, n);
-            return Err(self.limited(log, now, at.saturating_sub(now)));
+            return Err(self.limited(log, now, until(at, now)));
         }
         let admitted = self.admitted(log, now, n);
         self.record(log, now, now, n);
@@ -369,8 +381,8 @@ impl Algorithm for SlidingLog {
             return Ok(self.admitted(log, now, 0));
         }
         let at = self.allowed_at(log, now, n);
-        if at > now {
-            return Err(self.limited(log, now, at - now));
+        if at != Some(now) {
+            return Err(self.limited(log, now, until(at, now)));
         }
         Ok(self.admitted(log, now, n))
     }
@@ -387,7 +399,9 @@ impl Algorithm for SlidingLog {
             return Ok(Reservation::new(0, Duration::ZERO));
         }
         let now = now.as_u64();
-        let at = self.allowed_at(log, now, n);
+        let Some(at) = self.allowed_at(log, now, n) else {
+            return Err(self.limited(log, now, until(None, now)));
+        };
         let wait = at - now;
         let max_wait = duration_to_nanos(max_wait);
         let mut retry = wait.saturating_sub(max_wait);
@@ -396,7 +410,7 @@ impl Algorithm for SlidingLog {
         let room = self.bound() - n as usize;
         if active > room {
             let must_expire = log[log.len() - room - 1];
-            retry = retry.max(must_expire.saturating_add(self.window).saturating_sub(now));
+            retry = retry.max(until(must_expire.checked_add(self.window), now));
         }
         if wait > max_wait || active > room {
             return Err(self.limited(log, now, retry));
@@ -675,21 +689,37 @@ mod tests {
         );
         assert_eq!(
             SlidingLog::new(1, Duration::MAX),
-            Err(ConfigError::Overflow {
-                parameter: "window"
-            })
+            Err(crate::units::too_long("window"))
         );
         assert_eq!(
             log(1, 1).min_gap(Duration::MAX),
-            Err(ConfigError::Overflow {
-                parameter: "min_gap"
-            })
+            Err(crate::units::too_long("min_gap"))
         );
         let mut l = log(1, 1);
         assert!(l.set_limit(0).is_err());
         assert!(l.set_limit(SlidingLog::MAX_LIMIT + 1).is_err());
         assert!(l.set_window(Duration::ZERO).is_err());
         assert_eq!(l, log(1, 1), "a failed setter changes nothing");
+    }
+
+    /// Regression: within a second of the clock's end an entry's window end saturated
+    /// at the last instant, where every entry then expired at once and every request
+    /// passed.
+    #[test]
+    fn near_the_clocks_end_entries_never_expire_early() {
+        let l = log(10, 1000).min_gap(ms(1)).unwrap();
+        let start = u64::MAX - 500 * MS;
+        let mut s = l.initial_state(Nanos::new(start));
+        let admitted = (0..1000u64)
+            .map(|i| start + i * 500_000)
+            .chain([u64::MAX - 1, u64::MAX, u64::MAX])
+            .filter(|&now| l.acquire(&mut s, Nanos::new(now), 1).is_ok())
+            .count();
+        assert_eq!(admitted, 10);
+        let denied = l.acquire(&mut s, Nanos::MAX, 1).unwrap_err();
+        assert_eq!(denied.retry_after(), Some(Duration::ZERO));
+        assert_eq!(l.peek(&s, Nanos::MAX, 0).unwrap().remaining(), 0);
+        assert!(l.reserve(&mut s, Nanos::MAX, 1, Duration::MAX).is_err());
     }
 
     #[test]

@@ -840,6 +840,11 @@ fn rename(e: ConfigError, burst_given: bool) -> ConfigError {
         ConfigError::NotANumber { .. } => ConfigError::NotANumber { parameter },
         ConfigError::Infinite { .. } => ConfigError::Infinite { parameter },
         ConfigError::Overflow { .. } => ConfigError::Overflow { parameter },
+        ConfigError::TooLong { max, within, .. } => ConfigError::TooLong {
+            parameter,
+            max,
+            within,
+        },
         ConfigError::OutOfRange { expected, .. } => ConfigError::OutOfRange {
             parameter,
             expected,

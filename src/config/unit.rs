@@ -3,6 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 
 /// The time `requests_per_unit` applies to.
@@ -13,8 +14,8 @@ use serde::Deserialize;
 /// weekday of the epoch), a `month` 30 days and a `year` 365 days, as in envoy's
 /// ratelimit service.
 ///
-/// The file spells them in lower case (`minute`) or, as envoy's protobuf does, upper
-/// case (`MINUTE`).
+/// The file may spell them in any case (`minute`, `MINUTE`, `Minute`), as envoy's
+/// ratelimit service reads them.
 ///
 /// # Examples
 ///
@@ -24,33 +25,37 @@ use serde::Deserialize;
 ///
 /// assert_eq!(Unit::Minute.duration(), Duration::from_secs(60));
 /// assert_eq!(Unit::Month.duration(), Duration::from_secs(30 * 86_400));
+/// assert_eq!(Unit::from_name("Minute"), Some(Unit::Minute));
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Unit {
     /// One second.
-    #[serde(alias = "SECOND")]
     Second,
     /// 60 seconds.
-    #[serde(alias = "MINUTE")]
     Minute,
     /// 3,600 seconds.
-    #[serde(alias = "HOUR")]
     Hour,
     /// 86,400 seconds.
-    #[serde(alias = "DAY")]
     Day,
     /// 7 days.
-    #[serde(alias = "WEEK")]
     Week,
     /// 30 days.
-    #[serde(alias = "MONTH")]
     Month,
     /// 365 days.
-    #[serde(alias = "YEAR")]
     Year,
 }
+
+/// Every unit, in the order an error lists them.
+const UNITS: [Unit; 7] = [
+    Unit::Second,
+    Unit::Minute,
+    Unit::Hour,
+    Unit::Day,
+    Unit::Week,
+    Unit::Month,
+    Unit::Year,
+];
 
 impl Unit {
     /// The unit's length.
@@ -76,6 +81,23 @@ impl Unit {
         }
     }
 
+    /// The unit named `name`, in any case (`"minute"`, `"MINUTE"`, `"Minute"`), as
+    /// envoy reads a unit; `None` for any other name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::config::Unit;
+    ///
+    /// assert_eq!(Unit::from_name("SECOND"), Some(Unit::Second));
+    /// assert_eq!(Unit::from_name("fortnight"), None);
+    /// ```
+    pub fn from_name(name: &str) -> Option<Unit> {
+        UNITS
+            .into_iter()
+            .find(|unit| unit.as_str().eq_ignore_ascii_case(name))
+    }
+
     /// The unit as the file spells it: `"second"`, `"minute"`, …
     ///
     /// # Examples
@@ -99,6 +121,28 @@ impl Unit {
 impl fmt::Display for Unit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Unit {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Unit, D::Error> {
+        deserializer.deserialize_str(UnitVisitor)
+    }
+}
+
+/// Reads a unit's name in any case.
+struct UnitVisitor;
+
+impl Visitor<'_> for UnitVisitor {
+    type Value = Unit;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a unit of time")
+    }
+
+    fn visit_str<E: de::Error>(self, name: &str) -> Result<Unit, E> {
+        const NAMES: &[&str] = &["second", "minute", "hour", "day", "week", "month", "year"];
+        Unit::from_name(name).ok_or_else(|| E::unknown_variant(name, NAMES))
     }
 }
 
@@ -174,5 +218,49 @@ impl Algorithm {
 impl fmt::Display for Algorithm {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: only `minute` and `MINUTE` were read; envoy reads unit names in any
+    /// case, so `Minute` or `sEcOnD` in an envoy file was an error.
+    #[test]
+    fn unit_names_are_read_in_any_case() {
+        for unit in UNITS {
+            let lower = unit.as_str();
+            let upper = lower.to_ascii_uppercase();
+            let title = format!("{}{}", lower[..1].to_ascii_uppercase(), &lower[1..]);
+            let mixed: String = lower
+                .chars()
+                .enumerate()
+                .map(|(i, c)| {
+                    if i % 2 == 1 {
+                        c.to_ascii_uppercase()
+                    } else {
+                        c
+                    }
+                })
+                .collect();
+            for name in [lower.to_owned(), upper, title, mixed] {
+                assert_eq!(Unit::from_name(&name), Some(unit), "{name}");
+                let read: Unit = serde_yaml_ng::from_str(&name).unwrap();
+                assert_eq!(read, unit, "{name}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_unknown_unit_lists_the_names() {
+        assert_eq!(Unit::from_name("seconds"), None);
+        let e = serde_yaml_ng::from_str::<Unit>("Fortnight").unwrap_err();
+        assert!(
+            e.to_string().starts_with(
+                "unknown variant `Fortnight`, expected one of `second`, `minute`, `hour`"
+            ),
+            "{e}"
+        );
     }
 }

@@ -121,8 +121,9 @@ pub enum EventKind {
     Denied {
         /// Why.
         reason: DenyReason,
-        /// When the same request may succeed; `None` when it never can or the
-        /// limiter does not know (a wait that timed out).
+        /// When the same request may succeed; `None` when it never can, when it
+        /// waits for permits to be released, or when the limiter does not know (a
+        /// wait that timed out).
         retry_after: Option<Duration>,
     },
     /// Every permit left was taken at once, so that the next ones come with time

@@ -664,18 +664,14 @@ impl<G: Gate> Waiting<G> {
                 true
             }
             Err(Denied::Limited(limited)) => {
-                let retry = limited.retry_after();
-                // Zero: capacity comes back by release, not with time; a remote gate
+                // None: capacity comes back by release, not with time; a remote gate
                 // may not see the release, so it asks again after a while.
-                let retry = match (retry.is_zero(), self.gate.release_poll()) {
-                    (true, Some(poll)) => poll,
-                    _ => retry,
-                };
-                let fits_in_time = head
-                    .deadline
-                    .map_or(true, |d| !self.gate.books_ahead() && now + retry <= d);
+                let retry = limited.retry_after().or_else(|| self.gate.release_poll());
+                let fits_in_time = head.deadline.map_or(true, |d| {
+                    !self.gate.books_ahead() && now + retry.unwrap_or_default() <= d
+                });
                 if fits_in_time {
-                    *alarm = (!retry.is_zero()).then(|| now + retry);
+                    *alarm = retry.filter(|r| !r.is_zero()).map(|r| now + r);
                     return true;
                 }
                 let entry = inner.waiters.pop_front().expect("front");
@@ -800,7 +796,8 @@ impl<G: Gate> Waiting<G> {
                     self.finish(entry, GRANTED, effects);
                 }
                 Err(Denied::Limited(limited)) => {
-                    let retry = limited.retry_after();
+                    // None: capacity comes back by release, not with time.
+                    let retry = limited.retry_after().unwrap_or_default();
                     let at = now + retry;
                     // As in FIFO order: a gate that books ahead knows the wait.
                     let too_late = inner.waiters[index]

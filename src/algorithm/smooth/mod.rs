@@ -76,8 +76,13 @@ impl SmoothState {
 
     /// The instant `us` microseconds after the start, saturating.
     fn instant(&self, us: i64) -> Nanos {
-        let ns = u64::try_from(us).unwrap_or(0).saturating_mul(1000);
-        Nanos::new(self.start.as_u64().saturating_add(ns))
+        self.checked_instant(us).unwrap_or(Nanos::MAX)
+    }
+
+    /// The instant `us` microseconds after the start; `None` past the clock's end.
+    fn checked_instant(&self, us: i64) -> Option<Nanos> {
+        let ns = u64::try_from(us).unwrap_or(0).checked_mul(1000)?;
+        self.start.as_u64().checked_add(ns).map(Nanos::new)
     }
 
     /// Whole microseconds from the start to `now`, as Guava's stopwatch reads them.
@@ -246,7 +251,9 @@ impl<S: SmoothShape> Smooth<S> {
     ///
     /// # Errors
     ///
-    /// [`Denied::Insufficient`] when `n` exceeds [`capacity`](Algorithm::capacity).
+    /// [`Denied::Insufficient`] when `n` exceeds [`capacity`](Algorithm::capacity);
+    /// [`Denied::Limited`] when the permits would go past the clock's end
+    /// ([`Nanos::MAX`]), which no wait reaches.
     ///
     /// # Examples
     ///
@@ -407,6 +414,11 @@ impl<S: SmoothShape> Algorithm for Smooth<S> {
         if fits_at > now_us {
             return Err(self.limited(state, now_us, now, fits_at));
         }
+        if state.checked_instant(state.next_free_us).is_none() {
+            // The permits would go past the clock's end: no wait on this clock reaches
+            // them, and a saturated wait would hand them out at the end at once.
+            return Err(self.limited(state, now_us, now, i64::MAX));
+        }
         let granted_at = self.take(state, now_us, n);
         let wait = state.instant(granted_at).saturating_since(now);
         Ok(Reservation::new(n, wait))
@@ -511,7 +523,7 @@ mod tests {
         };
         assert_eq!(
             (l.retry_after(), l.remaining(), l.reset_after()),
-            (ms(100), 0, ms(1100))
+            (Some(ms(100)), 0, ms(1100))
         );
         let peek = bursty.acquire(&mut s, at(2100), 0).unwrap();
         assert_eq!(peek.reset_after(), ms(1100));
@@ -606,6 +618,27 @@ mod tests {
         assert_eq!(s.stored_permits(), 8.0, "half cold stays half cold");
         assert_eq!(warm.warmup(), Duration::from_secs(4));
         assert_eq!(warm.stable_interval(), ms(250));
+    }
+
+    /// Regression: near the clock's end a reservation whose permits go past it got a
+    /// wait saturated at the end, zero from there: the permits went at once.
+    #[test]
+    fn a_reservation_past_the_clocks_end_is_denied_not_granted_at_once() {
+        let bursty = SmoothBursty::new(0.01).unwrap();
+        let mut s = bursty.initial_state(Nanos::MAX);
+        bursty.acquire(&mut s, Nanos::MAX, 3).unwrap();
+        let denied = bursty
+            .reserve(&mut s, Nanos::MAX, 3, Duration::MAX)
+            .unwrap_err();
+        assert_eq!(denied.retry_after(), Some(Duration::ZERO));
+        assert!(bursty.acquire(&mut s, Nanos::MAX, 1).is_err());
+        // Within the clock, the same reservation waits its 300 s.
+        let start = Nanos::new(u64::MAX - 400 * 1_000_000_000);
+        let mut s = bursty.initial_state(start);
+        bursty.acquire(&mut s, start, 3).unwrap();
+        let r = bursty.reserve(&mut s, start, 3, Duration::MAX).unwrap();
+        assert_eq!(r.wait(), Duration::from_secs(300));
+        assert!(bursty.reserve(&mut s, start, 1, Duration::MAX).is_err());
     }
 
     #[test]

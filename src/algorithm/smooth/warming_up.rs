@@ -158,7 +158,7 @@ impl SmoothWarmingUp {
     /// # Errors
     ///
     /// As [`SmoothBursty::new`](super::SmoothBursty::new) for the rate;
-    /// [`ConfigError::Overflow`] for a warm-up over 2⁵³ µs (285 years); for
+    /// [`ConfigError::TooLong`] for a warm-up over 2⁵³ µs (285 years); for
     /// `cold_factor`, [`ConfigError::NotANumber`], [`ConfigError::Infinite`], and
     /// [`ConfigError::OutOfRange`] below 1 or so large that the warm-up's slope is
     /// not finite.
@@ -182,9 +182,11 @@ impl SmoothWarmingUp {
         let rate = Rate::new(permits_per_second)?;
         let warmup_us = u64::try_from(warmup.as_micros())
             .ok()
-            .filter(|&us| us as f64 <= MAX_COST_US)
-            .ok_or(ConfigError::Overflow {
+            .filter(|&us| us <= MAX_COST_US as u64)
+            .ok_or(ConfigError::TooLong {
                 parameter: "warmup",
+                max: Duration::from_micros(MAX_COST_US as u64),
+                within: "the Guava limiters' arithmetic (whole microseconds, exact in a double)",
             })?;
         if cold_factor.is_nan() {
             return Err(ConfigError::NotANumber {
@@ -226,12 +228,13 @@ mod tests {
 
     #[test]
     fn rejects_bad_warmup_and_cold_factor() {
-        assert_eq!(
+        let longest = Duration::from_micros(1 << 53);
+        assert!(matches!(
             SmoothWarmingUp::new(1.0, Duration::MAX),
-            Err(ConfigError::Overflow {
-                parameter: "warmup"
-            })
-        );
+            Err(ConfigError::TooLong { parameter: "warmup", max, .. }) if max == longest
+        ));
+        assert!(SmoothWarmingUp::new(1.0, longest).is_ok());
+        assert!(SmoothWarmingUp::new(1.0, longest + Duration::from_micros(1)).is_err());
         let cold = |factor| SmoothWarmingUp::with_cold_factor(1.0, ms(1000), factor);
         assert_eq!(
             cold(f64::NAN),

@@ -66,7 +66,8 @@ impl<P> ThrottleLayer<P> {
     /// use tollgate::{algorithm::Gcra, time::ManualClock, Limiter, Quota};
     ///
     /// let clock = ManualClock::new();
-    /// let layer = ThrottleLayer::new(Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone()));
+    /// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone());
+    /// let layer = ThrottleLayer::with_clock(limiter, clock.clone());
     /// assert_eq!(layer.paused_until(), None);
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
@@ -117,7 +118,8 @@ impl<P, C: Clock> ThrottleLayer<P, C> {
     /// use tollgate::{algorithm::Gcra, time::ManualClock, Limiter, Quota};
     ///
     /// let clock = ManualClock::new();
-    /// let layer = ThrottleLayer::new(Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone()));
+    /// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone());
+    /// let layer = ThrottleLayer::with_clock(limiter, clock.clone());
     /// // Every call takes 2 permits: 5 calls a second.
     /// let layer = layer.cost(2);
     /// # Ok::<(), tollgate::ConfigError>(())
@@ -139,7 +141,8 @@ impl<P, C: Clock> ThrottleLayer<P, C> {
     /// use tollgate::{algorithm::Gcra, time::ManualClock, Limiter, Quota};
     ///
     /// let clock = ManualClock::new();
-    /// let layer = ThrottleLayer::new(Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone()));
+    /// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone());
+    /// let layer = ThrottleLayer::with_clock(limiter, clock.clone());
     /// let layer = layer.timeout(Duration::from_millis(500));
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
@@ -158,7 +161,8 @@ impl<P, C: Clock> ThrottleLayer<P, C> {
     /// use tollgate::{algorithm::Gcra, time::ManualClock, Limiter, Quota};
     ///
     /// let clock = ManualClock::new();
-    /// let layer = ThrottleLayer::new(Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone()));
+    /// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone());
+    /// let layer = ThrottleLayer::with_clock(limiter, clock.clone());
     /// let layer = layer.default_backoff(Duration::from_secs(5));
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
@@ -178,7 +182,8 @@ impl<P, C: Clock> ThrottleLayer<P, C> {
     /// use tollgate::{algorithm::Gcra, time::ManualClock, Limiter, Quota};
     ///
     /// let clock = ManualClock::new();
-    /// let layer = ThrottleLayer::new(Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone()));
+    /// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone());
+    /// let layer = ThrottleLayer::with_clock(limiter, clock.clone());
     /// let layer = layer.max_pause(Duration::from_secs(60));
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
@@ -197,15 +202,16 @@ impl<P, C: Clock> ThrottleLayer<P, C> {
     /// use tollgate::{algorithm::Gcra, time::ManualClock, Limiter, Quota};
     ///
     /// let clock = ManualClock::new();
-    /// let layer = ThrottleLayer::new(Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone()));
-    /// assert_eq!(tollgate::http::client::Permits::capacity(layer.permits()), 10);
+    /// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone());
+    /// let layer = ThrottleLayer::with_clock(limiter, clock.clone());
+    /// assert_eq!(tollgate::PermitSource::capacity(layer.permits()), 10);
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn permits(&self) -> &P {
         &self.shared.permits
     }
 
-    /// The end of the current pause on the permit source's clock, if one is on.
+    /// The end of the current pause on the layer's clock, if one is on.
     ///
     /// # Examples
     ///
@@ -215,7 +221,8 @@ impl<P, C: Clock> ThrottleLayer<P, C> {
     /// use tollgate::{algorithm::Gcra, time::ManualClock, Limiter, Quota};
     ///
     /// let clock = ManualClock::new();
-    /// let layer = ThrottleLayer::new(Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone()));
+    /// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone());
+    /// let layer = ThrottleLayer::with_clock(limiter, clock.clone());
     /// layer.pause_for(Duration::from_secs(3));
     /// assert_eq!(layer.paused_until(), Some(tollgate::time::Nanos::new(3_000_000_000)));
     /// clock.advance(Duration::from_secs(3));
@@ -237,7 +244,8 @@ impl<P, C: Clock> ThrottleLayer<P, C> {
     /// use tollgate::{algorithm::Gcra, time::ManualClock, Limiter, Quota};
     ///
     /// let clock = ManualClock::new();
-    /// let layer = ThrottleLayer::new(Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone()));
+    /// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone());
+    /// let layer = ThrottleLayer::with_clock(limiter, clock.clone());
     /// layer.pause_for(Duration::from_secs(10));
     /// layer.pause_for(Duration::from_secs(1)); // does not cut the longer pause short
     /// assert_eq!(layer.paused_until(), Some(tollgate::time::Nanos::new(10_000_000_000)));

@@ -80,7 +80,7 @@
 //! # futures::executor::block_on(async {
 //! let clock = ManualClock::new();
 //! let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone());
-//! let layer = ThrottleLayer::new(limiter);
+//! let layer = ThrottleLayer::with_clock(limiter, clock.clone());
 //! let api = layer.layer(service_fn(|_: Request<()>| async {
 //!     Response::builder().status(429).header("retry-after", "2").body(())
 //! }));

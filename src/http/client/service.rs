@@ -61,8 +61,9 @@ impl<S, P, C: Clock> Throttle<S, P, C> {
     /// use tollgate::http::client::ThrottleLayer;
     /// use tollgate::{algorithm::Gcra, time::ManualClock, Limiter, Quota};
     ///
-    /// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(10)?), ManualClock::new());
-    /// let throttle = ThrottleLayer::new(limiter).layer("inner");
+    /// let clock = ManualClock::new();
+    /// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone());
+    /// let throttle = ThrottleLayer::with_clock(limiter, clock).layer("inner");
     /// assert_eq!(*throttle.get_ref(), "inner");
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
@@ -70,7 +71,7 @@ impl<S, P, C: Clock> Throttle<S, P, C> {
         &self.inner
     }
 
-    /// The end of the current pause on the permit source's clock, if one is on.
+    /// The end of the current pause on the layer's clock, if one is on.
     ///
     /// # Examples
     ///
@@ -80,8 +81,9 @@ impl<S, P, C: Clock> Throttle<S, P, C> {
     /// use tollgate::http::client::ThrottleLayer;
     /// use tollgate::{algorithm::Gcra, time::ManualClock, Limiter, Quota};
     ///
-    /// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(10)?), ManualClock::new());
-    /// let throttle = ThrottleLayer::new(limiter).layer("inner");
+    /// let clock = ManualClock::new();
+    /// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone());
+    /// let throttle = ThrottleLayer::with_clock(limiter, clock).layer("inner");
     /// assert_eq!(throttle.paused_until(), None);
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
@@ -100,8 +102,9 @@ impl<S, P, C: Clock> Throttle<S, P, C> {
     /// use tollgate::http::client::ThrottleLayer;
     /// use tollgate::{algorithm::Gcra, time::ManualClock, Limiter, Quota};
     ///
-    /// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(10)?), ManualClock::new());
-    /// let throttle = ThrottleLayer::new(limiter).layer("inner");
+    /// let clock = ManualClock::new();
+    /// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone());
+    /// let throttle = ThrottleLayer::with_clock(limiter, clock).layer("inner");
     /// throttle.pause_for(Duration::from_secs(2));
     /// assert_eq!(throttle.paused_until(), Some(tollgate::time::Nanos::new(2_000_000_000)));
     /// # Ok::<(), tollgate::ConfigError>(())

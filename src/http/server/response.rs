@@ -19,7 +19,7 @@ struct Problem<'a> {
     /// For people.
     message: String,
     /// Seconds until the same request can pass; `null` when it never can, left out
-    /// when the request was not decided.
+    /// when the request was not decided or waits for a release.
     #[serde(skip_serializing_if = "Option::is_none")]
     retry_after: Option<Option<u64>>,
     /// The decisive policy's name.
@@ -33,16 +33,20 @@ pub(super) fn denied<B>(verdict: &Verdict, legacy: bool) -> Response<RateLimitBo
     let (status, problem) = match &verdict.decision {
         Some(Err(Denied::Limited(limited))) => {
             let seconds = wire::retry_after_seconds(limited);
+            let when = match seconds {
+                Some(seconds) => format!("retry after {seconds} s"),
+                None => "retry once a request in progress completes".to_owned(),
+            };
             let message = match policy {
-                Some(name) => format!("rate limit \"{name}\" exceeded: retry after {seconds} s"),
-                None => format!("rate limit exceeded: retry after {seconds} s"),
+                Some(name) => format!("rate limit \"{name}\" exceeded: {when}"),
+                None => format!("rate limit exceeded: {when}"),
             };
             (
                 StatusCode::TOO_MANY_REQUESTS,
                 Problem {
                     error: "rate_limited",
                     message,
-                    retry_after: Some(Some(seconds)),
+                    retry_after: seconds.map(Some),
                     policy,
                 },
             )

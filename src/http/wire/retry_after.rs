@@ -8,9 +8,10 @@ use super::{saturating_digits, seconds_up};
 use crate::decision::Limited;
 
 /// The `Retry-After` of a "not now" denial, in delay-seconds: its wait rounded up, so
-/// never earlier than `t`, and at least 1.
-pub(crate) fn retry_after_seconds(limited: &Limited) -> u64 {
-    seconds_up(limited.retry_after()).max(1)
+/// never earlier than `t`, and at least 1; `None` when it waits for a release, which
+/// no number of seconds promises.
+pub(crate) fn retry_after_seconds(limited: &Limited) -> Option<u64> {
+    limited.retry_after().map(|d| seconds_up(d).max(1))
 }
 
 /// Reads a `Retry-After` value: delay-seconds (`120`), or an HTTP-date in any of the
@@ -64,14 +65,16 @@ mod tests {
     #[test]
     fn retry_after_seconds_round_up_to_at_least_one() {
         let limited = |ms| Limited::new(Duration::from_millis(ms), 10, 0, Duration::ZERO);
-        assert_eq!(retry_after_seconds(&limited(0)), 1);
-        assert_eq!(retry_after_seconds(&limited(1)), 1);
-        assert_eq!(retry_after_seconds(&limited(2_500)), 3);
+        assert_eq!(retry_after_seconds(&limited(0)), Some(1));
+        assert_eq!(retry_after_seconds(&limited(1)), Some(1));
+        assert_eq!(retry_after_seconds(&limited(2_500)), Some(3));
         let forever = Limited::new(Duration::MAX, 1, 0, Duration::MAX);
         assert_eq!(
             retry_after_seconds(&forever),
-            seconds_up(forever.retry_after())
+            forever.retry_after().map(seconds_up)
         );
+        let release = Limited::on_release(1, 0);
+        assert_eq!(retry_after_seconds(&release), None);
     }
 
     #[test]

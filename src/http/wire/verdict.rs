@@ -50,7 +50,9 @@ pub fn insert(headers: &mut HeaderMap, verdict: &Verdict, legacy: bool) {
     }
     // `Retry-After` needs no policy: a 429 always says when to come back.
     if let Err(Denied::Limited(limited)) = decision {
-        headers.append(RETRY_AFTER, HeaderValue::from(retry_after_seconds(limited)));
+        if let Some(seconds) = retry_after_seconds(limited) {
+            headers.append(RETRY_AFTER, HeaderValue::from(seconds));
+        }
     }
     let Some(policy) = verdict.decisive_policy() else {
         return;
@@ -59,13 +61,13 @@ pub fn insert(headers: &mut HeaderMap, verdict: &Verdict, legacy: bool) {
         Ok(admitted) => (
             admitted.limit(),
             admitted.remaining(),
-            seconds_up(admitted.reset_after()),
+            Some(seconds_up(admitted.reset_after())),
             admitted.reset_after(),
         ),
         Err(Denied::Limited(limited)) => (
             limited.limit(),
             limited.remaining(),
-            seconds_up(limited.retry_after()),
+            limited.retry_after().map(seconds_up),
             limited.reset_after(),
         ),
         Err(_) => return,

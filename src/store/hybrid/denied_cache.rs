@@ -340,7 +340,8 @@ impl<S: Store, C: Clock> DeniedCache<S, C> {
                 table.forget(request.tag);
             }
         } else if let Outcome::Decision(Err(Denied::Limited(denial))) = outcome {
-            let until = sent_at + denial.retry_after();
+            // A wait for a release may end at any time: zero, so it is not cached.
+            let until = sent_at + denial.retry_after().unwrap_or_default();
             let now = self.now(request);
             let mut table = self.table.lock();
             // A refund or reservation since the request was sent may have freed what

@@ -40,6 +40,11 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// the key's state may be forgotten. It is reloaded automatically after `NOSCRIPT` (a
 /// restart, a failover or `SCRIPT FLUSH`).
 ///
+/// A request at an explicit time ([`Request::at`](super::Request::at)) must be at most
+/// 2^52 µs after the Unix epoch (the year 2112), so that the script's doubles hold it
+/// and a rule's spans exactly; a later one is a [`StoreError::Config`]
+/// ([`ConfigError::TooLong`](crate::ConfigError::TooLong), parameter `"at"`).
+///
 /// Concurrent requests over one store share its connection and are pipelined on it:
 /// clone the store (cheap) rather than connecting again. With
 /// [`coalescing`](RedisStore::coalescing), concurrent requests are also decided
@@ -394,7 +399,7 @@ where
         out.int(n);
         out.int(max_wait.min(args::MAX_SCRIPT_MICROS));
         match request.at {
-            Some(at) => out.int(u64::try_from(at.as_micros()).unwrap_or(u64::MAX)),
+            Some(at) => out.int(args::script_time(at)?),
             None => out.text(""),
         }
         for (_, kind, params) in &checks {
@@ -428,8 +433,15 @@ where
                 let field = |x: i64| u64::try_from(x).map_err(|_| bad());
                 let (kind, limit, remaining) = (v[0], field(v[1])?, field(v[2])?);
                 let reset_after = Duration::from_micros(field(v[3])?);
-                let wait = Duration::from_micros(field(v[4])?);
-                let limited = || Limited::new(wait, limit, remaining, reset_after).into();
+                // -1: the denial waits for a release, not for time.
+                let wait = match v[4] {
+                    -1 => None,
+                    wait => Some(Duration::from_micros(field(wait)?)),
+                };
+                let limited = || match wait {
+                    Some(wait) => Limited::new(wait, limit, remaining, reset_after).into(),
+                    None => Limited::on_release(limit, remaining).into(),
+                };
                 let never = || InsufficientCapacity::new(n, limit).into();
                 Ok(match (step, kind) {
                     (Step::Acquire(_) | Step::Peek(_), 1) => {
@@ -437,7 +449,10 @@ where
                     }
                     (Step::Acquire(_) | Step::Peek(_), 0) => Verdict::Decision(Err(limited())),
                     (Step::Acquire(_) | Step::Peek(_), 3) => Verdict::Decision(Err(never())),
-                    (Step::Reserve(..), 2) => Verdict::Reservation(Ok(Reservation::new(n, wait))),
+                    (Step::Reserve(..), 2) => {
+                        let wait = wait.ok_or_else(bad)?;
+                        Verdict::Reservation(Ok(Reservation::new(n, wait)))
+                    }
                     (Step::Reserve(..), 0) => Verdict::Reservation(Err(limited())),
                     (Step::Reserve(..), 3) => Verdict::Reservation(Err(never())),
                     (Step::Refund(_), 4) => Verdict::Refunded,

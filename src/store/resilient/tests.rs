@@ -360,7 +360,7 @@ fn closed_denies_with_the_breakers_time_and_refunds_fail() {
     let Outcome::Decision(Err(Denied::Limited(limited))) = acquire(&store, &rule, 2) else {
         panic!("admitted")
     };
-    assert_eq!(limited.retry_after(), Duration::from_millis(600));
+    assert_eq!(limited.retry_after(), Some(Duration::from_millis(600)));
     assert_eq!((limited.limit(), limited.remaining()), (10, 0));
     let reserve = Op::Reserve {
         n: 1,

@@ -43,9 +43,25 @@ mod tests {
         let fits = leased(1, Duration::from_micros(1 << 52));
         assert!(args(&fits).is_ok());
         let huge = leased(1, Duration::from_micros((1 << 52) + 1));
-        assert_eq!(
-            args(&huge),
-            Err(ConfigError::Overflow { parameter: "lease" })
+        assert_eq!(args(&huge), Err(super::super::too_long("lease", 1 << 52)));
+    }
+
+    /// Regression: the longest lease the clock holds, which is not a whole number of
+    /// µs, was rejected as "not a whole number of microseconds" instead of as too long
+    /// for the Redis arithmetic.
+    #[test]
+    fn a_lease_too_long_for_redis_says_so_and_gives_the_longest() {
+        let longest = leased(1, Duration::from_nanos(u64::MAX));
+        let e = args(&longest).unwrap_err();
+        assert_eq!(e, super::super::too_long("lease", 1 << 52));
+        let text = e.to_string();
+        assert!(
+            text.starts_with("lease is too long for the Redis scripts' arithmetic"),
+            "{text}"
+        );
+        assert!(
+            text.contains("4503599627.370496s (about 142 years)"),
+            "{text}"
         );
     }
 

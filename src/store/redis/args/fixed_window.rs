@@ -86,9 +86,10 @@ mod tests {
         let fits = Duration::from_secs(1 << 32);
         assert!(args_aligned(&FixedWindow::new(1, fits).unwrap()).is_ok());
         let huge = Duration::from_secs(1 << 33);
-        let overflow = Err(ConfigError::Overflow {
-            parameter: "window",
-        });
+        let overflow = Err(super::super::too_long(
+            "window",
+            super::super::MAX_SCRIPT_MICROS,
+        ));
         assert_eq!(args_aligned(&FixedWindow::new(1, huge).unwrap()), overflow);
         assert_eq!(
             args_first_hit(&FixedWindow::from_first_hit(1, huge).unwrap()),

@@ -60,9 +60,7 @@ mod tests {
         let interval = Quota::with_period(Duration::from_secs(1 << 33)).unwrap();
         assert_eq!(
             args(&LeakyBucket::new(1, interval).unwrap()),
-            Err(ConfigError::Overflow {
-                parameter: "interval"
-            })
+            Err(super::super::too_long("interval", MAX_SCRIPT_MICROS))
         );
     }
 

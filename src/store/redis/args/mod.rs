@@ -38,18 +38,43 @@ impl Arg {
 /// a rule's spans, so spans are held to 2^52 µs (about 142 years).
 pub(crate) const MAX_SCRIPT_MICROS: u64 = 1 << 52;
 
-/// `d` in whole microseconds, or why the script cannot hold it.
+/// What bounds the times the scripts hold, in a [`ConfigError::TooLong`]'s words.
+pub(crate) const SCRIPT_ARITHMETIC: &str =
+    "the Redis scripts' arithmetic (whole microseconds, exact in a double)";
+
+/// The error of a time longer than `max_micros` for the scripts.
+pub(crate) fn too_long(parameter: &'static str, max_micros: u64) -> ConfigError {
+    ConfigError::TooLong {
+        parameter,
+        max: Duration::from_micros(max_micros),
+        within: SCRIPT_ARITHMETIC,
+    }
+}
+
+/// `d` in whole microseconds, or why the script cannot hold it: first whether it is
+/// too long (a duration past 2^52 µs has no whole-µs form worth asking for), then
+/// whether it is whole.
 pub(crate) fn whole_micros(d: Duration, parameter: &'static str) -> Result<u64, ConfigError> {
+    let us = u64::try_from(d.as_micros())
+        .ok()
+        .filter(|&us| us <= MAX_SCRIPT_MICROS)
+        .ok_or(too_long(parameter, MAX_SCRIPT_MICROS))?;
     if d.subsec_nanos() % 1_000 != 0 {
         return Err(ConfigError::OutOfRange {
             parameter,
             expected: "a whole number of microseconds (the Redis scripts count in µs)",
         });
     }
-    u64::try_from(d.as_micros())
+    Ok(us)
+}
+
+/// An explicit decision time, µs since the Unix epoch: at most 2^52 µs (the year
+/// 2112), so that it and a rule's spans sum exactly in the script's doubles.
+pub(crate) fn script_time(at: Duration) -> Result<u64, ConfigError> {
+    u64::try_from(at.as_micros())
         .ok()
         .filter(|&us| us <= MAX_SCRIPT_MICROS)
-        .ok_or(ConfigError::Overflow { parameter })
+        .ok_or(too_long("at", MAX_SCRIPT_MICROS))
 }
 
 /// A count the script holds exactly.

@@ -71,9 +71,7 @@ mod tests {
         let r = rule(1, Duration::from_micros((1 << 52) + 1));
         assert_eq!(
             args(&r),
-            Err(ConfigError::Overflow {
-                parameter: "refresh_period"
-            })
+            Err(super::super::too_long("refresh_period", MAX_SCRIPT_MICROS))
         );
     }
 

@@ -21,9 +21,7 @@ use crate::error::ConfigError;
 pub(super) fn args(counter: &SlidingCounter) -> Result<Vec<Arg>, ConfigError> {
     let window = whole_micros(counter.window(), "window")?;
     if window > MAX_SCRIPT_MICROS / 2 {
-        return Err(ConfigError::Overflow {
-            parameter: "window",
-        });
+        return Err(super::too_long("window", MAX_SCRIPT_MICROS / 2));
     }
     let limit = exact_count(counter.limit(), "limit")?;
     Ok(vec![Arg::Int(limit), Arg::Int(window)])
@@ -63,9 +61,7 @@ mod tests {
         assert!(args(&counter(1, fits)).is_ok());
         assert_eq!(
             args(&counter(1, fits + Duration::from_micros(1))),
-            Err(ConfigError::Overflow {
-                parameter: "window"
-            })
+            Err(super::super::too_long("window", MAX_SCRIPT_MICROS / 2))
         );
     }
 

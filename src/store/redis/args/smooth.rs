@@ -196,9 +196,7 @@ mod tests {
         let warm = SmoothWarmingUp::new(1.0, Duration::from_secs_f64(years)).unwrap();
         assert_eq!(
             args_warming_up(&warm),
-            Err(ConfigError::Overflow {
-                parameter: "warmup"
-            })
+            Err(super::super::too_long("warmup", MAX_SCRIPT_MICROS))
         );
         let warm = SmoothWarmingUp::new(1.0, Duration::from_secs_f64(years / 2.0)).unwrap();
         assert!(args_warming_up(&warm).is_ok());

@@ -47,8 +47,9 @@ local function concurrency_acquire(p, state, now, n)
     -- A peek, even when the maximum was lowered below what is held.
     return admitted(p[1], 0, 0)
   end
-  -- Permits return when their holders release them, not with time.
-  return limited(0, p[1], math.max(p[1] - in_use, 0), 0)
+  -- Permits return when their holders release them, not with time: a wait of -1
+  -- (Retry::OnRelease).
+  return limited(-1, p[1], math.max(p[1] - in_use, 0), 0)
 end
 
 ALGORITHMS.concurrency = {

@@ -20,7 +20,7 @@
 --
 -- new_state is a string, or nil when nothing changed. A verdict is a list of five
 -- integers {kind, limit, remaining, reset_after µs, wait µs}, built by the helpers
--- below.
+-- below; a limited verdict's wait is -1 when it waits for a release, not for time.
 
 local ALGORITHMS = {}
 

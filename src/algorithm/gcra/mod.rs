@@ -4,6 +4,12 @@
 //! which the bucket would be full again. A request for `n` moves the TAT `n` emission
 //! intervals later; it is admitted if the new TAT is at most one bucket (the delay
 //! variation tolerance, `burst` intervals) ahead of now.
+//!
+//! The TAT is a time on the clock, which ends at [`Nanos::MAX`]. A request that would
+//! move it past that end is denied, with a `retry_after` reaching the end: no state
+//! holds its debt, and saturating the TAT instead would admit everything near the end.
+//!
+//! [`CellReply`] reads a decision as redis-cell's `CL.THROTTLE` replies it.
 
 use std::time::Duration;
 
@@ -13,7 +19,11 @@ use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
 use crate::error::{non_zero, ConfigError};
 use crate::quota::Quota;
 use crate::time::Nanos;
-use crate::units::{duration_to_nanos, saturating_i64};
+use crate::units::{duration_to_nanos, until};
+
+mod cell_reply;
+
+pub use cell_reply::CellReply;
 
 /// A token bucket in GCRA form: `burst` permits at once, refilled continuously at the
 /// quota's rate. Its state is a single `u64`, so a [`Limiter`](crate::Limiter) over it
@@ -111,12 +121,22 @@ impl Gcra {
         self.interval
     }
 
-    /// The earliest time `n` (at most the burst) more fit.
+    /// The TAT after `n` (at most the burst) more at `now`; `None` past the clock's
+    /// end, where no state can hold it.
     #[inline]
-    pub(super) fn allow_at(&self, tat: u64, now: u64, n: u64) -> u64 {
-        tat.max(now)
-            .saturating_add(n.saturating_mul(self.interval))
-            .saturating_sub(self.tolerance)
+    fn next_tat(&self, tat: u64, now: u64, n: u64) -> Option<u64> {
+        // n <= burst, so n * interval <= tolerance fits.
+        tat.max(now).checked_add(n * self.interval)
+    }
+
+    /// The nanoseconds from `now` after which `n` (at most the burst) more fit; to the
+    /// clock's end if they never do on this clock.
+    #[inline]
+    pub(super) fn wait(&self, tat: u64, now: u64, n: u64) -> u64 {
+        let allow_at = self
+            .next_tat(tat, now, n)
+            .map(|t| t.saturating_sub(self.tolerance));
+        until(allow_at, now)
     }
 
     // `remaining` is `(tolerance - ttl) / interval`, left undivided: most callers never
@@ -145,145 +165,6 @@ impl Gcra {
         )
         .into()
     }
-
-    /// `CL.THROTTLE` on `state` at `now` for `quantity`, replying as redis-cell does.
-    /// A `quantity` of 0 peeks.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use tollgate::algorithm::{Algorithm, Gcra};
-    /// use tollgate::time::Nanos;
-    ///
-    /// // CL.THROTTLE user123 15 30 60 1
-    /// let gcra = Gcra::from_cell(15, 30, Duration::from_secs(60))?;
-    /// let mut state = gcra.initial_state(Nanos::ZERO);
-    /// let reply = gcra.cell_throttle(&mut state, Nanos::ZERO, 1);
-    /// assert_eq!(reply.to_array(), [0, 16, 15, -1, 2]);
-    /// # Ok::<(), tollgate::ConfigError>(())
-    /// ```
-    pub fn cell_throttle(&self, state: &mut u64, now: Nanos, quantity: u64) -> CellReply {
-        let now = now.as_u64();
-        let increment = self.interval.saturating_mul(quantity);
-        let tat = (*state).max(now);
-        let new_tat = tat.saturating_add(increment);
-        let allow_at = new_tat.saturating_sub(self.tolerance);
-        let (limited, ttl, retry_after) = if allow_at > now {
-            let retry = (increment <= self.tolerance).then(|| allow_at - now);
-            (true, tat - now, retry)
-        } else {
-            *state = new_tat;
-            (false, new_tat - now, None)
-        };
-        // redis-cell divides microseconds as floats, then truncates towards zero.
-        let next = self.tolerance as i128 - ttl as i128;
-        let remaining = if next > -(self.interval as i128) && next > 0 {
-            let (next_us, interval_us) = (next / 1000, (self.interval / 1000) as i128);
-            if interval_us == 0 {
-                (next / self.interval as i128) as u64
-            } else {
-                (next_us as f64 / interval_us as f64) as u64
-            }
-        } else {
-            0
-        };
-        CellReply {
-            limited,
-            limit: self.burst,
-            remaining,
-            retry_after: retry_after.map(Duration::from_nanos),
-            reset_after: Duration::from_nanos(ttl),
-        }
-    }
-}
-
-/// The reply of redis-cell's `CL.THROTTLE`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct CellReply {
-    /// Whether the request was limited.
-    pub limited: bool,
-    /// `max_burst + 1`.
-    pub limit: u64,
-    /// Permits left.
-    pub remaining: u64,
-    /// When limited, the time until a retry can succeed; `None` when not limited, or
-    /// when the request can never succeed.
-    pub retry_after: Option<Duration>,
-    /// The time until the bucket is full again.
-    pub reset_after: Duration,
-}
-
-impl CellReply {
-    /// The `CL.THROTTLE` reply for a GCRA decision, such as a
-    /// [`RedisStore`](crate::store) decision on a [`Gcra`] rule: the store's script
-    /// replies the same fields, in microseconds.
-    ///
-    /// A request that can never pass (more than the burst) has no state to report:
-    /// it maps to limited, with no retry, no remaining and no reset.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use tollgate::algorithm::{Algorithm, CellReply, Gcra};
-    /// use tollgate::time::Nanos;
-    /// use tollgate::Quota;
-    ///
-    /// let gcra = Gcra::new(Quota::per_second(1)?.burst(2)?);
-    /// let mut state = gcra.initial_state(Nanos::ZERO);
-    /// let decision = gcra.acquire(&mut state, Nanos::ZERO, 1);
-    /// assert_eq!(CellReply::from_decision(&decision).to_array(), [0, 2, 1, -1, 1]);
-    /// # Ok::<(), tollgate::ConfigError>(())
-    /// ```
-    pub fn from_decision(decision: &Decision) -> CellReply {
-        match decision {
-            Ok(a) => CellReply {
-                limited: false,
-                limit: a.limit(),
-                remaining: a.remaining(),
-                retry_after: None,
-                reset_after: a.reset_after(),
-            },
-            Err(Denied::Limited(l)) => CellReply {
-                limited: true,
-                limit: l.limit(),
-                remaining: l.remaining(),
-                retry_after: Some(l.retry_after()),
-                reset_after: l.reset_after(),
-            },
-            Err(Denied::Insufficient(i)) => CellReply {
-                limited: true,
-                limit: i.capacity(),
-                remaining: 0,
-                retry_after: None,
-                reset_after: Duration::ZERO,
-            },
-            Err(Denied::Closed) => CellReply {
-                limited: true,
-                limit: 0,
-                remaining: 0,
-                retry_after: None,
-                reset_after: Duration::ZERO,
-            },
-        }
-    }
-
-    /// The five integers `CL.THROTTLE` replies: limited (0/1), limit, remaining,
-    /// retry_after seconds (-1 if none) and reset_after seconds, both rounded up when
-    /// their fraction is at least a millisecond.
-    pub fn to_array(&self) -> [i64; 5] {
-        let secs = |d: Duration| {
-            let whole = saturating_i64(d.as_secs().into());
-            whole.saturating_add(i64::from(d.subsec_millis() > 0))
-        };
-        [
-            i64::from(self.limited),
-            saturating_i64(self.limit.into()),
-            saturating_i64(self.remaining.into()),
-            self.retry_after.map_or(-1, secs),
-            secs(self.reset_after),
-        ]
-    }
 }
 
 impl Algorithm for Gcra {
@@ -303,8 +184,9 @@ impl Algorithm for Gcra {
             // A peek, even when a lowered burst leaves the TAT beyond the tolerance.
             return Ok(self.admitted(*tat, now));
         }
-        // n <= burst, so n * interval <= tolerance fits.
-        let new_tat = (*tat).max(now).saturating_add(n * self.interval);
+        let Some(new_tat) = self.next_tat(*tat, now, n) else {
+            return Err(self.limited(*tat, now, until(None, now)));
+        };
         let allow_at = new_tat.saturating_sub(self.tolerance);
         if allow_at > now {
             return Err(self.limited(*tat, now, allow_at - now));
@@ -325,12 +207,15 @@ impl Algorithm for Gcra {
             return Ok(Reservation::new(0, Duration::ZERO));
         }
         let now = now.as_u64();
-        let wait = self.allow_at(*tat, now, n).saturating_sub(now);
+        let Some(new_tat) = self.next_tat(*tat, now, n) else {
+            return Err(self.limited(*tat, now, until(None, now)));
+        };
+        let wait = new_tat.saturating_sub(self.tolerance).saturating_sub(now);
         let max_wait = duration_to_nanos(max_wait);
         if wait > max_wait {
             return Err(self.limited(*tat, now, wait - max_wait));
         }
-        *tat = (*tat).max(now).saturating_add(n * self.interval);
+        *tat = new_tat;
         Ok(Reservation::new(n, Duration::from_nanos(wait)))
     }
 
@@ -367,7 +252,7 @@ impl Gcra {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algorithm::testing::{at, ms, MS};
+    use crate::algorithm::testing::{at, MS};
 
     #[test]
     fn admits_burst_then_one_per_interval() {
@@ -448,64 +333,6 @@ mod tests {
         assert_eq!(g.idle_at(&s), at(200));
     }
 
-    /// redis-cell's own table (`it_rate_limits`): max_burst 4, 1 per second.
-    #[test]
-    fn matches_redis_cell_table() {
-        let g = Gcra::from_cell(4, 1, Duration::from_secs(1)).unwrap();
-        let mut s = g.initial_state(at(0));
-        // (now ms, quantity, remaining, reset_after, retry_after, limited)
-        let cases: [(u64, u64, u64, Duration, Option<Duration>, bool); 15] = [
-            (0, 6, 5, ms(0), None, true),
-            (0, 1, 4, ms(1000), None, false),
-            (0, 1, 3, ms(2000), None, false),
-            (0, 1, 2, ms(3000), None, false),
-            (0, 1, 1, ms(4000), None, false),
-            (0, 1, 0, ms(5000), None, false),
-            (0, 1, 0, ms(5000), Some(ms(1000)), true),
-            (3000, 1, 2, ms(3000), None, false),
-            (3100, 1, 1, ms(3900), None, false),
-            (4000, 1, 1, ms(4000), None, false),
-            (8000, 1, 4, ms(1000), None, false),
-            (9500, 1, 4, ms(1000), None, false),
-            (9500, 0, 4, ms(1000), None, false),
-            (9500, 2, 2, ms(3000), None, false),
-            (9500, 5, 2, ms(3000), Some(ms(3000)), true),
-        ];
-        for (i, (now, q, remaining, reset, retry, limited)) in cases.into_iter().enumerate() {
-            let r = g.cell_throttle(&mut s, at(now), q);
-            assert_eq!(
-                r,
-                CellReply {
-                    limited,
-                    limit: 5,
-                    remaining,
-                    retry_after: retry,
-                    reset_after: reset,
-                },
-                "case {i}"
-            );
-        }
-    }
-
-    #[test]
-    fn cell_reply_rounds_seconds_up_from_a_millisecond() {
-        let reply = CellReply {
-            limited: true,
-            limit: 5,
-            remaining: 0,
-            retry_after: Some(Duration::from_micros(1_001_000)),
-            reset_after: Duration::from_micros(2_000_999),
-        };
-        // 1.001 s rounds up; 2.000999 s has under a millisecond of fraction.
-        assert_eq!(reply.to_array(), [1, 5, 0, 2, 2]);
-        let reply = CellReply {
-            retry_after: None,
-            reset_after: Duration::from_millis(2_001),
-            ..reply
-        };
-        assert_eq!(reply.to_array(), [1, 5, 0, -1, 3]);
-    }
-
     #[test]
     fn from_cell_rejects_bad_input() {
         assert!(Gcra::from_cell(1, 0, Duration::from_secs(1)).is_err());
@@ -518,8 +345,46 @@ mod tests {
     fn huge_times_saturate_without_panic() {
         let g = Gcra::new(Quota::per_day(1).unwrap());
         let mut s = u64::MAX - 5;
-        assert!(g.acquire(&mut s, Nanos::MAX, 1).is_ok() || s == u64::MAX);
+        assert!(g.acquire(&mut s, Nanos::MAX, 1).is_err());
         let _ = g.reserve(&mut s, Nanos::MAX, 1, Duration::MAX);
         g.refund(&mut s, Nanos::MAX, u64::MAX);
+    }
+
+    /// Regression: within a second of the clock's end the TAT saturated at
+    /// `u64::MAX`, so `allow_at` fell a whole burst behind now and every request
+    /// passed: 1,000 of 1,000 against a limit of 10.
+    #[test]
+    fn near_the_clocks_end_admits_no_more_than_fits_before_it() {
+        let g = Gcra::new(Quota::per_second(10).unwrap());
+        let start = u64::MAX - 500 * MS;
+        let mut s = g.initial_state(Nanos::new(start));
+        let admitted = (0..1000u64)
+            .filter(|i| {
+                g.acquire(&mut s, Nanos::new(start + i * 400_000), 1)
+                    .is_ok()
+            })
+            .count();
+        // Half a second left: 5 permits of 100 ms fit before the end, none after.
+        assert_eq!(admitted, 5);
+        let denied = g.acquire(&mut s, Nanos::new(u64::MAX - 1), 1).unwrap_err();
+        assert_eq!(denied.retry_after(), Some(Duration::from_nanos(1)));
+        assert!(g.reserve(&mut s, Nanos::MAX, 1, Duration::MAX).is_err());
+    }
+
+    /// Regression: a quota of 1 per 500 years admitted a second request after 84.9
+    /// years, when its saturated TAT (the clock's end) minus 500 years had passed.
+    #[test]
+    fn a_period_longer_than_what_is_left_of_the_clock_never_admits_early() {
+        let year = 365 * 86_400 * 1_000 * MS;
+        let g = Gcra::new(Quota::new(1, Duration::from_nanos(500 * year)).unwrap());
+        let mut s = g.initial_state(Nanos::ZERO);
+        assert!(g.acquire(&mut s, Nanos::ZERO, 1).is_ok());
+        for years in [84, 85, 300, 499, 500, 584] {
+            let now = Nanos::new(years * year);
+            let denied = g.acquire(&mut s, now, 1).unwrap_err();
+            let retry = denied.retry_after().unwrap();
+            assert!(now + retry >= Nanos::new(500 * year), "at {years} years");
+        }
+        assert_eq!(s, 500 * year);
     }
 }
