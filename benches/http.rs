@@ -51,8 +51,8 @@ use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use tollgate::algorithm::Gcra;
 use tollgate::http::server::RateLimitLayer;
 use tollgate::http::{
-    headers, wire, CheckFuture, ClientIp, KeyError, KeyExtractor, KeyedLimits, Limits, Policies,
-    Policy, Verdict,
+    wire, CheckFuture, ClientIp, KeyError, KeyExtractor, KeyedLimits, Limits, Policies, Policy,
+    Verdict,
 };
 use tollgate::store::{Check, MemoryStore, Op, Request as StoreRequest, Rule, SharedLimiter};
 use tollgate::{KeyedConfig, KeyedLimiter, Quota};
@@ -102,7 +102,7 @@ impl Outcome {
         SharedLimiter::new(store, Gcra::new(self.quota())).expect("valid limiter")
     }
 
-    fn tollgate(self) -> RateLimitLayer<KeyedLimits<ClientIp, MemoryStore>> {
+    fn tollgate(self) -> RateLimitLayer<KeyedLimits<ClientIp, SharedLimiter<MemoryStore>>> {
         RateLimitLayer::keyed(ClientIp::new(), self.limiter())
     }
 
@@ -434,7 +434,7 @@ fn parts(c: &mut Criterion) {
         group.bench_function(BenchmarkId::new("tollgate", scenario("fields")), |b| {
             b.iter(|| {
                 let mut fields = HeaderMap::new();
-                headers::insert(&mut fields, &verdict, false);
+                wire::insert(&mut fields, &verdict, false);
                 fields
             })
         });

@@ -609,7 +609,7 @@ async fn a_plain_tower_service_served_by_hyper() {
 fn the_layer_is_send_sync_and_clone() {
     fn clone_send_sync<T: Clone + Send + Sync + 'static>() {}
     fn send<T: Send + 'static>() {}
-    type Limits = KeyedLimits<ClientIp, MemoryStore>;
+    type Limits = KeyedLimits<ClientIp, SharedLimiter<MemoryStore>>;
     type Service = tollgate::http::server::RateLimitService<axum::routing::Route, Limits>;
     clone_send_sync::<RateLimitLayer<Limits>>();
     clone_send_sync::<RateLimitLayer<dyn tollgate::http::Limits>>();

@@ -1,20 +1,22 @@
 //! [`Limits`]: what the server layer consults for each request.
 
+use std::any::Any;
 use std::fmt;
 use std::future::Future;
 use std::ops::Deref;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::request::Parts;
 use http::HeaderValue;
 
-use super::headers::policy_value;
 use super::key::{KeyError, KeyExtractor};
+use super::wire::policy_value;
 use crate::decision::{Decision, Denied};
+use crate::permits::{Decided, PermitSource};
 use crate::store::{Rule, SharedLimiter, Store, StoreError};
+use crate::sync::{Arc, Mutex};
 use crate::time::Clock;
 
 /// The future of a [`Limits::check`]: its result at once when the check was decided
@@ -146,7 +148,7 @@ impl fmt::Debug for CheckFuture {
 /// use tollgate::store::{MemoryStore, SharedLimiter};
 /// use tollgate::{KeyedConfig, Quota};
 ///
-/// struct Writes(KeyedLimits<Global, MemoryStore>);
+/// struct Writes(KeyedLimits<Global, SharedLimiter<MemoryStore>>);
 ///
 /// impl Limits for Writes {
 ///     fn check(&self, request: &http::request::Parts) -> CheckFuture {
@@ -206,7 +208,7 @@ pub trait Limits: Send + Sync + 'static {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Policy {
     /// Its name: a structured-field string, so printable ASCII; any other byte is
-    /// percent-encoded when sent (see [`headers`](super::headers)).
+    /// percent-encoded when sent (see [`wire`](super::wire)).
     pub name: String,
     /// The most requests (permits) the policy grants at once: `q`.
     pub quota: u64,
@@ -392,6 +394,42 @@ pub struct Verdict {
     /// Which of `policies` the decision reports: the one that denied, or the one
     /// closest to exhaustion.
     pub decisive: usize,
+    /// A guard permit (a semaphore's) granted with the decision, given back when the
+    /// last clone of the verdict is dropped: the server layer keeps it while the
+    /// request is answered.
+    held: Held,
+}
+
+/// A granted permit kept alive by a verdict; `()` permits hold nothing.
+#[derive(Clone, Default)]
+struct Held(Option<Arc<Mutex<Box<dyn Any + Send>>>>);
+
+impl Held {
+    fn new<P: Send + 'static>(permit: P) -> Held {
+        if std::mem::size_of::<P>() == 0 {
+            return Held(None);
+        }
+        Held(Some(Arc::new(Mutex::new(Box::new(permit)))))
+    }
+}
+
+/// Verdicts compare by what they report, not by the permit they hold.
+impl PartialEq for Held {
+    fn eq(&self, _: &Held) -> bool {
+        true
+    }
+}
+
+impl Eq for Held {}
+
+impl fmt::Debug for Held {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Held(permit)"
+        } else {
+            "Held(nothing)"
+        })
+    }
 }
 
 impl Verdict {
@@ -415,6 +453,7 @@ impl Verdict {
             decision: Some(decision),
             policies: policies.into(),
             decisive,
+            held: Held::default(),
         }
     }
 
@@ -432,6 +471,7 @@ impl Verdict {
             decision: None,
             policies: Policies::default(),
             decisive: 0,
+            held: Held::default(),
         }
     }
 
@@ -570,26 +610,71 @@ impl fmt::Debug for Cost {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// # }).unwrap();
 /// ```
-pub struct KeyedLimits<K, S, C = crate::time::MonotonicClock> {
+pub struct KeyedLimits<K, P> {
     pub(crate) extractor: K,
-    pub(crate) limiter: SharedLimiter<S, C>,
+    pub(crate) source: P,
     pub(crate) policies: Policies,
     /// Each rule's capacity, as a request too costly reports it.
     capacities: Arc<[u64]>,
     cost: Cost,
 }
 
-impl<K: fmt::Debug, S, C> fmt::Debug for KeyedLimits<K, S, C> {
+impl<K: fmt::Debug, P: fmt::Debug> fmt::Debug for KeyedLimits<K, P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedLimits")
             .field("extractor", &self.extractor)
-            .field("limiter", &self.limiter)
+            .field("source", &self.source)
             .field("cost", &self.cost)
             .finish()
     }
 }
 
-impl<K: KeyExtractor, S: Store + 'static, C: Clock> KeyedLimits<K, S, C> {
+/// What a permit source tells of its limits, for `RateLimit-Policy`: one [`Policy`]
+/// per rule, and the most one request can be granted under each.
+///
+/// Implemented by [`SharedLimiter`] (a policy per rule) and
+/// [`KeyedLimiter`](crate::KeyedLimiter) (one, `"default"`).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::algorithm::Gcra;
+/// use tollgate::http::{DescribeLimits, Policy};
+/// use tollgate::store::{MemoryStore, SharedLimiter};
+/// use tollgate::{KeyedConfig, Quota};
+///
+/// let store = MemoryStore::new(KeyedConfig::new(10), "api")?;
+/// let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(10)?.burst(20)?))?;
+/// assert_eq!(limiter.policies(), [Policy::new("default", 20, Duration::from_secs(2))]);
+/// assert_eq!(limiter.capacities(), [20]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub trait DescribeLimits {
+    /// One policy per rule, in the rules' order.
+    fn policies(&self) -> Vec<Policy>;
+
+    /// The most permits one request can be granted under each rule, in the same
+    /// order; a request too costly for one is reported as that rule's.
+    fn capacities(&self) -> Vec<u64>;
+}
+
+impl<S: Store + 'static, C: Clock> DescribeLimits for SharedLimiter<S, C> {
+    fn policies(&self) -> Vec<Policy> {
+        self.rules()
+            .map(|(name, rule)| {
+                let name = if name.is_empty() { "default" } else { name };
+                Policy::new(name, quota(rule), rule.window())
+            })
+            .collect()
+    }
+
+    fn capacities(&self) -> Vec<u64> {
+        self.rules().map(|(_, rule)| rule.capacity()).collect()
+    }
+}
+
+impl<K: KeyExtractor, P: PermitSource<str> + DescribeLimits> KeyedLimits<K, P> {
     /// Requests keyed by `extractor`, each costing one permit of `limiter`.
     ///
     /// # Examples
@@ -613,18 +698,12 @@ impl<K: KeyExtractor, S: Store + 'static, C: Clock> KeyedLimits<K, S, C> {
     /// ]);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn new(extractor: K, limiter: SharedLimiter<S, C>) -> KeyedLimits<K, S, C> {
-        let policies: Policies = limiter
-            .rules()
-            .map(|(name, rule)| {
-                let name = if name.is_empty() { "default" } else { name };
-                Policy::new(name, quota(rule), rule.window())
-            })
-            .collect();
-        let capacities: Vec<u64> = limiter.rules().map(|(_, rule)| rule.capacity()).collect();
+    pub fn new(extractor: K, source: P) -> KeyedLimits<K, P> {
+        let policies: Policies = source.policies().into_iter().collect();
+        let capacities = source.capacities();
         KeyedLimits {
             extractor,
-            limiter,
+            source,
             policies,
             capacities: capacities.into(),
             cost: Cost::Fixed(1),
@@ -652,7 +731,7 @@ impl<K: KeyExtractor, S: Store + 'static, C: Clock> KeyedLimits<K, S, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// # }).unwrap();
     /// ```
-    pub fn cost(mut self, permits: u64) -> KeyedLimits<K, S, C> {
+    pub fn cost(mut self, permits: u64) -> KeyedLimits<K, P> {
         self.cost = Cost::Fixed(permits);
         self
     }
@@ -683,7 +762,7 @@ impl<K: KeyExtractor, S: Store + 'static, C: Clock> KeyedLimits<K, S, C> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// # }).unwrap();
     /// ```
-    pub fn cost_with<F>(mut self, cost: F) -> KeyedLimits<K, S, C>
+    pub fn cost_with<F>(mut self, cost: F) -> KeyedLimits<K, P>
     where
         F: Fn(&Parts) -> u64 + Send + Sync + 'static,
     {
@@ -707,20 +786,21 @@ impl<K: KeyExtractor, S: Store + 'static, C: Clock> KeyedLimits<K, S, C> {
     /// assert_eq!(limits.limiter().capacity(), 10);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn limiter(&self) -> &SharedLimiter<S, C> {
-        &self.limiter
+    pub fn limiter(&self) -> &P {
+        &self.source
     }
 }
 
-impl<K, S, C> Limits for KeyedLimits<K, S, C>
+impl<K, P> Limits for KeyedLimits<K, P>
 where
     K: KeyExtractor,
-    S: Store + 'static,
-    C: Clock,
+    P: PermitSource<str> + DescribeLimits,
+    P::Error: Into<StoreError>,
 {
-    /// Decided at once when the store can ([`SharedLimiter::try_acquire`]: the
-    /// memory store), without an allocation for the future; otherwise a boxed future
-    /// that awaits the store.
+    /// Decided at once when the source can (in process, or a memory store), without
+    /// an allocation for the future; otherwise a boxed future that awaits the source.
+    /// A guard permit (a semaphore's) is held by the verdict, so for as long as the
+    /// request is being answered.
     fn check(&self, request: &Parts) -> CheckFuture {
         let key = match self.extractor.extract(request) {
             Ok(key) => key,
@@ -730,26 +810,44 @@ where
             Cost::Fixed(n) => *n,
             Cost::Computed(cost) => cost(request),
         };
-        if let Some(decided) = self.limiter.try_acquire(&key, n) {
-            return CheckFuture::ready(decided.map_err(CheckError::from).map(|decision| {
-                let decisive = decisive(&self.policies, &self.capacities, &decision);
-                Verdict::new(decision, self.policies.clone(), decisive)
-            }));
+        if let Some(decided) = self.source.decide_now(&key, n) {
+            return CheckFuture::ready(
+                decided
+                    .map_err(|e| CheckError::Store(e.into()))
+                    .map(|decided| verdict(decided, &self.policies, &self.capacities)),
+            );
         }
-        let key = key.into_string();
-        let limiter = self.limiter.clone();
+        let decision = self.source.decide(&key, n);
         let policies = self.policies.clone();
         let capacities = self.capacities.clone();
         CheckFuture::new(async move {
-            let decision = limiter.check(&key, n).await?;
-            let decisive = decisive(&policies, &capacities, &decision);
-            Ok(Verdict::new(decision, policies, decisive))
+            let decided = decision.await.map_err(|e| CheckError::Store(e.into()))?;
+            Ok(verdict(decided, &policies, &capacities))
         })
     }
 
     fn policies(&self) -> Vec<Policy> {
         self.policies.to_vec()
     }
+}
+
+/// The verdict of a decision, holding a guard permit if the grant has one.
+fn verdict<P: Send + 'static>(
+    decided: Decided<P>,
+    policies: &Policies,
+    capacities: &[u64],
+) -> Verdict {
+    let (decision, held) = match decided {
+        Ok(grant) => {
+            let (admitted, permit) = grant.into_parts();
+            (Ok(admitted), Held::new(permit))
+        }
+        Err(denied) => (Err(denied), Held::default()),
+    };
+    let decisive = decisive(policies, capacities, &decision);
+    let mut verdict = Verdict::new(decision, policies.clone(), decisive);
+    verdict.held = held;
+    verdict
 }
 
 /// The quota a rule's decisions report as their `limit`.

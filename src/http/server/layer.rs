@@ -1,16 +1,16 @@
 //! [`RateLimitLayer`]: the layer's configuration, shared by every clone.
 
 use std::fmt;
-use std::sync::Arc;
 
 use tower_layer::Layer;
 
 use super::service::RateLimitService;
 use crate::http::key::{Global, KeyExtractor};
-use crate::http::limits::{KeyedLimits, Limits, Verdict};
+use crate::http::limits::{DescribeLimits, KeyedLimits, Limits, Verdict};
 use crate::observe::{EventKind, Events};
-use crate::store::{SharedLimiter, Store};
-use crate::time::Clock;
+use crate::permits::PermitSource;
+use crate::store::StoreError;
+use crate::sync::Arc;
 
 /// A tower layer that rate-limits requests by their [`Limits`], answering 429 with
 /// rate-limit headers.
@@ -126,7 +126,7 @@ impl<L: Limits + ?Sized> RateLimitLayer<L> {
     }
 
     /// Whether responses also carry `X-RateLimit-Limit`, `X-RateLimit-Remaining` and
-    /// `X-RateLimit-Reset` (off by default; see [`headers`](crate::http::headers) for
+    /// `X-RateLimit-Reset` (off by default; see [`wire`](crate::http::wire) for
     /// what they mean here).
     ///
     /// # Examples
@@ -197,8 +197,16 @@ impl<L: Limits + ?Sized> RateLimitLayer<L> {
     }
 }
 
-impl<K: KeyExtractor, S: Store + 'static, C: Clock> RateLimitLayer<KeyedLimits<K, S, C>> {
-    /// Limits each key `extractor` reads by `limiter`, one permit per request.
+impl<K, P> RateLimitLayer<KeyedLimits<K, P>>
+where
+    K: KeyExtractor,
+    P: PermitSource<str> + DescribeLimits,
+    P::Error: Into<StoreError>,
+{
+    /// Limits each key `extractor` reads by `limiter`, one permit per request: any
+    /// [`PermitSource`] keyed by `str` that describes its limits, such as a
+    /// [`KeyedLimiter`](crate::KeyedLimiter) of `String` keys or a
+    /// [`SharedLimiter`](crate::store::SharedLimiter).
     ///
     /// # Examples
     ///
@@ -214,12 +222,16 @@ impl<K: KeyExtractor, S: Store + 'static, C: Clock> RateLimitLayer<KeyedLimits<K
     /// let layer = RateLimitLayer::keyed(ClientIp::new().trust("10.0.0.0/8")?, limiter);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn keyed(extractor: K, limiter: SharedLimiter<S, C>) -> Self {
+    pub fn keyed(extractor: K, limiter: P) -> Self {
         RateLimitLayer::new(KeyedLimits::new(extractor, limiter))
     }
 }
 
-impl<S: Store + 'static, C: Clock> RateLimitLayer<KeyedLimits<Global, S, C>> {
+impl<P> RateLimitLayer<KeyedLimits<Global, P>>
+where
+    P: PermitSource<str> + DescribeLimits,
+    P::Error: Into<StoreError>,
+{
     /// One limit for every request, shared by every clone of the layer.
     ///
     /// # Examples
@@ -235,7 +247,7 @@ impl<S: Store + 'static, C: Clock> RateLimitLayer<KeyedLimits<Global, S, C>> {
     /// let layer = RateLimitLayer::global(limiter);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn global(limiter: SharedLimiter<S, C>) -> Self {
+    pub fn global(limiter: P) -> Self {
         RateLimitLayer::keyed(Global, limiter)
     }
 }
