@@ -597,3 +597,36 @@ fn services_and_futures_are_send_and_sync() {
     send_sync::<ThrottleError<hyper_util::client::legacy::Error>>();
     let _ = ManualClock::new().now();
 }
+
+/// A semaphore behind an `Arc` is a permit source whose grants are guards: the layer
+/// holds one for each call until its answer arrives, so it bounds the calls in
+/// flight; a call that fails gives its permit back too.
+#[tokio::test]
+async fn a_semaphore_bounds_the_calls_in_flight() {
+    let semaphore = Arc::new(tollgate::Semaphore::new(1).unwrap());
+    let (release, held) = tokio::sync::oneshot::channel::<()>();
+    let held = Arc::new(tokio::sync::Mutex::new(Some(held)));
+    let inner = tower::service_fn(move |_: http::Request<()>| {
+        let held = Arc::clone(&held);
+        async move {
+            // The first call waits for the test to let it answer; later ones answer.
+            let first = held.lock().await.take();
+            if let Some(first) = first {
+                first.await.ok();
+            }
+            Ok::<_, std::convert::Infallible>(http::Response::new(()))
+        }
+    });
+    let service = ThrottleLayer::new(Arc::clone(&semaphore)).layer(inner);
+
+    let mut first = Box::pin(service.clone().oneshot(http::Request::new(())));
+    assert!(poll!(first.as_mut()).is_pending());
+    assert_eq!(semaphore.available_permits(), 0, "held while the call is in flight");
+    let mut second = Box::pin(service.clone().oneshot(http::Request::new(())));
+    assert!(poll!(second.as_mut()).is_pending(), "waits for the permit");
+
+    release.send(()).unwrap();
+    assert_eq!(first.await.unwrap().status(), StatusCode::OK);
+    assert_eq!(second.await.unwrap().status(), StatusCode::OK);
+    assert_eq!(semaphore.available_permits(), 1, "every permit came back");
+}
