@@ -621,7 +621,11 @@ async fn a_semaphore_bounds_the_calls_in_flight() {
 
     let mut first = Box::pin(service.clone().oneshot(http::Request::new(())));
     assert!(poll!(first.as_mut()).is_pending());
-    assert_eq!(semaphore.available_permits(), 0, "held while the call is in flight");
+    assert_eq!(
+        semaphore.available_permits(),
+        0,
+        "held while the call is in flight"
+    );
     let mut second = Box::pin(service.clone().oneshot(http::Request::new(())));
     assert!(poll!(second.as_mut()).is_pending(), "waits for the permit");
 

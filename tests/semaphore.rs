@@ -198,3 +198,24 @@ proptest! {
         prop_assert_eq!(semaphore.available_permits(), max.saturating_sub(forgotten));
     }
 }
+
+/// The bug: a `try_acquire` denied because others already wait reported a retry of
+/// 0 ns, a time that promises nothing; the first waiter waits for a release.
+#[test]
+fn a_try_acquire_behind_waiters_waits_for_a_release() {
+    use std::future::Future;
+
+    let semaphore = Semaphore::new(2).unwrap();
+    let _held = semaphore.try_acquire(1).unwrap();
+    let mut waiter = Box::pin(semaphore.acquire(2));
+    let waker = futures::task::noop_waker();
+    let mut cx = std::task::Context::from_waker(&waker);
+    assert!(waiter.as_mut().poll(&mut cx).is_pending());
+    // One permit is free, but the waiter for two was first.
+    let denied = semaphore.try_acquire(1).map(drop).unwrap_err();
+    assert_eq!(
+        denied.retry(),
+        Some(tollgate::Retry::OnRelease),
+        "{denied:?}"
+    );
+}

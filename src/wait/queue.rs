@@ -281,6 +281,10 @@ impl<G: Gate> Waiting<G> {
         match self.gate.peek(now, n) {
             Err(denied) => Err(denied),
             Ok(admitted) => {
+                // No alarm armed: the first waiter waits for a release, not a time.
+                if self.inner.lock().alarm_at.is_none() {
+                    return Err(crate::decision::Limited::on_release(admitted.limit(), 0).into());
+                }
                 let hint = Nanos::new(self.alarm_hint.load(Ordering::Relaxed));
                 Err(crate::decision::Limited::new(
                     hint.saturating_since(now),
