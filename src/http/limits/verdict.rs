@@ -1,0 +1,140 @@
+//! [`Verdict`]: the answer of a check, holding a granted guard permit.
+
+use std::any::Any;
+use std::fmt;
+
+use super::{Policies, Policy};
+use crate::decision::Decision;
+use crate::sync::{Arc, Mutex};
+
+/// The answer of [`Limits::check`](crate::http::Limits::check): the decision, and the policies it was made under.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::http::{Policy, Verdict};
+/// use tollgate::Admitted;
+///
+/// let policy = Policy::new("default", 10, Duration::from_secs(1));
+/// let verdict = Verdict::new(Ok(Admitted::new(10, 9, Duration::from_millis(100))), vec![policy], 0);
+/// assert!(verdict.is_admitted());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    /// `None` when no limit applied (the request passes with no rate-limit fields).
+    pub decision: Option<Decision>,
+    /// The policies that applied: shared, so that a [`Limits`](crate::http::Limits) with fixed policies
+    /// hands out the same list, and its `RateLimit-Policy` value, to every request
+    /// without copying or formatting them.
+    pub policies: Policies,
+    /// Which of `policies` the decision reports: the one that denied, or the one
+    /// closest to exhaustion.
+    pub decisive: usize,
+    /// A guard permit (a semaphore's) granted with the decision, given back when the
+    /// last clone of the verdict is dropped: the server layer keeps it while the
+    /// request is answered.
+    pub(crate) held: Held,
+}
+
+/// A granted permit kept alive by a verdict; `()` permits hold nothing.
+#[derive(Clone, Default)]
+pub(crate) struct Held(Option<Arc<Mutex<Box<dyn Any + Send>>>>);
+
+impl Held {
+    pub(crate) fn new<P: Send + 'static>(permit: P) -> Held {
+        if std::mem::size_of::<P>() == 0 {
+            return Held(None);
+        }
+        Held(Some(Arc::new(Mutex::new(Box::new(permit)))))
+    }
+}
+
+/// Verdicts compare by what they report, not by the permit they hold.
+impl PartialEq for Held {
+    fn eq(&self, _: &Held) -> bool {
+        true
+    }
+}
+
+impl Eq for Held {}
+
+impl fmt::Debug for Held {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Held(permit)"
+        } else {
+            "Held(nothing)"
+        })
+    }
+}
+
+impl Verdict {
+    /// `decision` made under `policies`, reported under `policies[decisive]`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::http::{Policy, Verdict};
+    /// use tollgate::{Denied, Limited};
+    ///
+    /// let policy = Policy::new("default", 10, Duration::from_secs(1));
+    /// let denied = Denied::Limited(Limited::new(Duration::from_millis(100), 10, 0, Duration::from_secs(1)));
+    /// let verdict = Verdict::new(Err(denied), vec![policy], 0);
+    /// assert!(!verdict.is_admitted());
+    /// assert_eq!(verdict.decisive_policy().unwrap().name, "default");
+    /// ```
+    pub fn new(decision: Decision, policies: impl Into<Policies>, decisive: usize) -> Verdict {
+        Verdict {
+            decision: Some(decision),
+            policies: policies.into(),
+            decisive,
+            held: Held::default(),
+        }
+    }
+
+    /// No limit applied.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::http::Verdict;
+    ///
+    /// assert!(Verdict::unlimited().is_admitted());
+    /// ```
+    pub fn unlimited() -> Verdict {
+        Verdict {
+            decision: None,
+            policies: Policies::default(),
+            decisive: 0,
+            held: Held::default(),
+        }
+    }
+
+    /// Whether the request may pass.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::http::Verdict;
+    ///
+    /// assert!(Verdict::unlimited().is_admitted());
+    /// ```
+    pub fn is_admitted(&self) -> bool {
+        !matches!(self.decision, Some(Err(_)))
+    }
+
+    /// The policy the decision reports, `policies[decisive]`, if there is one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::http::Verdict;
+    ///
+    /// assert_eq!(Verdict::unlimited().decisive_policy(), None);
+    /// ```
+    pub fn decisive_policy(&self) -> Option<&Policy> {
+        self.policies.get(self.decisive)
+    }
+}
