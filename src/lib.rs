@@ -67,6 +67,7 @@ pub mod semaphore;
 pub mod shape;
 pub mod store;
 mod sync;
+mod table;
 pub mod time;
 mod units;
 mod wait;
@@ -85,7 +86,7 @@ pub mod futures {
 
 pub use decision::{Admitted, Decision, Denied, Limited, Reservation};
 pub use error::{AcquireError, ConfigError, InsufficientCapacity};
-pub use keyed::{KeyedConfig, KeyedLimiter};
+pub use keyed::{KeyedConfig, KeyedLimiter, WhenFull};
 pub use leaky_queue::LeakyQueue;
 pub use limiter::Limiter;
 pub use quota::Quota;
