@@ -86,11 +86,12 @@ pub mod futures {
 
 pub use decision::{Admitted, Decision, Denied, Limited, Reservation};
 pub use error::{AcquireError, ConfigError, InsufficientCapacity};
-pub use keyed::{KeyedConfig, KeyedLimiter, WhenFull};
+pub use keyed::KeyedLimiter;
 pub use leaky_queue::LeakyQueue;
 pub use limiter::Limiter;
 pub use quota::Quota;
 pub use semaphore::Semaphore;
+pub use table::{KeyedConfig, WhenFull};
 pub use wait::Fairness;
 
 /// The README's examples, compiled and run as doctests.

@@ -301,12 +301,44 @@ impl<C: Clock> MemoryStore<C> {
     }
 
     /// The most keys held at once, as configured.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::store::MemoryStore;
+    /// use tollgate::KeyedConfig;
+    ///
+    /// let store = MemoryStore::new(KeyedConfig::new(500), "api")?;
+    /// assert_eq!(store.max_keys(), 500);
+    /// # Ok::<(), tollgate::store::StoreError>(())
+    /// ```
     pub fn max_keys(&self) -> usize {
         self.table.max_keys()
     }
 
     /// Forgets every idle key now, and returns how many. Shards also sweep by
     /// themselves as keys arrive; this returns memory sooner.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::store::{Check, MemoryStore, Op, Request, Rule};
+    /// use tollgate::time::ManualClock;
+    /// use tollgate::{KeyedConfig, Quota};
+    ///
+    /// let clock = ManualClock::new();
+    /// let store = MemoryStore::with_clock(KeyedConfig::new(100), "api", clock.clone())?;
+    /// let rule = Rule::from(Gcra::new(Quota::per_second(1)?));
+    /// let checks = [Check::new("", &rule)];
+    /// store.execute_now(&Request::new("user-1", &checks, Op::Acquire(1)))?;
+    /// assert_eq!(store.len(), 1);
+    /// clock.advance(Duration::from_secs(1));
+    /// assert_eq!(store.sweep(), 1, "back to a fresh state");
+    /// assert!(store.is_empty());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn sweep(&self) -> usize {
         self.table.sweep(self.unix_now())
     }

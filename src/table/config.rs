@@ -120,7 +120,7 @@ pub struct KeyedConfig {
 /// overflowing.try_acquire(&2, 1)?;
 /// assert!(overflowing.try_acquire(&3, 1).is_ok(), "through the overflow limit");
 /// assert!(overflowing.try_acquire(&4, 1).is_err(), "which is spent");
-/// # Ok::<(), tollgate::ConfigError>(())
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -219,8 +219,10 @@ impl<X: Rehash> Shard<X> {
         spare: impl Fn(&X::Entry) -> bool,
     ) -> Result<usize, Nanos> {
         let buckets = self.table.num_buckets();
-        // The low bits of a hash pick its home bucket: start away from the new key's.
-        let start = (hint.rotate_right(24) as usize) % buckets.max(1);
+        // Some bits of a hash pick the shard and others the home bucket: mix them all,
+        // so that every bucket can start a sample.
+        let mixed = hint.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32;
+        let start = mixed as usize % buckets.max(1);
         let mut nearest: Option<(usize, Nanos)> = None;
         let mut booked = Nanos::MAX;
         let mut sampled = 0;
@@ -451,6 +453,25 @@ mod tests {
         assert!(held(&s, &h, 1) && !held(&s, &h, 2));
         let room = s.make_room(&h, at(0), 2, 0, true, |e| e.0 == 1);
         assert!(matches!(room, Room::Full(_)));
+    }
+
+    /// The bug: a sample started where bits of the new key's hash said, but some of
+    /// those bits were the ones that had picked the shard, the same for every key of
+    /// it: samples covered an eighth of the shard. Keys elsewhere were never evicted,
+    /// and a client's key landing in that eighth was evicted among the newest.
+    #[test]
+    fn samples_reach_every_entry_of_the_shard() {
+        let (mut s, h) = shard(1_000, WhenFull::EvictNearestIdle);
+        for key in 0..20_000u32 {
+            // As in a table, the bits from 32 up are the same for every key of a shard.
+            let hash = h.hash_one(key) & !(0xffff << 32) | (0x2a << 32);
+            let room = s.make_room(&h, at(u64::from(key)), 1, hash, true, |_| false);
+            assert_eq!(room, Room::Free);
+            s.insert(&h, hash, (key, at(u64::from(key) + 100_000), Nanos::ZERO));
+        }
+        let oldest = s.table.iter().map(|e| e.0).min();
+        // Usually about 5,000 insertions old; never ten times the shard's size.
+        assert!(oldest >= Some(10_000), "key {oldest:?} outlived the flood");
     }
 
     #[test]
