@@ -4,7 +4,6 @@
 
 use std::fmt;
 use std::hash::{BuildHasher, DefaultHasher, Hash, Hasher, RandomState};
-use std::time::Duration;
 
 use async_trait::async_trait;
 
@@ -66,7 +65,7 @@ impl Entries for Stored {
         entry.expires_at
     }
 
-    fn booked_until(&self, entry: &Entry) -> Nanos {
+    fn booked_until(&self, entry: &Entry, _: Nanos) -> Nanos {
         entry.booked_until
     }
 }
@@ -423,38 +422,34 @@ impl<C: Clock> MemoryStore<C> {
         let mut shard = shard.lock();
         let shard = &mut *shard;
         let rule = check.rule;
-        let held = shard.update(
-            hash,
-            |e| name.matches(&e.name),
-            (),
-            |_, entry, ()| {
-                if entry.expires_at <= now {
-                    // Forgotten, as Redis forgets a key by its TTL: afresh, in place.
-                    entry.state = rule.initial_state(now);
-                }
-                if let Step::Peek(_) = step {
-                    // A peek changes no state.
-                    return rule.apply(&mut entry.state, now, step).map(|v| (v, false));
-                }
+        if let Some((_, entry)) = shard.find_mut(hash, |e| name.matches(&e.name)) {
+            if entry.expires_at <= now {
+                // Forgotten, as Redis forgets a key by its TTL: afresh, in place.
+                entry.state = rule.initial_state(now);
+            }
+            let peek = matches!(step, Step::Peek(_));
+            let verdict = if peek {
+                // A peek changes no state.
+                rule.apply(&mut entry.state, now, step)
+            } else {
                 let before = entry.state.clone();
-                let verdict = rule.apply(&mut entry.state, now, step)?;
+                let verdict = rule.apply(&mut entry.state, now, step);
                 // An unchanged state is not written: it keeps its expiry.
                 if entry.state != before {
                     entry.expires_at = rule.expires_at(&entry.state);
-                    entry.booked(&verdict, now);
+                    if let Some(verdict) = &verdict {
+                        entry.booked(verdict, now);
+                    }
                 }
-                Some((verdict, entry.expires_at <= now))
-            },
-        );
-        match held {
-            Ok(Some((verdict, forgotten))) => {
-                if forgotten {
-                    shard.remove(hash, |e| name.matches(&e.name));
-                }
-                return request.combine([verdict]);
+                verdict
+            };
+            let expires_at = entry.expires_at;
+            let verdict = verdict.ok_or_else(|| self.conflict(request, check))?;
+            shard.note(expires_at);
+            if !peek && expires_at <= now {
+                shard.remove(hash, |e| name.matches(&e.name));
             }
-            Ok(None) => return Err(self.conflict(request, check)),
-            Err(()) => {}
+            return request.combine([verdict]);
         }
         let now = shard.start(now);
         let before = rule.initial_state(now);
@@ -484,10 +479,10 @@ impl<C: Clock> MemoryStore<C> {
                 entry.booked(&verdict, now);
                 shard.insert(hasher, hash, entry);
             }
-            Room::Full(wait) => return Ok(self.full(request, wait)),
-            Room::Overflow(room) => {
-                if let Err(wait) = self.table.overflow(now, request.op.permits(), room, true) {
-                    return Ok(self.full(request, wait));
+            Room::Full(until) => return Ok(self.full(request, now, until)),
+            Room::Overflow(until) => {
+                if let Err(until) = self.table.overflow(now, request.op.permits(), until, true) {
+                    return Ok(self.full(request, now, until));
                 }
             }
         }
@@ -580,57 +575,51 @@ impl<C: Clock> MemoryStore<C> {
                 let own = |e: &Entry| names.iter().any(|n| n.matches(&e.name));
                 match shard.make_room(hasher, now, new_keys, hashes[0], true, own) {
                     Room::Free => {}
-                    Room::Full(wait) => return Ok(self.full(request, wait)),
-                    Room::Overflow(room) => {
-                        match self.table.overflow(now, request.op.permits(), room, true) {
+                    Room::Full(until) => return Ok(self.full(request, now, until)),
+                    Room::Overflow(until) => {
+                        match self.table.overflow(now, request.op.permits(), until, true) {
                             Ok(()) => store_new = false,
-                            Err(wait) => return Ok(self.full(request, wait)),
+                            Err(until) => return Ok(self.full(request, now, until)),
                         }
                     }
                 }
             }
             for (i, state, expires_at) in writes {
                 let (name, hash, verdict) = (names[i], hashes[i], &verdicts[i]);
-                let written = shard.update(
-                    hash,
-                    |e| name.matches(&e.name),
-                    state,
-                    |_, entry, state| {
-                        entry.state = state;
-                        entry.expires_at = expires_at;
-                        entry.booked(verdict, now);
-                    },
-                );
-                match written {
-                    Ok(()) if expires_at <= now => shard.remove(hash, |e| name.matches(&e.name)),
-                    Ok(()) => {}
-                    Err(state) if expires_at > now && store_new => {
-                        let mut entry = Entry {
-                            name: name.spell(),
-                            hash,
-                            state,
-                            expires_at,
-                            booked_until: Nanos::ZERO,
-                        };
-                        entry.booked(verdict, now);
-                        shard.insert(self.table.hasher(), hash, entry);
+                if let Some((_, entry)) = shard.find_mut(hash, |e| name.matches(&e.name)) {
+                    entry.state = state;
+                    entry.expires_at = expires_at;
+                    entry.booked(verdict, now);
+                    shard.note(expires_at);
+                    if expires_at <= now {
+                        shard.remove(hash, |e| name.matches(&e.name));
                     }
-                    Err(_) => {}
+                } else if expires_at > now && store_new {
+                    let mut entry = Entry {
+                        name: name.spell(),
+                        hash,
+                        state,
+                        expires_at,
+                        booked_until: Nanos::ZERO,
+                    };
+                    entry.booked(verdict, now);
+                    shard.insert(self.table.hasher(), hash, entry);
                 }
             }
         }
         request.combine(verdicts)
     }
 
-    /// The denial for a request that needs a new key in a full shard: room may come
-    /// after `wait`.
-    fn full(&self, request: &Request<'_>, wait: Duration) -> Outcome {
+    /// The denial at `now` for a request that needs a new key in a full shard: there
+    /// may be room from `until` on.
+    fn full(&self, request: &Request<'_>, now: Nanos, until: Nanos) -> Outcome {
         let capacity = request
             .checks
             .iter()
             .map(|c| c.rule.capacity())
             .min()
             .unwrap_or(0);
+        let wait = until.saturating_since(now);
         let denied = Denied::from(Limited::new(wait, capacity, 0, wait));
         match request.op {
             super::Op::Reserve { .. } => Outcome::Reservation(Err(denied)),

@@ -36,6 +36,11 @@ const MIN_KEYS_PER_SHARD: usize = 32;
 /// ([`WhenFull::EvictNearestIdle`]); see [`WhenFull`] for what each policy lets a
 /// flood of unique keys do.
 ///
+/// In bytes, each shard's hash table holds a key, its state and a control byte per
+/// bucket, with 8/7 to 32/7 buckets per key of its share: a table that keeps evicting
+/// and inserting at its bound is doubled once, when it runs out of free buckets while
+/// more than half full. Each shard also takes a cache line of its own.
+///
 /// # Examples
 ///
 /// ```

@@ -13,7 +13,6 @@ mod shard;
 mod states;
 
 use std::hash::RandomState;
-use std::time::Duration;
 
 use crate::algorithm::{Algorithm, Gcra};
 use crate::error::ConfigError;
@@ -98,16 +97,17 @@ impl<X: Entries> Table<X> {
         &self.shards[index].0
     }
 
-    /// Decides `n` permits for a new key that found no room ([`Room::Overflow`]),
-    /// taking them from the overflow limit if `take`. `Err` holds how long to wait:
-    /// for the overflow limit, or for `room` (until a key may be idle) if sooner.
+    /// Decides `n` permits for a new key that found no room until `room`
+    /// ([`Room::Overflow`]), taking them from the overflow limit if `take`. `Err`
+    /// holds when to retry: when the overflow limit would admit them, or `room` if
+    /// sooner.
     pub(crate) fn overflow(
         &self,
         now: Nanos,
         n: u64,
-        room: Duration,
+        room: Nanos,
         take: bool,
-    ) -> Result<(), Duration> {
+    ) -> Result<(), Nanos> {
         let Some(overflow) = &self.overflow else {
             return Err(room);
         };
@@ -120,7 +120,9 @@ impl<X: Entries> Table<X> {
         match decision {
             Ok(_) => Ok(()),
             // More than the overflow limit ever grants: only room can admit it.
-            Err(denied) => Err(denied.retry_after().map_or(room, |wait| wait.min(room))),
+            Err(denied) => Err(denied
+                .retry_after()
+                .map_or(room, |wait| room.min(now + wait))),
         }
     }
 
@@ -165,7 +167,8 @@ mod tests {
     use super::*;
     use crate::quota::Quota;
 
-    const SECOND: Duration = Duration::from_secs(1);
+    const MS: u64 = 1_000_000;
+    const SECOND: Nanos = Nanos::new(1_000 * MS);
 
     fn table(when_full: WhenFull) -> Table<PerKey<u32, Gcra>> {
         let gcra = Gcra::new(Quota::per_second(1).unwrap());
@@ -178,18 +181,21 @@ mod tests {
     #[test]
     fn the_overflow_limit_is_shared_and_waits_no_longer_than_room() {
         let t = table(WhenFull::Overflow(Quota::per_second(2).unwrap()));
-        assert_eq!(t.overflow(Nanos::ZERO, 1, SECOND, false), Ok(()));
-        assert_eq!(t.overflow(Nanos::ZERO, 2, SECOND, true), Ok(()));
+        let now = Nanos::new(MS);
+        assert_eq!(t.overflow(now, 1, SECOND, false), Ok(()));
+        assert_eq!(t.overflow(now, 2, SECOND, true), Ok(()));
+        assert_eq!(t.overflow(now, 1, SECOND, true), Err(Nanos::new(501 * MS)));
+        let soon = Nanos::new(100 * MS);
         assert_eq!(
-            t.overflow(Nanos::ZERO, 1, SECOND, true),
-            Err(Duration::from_millis(500))
+            t.overflow(now, 1, soon, true),
+            Err(soon),
+            "room comes sooner"
         );
         assert_eq!(
-            t.overflow(Nanos::ZERO, 1, Duration::from_millis(100), true),
-            Err(Duration::from_millis(100)),
-            "room may come sooner"
+            t.overflow(now, 3, SECOND, true),
+            Err(SECOND),
+            "only room admits 3"
         );
-        assert_eq!(t.overflow(Nanos::ZERO, 3, SECOND, true), Err(SECOND));
     }
 
     #[test]

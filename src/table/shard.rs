@@ -3,7 +3,6 @@
 //! shard's lock; time and hashes come from the caller.
 
 use std::hash::RandomState;
-use std::time::Duration;
 
 use hashbrown::HashTable;
 
@@ -26,10 +25,11 @@ pub(crate) trait Entries {
     /// From when forgetting `entry` changes no decision: the shard sweeps it then.
     fn idle_at(&self, entry: &Self::Entry) -> Nanos;
 
-    /// Until when `entry` holds capacity booked for later use (a reservation a waiting
-    /// caller counts on); at or before the present when it holds none. Such an entry
-    /// is never evicted before this time, whatever the policy.
-    fn booked_until(&self, entry: &Self::Entry) -> Nanos;
+    /// Until when `entry`, idle at `idle_at`, holds capacity booked for later use (a
+    /// reservation a waiting caller counts on); at or before the present when it
+    /// holds none. Such an entry is never evicted before this time, whatever the
+    /// policy.
+    fn booked_until(&self, entry: &Self::Entry, idle_at: Nanos) -> Nanos;
 }
 
 /// Entries that can be hashed again, as a shard needs to add or drop any.
@@ -43,10 +43,12 @@ pub(crate) trait Rehash: Entries {
 pub(crate) enum Room {
     /// Yes: insert it.
     Free,
-    /// No: deny it, a key of the shard being idle after this wait at the earliest.
-    Full(Duration),
-    /// No: decide it through the table's overflow limit, or deny it for this wait.
-    Overflow(Duration),
+    /// No: deny it; there may be room from this time on (a key idle, or a booking
+    /// used).
+    Full(Nanos),
+    /// No: decide it through the table's overflow limit; there may be room from this
+    /// time on.
+    Overflow(Nanos),
 }
 
 pub(crate) struct Shard<X: Entries> {
@@ -91,24 +93,23 @@ impl<X: Entries> Shard<X> {
         self.table.find(hash, eq)
     }
 
-    /// Runs `f` on the entry `eq` picks and on `with`, then keeps the sweep bound
-    /// below the entry's idle time; hands `with` back if there is no such entry.
+    /// The shard's context and the entry `eq` picks. Whoever changes the entry's state
+    /// must then [`note`](Shard::note) its idle time, or the shard may sweep it later
+    /// than it could; never earlier, as a sweep reads every idle time afresh.
     #[inline]
-    pub(crate) fn update<W, T>(
+    pub(crate) fn find_mut(
         &mut self,
         hash: u64,
         eq: impl FnMut(&X::Entry) -> bool,
-        with: W,
-        f: impl FnOnce(&X, &mut X::Entry, W) -> T,
-    ) -> Result<T, W> {
-        let Some(entry) = self.table.find_mut(hash, eq) else {
-            return Err(with);
-        };
-        let result = f(&self.entries, entry, with);
-        // Keeps `sweep_at` a lower bound when an idle time moves earlier (a refund, a
-        // rebooking); otherwise this is one comparison.
-        self.sweep_at = self.sweep_at.min(self.entries.idle_at(entry));
-        Ok(result)
+    ) -> Option<(&X, &mut X::Entry)> {
+        let entry = self.table.find_mut(hash, eq)?;
+        Some((&self.entries, entry))
+    }
+
+    /// Keeps the sweep bound below `idle_at`, an entry's new idle time.
+    #[inline]
+    pub(crate) fn note(&mut self, idle_at: Nanos) {
+        self.sweep_at = self.sweep_at.min(idle_at);
     }
 
     /// Removes the entry `eq` picks, if any.
@@ -174,17 +175,17 @@ impl<X: Rehash> Shard<X> {
         }
         // Full of live keys: after the sweep above (or with none due) `sweep_at` is
         // later than now. It is the earliest a key can become idle; a key used since
-        // may stay live longer, so this wait is a lower bound.
-        let wait = self.sweep_at.saturating_since(now);
+        // may stay live longer, so this is a lower bound.
+        let idle = self.sweep_at;
         match self.when_full {
-            WhenFull::Deny => Room::Full(wait),
-            WhenFull::Overflow(_) => Room::Overflow(wait),
-            WhenFull::EvictNearestIdle if missing > self.table.len() => Room::Full(wait),
+            WhenFull::Deny => Room::Full(idle),
+            WhenFull::Overflow(_) => Room::Overflow(idle),
+            WhenFull::EvictNearestIdle if missing > self.table.len() => Room::Full(idle),
             WhenFull::EvictNearestIdle if !evict => {
                 for i in 0..missing as u64 {
                     if let Err(booked_until) = self.nearest_idle(now, hint.wrapping_add(i), &spare)
                     {
-                        return Room::Full(wait.min(booked_until.saturating_since(now)));
+                        return Room::Full(idle.min(booked_until));
                     }
                 }
                 Room::Free
@@ -198,9 +199,7 @@ impl<X: Rehash> Shard<X> {
                             }
                             self.evicted_at = self.evicted_at.max(now);
                         }
-                        Err(booked_until) => {
-                            return Room::Full(wait.min(booked_until.saturating_since(now)))
-                        }
+                        Err(booked_until) => return Room::Full(idle.min(booked_until)),
                     }
                 }
                 Room::Free
@@ -218,24 +217,25 @@ impl<X: Rehash> Shard<X> {
         hint: u64,
         spare: impl Fn(&X::Entry) -> bool,
     ) -> Result<usize, Nanos> {
+        // A power of two (or zero, for a table never allocated).
         let buckets = self.table.num_buckets();
+        let mask = buckets.wrapping_sub(1);
         // Some bits of a hash pick the shard and others the home bucket: mix them all,
         // so that every bucket can start a sample.
-        let mixed = hint.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32;
-        let start = mixed as usize % buckets.max(1);
+        let start = (hint.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize;
         let mut nearest: Option<(usize, Nanos)> = None;
         let mut booked = Nanos::MAX;
         let mut sampled = 0;
         for offset in 0..buckets {
-            let index = (start + offset) % buckets;
+            let index = start.wrapping_add(offset) & mask;
             let Some(entry) = self.table.get_bucket(index) else {
                 continue;
             };
-            let booked_until = self.entries.booked_until(entry);
+            let idle_at = self.entries.idle_at(entry);
+            let booked_until = self.entries.booked_until(entry, idle_at);
             if booked_until > now {
                 booked = booked.min(booked_until);
             } else if !spare(entry) {
-                let idle_at = self.entries.idle_at(entry);
                 match nearest {
                     Some((_, earliest)) if earliest <= idle_at => {}
                     _ => nearest = Some((index, idle_at)),
@@ -312,7 +312,7 @@ mod tests {
             entry.1
         }
 
-        fn booked_until(&self, entry: &Self::Entry) -> Nanos {
+        fn booked_until(&self, entry: &Self::Entry, _: Nanos) -> Nanos {
             entry.2
         }
     }
@@ -366,10 +366,7 @@ mod tests {
         let (mut s, h) = shard(2, WhenFull::Deny);
         put(&mut s, &h, 1, 0, 100, 0);
         put(&mut s, &h, 2, 30, 130, 0);
-        assert_eq!(
-            put(&mut s, &h, 3, 40, 140, 0),
-            Room::Full(Duration::from_millis(60))
-        );
+        assert_eq!(put(&mut s, &h, 3, 40, 140, 0), Room::Full(at(100)));
         assert_eq!(put(&mut s, &h, 3, 100, 200, 0), Room::Free);
         assert!(!held(&s, &h, 1), "key 1 was idle and swept");
         assert_eq!(s.len(), 2);
@@ -380,10 +377,7 @@ mod tests {
         let quota = Quota::per_second(1).unwrap();
         let (mut s, h) = shard(1, WhenFull::Overflow(quota));
         put(&mut s, &h, 1, 0, 100, 0);
-        assert_eq!(
-            put(&mut s, &h, 2, 10, 110, 0),
-            Room::Overflow(Duration::from_millis(90))
-        );
+        assert_eq!(put(&mut s, &h, 2, 10, 110, 0), Room::Overflow(at(100)));
         assert!(held(&s, &h, 1));
     }
 
@@ -406,11 +400,7 @@ mod tests {
         put(&mut s, &h, 1, 0, 100, 50);
         put(&mut s, &h, 2, 0, 500, 400);
         let denied = put(&mut s, &h, 3, 10, 110, 0);
-        assert_eq!(
-            denied,
-            Room::Full(Duration::from_millis(40)),
-            "until key 1's booking ends"
-        );
+        assert_eq!(denied, Room::Full(at(50)), "until key 1's booking ends");
         assert_eq!(s.len(), 2);
         assert_eq!(put(&mut s, &h, 3, 50, 150, 0), Room::Free);
         assert!(!held(&s, &h, 1), "key 1's booking was used at 50 ms");
@@ -427,7 +417,7 @@ mod tests {
         put(&mut s, &h, 1, 0, 100, 60);
         assert_eq!(
             s.make_room(&h, at(10), 1, 7, false, |_| false),
-            Room::Full(Duration::from_millis(50))
+            Room::Full(at(60))
         );
     }
 
@@ -516,11 +506,12 @@ mod tests {
         let (mut s, h) = shard(10, WhenFull::Deny);
         put(&mut s, &h, 1, 0, 100, 0);
         let hash = h.hash_one(1u32);
-        let moved = s.update(hash, |e| e.0 == 1, (), |_, e, ()| e.1 = at(40));
-        assert!(moved.is_ok());
+        if let Some((_, entry)) = s.find_mut(hash, |e| e.0 == 1) {
+            entry.1 = at(40);
+        }
+        s.note(at(40));
         assert_eq!(s.sweep_at, at(40));
-        let absent = s.update(h.hash_one(2u32), |e| e.0 == 2, 7, |_, _, _| ());
-        assert_eq!(absent, Err(7), "handed back");
+        assert!(s.find_mut(h.hash_one(2u32), |e| e.0 == 2).is_none());
         s.set_entries(Timed);
         assert_eq!(s.sweep_at, at(40));
     }

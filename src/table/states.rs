@@ -4,7 +4,6 @@
 use std::borrow::Borrow;
 use std::hash::{BuildHasher, Hash, RandomState};
 use std::marker::PhantomData;
-use std::time::Duration;
 
 use super::{Entries, KeyedConfig, Rehash, Room, Table};
 use crate::algorithm::Algorithm;
@@ -71,8 +70,8 @@ impl<K, A: Algorithm> Entries for PerKey<K, A> {
         self.algorithm.idle_at(&entry.1)
     }
 
-    fn booked_until(&self, entry: &Self::Entry) -> Nanos {
-        Nanos::new(self.idle_at(entry).as_u64().saturating_sub(self.horizon))
+    fn booked_until(&self, _: &Self::Entry, idle_at: Nanos) -> Nanos {
+        Nanos::new(idle_at.as_u64().saturating_sub(self.horizon))
     }
 }
 
@@ -82,9 +81,11 @@ impl<K: Hash, A: Algorithm> Rehash for PerKey<K, A> {
     }
 }
 
-/// The denial for a new key that found no room.
-fn no_room(wait: Duration, capacity: u64) -> Denied {
-    Limited::new(wait, capacity, 0, wait).into()
+/// The denial at `now` for a new key that found no room, which there may be from
+/// `until` on.
+fn no_room(now: Nanos, until: Nanos, capacity: u64) -> Denied {
+    let wait = until.as_u64().saturating_sub(now.as_u64());
+    Limited::deferred(wait, capacity, 0, 1, wait).into()
 }
 
 impl<K, A> Table<PerKey<K, A>>
@@ -129,16 +130,14 @@ where
         let hash = hasher.hash_one(key);
         let mut shard = self.shard(hash).lock();
         let shard = &mut *shard;
-        let held = shard.update(
-            hash,
-            |(k, _)| k.borrow() == key,
-            f,
-            |per_key, (_, state), f| f(&per_key.algorithm, state, now),
-        );
-        let f = match held {
-            Ok(result) => return result,
-            Err(f) => f,
-        };
+        if let Some((per_key, (_, state))) = shard.find_mut(hash, |(k, _)| k.borrow() == key) {
+            let result = f(&per_key.algorithm, state, now);
+            // Keeps the sweep bound below the key's idle time, should `f` have moved it
+            // earlier (a refund, a rebooking); otherwise this is one comparison.
+            let idle_at = per_key.algorithm.idle_at(state);
+            shard.note(idle_at);
+            return result;
+        }
         let now = shard.start(now);
         let algorithm = &shard.entries.algorithm;
         let mut state = algorithm.initial_state(now);
@@ -153,10 +152,10 @@ where
                 shard.insert(hasher, hash, (key.to_owned(), state));
                 Ok(result)
             }
-            Room::Full(wait) => Err(no_room(wait, capacity)),
-            Room::Overflow(room) => match self.overflow(now, n, room, true) {
+            Room::Full(until) => Err(no_room(now, until, capacity)),
+            Room::Overflow(until) => match self.overflow(now, n, until, true) {
                 Ok(()) => Ok(result),
-                Err(wait) => Err(no_room(wait, capacity)),
+                Err(until) => Err(no_room(now, until, capacity)),
             },
         }
     }
@@ -186,10 +185,10 @@ where
         let capacity = algorithm.capacity();
         match shard.make_room(hasher, now, 1, hash, false, |_| false) {
             Room::Free => Ok(admitted),
-            Room::Full(wait) => Err(no_room(wait, capacity)),
-            Room::Overflow(room) => match self.overflow(now, n, room, false) {
+            Room::Full(until) => Err(no_room(now, until, capacity)),
+            Room::Overflow(until) => match self.overflow(now, n, until, false) {
                 Ok(()) => Ok(admitted),
-                Err(wait) => Err(no_room(wait, capacity)),
+                Err(until) => Err(no_room(now, until, capacity)),
             },
         }
     }
@@ -203,13 +202,11 @@ where
     {
         let hash = self.hasher().hash_one(key);
         let mut shard = self.shard(hash).lock();
-        // Absent: nothing to give back.
-        let _ = shard.update(
-            hash,
-            |(k, _)| k.borrow() == key,
-            (),
-            |per_key, (_, state), ()| per_key.algorithm.refund(state, now, n),
-        );
+        if let Some((per_key, (_, state))) = shard.find_mut(hash, |(k, _)| k.borrow() == key) {
+            per_key.algorithm.refund(state, now, n);
+            let idle_at = per_key.algorithm.idle_at(state);
+            shard.note(idle_at);
+        }
     }
 
     /// Installs a new configuration in every shard, keeping every key's state.
@@ -221,6 +218,8 @@ where
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
     use crate::algorithm::{FixedWindow, Gcra};
     use crate::quota::Quota;
