@@ -68,6 +68,7 @@ pub mod semaphore;
 pub mod shape;
 pub mod store;
 mod sync;
+mod table;
 pub mod time;
 mod units;
 mod wait;
@@ -87,12 +88,13 @@ pub mod futures {
 
 pub use decision::{Admitted, Decision, Denied, Limited, Reservation, Retry};
 pub use error::{AcquireError, ConfigError, InsufficientCapacity};
-pub use keyed::{KeyedConfig, KeyedLimiter};
+pub use keyed::KeyedLimiter;
 pub use leaky_queue::LeakyQueue;
 pub use limiter::Limiter;
 pub use permits::{Decided, ForKey, Grant, PermitFuture, PermitSource};
 pub use quota::Quota;
 pub use semaphore::Semaphore;
+pub use table::{KeyedConfig, WhenFull};
 pub use wait::Fairness;
 
 /// The README's examples, compiled and run as doctests.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 use tollgate::algorithm::{Algorithm, FixedWindow, Gcra};
 use tollgate::time::{Clock, ManualClock, MonotonicClock};
-use tollgate::{ConfigError, Denied, KeyedConfig, KeyedLimiter, Limiter, Quota};
+use tollgate::{ConfigError, Denied, KeyedConfig, KeyedLimiter, Limiter, Quota, WhenFull};
 
 fn gcra(per_second: u64, burst: u64) -> Gcra {
     Gcra::new(Quota::per_second(per_second).unwrap().burst(burst).unwrap())
@@ -83,9 +83,33 @@ fn evicting_an_idle_key_changes_no_decision() {
 }
 
 #[test]
-fn a_flood_of_unique_keys_stays_within_max_keys() {
+fn a_flood_of_unique_keys_stays_within_max_keys_and_is_served() {
     // Keys live one second after a request; the flood lasts half a second.
     let (limiter, clock) = keyed::<u32>(gcra(1, 2), KeyedConfig::new(1_000));
+    limiter.try_acquire(&u32::MAX, 2).unwrap();
+    for key in 0..100_000 {
+        assert!(
+            limiter.try_acquire(&key, 1).is_ok(),
+            "newcomer {key} denied"
+        );
+        if key % 100 == 0 {
+            assert!(limiter.len() <= 1_000);
+        }
+        clock.advance(Duration::from_micros(5));
+    }
+    assert_eq!(limiter.len(), 1_000);
+    // The key present before the flood used its whole burst: further from idle than
+    // any flood key, it was never the one evicted, and is still at its limit.
+    assert!(limiter.try_acquire(&u32::MAX, 1).is_err());
+}
+
+#[test]
+fn a_flood_of_unique_keys_fills_a_denying_table_and_no_further() {
+    // Keys live one second after a request; the flood lasts half a second.
+    let (limiter, clock) = keyed::<u32>(
+        gcra(1, 2),
+        KeyedConfig::new(1_000).when_full(WhenFull::Deny),
+    );
     limiter.try_acquire(&u32::MAX, 1).unwrap();
     let mut admitted = 0;
     for key in 0..100_000 {
@@ -124,7 +148,10 @@ fn a_flood_of_short_lived_keys_recycles_memory() {
 
 #[test]
 fn full_bound_denies_new_keys_until_the_next_key_is_idle() {
-    let (limiter, clock) = keyed::<String>(gcra(1, 1), KeyedConfig::new(2).shards(1));
+    let (limiter, clock) = keyed::<String>(
+        gcra(1, 1),
+        KeyedConfig::new(2).shards(1).when_full(WhenFull::Deny),
+    );
     limiter.try_acquire("a", 1).unwrap(); // idle at 1 s
     clock.advance(Duration::from_millis(500));
     limiter.try_acquire("b", 1).unwrap(); // idle at 1.5 s
@@ -409,8 +436,8 @@ proptest! {
         }
     }
 
-    /// However keys come and go, the limiter never holds more than `max_keys`, and
-    /// never admits what one `Limiter` per key would deny.
+    /// However keys come and go, a denying limiter never holds more than `max_keys`,
+    /// and never admits what one `Limiter` per key would deny.
     #[test]
     fn never_exceeds_max_keys_nor_over_admits(
         alg in quota(),
@@ -421,7 +448,7 @@ proptest! {
         let clock = ManualClock::new();
         let limiter: KeyedLimiter<u8, Gcra, ManualClock> = KeyedLimiter::with_clock(
             alg,
-            KeyedConfig::new(max_keys).shards(shards),
+            KeyedConfig::new(max_keys).shards(shards).when_full(WhenFull::Deny),
             clock.clone(),
         )
         .unwrap();
@@ -473,6 +500,46 @@ proptest! {
                 Op::Advance(ms) => clock.advance(Duration::from_millis(ms)),
                 Op::Sweep => {
                     limiter.sweep();
+                }
+            }
+            prop_assert!(limiter.len() <= max_keys, "{} > {}", limiter.len(), max_keys);
+        }
+    }
+
+    /// Under the default policy, a full table still serves every newcomer a fresh
+    /// state would admit, and never holds more than `max_keys`, whatever the keys held
+    /// have taken.
+    #[test]
+    fn an_evicting_table_serves_every_newcomer_within_max_keys(
+        alg in quota(),
+        max_keys in 1usize..10,
+        shards in prop::sample::select(vec![1usize, 2, 4]),
+        ops in prop::collection::vec(
+            prop_oneof![
+                (0u32..4, 0u64..5).prop_map(|(k, n)| (Some(k), n, 0)),
+                (0u64..5).prop_map(|n| (None, n, 0)),
+                (0u64..300).prop_map(|ms| (None, 0, ms)),
+            ],
+            1..200,
+        ),
+    ) {
+        let clock = ManualClock::new();
+        let limiter: KeyedLimiter<u32, Gcra, ManualClock> =
+            KeyedLimiter::with_clock(alg, KeyedConfig::new(max_keys).shards(shards), clock.clone())
+                .unwrap();
+        let mut newcomer = 1_000;
+        for (key, n, advance) in ops {
+            clock.advance(Duration::from_millis(advance));
+            match key {
+                // One of a few keys used again and again: any decision.
+                Some(key) => {
+                    let _ = limiter.try_acquire(&key, n);
+                }
+                // A key never seen: admitted whenever a fresh state admits.
+                None => {
+                    newcomer += 1;
+                    let fresh = Limiter::with_clock(alg, clock.clone()).try_acquire(n);
+                    prop_assert_eq!(limiter.try_acquire(&newcomer, n), fresh);
                 }
             }
             prop_assert!(limiter.len() <= max_keys, "{} > {}", limiter.len(), max_keys);

@@ -14,7 +14,7 @@ use tollgate::store::{
 };
 use tollgate::time::ManualClock;
 use tollgate::AcquireError;
-use tollgate::{Denied, KeyedConfig, Quota};
+use tollgate::{Denied, KeyedConfig, Quota, WhenFull};
 
 fn store(clock: &ManualClock) -> MemoryStore<ManualClock> {
     MemoryStore::with_clock(KeyedConfig::new(1_000), "test", clock.clone()).unwrap()
@@ -207,8 +207,8 @@ fn idle_keys_are_forgotten() {
 #[test]
 fn a_full_store_denies_new_keys_until_one_is_idle() {
     let clock = ManualClock::new();
-    let store =
-        MemoryStore::with_clock(KeyedConfig::new(4).shards(1), "full", clock.clone()).unwrap();
+    let config = KeyedConfig::new(4).shards(1).when_full(WhenFull::Deny);
+    let store = MemoryStore::with_clock(config, "full", clock.clone()).unwrap();
     let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(1).unwrap())).unwrap();
     for key in ["a", "b", "c", "d"] {
         assert!(block(limiter.check(key, 1)).unwrap().is_ok());

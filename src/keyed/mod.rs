@@ -3,26 +3,24 @@
 //!
 //! [`KeyedLimiter`] stores one [`Algorithm::State`] per key and shares one
 //! configuration among all keys. Keys whose state has returned to that of a fresh key
-//! are evicted; a flood of unique keys cannot grow memory past
-//! [`KeyedConfig::max_keys`], and cannot push out the keys being limited either: see
-//! [`KeyedConfig`] for the policy when the bound is reached.
-
-pub(crate) mod config;
-mod shard;
+//! are forgotten; a flood of unique keys cannot grow memory past
+//! [`KeyedConfig::max_keys`], and [`KeyedConfig::when_full`] says what a full table
+//! does with a new key (by default, the key nearest to idle makes room: see
+//! [`WhenFull`]).
 
 use std::borrow::Borrow;
 use std::fmt;
-use std::hash::{BuildHasher, Hash, RandomState};
+use std::hash::Hash;
 use std::time::Duration;
 
 use crate::algorithm::Algorithm;
 use crate::decision::{Decision, Denied, Reservation};
 use crate::error::ConfigError;
 use crate::sync::Mutex;
+use crate::table::{PerKey, Table};
 use crate::time::{Clock, MonotonicClock, Nanos};
 
-pub use config::{KeyedConfig, MAX_SHARDS};
-use shard::Shard;
+pub use crate::table::{KeyedConfig, WhenFull, MAX_SHARDS};
 
 /// A rate limiter per key, with at most [`KeyedConfig::max_keys`] keys in memory.
 ///
@@ -42,12 +40,13 @@ use shard::Shard;
 /// decision. Shards sweep idle keys when they are full or have doubled since their last
 /// sweep, and [`sweep`](KeyedLimiter::sweep) evicts every idle key at once.
 ///
-/// **When the bound is reached and every key is live, a new key is denied**, with
-/// [`Denied::Limited`] whose `retry_after` is the earliest time a key of its shard can
-/// become idle (`remaining` 0; a key used meanwhile stays live longer); keys already present keep working. A live key is never
-/// evicted: that would reset its limit, and whoever can send requests under many new
-/// keys could reset everyone else's. Each shard holds its share of `max_keys`, so a
-/// shard may fill up slightly before the whole limiter does.
+/// **When a shard is full and every key in it is live**, [`KeyedConfig::when_full`]
+/// decides: by default ([`WhenFull::EvictNearestIdle`]) the key nearest to idle among
+/// a sample of eight makes room, so newcomers are served while heavily used keys keep
+/// their limits; [`WhenFull::Deny`] denies the newcomer instead and
+/// [`WhenFull::Overflow`] sends it through one shared limit. [`WhenFull`] says what a
+/// flood of unique keys can and cannot gain under each. Each shard holds its share of
+/// `max_keys`, so a shard may fill up slightly before the whole limiter does.
 ///
 /// # Examples
 ///
@@ -73,19 +72,12 @@ use shard::Shard;
 /// # Ok::<(), tollgate::ConfigError>(())
 /// ```
 pub struct KeyedLimiter<K, A: Algorithm, C: Clock = MonotonicClock> {
-    shards: Box<[PaddedShard<K, A>]>,
-    hasher: RandomState,
-    max_keys: usize,
+    table: Table<PerKey<K, A>>,
     /// The configuration the shards copy. Its lock is held through a reconfiguration
     /// so that two cannot interleave shard by shard; decisions never take it.
     algorithm: Mutex<A>,
     clock: C,
 }
-
-/// A shard under its lock, on cache lines of its own so that threads working on
-/// neighbouring shards do not slow each other down.
-#[repr(align(128))]
-struct PaddedShard<K, A: Algorithm>(Mutex<Shard<K, A>>);
 
 impl<K, A> KeyedLimiter<K, A>
 where
@@ -151,18 +143,8 @@ where
         config: KeyedConfig,
         clock: C,
     ) -> Result<KeyedLimiter<K, A, C>, ConfigError> {
-        let shards = config.shard_count()?;
-        let max_keys = config.max_keys;
-        let shards = (0..shards)
-            .map(|index| {
-                let capacity = config::shard_capacity(max_keys, shards, index);
-                PaddedShard(Mutex::new(Shard::new(algorithm.clone(), capacity)))
-            })
-            .collect();
         Ok(KeyedLimiter {
-            shards,
-            hasher: RandomState::new(),
-            max_keys,
+            table: Table::with_algorithm(algorithm.clone(), &config)?,
             algorithm: Mutex::new(algorithm),
             clock,
         })
@@ -177,7 +159,8 @@ where
     /// # Errors
     ///
     /// [`Denied::Limited`] with a `retry_after` when the key's permits are not
-    /// available now, or when `key` is new and its shard is full of live keys;
+    /// available now, or when `key` is new and its shard is full of live keys and
+    /// [`KeyedConfig::when_full`] turns it away;
     /// [`Denied::Insufficient`] when `n` exceeds what the algorithm can ever grant at
     /// once. A denied request consumes nothing and stores no key.
     ///
@@ -201,10 +184,8 @@ where
         Q: ?Sized + Hash + Eq + ToOwned<Owned = K>,
     {
         let now = self.clock.now();
-        let hash = self.hasher.hash_one(key);
-        self.shard(hash)
-            .lock()
-            .acquire(&self.hasher, hash, key, now, n)
+        self.table
+            .with_state(key, now, n, |alg, state, now| alg.acquire(state, now, n))
     }
 
     /// Decides on `n` permits for `key` as [`try_acquire`](KeyedLimiter::try_acquire)
@@ -231,11 +212,7 @@ where
         K: Borrow<Q>,
         Q: ?Sized + Hash + Eq,
     {
-        let now = self.clock.now();
-        let hash = self.hasher.hash_one(key);
-        self.shard(hash)
-            .lock()
-            .peek(&self.hasher, hash, key, now, n)
+        self.table.peek(key, self.clock.now(), n)
     }
 
     /// Books `n` permits for `key` now, for use after the returned wait, if that wait
@@ -244,7 +221,8 @@ where
     /// # Errors
     ///
     /// As [`Limiter::reserve`](crate::Limiter::reserve), and [`Denied::Limited`] when
-    /// `key` is new and its shard is full of live keys.
+    /// `key` is new and its shard is full of live keys and [`KeyedConfig::when_full`]
+    /// turns it away.
     ///
     /// # Examples
     ///
@@ -270,10 +248,9 @@ where
         Q: ?Sized + Hash + Eq + ToOwned<Owned = K>,
     {
         let now = self.clock.now();
-        let hash = self.hasher.hash_one(key);
-        self.shard(hash)
-            .lock()
-            .reserve(&self.hasher, hash, key, now, n, max_wait)
+        self.table.with_state(key, now, n, |alg, state, now| {
+            alg.reserve(state, now, n, max_wait)
+        })
     }
 
     /// Gives back `n` permits taken for `key` earlier and not used. A key not stored
@@ -301,9 +278,7 @@ where
         K: Borrow<Q>,
         Q: ?Sized + Hash + Eq,
     {
-        let now = self.clock.now();
-        let hash = self.hasher.hash_one(key);
-        self.shard(hash).lock().refund(hash, key, now, n)
+        self.table.refund(key, self.clock.now(), n)
     }
 
     /// The clock this limiter reads.
@@ -314,14 +289,6 @@ where
     /// The current time on the limiter's clock.
     pub fn now(&self) -> Nanos {
         self.clock.now()
-    }
-
-    #[inline]
-    fn shard(&self, hash: u64) -> &Mutex<Shard<K, A>> {
-        // hashbrown indexes buckets with the low bits and tags them with the top seven,
-        // so the shard comes from bits in between.
-        let index = (hash >> 32) as usize & (self.shards.len() - 1);
-        &self.shards[index].0
     }
 }
 
@@ -361,9 +328,7 @@ where
         let mut current = self.algorithm.lock();
         let mut next = current.clone();
         f(&mut next)?;
-        for shard in self.shards.iter() {
-            shard.0.lock().set_algorithm(next.clone());
-        }
+        self.table.set_algorithm(next.clone());
         *current = next;
         Ok(())
     }
@@ -396,11 +361,7 @@ where
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn sweep(&self) -> usize {
-        let now = self.clock.now();
-        self.shards
-            .iter()
-            .map(|shard| shard.0.lock().sweep(&self.hasher, now))
-            .sum()
+        self.table.sweep(self.clock.now())
     }
 
     /// How many keys are stored, idle ones not yet swept included. Shards are counted
@@ -421,7 +382,7 @@ where
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|shard| shard.0.lock().len()).sum()
+        self.table.len()
     }
 
     /// Whether no key is stored.
@@ -438,7 +399,7 @@ where
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn is_empty(&self) -> bool {
-        self.shards.iter().all(|shard| shard.0.lock().len() == 0)
+        self.table.is_empty()
     }
 
     /// The most keys stored at once, as configured.
@@ -455,7 +416,7 @@ where
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn max_keys(&self) -> usize {
-        self.max_keys
+        self.table.max_keys()
     }
 
     /// How many shards the keys are spread over.
@@ -473,7 +434,7 @@ where
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn shards(&self) -> usize {
-        self.shards.len()
+        self.table.shards()
     }
 
     /// A copy of the current configuration.
@@ -504,8 +465,8 @@ where
         f.debug_struct("KeyedLimiter")
             .field("algorithm", &self.algorithm())
             .field("len", &self.len())
-            .field("max_keys", &self.max_keys)
-            .field("shards", &self.shards.len())
+            .field("max_keys", &self.max_keys())
+            .field("shards", &self.shards())
             .field("clock", &self.clock)
             .finish_non_exhaustive()
     }

@@ -4,27 +4,27 @@
 
 use std::fmt;
 use std::hash::{BuildHasher, DefaultHasher, Hash, Hasher, RandomState};
-use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
-use hashbrown::HashTable;
 
 use super::request::{Check, Outcome, Request};
 use super::rule::{RuleState, Step, Verdict};
 use super::{storage_key, validate_prefix, Store, StoreError, DEFAULT_MAX_KEY_LEN};
 use crate::decision::{Denied, Limited};
-use crate::keyed::config::shard_capacity;
+use crate::sync::Mutex;
+use crate::table::{Entries, KeyedConfig, Rehash, Room, Shard, Table};
 use crate::time::{Clock, MonotonicClock, Nanos};
 use crate::units::duration_to_nanos;
-use crate::KeyedConfig;
 
 /// A [`Store`] in this process's memory: the same decisions as the Redis store, for
 /// one process.
 ///
 /// Keys are forgotten once their state is idle (a fresh state would decide the same),
-/// as Redis forgets them by their TTL. At most `max_keys` keys are held: once a shard
-/// is full of keys that are not idle, a request for a new key is denied, with a
-/// `retry_after` until the first of them may go.
+/// as Redis forgets them by their TTL. At most `max_keys` keys are held, in the same
+/// table as [`KeyedLimiter`](crate::KeyedLimiter)'s: once a shard is full of keys that
+/// are not idle, [`KeyedConfig::when_full`] decides what happens to a request for a
+/// new key (by default the key nearest to idle makes room; see
+/// [`WhenFull`](crate::WhenFull)).
 ///
 /// Time is Unix time read from the clock (`unix_origin + now`), or the request's
 /// explicit time.
@@ -49,28 +49,31 @@ use crate::KeyedConfig;
 pub struct MemoryStore<C = MonotonicClock> {
     clock: C,
     prefix: String,
-    shards: Box<[PaddedShard]>,
-    hasher: RandomState,
+    table: Table<Stored>,
     max_key_len: usize,
 }
 
-/// A shard under its lock, on cache lines of its own so that threads working on
-/// neighbouring shards do not slow each other down.
-#[repr(align(128))]
-struct PaddedShard(Mutex<Shard>);
+/// The memory store's entries carry their own idle time, since each was written by
+/// the rule of its request.
+struct Stored;
 
-impl PaddedShard {
+impl Entries for Stored {
+    type Entry = Entry;
+
     #[inline]
-    fn lock(&self) -> MutexGuard<'_, Shard> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    fn idle_at(&self, entry: &Entry) -> Nanos {
+        entry.expires_at
+    }
+
+    fn booked_until(&self, entry: &Entry, _: Nanos) -> Nanos {
+        entry.booked_until
     }
 }
 
-struct Shard {
-    entries: HashTable<Entry>,
-    capacity: usize,
-    /// Sweep idle entries when the table reaches this length.
-    sweep_at: usize,
+impl Rehash for Stored {
+    fn hash(&self, _: &RandomState, entry: &Entry) -> u64 {
+        entry.hash
+    }
 }
 
 struct Entry {
@@ -81,6 +84,19 @@ struct Entry {
     hash: u64,
     state: RuleState,
     expires_at: Nanos,
+    /// When the latest reservation that waits is used: until then the entry holds
+    /// capacity booked ahead.
+    booked_until: Nanos,
+}
+
+impl Entry {
+    /// Records that `verdict` may have booked capacity ahead.
+    #[inline]
+    fn booked(&mut self, verdict: &Verdict, now: Nanos) {
+        if let Verdict::Reservation(Ok(reservation)) = verdict {
+            self.booked_until = self.booked_until.max(now + reservation.wait());
+        }
+    }
 }
 
 /// The longest name held in its entry rather than on the heap: an IPv6 address as
@@ -230,7 +246,8 @@ impl<C> fmt::Debug for MemoryStore<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MemoryStore")
             .field("prefix", &self.prefix)
-            .field("shards", &self.shards.len())
+            .field("max_keys", &self.table.max_keys())
+            .field("shards", &self.table.shards())
             .finish_non_exhaustive()
     }
 }
@@ -241,9 +258,9 @@ impl MemoryStore<MonotonicClock> {
     ///
     /// # Errors
     ///
-    /// [`StoreError::Config`] for a bound of zero or a prefix with a brace in it (a
-    /// brace would change the Cluster hash tag; the memory store refuses what Redis
-    /// would).
+    /// [`StoreError::Config`] for a configuration [`KeyedConfig::validate`] rejects,
+    /// or a prefix with a brace in it (a brace would change the Cluster hash tag; the
+    /// memory store refuses what Redis would).
     pub fn new(config: KeyedConfig, prefix: &str) -> Result<Self, StoreError> {
         MemoryStore::with_clock(config, prefix, MonotonicClock::new())
     }
@@ -257,22 +274,10 @@ impl<C: Clock> MemoryStore<C> {
     /// As [`new`](MemoryStore::new).
     pub fn with_clock(config: KeyedConfig, prefix: &str, clock: C) -> Result<Self, StoreError> {
         validate_prefix(prefix)?;
-        let shards = config.shard_count()?;
-        let shards = (0..shards)
-            .map(|i| {
-                let capacity = shard_capacity(config.max_keys, shards, i);
-                PaddedShard(Mutex::new(Shard {
-                    entries: HashTable::new(),
-                    capacity,
-                    sweep_at: 64,
-                }))
-            })
-            .collect();
         Ok(MemoryStore {
             clock,
             prefix: prefix.to_owned(),
-            shards,
-            hasher: RandomState::new(),
+            table: Table::new(&config, || Stored)?,
             max_key_len: DEFAULT_MAX_KEY_LEN,
         })
     }
@@ -282,24 +287,73 @@ impl<C: Clock> MemoryStore<C> {
         &self.clock
     }
 
-    /// Keys held now, idle ones not yet swept included.
+    /// Keys held now, idle ones not yet swept included. Shards are counted one after
+    /// another, so under concurrent use this is approximate; it never exceeds
+    /// [`max_keys`](MemoryStore::max_keys).
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().entries.len()).sum()
+        self.table.len()
     }
 
     /// Whether no key is held.
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.table.is_empty()
+    }
+
+    /// The most keys held at once, as configured.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::store::MemoryStore;
+    /// use tollgate::KeyedConfig;
+    ///
+    /// let store = MemoryStore::new(KeyedConfig::new(500), "api")?;
+    /// assert_eq!(store.max_keys(), 500);
+    /// # Ok::<(), tollgate::store::StoreError>(())
+    /// ```
+    pub fn max_keys(&self) -> usize {
+        self.table.max_keys()
+    }
+
+    /// Forgets every idle key now, and returns how many. Shards also sweep by
+    /// themselves as keys arrive; this returns memory sooner.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::store::{Check, MemoryStore, Op, Request, Rule};
+    /// use tollgate::time::ManualClock;
+    /// use tollgate::{KeyedConfig, Quota};
+    ///
+    /// let clock = ManualClock::new();
+    /// let store = MemoryStore::with_clock(KeyedConfig::new(100), "api", clock.clone())?;
+    /// let rule = Rule::from(Gcra::new(Quota::per_second(1)?));
+    /// let checks = [Check::new("", &rule)];
+    /// store.execute_now(&Request::new("user-1", &checks, Op::Acquire(1)))?;
+    /// assert_eq!(store.len(), 1);
+    /// clock.advance(Duration::from_secs(1));
+    /// assert_eq!(store.sweep(), 1, "back to a fresh state");
+    /// assert!(store.is_empty());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn sweep(&self) -> usize {
+        self.table.sweep(self.unix_now())
     }
 
     fn now(&self, request: &Request<'_>) -> Nanos {
         match request.at {
             Some(at) => Nanos::new(duration_to_nanos(at)),
-            None => Nanos::new(
-                duration_to_nanos(self.clock.unix_origin())
-                    .saturating_add(self.clock.now().as_u64()),
-            ),
+            None => self.unix_now(),
         }
+    }
+
+    /// Unix time on the store's clock.
+    fn unix_now(&self) -> Nanos {
+        Nanos::new(
+            duration_to_nanos(self.clock.unix_origin()).saturating_add(self.clock.now().as_u64()),
+        )
     }
 
     /// Decides `request` synchronously: the whole work of
@@ -333,14 +387,11 @@ impl<C: Clock> MemoryStore<C> {
     /// The hash of `head`, the hash tag of every key of a request, the hasher that
     /// computed it (to hash the keys on from there), and the shard the tag picks.
     #[inline]
-    fn shard(&self, head: &str) -> (Hashed, &PaddedShard) {
-        let mut hasher = self.hasher.build_hasher();
+    fn shard(&self, head: &str) -> (Hashed, &Mutex<Shard<Stored>>) {
+        let mut hasher = self.table.hasher().build_hasher();
         head.hash(&mut hasher);
         let hash = hasher.clone().finish();
-        // hashbrown indexes buckets with the low bits and tags them with the top seven,
-        // so the shard comes from bits in between (the count is a power of two).
-        let index = (hash >> 32) as usize & (self.shards.len() - 1);
-        (Hashed { hasher, hash }, &self.shards[index])
+        (Hashed { hasher, hash }, self.table.shard(hash))
     }
 
     fn conflict(&self, request: &Request<'_>, check: &Check<'_>) -> StoreError {
@@ -371,72 +422,70 @@ impl<C: Clock> MemoryStore<C> {
         let mut shard = shard.lock();
         let shard = &mut *shard;
         let rule = check.rule;
-        let verdict = match shard.entries.find_entry(hash, |e| name.matches(&e.name)) {
-            Ok(mut found) if found.get().expires_at > now => {
-                let entry = found.get_mut();
-                if let Step::Peek(_) = step {
-                    // A peek changes no state.
-                    let verdict = rule.apply(&mut entry.state, now, step);
-                    let verdict = verdict.ok_or_else(|| self.conflict(request, check))?;
-                    return request.combine([verdict]);
-                }
+        if let Some((_, entry)) = shard.find_mut(hash, |e| name.matches(&e.name)) {
+            if entry.expires_at <= now {
+                // Forgotten, as Redis forgets a key by its TTL: afresh, in place.
+                entry.state = rule.initial_state(now);
+            }
+            let peek = matches!(step, Step::Peek(_));
+            let verdict = if peek {
+                // A peek changes no state.
+                rule.apply(&mut entry.state, now, step)
+            } else {
                 let before = entry.state.clone();
                 let verdict = rule.apply(&mut entry.state, now, step);
-                let verdict = verdict.ok_or_else(|| self.conflict(request, check))?;
                 // An unchanged state is not written: it keeps its expiry.
                 if entry.state != before {
-                    let expires_at = rule.expires_at(&entry.state);
-                    if expires_at > now {
-                        entry.expires_at = expires_at;
-                    } else {
-                        found.remove();
+                    entry.expires_at = rule.expires_at(&entry.state);
+                    if let Some(verdict) = &verdict {
+                        entry.booked(verdict, now);
                     }
                 }
                 verdict
+            };
+            let expires_at = entry.expires_at;
+            let verdict = verdict.ok_or_else(|| self.conflict(request, check))?;
+            shard.note(expires_at);
+            if !peek && expires_at <= now {
+                shard.remove(hash, |e| name.matches(&e.name));
             }
-            found => {
-                // Absent, or forgotten as Redis forgets a key by its TTL.
-                let before = rule.initial_state(now);
-                let mut state = before.clone();
-                let verdict = rule.apply(&mut state, now, step);
-                let verdict = verdict.ok_or_else(|| self.conflict(request, check))?;
-                if let Step::Peek(_) = step {
-                    return request.combine([verdict]);
-                }
-                // A fresh key that nothing changes is not written: it is created by the
-                // first request that changes it, at that request's time.
-                let expires_at = if state == before {
-                    Nanos::ZERO
-                } else {
-                    rule.expires_at(&state)
+            return request.combine([verdict]);
+        }
+        let now = shard.start(now);
+        let before = rule.initial_state(now);
+        let mut state = before.clone();
+        let verdict = rule
+            .apply(&mut state, now, step)
+            .ok_or_else(|| self.conflict(request, check))?;
+        // A fresh key that nothing changes is not written: it is created by the first
+        // request that changes it, at that request's time.
+        if matches!(step, Step::Peek(_)) || state == before {
+            return request.combine([verdict]);
+        }
+        let expires_at = rule.expires_at(&state);
+        if expires_at <= now {
+            return request.combine([verdict]);
+        }
+        let hasher = self.table.hasher();
+        match shard.make_room(hasher, now, 1, hash, true, |_| false) {
+            Room::Free => {
+                let mut entry = Entry {
+                    name: name.spell(),
+                    hash,
+                    state,
+                    expires_at,
+                    booked_until: Nanos::ZERO,
                 };
-                match found {
-                    Ok(mut forgotten) if expires_at > now => {
-                        let entry = forgotten.get_mut();
-                        entry.state = state;
-                        entry.expires_at = expires_at;
-                    }
-                    Ok(forgotten) => {
-                        forgotten.remove();
-                    }
-                    Err(_) if expires_at > now => {
-                        if !shard.make_room(1, now) {
-                            return Ok(shard.full(request, now));
-                        }
-                        let entry = Entry {
-                            name: name.spell(),
-                            hash,
-                            state,
-                            expires_at,
-                        };
-                        shard.entries.insert_unique(hash, entry, |e| e.hash);
-                    }
-                    Err(_) => {}
-                }
-                verdict
+                entry.booked(&verdict, now);
+                shard.insert(hasher, hash, entry);
             }
-        };
-        shard.committed(now);
+            Room::Full(until) => return Ok(self.full(request, now, until)),
+            Room::Overflow(until) => {
+                if let Err(until) = self.table.overflow(now, request.op.permits(), until, true) {
+                    return Ok(self.full(request, now, until));
+                }
+            }
+        }
         request.combine([verdict])
     }
 
@@ -468,12 +517,19 @@ impl<C: Clock> MemoryStore<C> {
         let hashes: Vec<u64> = names.iter().map(|n| n.hash(&head)).collect();
         let mut shard = shard.lock();
         let shard = &mut *shard;
+        // One instant for every check, never before a key of the shard was evicted.
+        let now = shard.start(now);
+        let find = |shard: &Shard<Stored>, i: usize| {
+            let name = names[i];
+            shard.find(hashes[i], |e| name.matches(&e.name)).is_some()
+        };
 
         let mut states = Vec::with_capacity(names.len());
         let mut expired = Vec::new();
         let mut verdicts = Vec::with_capacity(names.len());
         for (i, check) in request.checks.iter().enumerate() {
-            let entry = shard.find(names[i], hashes[i]);
+            let name = names[i];
+            let entry = shard.find(hashes[i], |e| name.matches(&e.name));
             // Forgotten, as Redis forgets a key by its TTL: removed on the next commit.
             if entry.is_some_and(|e| e.expires_at <= now) {
                 expired.push(i);
@@ -496,12 +552,8 @@ impl<C: Clock> MemoryStore<C> {
         let commit = !matches!(step, Step::Peek(_)) && verdicts.iter().all(Verdict::admits);
         if commit {
             for &i in &expired {
-                if let Ok(entry) = shard
-                    .entries
-                    .find_entry(hashes[i], |e| names[i].matches(&e.name))
-                {
-                    entry.remove();
-                }
+                let name = names[i];
+                shard.remove(hashes[i], |e| name.matches(&e.name));
             }
             let writes: Vec<(usize, RuleState, Nanos)> = states
                 .into_iter()
@@ -514,82 +566,60 @@ impl<C: Clock> MemoryStore<C> {
                 .collect();
             let new_keys = writes
                 .iter()
-                .filter(|&&(i, _, expires_at)| {
-                    expires_at > now && shard.find(names[i], hashes[i]).is_none()
-                })
+                .filter(|&&(i, _, expires_at)| expires_at > now && !find(shard, i))
                 .count();
-            if new_keys > 0 && !shard.make_room(new_keys, now) {
-                return Ok(shard.full(request, now));
-            }
-            for (i, state, expires_at) in writes {
-                let (name, hash) = (names[i], hashes[i]);
-                match shard.entries.find_entry(hash, |e| name.matches(&e.name)) {
-                    Ok(mut held) if expires_at > now => {
-                        let entry = held.get_mut();
-                        entry.state = state;
-                        entry.expires_at = expires_at;
+            // Under an overflow limit, new keys that find no room are not stored.
+            let mut store_new = true;
+            if new_keys > 0 {
+                let hasher = self.table.hasher();
+                let own = |e: &Entry| names.iter().any(|n| n.matches(&e.name));
+                match shard.make_room(hasher, now, new_keys, hashes[0], true, own) {
+                    Room::Free => {}
+                    Room::Full(until) => return Ok(self.full(request, now, until)),
+                    Room::Overflow(until) => {
+                        match self.table.overflow(now, request.op.permits(), until, true) {
+                            Ok(()) => store_new = false,
+                            Err(until) => return Ok(self.full(request, now, until)),
+                        }
                     }
-                    Ok(held) => {
-                        held.remove();
-                    }
-                    Err(_) if expires_at > now => {
-                        let entry = Entry {
-                            name: name.spell(),
-                            hash,
-                            state,
-                            expires_at,
-                        };
-                        shard.entries.insert_unique(hash, entry, |e| e.hash);
-                    }
-                    Err(_) => {}
                 }
             }
-            shard.committed(now);
+            for (i, state, expires_at) in writes {
+                let (name, hash, verdict) = (names[i], hashes[i], &verdicts[i]);
+                if let Some((_, entry)) = shard.find_mut(hash, |e| name.matches(&e.name)) {
+                    entry.state = state;
+                    entry.expires_at = expires_at;
+                    entry.booked(verdict, now);
+                    shard.note(expires_at);
+                    if expires_at <= now {
+                        shard.remove(hash, |e| name.matches(&e.name));
+                    }
+                } else if expires_at > now && store_new {
+                    let mut entry = Entry {
+                        name: name.spell(),
+                        hash,
+                        state,
+                        expires_at,
+                        booked_until: Nanos::ZERO,
+                    };
+                    entry.booked(verdict, now);
+                    shard.insert(self.table.hasher(), hash, entry);
+                }
+            }
         }
         request.combine(verdicts)
     }
-}
 
-impl Shard {
-    fn find(&self, name: Name<'_>, hash: u64) -> Option<&Entry> {
-        self.entries.find(hash, |e| name.matches(&e.name))
-    }
-
-    /// Whether `new_keys` more keys fit, sweeping idle ones if they do not.
-    fn make_room(&mut self, new_keys: usize, now: Nanos) -> bool {
-        if self.entries.len() + new_keys > self.capacity {
-            self.sweep(now);
-        }
-        self.entries.len() + new_keys <= self.capacity
-    }
-
-    /// Sweeps after a commit once the table has doubled since the last sweep.
-    fn committed(&mut self, now: Nanos) {
-        if self.entries.len() >= self.sweep_at {
-            self.sweep(now);
-            self.sweep_at = (self.entries.len() * 2).max(64);
-        }
-    }
-
-    fn sweep(&mut self, now: Nanos) {
-        self.entries.retain(|e| e.expires_at > now);
-    }
-
-    /// The denial for a request that needs a new key in a full shard.
-    fn full(&self, request: &Request<'_>, now: Nanos) -> Outcome {
-        let first_free = self
-            .entries
-            .iter()
-            .map(|e| e.expires_at)
-            .min()
-            .unwrap_or(now);
+    /// The denial at `now` for a request that needs a new key in a full shard: there
+    /// may be room from `until` on.
+    fn full(&self, request: &Request<'_>, now: Nanos, until: Nanos) -> Outcome {
         let capacity = request
             .checks
             .iter()
             .map(|c| c.rule.capacity())
             .min()
             .unwrap_or(0);
-        let wait = first_free.saturating_since(now);
+        let wait = until.saturating_since(now);
         let denied = Denied::from(Limited::new(wait, capacity, 0, wait));
         match request.op {
             super::Op::Reserve { .. } => Outcome::Reservation(Err(denied)),
@@ -617,6 +647,7 @@ mod tests {
     use super::*;
     use crate::algorithm::{FixedWindow, Gcra};
     use crate::store::Op;
+    use crate::table::WhenFull;
     use crate::time::ManualClock;
     use crate::Quota;
 
@@ -711,8 +742,9 @@ mod tests {
     }
 
     #[test]
-    fn a_full_shard_denies_a_new_key_and_keeps_the_others() {
-        let store = store(1);
+    fn a_full_denying_shard_denies_a_new_key_and_keeps_the_others() {
+        let config = KeyedConfig::new(1).when_full(WhenFull::Deny);
+        let store = MemoryStore::with_clock(config, "p", ManualClock::new()).unwrap();
         let rule = gcra(1, 1);
         let one = [Check::new("", &rule)];
         assert!(acquire(&store, "a", &one, 0));
@@ -723,6 +755,90 @@ mod tests {
         assert_eq!(denied.retry_after(), Some(SECOND));
         assert!(acquire(&store, "b", &one, 1), "a is idle after a second");
         assert_eq!(store.len(), 1);
+    }
+
+    #[test]
+    fn a_full_shard_evicts_the_key_nearest_to_idle_by_default() {
+        let store = store(2);
+        let rule = gcra(1, 10);
+        let heavy = [Check::new("", &rule)];
+        let request = Request::new("heavy", &heavy, Op::Acquire(10)).at(Duration::ZERO);
+        assert!(store.execute_now(&request).unwrap().is_admitted());
+        assert!(acquire(&store, "light", &heavy, 0));
+        assert!(acquire(&store, "new", &heavy, 0), "light made room");
+        assert_eq!(store.len(), 2);
+        assert!(!acquire(&store, "heavy", &heavy, 0), "heavy kept its limit");
+    }
+
+    #[test]
+    fn several_checks_never_evict_their_own_keys() {
+        let store = MemoryStore::with_clock(KeyedConfig::new(2).shards(1), "p", ManualClock::new())
+            .unwrap();
+        let rule = gcra(1, 10);
+        assert!(acquire(&store, "t", &[Check::new("a", &rule)], 0));
+        let x = [Check::new("x", &rule)];
+        let request = Request::new("t", &x, Op::Acquire(5)).at(Duration::ZERO);
+        assert!(store.execute_now(&request).unwrap().is_admitted());
+        let two = [Check::new("a", &rule), Check::new("b", &rule)];
+        assert!(
+            acquire(&store, "t", &two, 0),
+            "x made room for b, though a was nearer to idle"
+        );
+        assert_eq!(store.len(), 2);
+        let three = [
+            Check::new("a", &rule),
+            Check::new("b", &rule),
+            Check::new("c", &rule),
+        ];
+        let request = Request::new("t", &three, Op::Acquire(1)).at(Duration::ZERO);
+        assert!(
+            !store.execute_now(&request).unwrap().is_admitted(),
+            "three keys never fit in two"
+        );
+        let a = [Check::new("a", &rule)];
+        let peek = Request::new("t", &a, Op::Peek(10)).at(Duration::ZERO);
+        let Outcome::Decision(Err(denied)) = store.execute_now(&peek).unwrap() else {
+            panic!("a lost its state");
+        };
+        assert_eq!(denied.retry_after(), Some(SECOND * 2), "a took 2 of 10");
+    }
+
+    #[test]
+    fn a_key_holding_a_reservation_is_not_evicted_before_it_is_used() {
+        let store = store(1);
+        let rule = gcra(1, 1);
+        let one = [Check::new("", &rule)];
+        let reserve = |tag| {
+            let op = Op::Reserve {
+                n: 1,
+                max_wait: SECOND * 10,
+            };
+            let request = Request::new(tag, &one, op).at(Duration::ZERO);
+            match store.execute_now(&request).unwrap() {
+                Outcome::Reservation(r) => r,
+                outcome => panic!("{outcome:?}"),
+            }
+        };
+        assert!(reserve("a").unwrap().is_immediate());
+        assert_eq!(reserve("a").unwrap().wait(), SECOND);
+        let denied = reserve("b").unwrap_err();
+        assert_eq!(denied.retry_after(), Some(SECOND), "until a's wait is over");
+        assert!(acquire(&store, "b", &one, 1));
+        assert_eq!(store.len(), 1);
+    }
+
+    #[test]
+    fn a_full_overflowing_shard_shares_one_limit_among_new_keys() {
+        let quota = Quota::per_second(1).unwrap();
+        let config = KeyedConfig::new(1).when_full(WhenFull::Overflow(quota));
+        let store = MemoryStore::with_clock(config, "p", ManualClock::new()).unwrap();
+        let rule = gcra(1, 1);
+        let one = [Check::new("", &rule)];
+        assert!(acquire(&store, "a", &one, 0));
+        assert!(acquire(&store, "b", &one, 0), "through the overflow limit");
+        assert!(!acquire(&store, "c", &one, 0), "spent");
+        assert_eq!(store.len(), 1);
+        assert!(!acquire(&store, "a", &one, 0), "a kept its state");
     }
 
     #[test]
