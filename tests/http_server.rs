@@ -658,3 +658,36 @@ async fn every_decision_is_reported_to_the_layers_events() {
         }
     ));
 }
+
+/// The server layer takes an in-process `KeyedLimiter` directly, its one policy named
+/// `"default"`: no store, no adapter.
+#[tokio::test]
+async fn a_keyed_limiter_serves_the_layer_directly() {
+    let clock = ManualClock::new();
+    let limiter: tollgate::KeyedLimiter<String, _, _> = tollgate::KeyedLimiter::with_clock(
+        FixedWindow::new(1, secs(10)).unwrap(),
+        KeyedConfig::new(100),
+        clock.clone(),
+    )
+    .unwrap();
+    let layer = RateLimitLayer::keyed(HeaderKey::from_static("x-api-key"), limiter.clone());
+    let addr = serve(hello().layer(layer)).await;
+
+    let key = |k| [("x-api-key", k)];
+    let admitted = get_with(addr, "/", &key("a")).await;
+    assert_eq!(admitted.status, StatusCode::OK);
+    assert_eq!(
+        admitted.headers["ratelimit-policy"],
+        r#""default";q=1;w=10"#
+    );
+    assert_eq!(
+        get_with(addr, "/", &key("a")).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(get_with(addr, "/", &key("b")).await.status, StatusCode::OK);
+    assert_eq!(
+        limiter.len(),
+        2,
+        "the layer decided in the limiter passed in"
+    );
+}

@@ -16,9 +16,14 @@ use std::time::Duration;
 use crate::algorithm::Algorithm;
 use crate::decision::{Decision, Denied, Reservation};
 use crate::error::ConfigError;
-use crate::sync::Mutex;
+
+pub(crate) mod wait;
+
+use crate::sync::{Arc, Mutex};
 use crate::table::{PerKey, Table};
 use crate::time::{Clock, MonotonicClock, Nanos};
+use crate::wait::keyed::Queues;
+use wait::KeyGate;
 
 pub use crate::table::{KeyedConfig, WhenFull, MAX_SHARDS};
 
@@ -72,11 +77,27 @@ pub use crate::table::{KeyedConfig, WhenFull, MAX_SHARDS};
 /// # Ok::<(), tollgate::ConfigError>(())
 /// ```
 pub struct KeyedLimiter<K, A: Algorithm, C: Clock = MonotonicClock> {
+    inner: Arc<Inner<K, A, C>>,
+    /// One FIFO queue per key with waiters.
+    queues: Arc<Queues<K, KeyGate<K, A, C>>>,
+}
+
+/// The table, the configuration and the clock, shared by clones and key queues.
+struct Inner<K, A: Algorithm, C> {
     table: Table<PerKey<K, A>>,
     /// The configuration the shards copy. Its lock is held through a reconfiguration
     /// so that two cannot interleave shard by shard; decisions never take it.
     algorithm: Mutex<A>,
     clock: C,
+}
+
+impl<K, A: Algorithm, C: Clock> Clone for KeyedLimiter<K, A, C> {
+    fn clone(&self) -> Self {
+        KeyedLimiter {
+            inner: Arc::clone(&self.inner),
+            queues: Arc::clone(&self.queues),
+        }
+    }
 }
 
 impl<K, A> KeyedLimiter<K, A>
@@ -144,9 +165,12 @@ where
         clock: C,
     ) -> Result<KeyedLimiter<K, A, C>, ConfigError> {
         Ok(KeyedLimiter {
-            table: Table::with_algorithm(algorithm.clone(), &config)?,
-            algorithm: Mutex::new(algorithm),
-            clock,
+            inner: Arc::new(Inner {
+                table: Table::with_algorithm(algorithm.clone(), &config)?,
+                algorithm: Mutex::new(algorithm),
+                clock,
+            }),
+            queues: Arc::default(),
         })
     }
 
@@ -183,8 +207,16 @@ where
         K: Borrow<Q>,
         Q: ?Sized + Hash + Eq + ToOwned<Owned = K>,
     {
-        let now = self.clock.now();
-        self.table
+        if let Some(queue) = self.queues.get(key) {
+            // Callers wait on this key: they come first.
+            return queue.try_acquire(n);
+        }
+        if self.queues.is_closed() {
+            return Err(Denied::Closed);
+        }
+        let now = self.inner.clock.now();
+        self.inner
+            .table
             .with_state(key, now, n, |alg, state, now| alg.acquire(state, now, n))
     }
 
@@ -212,7 +244,7 @@ where
         K: Borrow<Q>,
         Q: ?Sized + Hash + Eq,
     {
-        self.table.peek(key, self.clock.now(), n)
+        self.inner.table.peek(key, self.inner.clock.now(), n)
     }
 
     /// Books `n` permits for `key` now, for use after the returned wait, if that wait
@@ -247,8 +279,8 @@ where
         K: Borrow<Q>,
         Q: ?Sized + Hash + Eq + ToOwned<Owned = K>,
     {
-        let now = self.clock.now();
-        self.table.with_state(key, now, n, |alg, state, now| {
+        let now = self.inner.clock.now();
+        self.inner.table.with_state(key, now, n, |alg, state, now| {
             alg.reserve(state, now, n, max_wait)
         })
     }
@@ -278,17 +310,20 @@ where
         K: Borrow<Q>,
         Q: ?Sized + Hash + Eq,
     {
-        self.table.refund(key, self.clock.now(), n)
+        self.inner.table.refund(key, self.inner.clock.now(), n);
+        if let Some(queue) = self.queues.get(key) {
+            queue.serve();
+        }
     }
 
     /// The clock this limiter reads.
     pub fn clock(&self) -> &C {
-        &self.clock
+        &self.inner.clock
     }
 
     /// The current time on the limiter's clock.
     pub fn now(&self) -> Nanos {
-        self.clock.now()
+        self.inner.clock.now()
     }
 }
 
@@ -325,11 +360,14 @@ where
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn reconfigure<E>(&self, f: impl FnOnce(&mut A) -> Result<(), E>) -> Result<(), E> {
-        let mut current = self.algorithm.lock();
+        let mut current = self.inner.algorithm.lock();
         let mut next = current.clone();
         f(&mut next)?;
-        self.table.set_algorithm(next.clone());
+        self.inner.table.set_algorithm(next.clone());
         *current = next;
+        drop(current);
+        // Waiters the new configuration lets through go at once.
+        self.queues.serve_all();
         Ok(())
     }
 
@@ -361,7 +399,7 @@ where
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn sweep(&self) -> usize {
-        self.table.sweep(self.clock.now())
+        self.inner.table.sweep(self.inner.clock.now())
     }
 
     /// How many keys are stored, idle ones not yet swept included. Shards are counted
@@ -382,7 +420,7 @@ where
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn len(&self) -> usize {
-        self.table.len()
+        self.inner.table.len()
     }
 
     /// Whether no key is stored.
@@ -399,7 +437,7 @@ where
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn is_empty(&self) -> bool {
-        self.table.is_empty()
+        self.inner.table.is_empty()
     }
 
     /// The most keys stored at once, as configured.
@@ -416,7 +454,7 @@ where
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn max_keys(&self) -> usize {
-        self.table.max_keys()
+        self.inner.table.max_keys()
     }
 
     /// How many shards the keys are spread over.
@@ -434,7 +472,7 @@ where
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn shards(&self) -> usize {
-        self.table.shards()
+        self.inner.table.shards()
     }
 
     /// A copy of the current configuration.
@@ -451,7 +489,7 @@ where
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn algorithm(&self) -> A {
-        self.algorithm.lock().clone()
+        self.inner.algorithm.lock().clone()
     }
 }
 
@@ -467,7 +505,8 @@ where
             .field("len", &self.len())
             .field("max_keys", &self.max_keys())
             .field("shards", &self.shards())
-            .field("clock", &self.clock)
+            .field("clock", &self.inner.clock)
+            .field("waiters", &self.queues.waiters())
             .finish_non_exhaustive()
     }
 }

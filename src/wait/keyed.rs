@@ -81,6 +81,18 @@ impl<K: Hash + Eq + Clone, G: Gate> Queues<K, G> {
         self.closed.load(Ordering::Acquire)
     }
 
+    /// Serves every key's waiters with the gates as they are now: a reconfiguration
+    /// may have made room.
+    pub(crate) fn serve_all(&self) {
+        if self.len.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let queues: Vec<Arc<Waiting<G>>> = self.map.lock().values().cloned().collect();
+        for queue in queues {
+            queue.serve();
+        }
+    }
+
     /// Waiters on every key.
     pub(crate) fn waiters(&self) -> usize {
         if self.len.load(Ordering::Acquire) == 0 {

@@ -5,12 +5,15 @@ use std::fmt;
 use http::request::Parts;
 
 use super::{CheckError, CheckFuture, Held, Limits, Policies, Policy, Verdict};
+use crate::algorithm::Algorithm;
 use crate::decision::{Decision, Denied};
 use crate::http::key::KeyExtractor;
 use crate::permits::{Decided, PermitSource};
 use crate::store::{Rule, SharedLimiter, Store, StoreError};
 use crate::sync::Arc;
 use crate::time::Clock;
+use crate::KeyedLimiter;
+use std::hash::Hash;
 
 /// What one request costs, in permits.
 #[derive(Clone)]
@@ -93,8 +96,8 @@ impl<K: fmt::Debug, P: fmt::Debug> fmt::Debug for KeyedLimits<K, P> {
 /// What a permit source tells of its limits, for `RateLimit-Policy`: one [`Policy`]
 /// per rule, and the most one request can be granted under each.
 ///
-/// Implemented by [`SharedLimiter`] (a policy per rule) and
-/// [`KeyedLimiter`](crate::KeyedLimiter) (one, `"default"`).
+/// Implemented by [`SharedLimiter`] (a policy per rule) and [`KeyedLimiter`] (one,
+/// `"default"`).
 ///
 /// # Examples
 ///
@@ -118,6 +121,23 @@ pub trait DescribeLimits {
     /// The most permits one request can be granted under each rule, in the same
     /// order; a request too costly for one is reported as that rule's.
     fn capacities(&self) -> Vec<u64>;
+}
+
+/// One policy, `"default"`, from the algorithm's facts: every key has the same limit.
+impl<K, A, C> DescribeLimits for KeyedLimiter<K, A, C>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    A: Algorithm + Into<Rule>,
+    C: Clock,
+{
+    fn policies(&self) -> Vec<Policy> {
+        let rule: Rule = self.algorithm().into();
+        vec![Policy::new("default", quota(&rule), rule.window())]
+    }
+
+    fn capacities(&self) -> Vec<u64> {
+        vec![self.algorithm().capacity()]
+    }
 }
 
 impl<S: Store + 'static, C: Clock> DescribeLimits for SharedLimiter<S, C> {
