@@ -134,8 +134,9 @@ const HUNDREDTH: Flood = Flood {
 };
 
 /// The flood this build runs: the full size in a release build (`cargo test --release
-/// --test flood`, about 10 s), a tenth in a debug build (the full size takes minutes
-/// unoptimised). The scale is the same: the flood is ten times the bound.
+/// --test flood`: 17 s for the whole file on two shared cores), a tenth in a debug
+/// build (6 s; the full size takes minutes unoptimised). Either way the flood is ten
+/// times the bound.
 const FLOOD: Flood = if cfg!(debug_assertions) { TENTH } else { FULL };
 
 /// The flood for the other policies and the flooder, a tenth of [`FLOOD`].
