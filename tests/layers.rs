@@ -237,11 +237,6 @@ fn the_scanner_reads_groups_and_paths() {
     assert_eq!(found, ["decision", "sync", "time"]);
 }
 
-/// Files still being rewritten elsewhere, which may import `std::sync` until they
-/// land: the lead removes this list (and its use below) once they have.
-const STD_SYNC_ALLOWED_UNTIL_REWRITTEN: &[&str] =
-    &["store/memory.rs", "store/limiter.rs", "http/", "keyed/"];
-
 /// The file's code without comments (doc examples included); tests kept.
 fn code_without_comments(text: &str) -> String {
     text.lines()
@@ -300,11 +295,6 @@ fn only_sync_rs_imports_std_sync() {
             (name, file)
         })
         .filter(|(name, _)| name != "sync.rs")
-        .filter(|(name, _)| {
-            !STD_SYNC_ALLOWED_UNTIL_REWRITTEN.iter().any(|allowed| {
-                name == allowed || (allowed.ends_with('/') && name.starts_with(allowed))
-            })
-        })
         .filter(|(_, file)| {
             names_std_sync(&code_without_comments(&fs::read_to_string(file).unwrap()))
         })
