@@ -295,3 +295,27 @@ fn reservations_prepay_and_several_rules_reserve_only_now() {
     let second = block(store.execute(&Request::new("t", &checks, reserve))).unwrap();
     assert!(matches!(second, Outcome::Reservation(Err(_))), "{second:?}");
 }
+
+/// The bug: a peek at a key whose state had expired at the peek's time reset the
+/// stored state in place, so a later request with an earlier clock reading (another
+/// process's, or a jittered one) found a fresh key and was admitted where Redis,
+/// whose key is still there, denies.
+#[test]
+fn a_peek_at_an_expired_key_writes_nothing() {
+    let store = MemoryStore::with_clock(KeyedConfig::new(10), "p", ManualClock::new()).unwrap();
+    let rule = Rule::from(FixedWindow::from_first_hit(1, Duration::from_secs(10)).unwrap());
+    let checks = [Check::new("r", &rule)];
+    let at = |s: u64| Duration::from_secs(1_700_000_000 + s);
+    let run = |op, s| {
+        store
+            .execute_now(&Request::new("k", &checks, op).at(at(s)))
+            .unwrap()
+            .is_admitted()
+    };
+    assert!(run(Op::Acquire(1), 0), "opens the window");
+    assert!(run(Op::Peek(1), 20), "the window has ended by then");
+    assert!(
+        !run(Op::Acquire(1), 5),
+        "an earlier reading still sees the spent window"
+    );
+}

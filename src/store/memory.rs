@@ -423,11 +423,20 @@ impl<C: Clock> MemoryStore<C> {
         let shard = &mut *shard;
         let rule = check.rule;
         if let Some((_, entry)) = shard.find_mut(hash, |e| name.matches(&e.name)) {
+            let peek = matches!(step, Step::Peek(_));
             if entry.expires_at <= now {
+                if peek {
+                    // A peek at a forgotten key reads a fresh state and writes nothing:
+                    // a request with an earlier clock reading still finds the entry.
+                    let mut fresh = rule.initial_state(now);
+                    let verdict = rule
+                        .apply(&mut fresh, now, step)
+                        .ok_or_else(|| self.conflict(request, check))?;
+                    return request.combine([verdict]);
+                }
                 // Forgotten, as Redis forgets a key by its TTL: afresh, in place.
                 entry.state = rule.initial_state(now);
             }
-            let peek = matches!(step, Step::Peek(_));
             let verdict = if peek {
                 // A peek changes no state.
                 rule.apply(&mut entry.state, now, step)

@@ -34,7 +34,7 @@ pub enum BreakerState {
 
 /// What a call told about the store's health.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Verdict {
+pub(crate) enum CallResult {
     /// The store answered.
     Answered,
     /// A timeout or an error that may pass.
@@ -125,22 +125,22 @@ impl Breaker {
         }
     }
 
-    fn record(&self, probe: bool, verdict: Verdict, now: Nanos) -> Option<Transition> {
+    fn record(&self, probe: bool, result: CallResult, now: Nanos) -> Option<Transition> {
         let mut phase = self.lock();
         let before = *phase;
         let reopen = Phase::Open {
             until: now + self.cool_down,
         };
-        *phase = match (before, probe, verdict) {
+        *phase = match (before, probe, result) {
             // Only the probe decides a half-open breaker; answers to calls sent
             // before the breaker opened change nothing once it is open.
-            (Phase::HalfOpen, true, Verdict::Answered) => Phase::Closed { failures: 0 },
-            (Phase::HalfOpen, true, Verdict::Failed) => reopen,
+            (Phase::HalfOpen, true, CallResult::Answered) => Phase::Closed { failures: 0 },
+            (Phase::HalfOpen, true, CallResult::Failed) => reopen,
             // A dropped probe goes back to open with no cool-down, so that the next
             // call probes: the store did not fail.
-            (Phase::HalfOpen, true, Verdict::NoSign) => Phase::Open { until: now },
-            (Phase::Closed { .. }, _, Verdict::Answered) => Phase::Closed { failures: 0 },
-            (Phase::Closed { failures }, _, Verdict::Failed) => {
+            (Phase::HalfOpen, true, CallResult::NoSign) => Phase::Open { until: now },
+            (Phase::Closed { .. }, _, CallResult::Answered) => Phase::Closed { failures: 0 },
+            (Phase::Closed { failures }, _, CallResult::Failed) => {
                 let failures = failures.saturating_add(1);
                 if failures >= self.threshold {
                     reopen
@@ -150,8 +150,8 @@ impl Breaker {
             }
             (unchanged, _, _) => unchanged,
         };
-        match (before, *phase, verdict) {
-            (Phase::Closed { .. } | Phase::HalfOpen, Phase::Open { .. }, Verdict::Failed) => {
+        match (before, *phase, result) {
+            (Phase::Closed { .. } | Phase::HalfOpen, Phase::Open { .. }, CallResult::Failed) => {
                 Some(Transition::Opened)
             }
             (Phase::HalfOpen, Phase::Closed { .. }, _) => Some(Transition::Closed),
@@ -172,9 +172,9 @@ pub(crate) struct Attempt<'a, C: Clock> {
 
 impl<C: Clock> Attempt<'_, C> {
     /// Records what the call told; the change of state it made, if any.
-    pub(crate) fn finish(mut self, verdict: Verdict) -> Option<Transition> {
+    pub(crate) fn finish(mut self, result: CallResult) -> Option<Transition> {
         self.finished = true;
-        self.breaker.record(self.probe, verdict, self.clock.now())
+        self.breaker.record(self.probe, result, self.clock.now())
     }
 }
 
@@ -182,7 +182,7 @@ impl<C: Clock> Drop for Attempt<'_, C> {
     fn drop(&mut self) {
         if !self.finished {
             self.breaker
-                .record(self.probe, Verdict::NoSign, self.clock.now());
+                .record(self.probe, CallResult::NoSign, self.clock.now());
         }
     }
 }
@@ -199,16 +199,16 @@ mod tests {
         (Breaker::new(3, COOL_DOWN), ManualClock::new())
     }
 
-    /// Admits a call and ends it with `verdict`.
-    fn call(breaker: &Breaker, clock: &ManualClock, verdict: Verdict) -> Option<Transition> {
-        breaker.admit(clock).expect("admitted").finish(verdict)
+    /// Admits a call and ends it with `result`.
+    fn call(breaker: &Breaker, clock: &ManualClock, result: CallResult) -> Option<Transition> {
+        breaker.admit(clock).expect("admitted").finish(result)
     }
 
     fn trip(breaker: &Breaker, clock: &ManualClock) {
-        call(breaker, clock, Verdict::Failed);
-        call(breaker, clock, Verdict::Failed);
+        call(breaker, clock, CallResult::Failed);
+        call(breaker, clock, CallResult::Failed);
         assert_eq!(
-            call(breaker, clock, Verdict::Failed),
+            call(breaker, clock, CallResult::Failed),
             Some(Transition::Opened)
         );
     }
@@ -217,11 +217,11 @@ mod tests {
     fn opens_at_the_threshold_of_consecutive_failures() {
         let (breaker, clock) = breaker();
         for _ in 0..2 {
-            assert_eq!(call(&breaker, &clock, Verdict::Failed), None);
+            assert_eq!(call(&breaker, &clock, CallResult::Failed), None);
             assert_eq!(breaker.state(), BreakerState::Closed);
         }
         assert_eq!(
-            call(&breaker, &clock, Verdict::Failed),
+            call(&breaker, &clock, CallResult::Failed),
             Some(Transition::Opened)
         );
         assert_eq!(breaker.state(), BreakerState::Open);
@@ -233,18 +233,18 @@ mod tests {
     fn only_an_answer_resets_the_count_of_failures() {
         let (breaker, clock) = breaker();
         for _ in 0..5 {
-            call(&breaker, &clock, Verdict::Failed);
-            call(&breaker, &clock, Verdict::Failed);
+            call(&breaker, &clock, CallResult::Failed);
+            call(&breaker, &clock, CallResult::Failed);
             drop(breaker.admit(&clock));
-            call(&breaker, &clock, Verdict::NoSign);
-            call(&breaker, &clock, Verdict::Answered);
+            call(&breaker, &clock, CallResult::NoSign);
+            call(&breaker, &clock, CallResult::Answered);
         }
         assert_eq!(breaker.state(), BreakerState::Closed);
-        call(&breaker, &clock, Verdict::Failed);
-        call(&breaker, &clock, Verdict::Failed);
+        call(&breaker, &clock, CallResult::Failed);
+        call(&breaker, &clock, CallResult::Failed);
         drop(breaker.admit(&clock));
         assert_eq!(
-            call(&breaker, &clock, Verdict::Failed),
+            call(&breaker, &clock, CallResult::Failed),
             Some(Transition::Opened),
             "a dropped call neither counts nor resets"
         );
@@ -265,7 +265,7 @@ mod tests {
         assert_eq!(breaker.state(), BreakerState::HalfOpen);
         assert!(breaker.admit(&clock).is_none(), "one probe at a time");
         assert_eq!(breaker.closed_in(clock.now(), DEADLINE), DEADLINE);
-        assert_eq!(probe.finish(Verdict::Answered), Some(Transition::Closed));
+        assert_eq!(probe.finish(CallResult::Answered), Some(Transition::Closed));
         assert_eq!(breaker.state(), BreakerState::Closed);
         assert_eq!(breaker.closed_in(clock.now(), DEADLINE), Duration::ZERO);
     }
@@ -277,7 +277,7 @@ mod tests {
         clock.advance(COOL_DOWN);
         let probe = breaker.admit(&clock).expect("the probe");
         clock.advance(DEADLINE);
-        assert_eq!(probe.finish(Verdict::Failed), Some(Transition::Opened));
+        assert_eq!(probe.finish(CallResult::Failed), Some(Transition::Opened));
         assert_eq!(breaker.closed_in(clock.now(), DEADLINE), COOL_DOWN);
     }
 
@@ -290,7 +290,7 @@ mod tests {
         assert_eq!(breaker.state(), BreakerState::Open);
         assert_eq!(breaker.closed_in(clock.now(), DEADLINE), Duration::ZERO);
         let probe = breaker.admit(&clock).expect("probes again");
-        assert_eq!(probe.finish(Verdict::NoSign), None, "nothing opened");
+        assert_eq!(probe.finish(CallResult::NoSign), None, "nothing opened");
         assert!(breaker.admit(&clock).is_some(), "and again");
     }
 
@@ -303,12 +303,12 @@ mod tests {
         let late_answer = breaker.admit(&clock).unwrap();
         trip(&breaker, &clock);
         clock.advance(COOL_DOWN / 2);
-        assert_eq!(late.finish(Verdict::Failed), None);
+        assert_eq!(late.finish(CallResult::Failed), None);
         assert_eq!(breaker.closed_in(clock.now(), DEADLINE), COOL_DOWN / 2);
         clock.advance(COOL_DOWN / 2);
         let probe = breaker.admit(&clock).unwrap();
-        assert_eq!(late_answer.finish(Verdict::Answered), None);
+        assert_eq!(late_answer.finish(CallResult::Answered), None);
         assert_eq!(breaker.state(), BreakerState::HalfOpen);
-        assert_eq!(probe.finish(Verdict::Failed), Some(Transition::Opened));
+        assert_eq!(probe.finish(CallResult::Failed), Some(Transition::Opened));
     }
 }

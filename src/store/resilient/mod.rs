@@ -28,7 +28,7 @@ mod stats;
 mod tests;
 
 pub use breaker::BreakerState;
-use breaker::{Breaker, Transition, Verdict};
+use breaker::{Breaker, CallResult, Transition};
 pub use builder::ResilientBuilder;
 pub use policy::FailurePolicy;
 use policy::Policy;
@@ -261,7 +261,7 @@ impl<S: Store, C: Clock> Store for Resilient<S, C> {
         Counters::count(&self.counters.calls);
         match self.call(request).await {
             Ok(outcome) => {
-                self.note(attempt.finish(Verdict::Answered));
+                self.note(attempt.finish(CallResult::Answered));
                 Ok(outcome)
             }
             Err(error) if error.is_permanent() => {
@@ -270,7 +270,7 @@ impl<S: Store, C: Clock> Store for Resilient<S, C> {
                     %error,
                     "the store refused the request"
                 );
-                self.note(attempt.finish(Verdict::NoSign));
+                self.note(attempt.finish(CallResult::NoSign));
                 Err(error)
             }
             Err(error) => {
@@ -284,7 +284,7 @@ impl<S: Store, C: Clock> Store for Resilient<S, C> {
                     policy = ?self.policy(),
                     "the store failed: the policy decides"
                 );
-                self.note(attempt.finish(Verdict::Failed));
+                self.note(attempt.finish(CallResult::Failed));
                 self.decide_without_store(request, error)
             }
         }
