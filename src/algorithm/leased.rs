@@ -164,6 +164,11 @@ impl Facts for Leased {
         self.lease()
     }
 
+    /// No: a denial ends when a holder releases, not at a time.
+    fn denial_lasts(&self) -> bool {
+        false
+    }
+
     /// The maximum divided; the lease kept.
     fn per_node(&self, share: Share) -> Result<Leased, ConfigError> {
         let limit = Concurrency::new(share.count(self.limit.max())?)?;

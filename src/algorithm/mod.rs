@@ -23,8 +23,9 @@
 //! Besides [`Algorithm`], each algorithm a store runs states its facts in its own
 //! file, as an implementation of the crate's `Facts` trait (defined here): its name
 //! (in rules files, in the Redis script, in the keys it writes), its window, the quota
-//! it reports in headers, one node's share of it, how a rules file builds it, and its
-//! Redis twin (the Lua source and the parameters sent to it). The store's registry
+//! it reports in headers, whether its denials last until their retry time, one node's
+//! share of it, how a rules file builds it, and its Redis twin (the Lua source and the
+//! parameters sent to it). The store's registry
 //! (`src/store/rule.rs`) turns one line per algorithm into the [`Rule`] variant, its
 //! `From`, the [`RuleKind`] table of names and scripts, and every `match` over rules;
 //! the Redis store assembles its script from that table.
@@ -35,10 +36,12 @@
 //!    `Facts` implementations, declared in this module (`mod` and `pub use`);
 //! 2. its Lua twin, `src/store/redis/scripts/<name>.lua`, which registers
 //!    `ALGORITHMS.<name>` and which its `Facts::SCRIPT` names;
-//! 3. one line of the `rules!` registry in `src/store/rule.rs`.
+//! 3. one line of the `rules!` registry in `src/store/rule.rs` (whose tests then ask,
+//!    by an exhaustive `match`, for a sample rule of the new kind).
 //!
-//! Nothing else matches on the kind of a rule: the store, the fallback's shares, the
-//! HTTP headers and the rules file all read these facts through [`Rule`].
+//! The store, the Redis script, the fallback's shares, the HTTP headers, the denied
+//! cache and the rules file read these facts through [`Rule`] and [`RuleKind`]; none
+//! needs a line of its own for a new algorithm.
 //!
 //! [`Rule`]: crate::store::Rule
 //! [`RuleKind`]: crate::store::RuleKind
@@ -200,6 +203,14 @@ pub(crate) trait Facts: Algorithm {
     /// report, [`capacity`](Algorithm::capacity) unless that counts something else.
     fn quota(&self) -> u64 {
         self.capacity()
+    }
+
+    /// Whether a denial lasts until its retry time, whatever this process does
+    /// meanwhile, so that it may be answered locally until then without asking again:
+    /// not if something other than time ends it (a release), nor if every attempt
+    /// must reach the state to count.
+    fn denial_lasts(&self) -> bool {
+        true
     }
 
     /// One node's part of the algorithm when `share`'s nodes each decide alone, so

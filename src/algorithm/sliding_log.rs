@@ -461,6 +461,11 @@ impl Facts for SlidingLog {
         Duration::from_nanos(self.window)
     }
 
+    /// Not when blocked attempts count: each must reach the log.
+    fn denial_lasts(&self) -> bool {
+        !self.count_blocked
+    }
+
     /// The limit divided, the minimum gap multiplied.
     fn per_node(&self, share: Share) -> Result<SlidingLog, ConfigError> {
         let mut log = self.min_gap(share.gap(self.minimum_gap())?)?;

@@ -135,7 +135,7 @@ pub enum ConfigFileErrorKind {
     MissingLimit(&'static str),
     /// `unlimited: true` together with a count, unit, algorithm or burst.
     UnlimitedWithLimit(&'static str),
-    /// A `burst` on an algorithm without one (only `gcra` and `leaky_bucket` take it).
+    /// A `burst` on an algorithm that takes none (see the [table](crate::config#algorithms)).
     BurstNotApplicable(RuleKind),
     /// A count, unit or burst the algorithm refuses: zero or negative, or too large for
     /// the window.

@@ -270,6 +270,32 @@ macro_rules! rules {
                 }
             }
 
+            /// Whether a denial of this rule lasts until its retry time, whatever the
+            /// process that was denied does meanwhile, so that it may be answered
+            /// without asking the store again until then. Not for a concurrency
+            /// limit, whose denials end when a holder releases, nor for a sliding log
+            /// that counts blocked attempts, each of which must reach the store.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// use std::time::Duration;
+            /// use tollgate::algorithm::{Concurrency, Leased, SlidingLog};
+            /// use tollgate::store::Rule;
+            ///
+            /// let log = SlidingLog::new(10, Duration::from_secs(1))?;
+            /// assert!(Rule::from(log).denial_lasts());
+            /// assert!(!Rule::from(log.count_blocked(true)).denial_lasts());
+            /// let held = Leased::new(Concurrency::new(2)?, Duration::from_secs(30))?;
+            /// assert!(!Rule::from(held).denial_lasts());
+            /// # Ok::<(), tollgate::ConfigError>(())
+            /// ```
+            pub fn denial_lasts(&self) -> bool {
+                match self {
+                    $(Rule::$variant(a) => Facts::denial_lasts(a),)*
+                }
+            }
+
             /// One node's part of this rule: see [`per_node`](Rule::per_node).
             pub(crate) fn share(&self, share: Share) -> Result<Rule, ConfigError> {
                 Ok(match self {
@@ -505,6 +531,23 @@ pub(crate) mod tests {
         }
         let tiny = Rule::from(SmoothBursty::with_max_burst_seconds(0.5, 1.0).unwrap());
         assert_eq!(tiny.quota(), 1, "at least one");
+    }
+
+    /// The denials the denied cache kept before the algorithms stated it themselves:
+    /// all but a concurrency limit's and a sliding log's that counts blocked attempts.
+    #[test]
+    fn denials_last_but_for_releases_and_counted_attempts() {
+        for &kind in RuleKind::ALL {
+            let rule = sample(kind, 10);
+            let expected = match &rule {
+                Rule::Concurrency(_) => false,
+                Rule::SlidingLog(log) => !log.counts_blocked(),
+                _ => true,
+            };
+            assert_eq!(rule.denial_lasts(), expected, "{kind}");
+        }
+        let counting = SlidingLog::new(10, secs(1)).unwrap().count_blocked(true);
+        assert!(!Rule::from(counting).denial_lasts());
     }
 
     #[test]
