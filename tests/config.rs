@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use tollgate::config::{
-    Algorithm, ConfigFileError, ConfigFileErrorKind, ConfigLimiter, Descriptor, RuleSet, Unit,
+    ConfigFileError, ConfigFileErrorKind, ConfigLimiter, Descriptor, RuleSet, Unit,
 };
-use tollgate::store::{MemoryStore, Outcome, Request, Rule, Store, StoreError};
+use tollgate::store::{MemoryStore, Outcome, Request, Rule, RuleKind, Store, StoreError};
 use tollgate::time::ManualClock;
 use tollgate::{ConfigError, Denied, KeyedConfig};
 
@@ -61,7 +61,7 @@ fn the_example_file_parses() {
     let names: Vec<_> = rules.limits().iter().map(|l| l.name()).collect();
     assert_eq!(names, ["per_client", "login", "search", "export_daily"]);
     let login = rules.limit("login").unwrap();
-    assert_eq!(login.algorithm(), Algorithm::Gcra);
+    assert_eq!(login.algorithm(), RuleKind::Gcra);
     assert_eq!(login.unit(), Unit::Minute);
     assert!(rules.limit("export_daily").unwrap().is_shadow());
 }
@@ -88,7 +88,7 @@ descriptors:
                 l.name(),
                 l.unit(),
                 l.algorithm(),
-                l.rule().kind(),
+                l.rule().kind().name(),
                 l.rule().capacity(),
             )
         })
@@ -96,22 +96,42 @@ descriptors:
     assert_eq!(
         got,
         [
-            ("a", Unit::Second, Algorithm::FixedWindow, "fixed_window", 1),
-            ("b", Unit::Minute, Algorithm::Gcra, "gcra", 4),
+            ("a", Unit::Second, RuleKind::FixedWindow, "fixed_window", 1),
+            ("b", Unit::Minute, RuleKind::Gcra, "gcra", 4),
             (
                 "c",
                 Unit::Hour,
-                Algorithm::SlidingWindow,
+                RuleKind::SlidingCounter,
                 "sliding_counter",
                 3
             ),
-            ("d", Unit::Day, Algorithm::SlidingLog, "sliding_log", 4),
-            ("e", Unit::Week, Algorithm::LeakyBucket, "leaky_bucket", 2),
-            ("f", Unit::Month, Algorithm::FixedWindow, "fixed_window", 6),
-            ("g", Unit::Year, Algorithm::FixedWindow, "fixed_window", 7),
+            ("d", Unit::Day, RuleKind::SlidingLog, "sliding_log", 4),
+            ("e", Unit::Week, RuleKind::LeakyBucket, "leaky_bucket", 2),
+            ("f", Unit::Month, RuleKind::FixedWindow, "fixed_window", 6),
+            ("g", Unit::Year, RuleKind::FixedWindow, "fixed_window", 7),
         ]
     );
     assert_eq!(Unit::Year.duration(), Duration::from_secs(365 * 86_400));
+}
+
+/// The rules file called the sliding counter `sliding_window` where the store
+/// called it `sliding_counter`; both names now read as the one kind, and its keys
+/// carry the store's name.
+#[test]
+fn sliding_window_is_an_alias_of_sliding_counter() {
+    let rules = rules(
+        "domain: d
+descriptors:
+  - {key: old, rate_limit: {unit: minute, requests_per_unit: 3, algorithm: sliding_window}}
+  - {key: new, rate_limit: {unit: minute, requests_per_unit: 3, algorithm: sliding_counter}}
+",
+    );
+    let [old, new] = [&rules.limits()[0], &rules.limits()[1]];
+    assert_eq!(old.algorithm(), RuleKind::SlidingCounter);
+    assert_eq!(old.algorithm(), new.algorithm());
+    assert_eq!(old.rule(), new.rule());
+    let matched = rules.limits_for(&[d(&[("old", "x")])]);
+    assert_eq!(matched.limits()[0].key(), "sliding_counter:60|old=x");
 }
 
 #[test]
@@ -330,7 +350,7 @@ descriptors:
     );
     assert!(matches!(
         e.kind(),
-        ConfigFileErrorKind::BurstNotApplicable(Algorithm::FixedWindow)
+        ConfigFileErrorKind::BurstNotApplicable(RuleKind::FixedWindow)
     ));
     assert_eq!(line, 7);
 
@@ -970,7 +990,7 @@ impl Store for NoSlidingLogs {
     }
 
     fn check_rule(&self, rule: &Rule) -> Result<(), StoreError> {
-        if rule.kind() == "sliding_log" {
+        if rule.kind() == RuleKind::SlidingLog {
             return Err(ConfigError::OutOfRange {
                 parameter: "rule",
                 expected: "not a sliding log",

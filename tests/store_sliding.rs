@@ -292,8 +292,8 @@ fn huge_sliding_counter() -> impl Strategy<Value = (Rule, Vec<Step>)> {
 
 /// Over any whole-µs window the script decides as the memory store, except that a
 /// `retry_after` the pure algorithm computes to the nanosecond comes to the next whole
-/// µs (see `src/store/redis/args/sliding_counter.rs`); earlier clock readings and huge
-/// limits included.
+/// µs (see `script_args` in `src/algorithm/sliding_counter.rs`); earlier clock
+/// readings and huge limits included.
 #[test]
 fn sliding_counter_script_retries_at_the_memory_stores_time_rounded_up_to_the_microsecond() {
     let counter = prop_oneof![3 => sliding_counter(false), 1 => huge_sliding_counter()];

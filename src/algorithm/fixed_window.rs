@@ -23,7 +23,8 @@
 
 use std::time::Duration;
 
-use super::{check_capacity, Algorithm};
+use super::script::{exact_count, whole_micros, Arg};
+use super::{check_capacity, Algorithm, Facts, FromConfig, Share};
 use super::{Packing, CONFIG_WORDS};
 use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
 use crate::error::{non_zero, ConfigError};
@@ -675,9 +676,76 @@ impl Algorithm for FixedWindow<FirstHit> {
     }
 }
 
+/// The facts of windows aligned to the Unix epoch. Their Redis twin reads `{limit,
+/// window µs, offset µs}`.
+impl Facts for FixedWindow<Aligned> {
+    const NAME: &'static str = "fixed_window";
+    const SCRIPT: &'static str = include_str!("../store/redis/scripts/fixed_window.lua");
+    const CONFIG: Option<FromConfig<Self>> = Some(FromConfig {
+        takes_burst: false,
+        build: FixedWindow::from_config,
+    });
+
+    /// The window.
+    fn window(&self) -> Duration {
+        Duration::from_nanos(self.window)
+    }
+
+    /// The limit divided.
+    fn per_node(&self, share: Share) -> Result<Self, ConfigError> {
+        let mut window = *self;
+        window.set_limit(share.count(self.limit)?)?;
+        Ok(window)
+    }
+
+    fn script_args(&self) -> Result<Vec<Arg>, ConfigError> {
+        let offset = Duration::from_nanos(self.alignment.offset);
+        Ok(vec![
+            Arg::Int(exact_count(self.limit, "limit")?),
+            Arg::Int(whole_micros(Facts::window(self), "window")?),
+            Arg::Int(whole_micros(offset, "offset")?),
+        ])
+    }
+}
+
+impl FixedWindow<Aligned> {
+    /// A rules file's windows: `requests_per_unit` per `unit`, aligned to the Unix
+    /// epoch, as envoy's.
+    fn from_config(requests: u64, per: Duration, _: Option<u64>) -> Result<Self, ConfigError> {
+        FixedWindow::new(requests, per)
+    }
+}
+
+/// The facts of windows opened by a key's first request. Their Redis twin, in the
+/// same file as the aligned one, reads `{limit, window µs}`.
+impl Facts for FixedWindow<FirstHit> {
+    const NAME: &'static str = "fixed_window_first_hit";
+    const SCRIPT: &'static str = include_str!("../store/redis/scripts/fixed_window.lua");
+
+    /// The window.
+    fn window(&self) -> Duration {
+        Duration::from_nanos(self.window)
+    }
+
+    /// The limit divided.
+    fn per_node(&self, share: Share) -> Result<Self, ConfigError> {
+        let mut window = *self;
+        window.set_limit(share.count(self.limit)?)?;
+        Ok(window)
+    }
+
+    fn script_args(&self) -> Result<Vec<Arg>, ConfigError> {
+        Ok(vec![
+            Arg::Int(exact_count(self.limit, "limit")?),
+            Arg::Int(whole_micros(Facts::window(self), "window")?),
+        ])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::algorithm::script::{too_long, MAX_SCRIPT_MICROS};
     use crate::algorithm::testing::{at, ms, MS, S};
 
     fn aligned(limit: u64, window_ms: u64) -> FixedWindow {
@@ -1099,5 +1167,81 @@ mod tests {
         };
         let _ = fh.reserve(&mut s, Nanos::new(u64::MAX), 1, Duration::MAX);
         let _ = fh.idle_at(&s);
+    }
+
+    #[test]
+    fn aligned_windows_send_their_offset_to_the_script() {
+        let fw = FixedWindow::new(10, Duration::from_secs(1)).unwrap();
+        assert_eq!(
+            fw.script_args(),
+            Ok(vec![Arg::Int(10), Arg::Int(1_000_000), Arg::Int(0)])
+        );
+        let shifted = fw.aligned_to_unix_epoch(Duration::from_millis(1_700_000_000_300));
+        assert_eq!(
+            shifted.script_args(),
+            Ok(vec![Arg::Int(10), Arg::Int(1_000_000), Arg::Int(300_000)])
+        );
+    }
+
+    #[test]
+    fn first_hit_windows_send_limit_and_window_to_the_script() {
+        let fw = FixedWindow::from_first_hit(3, Duration::from_millis(250)).unwrap();
+        assert_eq!(fw.script_args(), Ok(vec![Arg::Int(3), Arg::Int(250_000)]));
+    }
+
+    #[test]
+    fn a_sub_microsecond_window_or_offset_has_no_script_args() {
+        let window = Duration::from_nanos(1_500);
+        let aligned = FixedWindow::new(1, window).unwrap();
+        assert!(matches!(
+            aligned.script_args(),
+            Err(ConfigError::OutOfRange {
+                parameter: "window",
+                ..
+            })
+        ));
+        let first_hit = FixedWindow::from_first_hit(1, window).unwrap();
+        assert!(matches!(
+            first_hit.script_args(),
+            Err(ConfigError::OutOfRange {
+                parameter: "window",
+                ..
+            })
+        ));
+        let shifted = FixedWindow::new(1, Duration::from_secs(1))
+            .unwrap()
+            .aligned_to_unix_epoch(Duration::from_nanos(1_700_000_000_000_000_500));
+        assert!(matches!(
+            shifted.script_args(),
+            Err(ConfigError::OutOfRange {
+                parameter: "offset",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn windows_beyond_two_to_the_52_micros_have_no_script_args() {
+        let fits = Duration::from_secs(1 << 32);
+        assert!(FixedWindow::new(1, fits).unwrap().script_args().is_ok());
+        let huge = Duration::from_secs(1 << 33);
+        let overflow = Err(too_long("window", MAX_SCRIPT_MICROS));
+        assert_eq!(FixedWindow::new(1, huge).unwrap().script_args(), overflow);
+        assert_eq!(
+            FixedWindow::from_first_hit(1, huge).unwrap().script_args(),
+            overflow
+        );
+    }
+
+    #[test]
+    fn a_first_hit_limit_beyond_two_to_the_52_has_no_script_args() {
+        let second = Duration::from_secs(1);
+        let largest = FixedWindow::from_first_hit(1 << 52, second).unwrap();
+        assert!(largest.script_args().is_ok());
+        let huge = FixedWindow::from_first_hit((1 << 52) + 1, second).unwrap();
+        assert_eq!(
+            huge.script_args(),
+            Err(ConfigError::Overflow { parameter: "limit" })
+        );
     }
 }

@@ -18,7 +18,9 @@
 
 use std::time::Duration;
 
-use super::{check_capacity, Algorithm, Gcra};
+use super::script::{exact_count, whole_micros, Arg, MAX_SCRIPT_MICROS};
+use super::share::too_slow;
+use super::{check_capacity, times, Algorithm, Facts, FromConfig, Gcra, Share};
 use super::{Packing, CONFIG_WORDS};
 use crate::decision::{Decision, Denied, Reservation};
 use crate::error::{non_zero, ConfigError};
@@ -328,9 +330,63 @@ impl LeakyBucket {
     }
 }
 
+/// The leaky bucket's facts. Its Redis twin runs on GCRA's, as this bucket runs on a
+/// [`Gcra`], and reads `{interval µs, tolerance µs (interval × capacity), capacity}`.
+impl Facts for LeakyBucket {
+    const NAME: &'static str = "leaky_bucket";
+    const SCRIPT: &'static str = concat!(
+        include_str!("../store/redis/scripts/gcra.lua"),
+        include_str!("../store/redis/scripts/leaky_bucket.lua"),
+    );
+    const CONFIG: Option<FromConfig<Self>> = Some(FromConfig {
+        takes_burst: true,
+        build: LeakyBucket::from_config,
+    });
+
+    /// The time a full bucket takes to drain: the capacity times the drain interval.
+    fn window(&self) -> Duration {
+        times(self.drain_interval(), self.capacity())
+    }
+
+    /// The capacity divided, the drain interval multiplied.
+    fn per_node(&self, share: Share) -> Result<LeakyBucket, ConfigError> {
+        let drain = share.interval(self.drain_interval())?;
+        LeakyBucket::new(share.count(self.capacity())?, drain).map_err(too_slow)
+    }
+
+    fn script_args(&self) -> Result<Vec<Arg>, ConfigError> {
+        let interval = whole_micros(self.drain_interval(), "interval")?;
+        let capacity = exact_count(self.capacity(), "capacity")?;
+        let tolerance = interval
+            .checked_mul(capacity)
+            .filter(|&t| t <= MAX_SCRIPT_MICROS)
+            .ok_or(ConfigError::Overflow {
+                parameter: "capacity",
+            })?;
+        Ok(vec![
+            Arg::Int(interval),
+            Arg::Int(tolerance),
+            Arg::Int(capacity),
+        ])
+    }
+}
+
+impl LeakyBucket {
+    /// A rules file's bucket: capacity `burst` (by default `requests_per_unit`),
+    /// draining `requests_per_unit` per `unit`.
+    fn from_config(
+        requests: u64,
+        per: Duration,
+        burst: Option<u64>,
+    ) -> Result<LeakyBucket, ConfigError> {
+        LeakyBucket::new(burst.unwrap_or(requests), Quota::new(requests, per)?)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::algorithm::script::too_long;
     use crate::algorithm::testing::{at, ms, MS};
 
     /// One unit every 100 ms.
@@ -490,5 +546,58 @@ mod tests {
             }
             b.refund(&mut s, Nanos::new(now), u64::MAX);
         }
+    }
+
+    #[test]
+    fn script_args_are_whole_microsecond_intervals() {
+        let bucket = LeakyBucket::new(3, Quota::per_second(10).unwrap()).unwrap();
+        assert_eq!(
+            bucket.script_args(),
+            Ok(vec![Arg::Int(100_000), Arg::Int(300_000), Arg::Int(3)])
+        );
+    }
+
+    #[test]
+    fn a_sub_microsecond_interval_has_no_script_args() {
+        let bucket = LeakyBucket::new(1, Quota::per_second(3).unwrap()).unwrap();
+        assert!(matches!(
+            bucket.script_args(),
+            Err(ConfigError::OutOfRange {
+                parameter: "interval",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn a_drain_time_beyond_two_to_the_52_micros_has_no_script_args() {
+        let drain = Quota::with_period(Duration::from_secs(1 << 32)).unwrap();
+        assert!(LeakyBucket::new(1, drain).unwrap().script_args().is_ok());
+        assert_eq!(
+            LeakyBucket::new(2, drain).unwrap().script_args(),
+            Err(ConfigError::Overflow {
+                parameter: "capacity"
+            })
+        );
+        let interval = Quota::with_period(Duration::from_secs(1 << 33)).unwrap();
+        assert_eq!(
+            LeakyBucket::new(1, interval).unwrap().script_args(),
+            Err(too_long("interval", MAX_SCRIPT_MICROS))
+        );
+    }
+
+    #[test]
+    fn a_capacity_beyond_two_to_the_52_has_no_script_args() {
+        let micro = Quota::with_period(Duration::from_micros(1)).unwrap();
+        let largest = LeakyBucket::new(1 << 52, micro).unwrap();
+        assert_eq!(largest.script_args().unwrap()[2], Arg::Int(1 << 52));
+        assert_eq!(
+            LeakyBucket::new((1 << 52) + 1, micro)
+                .unwrap()
+                .script_args(),
+            Err(ConfigError::Overflow {
+                parameter: "capacity"
+            })
+        );
     }
 }

@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use super::{Algorithm, Concurrency};
+use super::script::{exact_count, whole_micros, Arg};
+use super::{Algorithm, Concurrency, Facts, Share};
 use crate::decision::{Decision, Denied, Reservation};
 use crate::error::ConfigError;
 use crate::time::Nanos;
@@ -151,9 +152,40 @@ impl Algorithm for Leased {
     }
 }
 
+/// The facts of a leased concurrency limit, a store's concurrency limit (a process may
+/// die holding permits). Its Redis twin reads `{max, lease µs}`.
+impl Facts for Leased {
+    const NAME: &'static str = "concurrency";
+    const SCRIPT: &'static str = include_str!("../store/redis/scripts/concurrency.lua");
+
+    /// The lease, after which permits held by a holder that never released them are
+    /// back.
+    fn window(&self) -> Duration {
+        self.lease()
+    }
+
+    /// No: a denial ends when a holder releases, not at a time.
+    fn denial_lasts(&self) -> bool {
+        false
+    }
+
+    /// The maximum divided; the lease kept.
+    fn per_node(&self, share: Share) -> Result<Leased, ConfigError> {
+        let limit = Concurrency::new(share.count(self.limit.max())?)?;
+        Leased::new(limit, self.lease())
+    }
+
+    fn script_args(&self) -> Result<Vec<Arg>, ConfigError> {
+        let max = exact_count(self.limit.max(), "max")?;
+        let lease = whole_micros(self.lease(), "lease")?;
+        Ok(vec![Arg::Int(max), Arg::Int(lease)])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::algorithm::script::too_long;
 
     fn secs(s: u64) -> Nanos {
         Nanos::from_duration(Duration::from_secs(s))
@@ -226,5 +258,68 @@ mod tests {
         limit.acquire(&mut s, secs(0), 1).unwrap();
         assert!(limit.acquire(&mut s, secs(9), 1).is_err());
         assert!(limit.acquire(&mut s, secs(10), 1).is_ok());
+    }
+
+    fn leased(max: u64, lease: Duration) -> Leased {
+        Leased::new(Concurrency::new(max).unwrap(), lease).unwrap()
+    }
+
+    #[test]
+    fn whole_microsecond_leases_are_script_args() {
+        let rule = leased(5, Duration::from_millis(1_500));
+        assert_eq!(
+            rule.script_args(),
+            Ok(vec![Arg::Int(5), Arg::Int(1_500_000)])
+        );
+    }
+
+    #[test]
+    fn a_sub_microsecond_lease_has_no_script_args() {
+        let rule = leased(5, Duration::from_nanos(1_500));
+        assert!(matches!(
+            rule.script_args(),
+            Err(ConfigError::OutOfRange {
+                parameter: "lease",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn a_lease_beyond_two_to_the_52_micros_has_no_script_args() {
+        let fits = leased(1, Duration::from_micros(1 << 52));
+        assert!(fits.script_args().is_ok());
+        let huge = leased(1, Duration::from_micros((1 << 52) + 1));
+        assert_eq!(huge.script_args(), Err(too_long("lease", 1 << 52)));
+    }
+
+    /// Regression: the longest lease the clock holds, which is not a whole number of
+    /// µs, was rejected as "not a whole number of microseconds" instead of as too long
+    /// for the Redis arithmetic.
+    #[test]
+    fn a_lease_too_long_for_redis_says_so_and_gives_the_longest() {
+        let longest = leased(1, Duration::from_nanos(u64::MAX));
+        let e = longest.script_args().unwrap_err();
+        assert_eq!(e, too_long("lease", 1 << 52));
+        let text = e.to_string();
+        assert!(
+            text.starts_with("lease is too long for the Redis scripts' arithmetic"),
+            "{text}"
+        );
+        assert!(
+            text.contains("4503599627.370496s (about 142 years)"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_max_beyond_two_to_the_52_has_no_script_args() {
+        let fits = leased(1 << 52, Duration::from_secs(1));
+        assert!(fits.script_args().is_ok());
+        let huge = leased((1 << 52) + 1, Duration::from_secs(1));
+        assert_eq!(
+            huge.script_args(),
+            Err(ConfigError::Overflow { parameter: "max" })
+        );
     }
 }

@@ -17,11 +17,40 @@
 //! | [`Concurrency`] | permits held and given back | tokio `Semaphore` |
 //! | [`Leased`] | permits held, taken back after a lease without renewal | Redis semaphores |
 //! | [`AllOf`] | several rules, all-or-nothing | multi-level limits |
+//!
+//! # What the rest of the crate knows of an algorithm
+//!
+//! Besides [`Algorithm`], each algorithm a store runs states its facts in its own
+//! file, as an implementation of the crate's `Facts` trait (defined here): its name
+//! (in rules files, in the Redis script, in the keys it writes), its window, the quota
+//! it reports in headers, whether its denials last until their retry time, one node's
+//! share of it, how a rules file builds it, and its Redis twin (the Lua source and the
+//! parameters sent to it). The store's registry
+//! (`src/store/rule.rs`) turns one line per algorithm into the [`Rule`] variant, its
+//! `From`, the [`RuleKind`] table of names and scripts, and every `match` over rules;
+//! the Redis store assembles its script from that table.
+//!
+//! Adding an algorithm touches exactly:
+//!
+//! 1. its file here (`src/algorithm/<name>.rs`, or a folder): the [`Algorithm`] and
+//!    `Facts` implementations, declared in this module (`mod` and `pub use`);
+//! 2. its Lua twin, `src/store/redis/scripts/<name>.lua`, which registers
+//!    `ALGORITHMS.<name>` and which its `Facts::SCRIPT` names;
+//! 3. one line of the `rules!` registry in `src/store/rule.rs` (whose tests then ask,
+//!    by an exhaustive `match`, for a sample rule of the new kind).
+//!
+//! The store, the Redis script, the fallback's shares, the HTTP headers, the denied
+//! cache and the rules file read these facts through [`Rule`] and [`RuleKind`]; none
+//! needs a line of its own for a new algorithm.
+//!
+//! [`Rule`]: crate::store::Rule
+//! [`RuleKind`]: crate::store::RuleKind
 
 use std::fmt;
 use std::time::Duration;
 
 use crate::decision::{Decision, Denied, Reservation};
+use crate::error::ConfigError;
 use crate::time::Nanos;
 
 mod all_of;
@@ -32,6 +61,8 @@ mod leaky_bucket;
 mod leased;
 mod packing;
 mod refresh_period;
+pub(crate) mod script;
+mod share;
 mod sliding_counter;
 mod sliding_log;
 mod smooth;
@@ -47,6 +78,8 @@ pub use leaky_bucket::{Departure, LeakyBucket};
 pub use leased::{Leased, LeasedState};
 pub use packing::{Packing, CONFIG_WORDS};
 pub use refresh_period::{RefreshPeriod, RefreshPeriodState};
+pub(crate) use script::Arg;
+pub(crate) use share::Share;
 pub use sliding_counter::{SlidingCounter, SlidingCounterState};
 pub use sliding_log::SlidingLog;
 pub use smooth::{
@@ -138,6 +171,80 @@ pub trait Algorithm: Clone + Send + Sync + fmt::Debug + 'static {
     /// keeping it, if no request comes meanwhile. A keyed limiter may evict the key
     /// from then on.
     fn idle_at(&self, state: &Self::State) -> Nanos;
+}
+
+/// What the rest of the crate knows of an algorithm that a store runs: each
+/// algorithm implements it in its own file, and the store's registry
+/// (`src/store/rule.rs`) lists the implementations. See the module docs for what
+/// adding an algorithm touches.
+///
+/// Every fact is plain data (names, numbers, Lua source text, parameters), so that
+/// this layer imports nothing above it: the store turns them into Redis calls, the
+/// HTTP layer into headers, the rules file into rules.
+pub(crate) trait Facts: Algorithm {
+    /// The algorithm's one name: the `algorithm` of a rules file, the kind the Redis
+    /// script dispatches on, and the start of every value it writes
+    /// (`"<name>:<state>"`). Snake case.
+    const NAME: &'static str;
+
+    /// The Lua source that registers `ALGORITHMS.<NAME>` in the Redis script: the
+    /// algorithm's twin, after any file that twin is built on. Algorithms with the same
+    /// source (a file that registers several) share one definition in the script.
+    const SCRIPT: &'static str;
+
+    /// How a rules file's `rate_limit` builds the algorithm, if it can.
+    const CONFIG: Option<FromConfig<Self>> = None;
+
+    /// The time an emptied limiter takes to become full again with no request
+    /// meanwhile: the `w` its `RateLimit-Policy` reports.
+    fn window(&self) -> Duration;
+
+    /// The quota its `RateLimit-Policy` reports (`q`): the limit its decisions
+    /// report, [`capacity`](Algorithm::capacity) unless that counts something else.
+    fn quota(&self) -> u64 {
+        self.capacity()
+    }
+
+    /// Whether a denial lasts until its retry time, whatever this process does
+    /// meanwhile, so that it may be answered locally until then without asking again:
+    /// not if something other than time ends it (a release), nor if every attempt
+    /// must reach the state to count.
+    fn denial_lasts(&self) -> bool {
+        true
+    }
+
+    /// One node's part of the algorithm when `share`'s nodes each decide alone, so
+    /// that together they admit no more than the whole: counts and rates divided,
+    /// never rounded up; windows, leases and other settings kept.
+    ///
+    /// # Errors
+    ///
+    /// As [`Rule::per_node`](crate::store::Rule::per_node).
+    fn per_node(&self, share: Share) -> Result<Self, ConfigError>;
+
+    /// The parameters its Lua twin reads, in the twin's order.
+    ///
+    /// # Errors
+    ///
+    /// A configuration the script cannot run exactly: a time not a whole number of
+    /// microseconds ([`ConfigError::OutOfRange`]), or past what the script's doubles
+    /// hold ([`ConfigError::TooLong`], [`ConfigError::Overflow`]).
+    fn script_args(&self) -> Result<Vec<Arg>, ConfigError>;
+}
+
+/// How a rules file's `rate_limit` (`requests_per_unit` per `unit`, and a `burst`
+/// where one applies) builds an algorithm.
+pub(crate) struct FromConfig<A> {
+    /// Whether a `burst` applies.
+    pub(crate) takes_burst: bool,
+    /// The algorithm for `requests_per_unit` per `unit`, with the `burst` if given.
+    pub(crate) build: fn(u64, Duration, Option<u64>) -> Result<A, ConfigError>,
+}
+
+/// `interval × n`, or [`Duration::MAX`] past it: the time `n` permits take to refill.
+pub(crate) fn times(interval: Duration, n: u64) -> Duration {
+    u64::try_from(interval.as_nanos().saturating_mul(u128::from(n)))
+        .map_or(Duration::MAX, Duration::from_nanos)
 }
 
 /// Checks the never-grantable case shared by every algorithm.

@@ -9,7 +9,8 @@
 
 use std::time::Duration;
 
-use super::{check_capacity, Algorithm};
+use super::script::{exact_count, whole_micros, Arg, MAX_SCRIPT_MICROS};
+use super::{check_capacity, Algorithm, Facts, Share};
 use crate::decision::{Admitted, Decision, Denied, InsufficientCapacity, Limited, Reservation};
 use crate::error::{non_zero, ConfigError};
 use crate::time::Nanos;
@@ -523,9 +524,61 @@ impl Algorithm for RefreshPeriod {
     }
 }
 
+/// The facts of Resilience4j's limiter. Its Redis twin reads `{period µs, limit per
+/// period, capacity}`; the timeout is not sent, as a store's reservations wait up to
+/// the request's own `max_wait`.
+impl Facts for RefreshPeriod {
+    const NAME: &'static str = "refresh_period";
+    const SCRIPT: &'static str = include_str!("../store/redis/scripts/refresh_period.lua");
+
+    /// The refresh period.
+    fn window(&self) -> Duration {
+        self.refresh_period()
+    }
+
+    /// The permits of one period: the capacity counts the periods a reservation may
+    /// book ahead.
+    fn quota(&self) -> u64 {
+        self.limit_for_period()
+    }
+
+    /// The permits per period divided; the period and the timeout kept.
+    fn per_node(&self, share: Share) -> Result<RefreshPeriod, ConfigError> {
+        RefreshPeriod::new(
+            share.count(self.limit_for_period())?,
+            self.refresh_period(),
+            self.timeout(),
+        )
+    }
+
+    fn script_args(&self) -> Result<Vec<Arg>, ConfigError> {
+        let period = whole_micros(self.refresh_period(), "refresh_period")?;
+        let limit = exact_count(self.limit_for_period(), "limit_for_period")?;
+        // A grant waits at most 2^52 µs (the script's cap on `max_wait`), so
+        // reservations book at most ⌈2^52 µs / period⌉ cycles ahead: the deepest debt.
+        // The script counts it exactly up to 2^53.
+        let deepest_debt = MAX_SCRIPT_MICROS
+            .div_ceil(period)
+            .checked_mul(limit)
+            .filter(|&debt| debt <= 2 * MAX_SCRIPT_MICROS);
+        if deepest_debt.is_none() {
+            return Err(ConfigError::OutOfRange {
+                parameter: "limit_for_period",
+                expected: "such that limit_for_period × ⌈2^52 µs / refresh_period⌉, the \
+                           deepest debt the Redis script counts, is at most 2^53 (about 2 \
+                           permits per µs)",
+            });
+        }
+        // A request asks for at most 2^52 permits, so a larger capacity never denies.
+        let capacity = self.capacity().min(MAX_SCRIPT_MICROS);
+        Ok(vec![Arg::Int(period), Arg::Int(limit), Arg::Int(capacity)])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::algorithm::script::too_long;
 
     /// Resilience4j's `AtomicRateLimiterTest` constants: one permit per 250 ms.
     const CYCLE: u64 = 250_000_000;
@@ -940,5 +993,87 @@ mod tests {
             }
         }
         assert_eq!(duration_from_nanos(i128::MAX), Duration::MAX);
+    }
+
+    fn waiting_a_second(limit: u64, period: Duration) -> RefreshPeriod {
+        RefreshPeriod::new(limit, period, Duration::from_secs(1)).unwrap()
+    }
+
+    #[test]
+    fn whole_microsecond_periods_are_script_args() {
+        let r = waiting_a_second(10, Duration::from_millis(250));
+        assert_eq!(
+            r.script_args(),
+            Ok(vec![
+                Arg::Int(250_000),
+                Arg::Int(10),
+                Arg::Int(r.capacity())
+            ])
+        );
+        let fast = waiting_a_second(1, Duration::from_micros(1));
+        assert_eq!(fast.script_args().unwrap()[2], Arg::Int(MAX_SCRIPT_MICROS));
+    }
+
+    #[test]
+    fn a_sub_microsecond_period_has_no_script_args() {
+        let r = waiting_a_second(1, Duration::from_nanos(2_500));
+        assert!(matches!(
+            r.script_args(),
+            Err(ConfigError::OutOfRange {
+                parameter: "refresh_period",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn a_period_beyond_two_to_the_52_micros_has_no_script_args() {
+        let r = waiting_a_second(1, Duration::from_micros((1 << 52) + 1));
+        assert_eq!(
+            r.script_args(),
+            Err(too_long("refresh_period", MAX_SCRIPT_MICROS))
+        );
+    }
+
+    #[test]
+    fn a_debt_beyond_two_to_the_53_has_no_script_args() {
+        for fits in [
+            waiting_a_second(1_000_000, Duration::from_secs(1)),
+            waiting_a_second(1_000, Duration::from_millis(1)),
+            waiting_a_second(1, Duration::from_micros(1)),
+            waiting_a_second(2, Duration::from_micros(1)),
+            waiting_a_second(1 << 52, Duration::from_micros(1 << 52)),
+        ] {
+            assert!(fits.script_args().is_ok(), "{fits:?}");
+        }
+        let too_fast = [
+            waiting_a_second(2_000_000, Duration::from_secs(1)),
+            waiting_a_second(3, Duration::from_micros(1)),
+        ];
+        for r in too_fast {
+            assert!(
+                matches!(
+                    r.script_args(),
+                    Err(ConfigError::OutOfRange {
+                        parameter: "limit_for_period",
+                        ..
+                    })
+                ),
+                "{r:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_limit_beyond_two_to_the_52_has_no_script_args() {
+        for limit in [(1 << 52) + 1, i64::MAX as u64] {
+            let r = waiting_a_second(limit, Duration::from_micros(1 << 52));
+            assert_eq!(
+                r.script_args(),
+                Err(ConfigError::Overflow {
+                    parameter: "limit_for_period"
+                })
+            );
+        }
     }
 }

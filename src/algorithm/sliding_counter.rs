@@ -9,7 +9,8 @@
 
 use std::time::Duration;
 
-use super::{check_capacity, Algorithm};
+use super::script::{exact_count, too_long, whole_micros, Arg, MAX_SCRIPT_MICROS};
+use super::{check_capacity, Algorithm, Facts, FromConfig, Share};
 use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
 use crate::error::{non_zero, ConfigError};
 use crate::time::Nanos;
@@ -309,6 +310,59 @@ impl Algorithm for SlidingCounter {
     }
 }
 
+/// The sliding counter's facts. Its Redis twin reads `{limit, window µs}`.
+impl Facts for SlidingCounter {
+    const NAME: &'static str = "sliding_counter";
+    const SCRIPT: &'static str = include_str!("../store/redis/scripts/sliding_counter.lua");
+    const CONFIG: Option<FromConfig<Self>> = Some(FromConfig {
+        takes_burst: false,
+        build: SlidingCounter::from_config,
+    });
+
+    /// The window (a counter emptied early in its window can take up to two to
+    /// forget it all).
+    fn window(&self) -> Duration {
+        Duration::from_nanos(self.window)
+    }
+
+    /// The limit divided.
+    fn per_node(&self, share: Share) -> Result<SlidingCounter, ConfigError> {
+        let mut counter = *self;
+        counter.set_limit(share.count(self.limit)?)?;
+        Ok(counter)
+    }
+
+    /// The parameters, or why the script cannot run them exactly.
+    ///
+    /// The window is held to 2^51 µs, so that the end of the window after next (when a
+    /// state expires) stays below 2^53 µs; products of a count and the window may pass
+    /// 2^53 and the script computes them exactly by long multiplication.
+    ///
+    /// Admissions, `remaining` and `reset_after` equal the in-process algorithm's.
+    /// `retry_after` can only be a whole µs in a reply, and the in-process one is the
+    /// earliest nanosecond at which the estimate fits: a weight of `spare × window /
+    /// previous` is rarely a whole µs (a window of 1 s, a previous count of 3). The
+    /// script answers the earliest whole µs instead, which is the in-process answer
+    /// rounded up to the µs, and equal to it whenever the window is a multiple of every
+    /// count from 1 to the limit. Rejecting every other configuration would reject
+    /// three per second, so they run, and a retry at the script's time always fits.
+    fn script_args(&self) -> Result<Vec<Arg>, ConfigError> {
+        let window = whole_micros(Facts::window(self), "window")?;
+        if window > MAX_SCRIPT_MICROS / 2 {
+            return Err(too_long("window", MAX_SCRIPT_MICROS / 2));
+        }
+        let limit = exact_count(self.limit, "limit")?;
+        Ok(vec![Arg::Int(limit), Arg::Int(window)])
+    }
+}
+
+impl SlidingCounter {
+    /// A rules file's counter: `requests_per_unit` per window of a `unit`.
+    fn from_config(requests: u64, per: Duration, _: Option<u64>) -> Result<Self, ConfigError> {
+        SlidingCounter::new(requests, per)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -482,5 +536,50 @@ mod tests {
                 c.refund(&mut s, Nanos::new(now), 1);
             }
         }
+    }
+
+    #[test]
+    fn script_args_are_whole_microseconds() {
+        let counter = SlidingCounter::new(50, Duration::from_secs(60)).unwrap();
+        assert_eq!(
+            counter.script_args(),
+            Ok(vec![Arg::Int(50), Arg::Int(60_000_000)])
+        );
+    }
+
+    #[test]
+    fn sub_microsecond_windows_have_no_script_args() {
+        let counter = SlidingCounter::new(3, Duration::from_nanos(2_500)).unwrap();
+        assert!(matches!(
+            counter.script_args(),
+            Err(ConfigError::OutOfRange {
+                parameter: "window",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn windows_beyond_two_to_the_51_micros_have_no_script_args() {
+        let fits = Duration::from_micros(MAX_SCRIPT_MICROS / 2);
+        assert!(SlidingCounter::new(1, fits).unwrap().script_args().is_ok());
+        let longer = SlidingCounter::new(1, fits + Duration::from_micros(1)).unwrap();
+        assert_eq!(
+            longer.script_args(),
+            Err(too_long("window", MAX_SCRIPT_MICROS / 2))
+        );
+    }
+
+    #[test]
+    fn limits_beyond_two_to_the_52_have_no_script_args() {
+        let window = Duration::from_secs(1);
+        let largest = SlidingCounter::new(MAX_SCRIPT_MICROS, window).unwrap();
+        assert!(largest.script_args().is_ok());
+        assert_eq!(
+            SlidingCounter::new(MAX_SCRIPT_MICROS + 1, window)
+                .unwrap()
+                .script_args(),
+            Err(ConfigError::Overflow { parameter: "limit" })
+        );
     }
 }

@@ -5,7 +5,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::error::ConfigError;
-use crate::store::StoreError;
+use crate::store::{RuleKind, StoreError};
 
 /// A position in the file: 1-based line and column.
 ///
@@ -135,8 +135,8 @@ pub enum ConfigFileErrorKind {
     MissingLimit(&'static str),
     /// `unlimited: true` together with a count, unit, algorithm or burst.
     UnlimitedWithLimit(&'static str),
-    /// A `burst` on an algorithm without one (only `gcra` and `leaky_bucket` take it).
-    BurstNotApplicable(super::Algorithm),
+    /// A `burst` on an algorithm that takes none (see the [table](crate::config#algorithms)).
+    BurstNotApplicable(RuleKind),
     /// A count, unit or burst the algorithm refuses: zero or negative, or too large for
     /// the window.
     Limit(ConfigError),
@@ -281,10 +281,18 @@ impl fmt::Display for ConfigFileErrorKind {
             ConfigFileErrorKind::UnlimitedWithLimit(field) => {
                 write!(f, "unlimited: true together with {field}")
             }
-            ConfigFileErrorKind::BurstNotApplicable(algorithm) => write!(
-                f,
-                "burst does not apply to {algorithm} (only to gcra and leaky_bucket)"
-            ),
+            ConfigFileErrorKind::BurstNotApplicable(algorithm) => {
+                let bursty: Vec<&str> = RuleKind::ALL
+                    .iter()
+                    .filter(|kind| kind.takes_burst())
+                    .map(|kind| kind.name())
+                    .collect();
+                write!(
+                    f,
+                    "burst does not apply to {algorithm} (only to {})",
+                    bursty.join(" and ")
+                )
+            }
             ConfigFileErrorKind::Limit(e) => e.fmt(f),
             ConfigFileErrorKind::DuplicateName(name) => {
                 write!(f, "duplicate rate_limit name {name:?}")

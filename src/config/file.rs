@@ -4,7 +4,8 @@
 
 use serde::Deserialize;
 
-use super::unit::{Algorithm, Unit};
+use super::unit::{self, Unit};
+use crate::store::RuleKind;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -42,8 +43,8 @@ pub(crate) struct RateLimit {
     pub(crate) unlimited: bool,
     #[serde(default)]
     pub(crate) replaces: Vec<Replace>,
-    #[serde(default)]
-    pub(crate) algorithm: Option<Algorithm>,
+    #[serde(default, deserialize_with = "unit::algorithm")]
+    pub(crate) algorithm: Option<RuleKind>,
     #[serde(default)]
     pub(crate) burst: Option<i64>,
 }

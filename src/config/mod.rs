@@ -24,6 +24,25 @@
 //! has fixed windows only); a request denied by one limit consumes nothing from the
 //! others (envoy counts it in every one); a value ending in `*` matches by its
 //! longest prefix rather than the first listed.
+//!
+//! # Algorithms
+//!
+//! A `rate_limit`'s `algorithm` is the name of a [`RuleKind`](crate::store::RuleKind),
+//! the same name the store uses in its keys and script. A rules file builds these from
+//! `requests_per_unit` per `unit`:
+//!
+//! | `algorithm`       | rule                                                   |
+//! |-------------------|--------------------------------------------------------|
+//! | `fixed_window`    | [`FixedWindow`](crate::algorithm::FixedWindow), windows aligned to the Unix epoch (the default, as envoy) |
+//! | `gcra`            | [`Gcra`](crate::algorithm::Gcra): a token bucket; `burst` permits at once (default `requests_per_unit`) |
+//! | `sliding_counter` | [`SlidingCounter`](crate::algorithm::SlidingCounter): the current and the weighted previous window |
+//! | `sliding_log`     | [`SlidingLog`](crate::algorithm::SlidingLog): exact rolling window, one entry per permit |
+//! | `leaky_bucket`    | [`LeakyBucket`](crate::algorithm::LeakyBucket): capacity `burst` (default `requests_per_unit`), draining `requests_per_unit` per unit |
+//!
+//! `sliding_window`, the name the rules file gave the sliding counter before it took
+//! the store's name, is still read as `sliding_counter`. Any other name is an error
+//! that lists these. A limit's keys start with the canonical name, so a limit written
+//! as `sliding_window` counts under `sliding_counter` keys.
 
 mod error;
 mod file;
@@ -41,4 +60,4 @@ pub use http::{ConfigLimits, RequestDescriptor, RequestEntry};
 pub use limiter::{AppliedLimit, ConfigDecision, ConfigLimiter, ShadowDenial};
 pub use matcher::{Descriptor, Matched, MatchedLimit};
 pub use rules::{Limit, RuleSet};
-pub use unit::{Algorithm, Unit};
+pub use unit::Unit;

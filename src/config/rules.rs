@@ -8,11 +8,9 @@ use std::time::Duration;
 use super::error::{ConfigFileError, ConfigFileErrorKind, Location};
 use super::file::{File, Node, RateLimit};
 use super::locate::{locate, Step};
-use super::unit::{Algorithm, Unit};
-use crate::algorithm::{FixedWindow, Gcra, LeakyBucket, SlidingCounter, SlidingLog};
+use super::unit::{Unit, DEFAULT_ALGORITHM};
 use crate::error::ConfigError;
-use crate::quota::Quota;
-use crate::store::Rule;
+use crate::store::{Rule, RuleKind};
 
 /// The rules of one file: a domain, and a tree of descriptors, some with a limit.
 ///
@@ -38,7 +36,8 @@ use crate::store::Rule;
 /// ends in `*`; without one the node matches every value, each counted apart), an
 /// optional `rate_limit`, `shadow_mode` and nested `descriptors`. A `rate_limit`
 /// holds `unit` ([`Unit`]), `requests_per_unit`, and optionally `name`, `algorithm`
-/// ([`Algorithm`], default `fixed_window`), `burst` (for `gcra` and `leaky_bucket`),
+/// (a [`RuleKind`]'s name, default `fixed_window`: see [the table](crate::config#algorithms)),
+/// `burst` (for `gcra` and `leaky_bucket`),
 /// `replaces: [{ name: … }]`, or just `unlimited: true`.
 ///
 /// How requests are matched against the tree: see [`RuleSet::limits_for`].
@@ -84,7 +83,8 @@ impl fmt::Debug for RuleSet {
 ///
 /// ```
 /// use std::time::Duration;
-/// use tollgate::config::{Algorithm, RuleSet, Unit};
+/// use tollgate::config::{RuleSet, Unit};
+/// use tollgate::store::RuleKind;
 ///
 /// let rules = RuleSet::from_yaml("
 /// domain: api
@@ -96,7 +96,7 @@ impl fmt::Debug for RuleSet {
 /// let login = &rules.limits()[0];
 /// assert_eq!(login.name(), "login");
 /// assert_eq!((login.requests_per_unit(), login.unit()), (5, Unit::Minute));
-/// assert_eq!(login.algorithm(), Algorithm::Gcra);
+/// assert_eq!(login.algorithm(), RuleKind::Gcra);
 /// assert_eq!(login.window(), Duration::from_secs(60));
 /// assert_eq!(rules.location_of(login).unwrap().line(), 6);
 /// # Ok::<(), tollgate::config::ConfigFileError>(())
@@ -108,7 +108,7 @@ pub struct Limit {
     rule: Rule,
     requests_per_unit: u64,
     unit: Unit,
-    algorithm: Algorithm,
+    algorithm: RuleKind,
     shadow: bool,
     pub(crate) replaces: Vec<usize>,
     pub(crate) path: Vec<Step>,
@@ -125,7 +125,7 @@ impl Limit {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use tollgate::config::{Algorithm, RuleSet, Unit};
+    /// # use tollgate::config::{RuleSet, Unit};
     /// let rules = RuleSet::from_yaml("
     /// domain: api
     /// descriptors:
@@ -150,7 +150,7 @@ impl Limit {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use tollgate::config::{Algorithm, RuleSet, Unit};
+    /// # use tollgate::config::{RuleSet, Unit};
     /// let rules = RuleSet::from_yaml("
     /// domain: api
     /// descriptors:
@@ -175,7 +175,7 @@ impl Limit {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use tollgate::config::{Algorithm, RuleSet, Unit};
+    /// # use tollgate::config::{RuleSet, Unit};
     /// let rules = RuleSet::from_yaml("
     /// domain: api
     /// descriptors:
@@ -200,7 +200,7 @@ impl Limit {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use tollgate::config::{Algorithm, RuleSet, Unit};
+    /// # use tollgate::config::{RuleSet, Unit};
     /// let rules = RuleSet::from_yaml("
     /// domain: api
     /// descriptors:
@@ -225,7 +225,7 @@ impl Limit {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use tollgate::config::{Algorithm, RuleSet, Unit};
+    /// # use tollgate::config::{RuleSet, Unit};
     /// let rules = RuleSet::from_yaml("
     /// domain: api
     /// descriptors:
@@ -251,7 +251,7 @@ impl Limit {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use tollgate::config::{Algorithm, RuleSet, Unit};
+    /// # use tollgate::config::{RuleSet, Unit};
     /// let rules = RuleSet::from_yaml("
     /// domain: api
     /// descriptors:
@@ -276,7 +276,8 @@ impl Limit {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use tollgate::config::{Algorithm, RuleSet, Unit};
+    /// # use tollgate::config::{RuleSet, Unit};
+    /// # use tollgate::store::RuleKind;
     /// let rules = RuleSet::from_yaml("
     /// domain: api
     /// descriptors:
@@ -288,10 +289,10 @@ impl Limit {
     ///     rate_limit: { unit: second, requests_per_unit: 2 }
     /// ")?;
     /// let (per_user, login) = (&rules.limits()[0], &rules.limits()[1]);
-    /// assert_eq!((per_user.algorithm(), login.algorithm()), (Algorithm::Gcra, Algorithm::FixedWindow));
+    /// assert_eq!((per_user.algorithm(), login.algorithm()), (RuleKind::Gcra, RuleKind::FixedWindow));
     /// # Ok::<(), tollgate::config::ConfigFileError>(())
     /// ```
-    pub fn algorithm(&self) -> Algorithm {
+    pub fn algorithm(&self) -> RuleKind {
         self.algorithm
     }
 
@@ -301,7 +302,7 @@ impl Limit {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use tollgate::config::{Algorithm, RuleSet, Unit};
+    /// # use tollgate::config::{RuleSet, Unit};
     /// let rules = RuleSet::from_yaml("
     /// domain: api
     /// descriptors:
@@ -445,7 +446,7 @@ impl RuleSet {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use tollgate::config::{Algorithm, RuleSet, Unit};
+    /// # use tollgate::config::{RuleSet, Unit};
     /// let rules = RuleSet::from_yaml("
     /// domain: api
     /// descriptors:
@@ -471,7 +472,7 @@ impl RuleSet {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use tollgate::config::{Algorithm, RuleSet, Unit};
+    /// # use tollgate::config::{RuleSet, Unit};
     /// let rules = RuleSet::from_yaml("
     /// domain: api
     /// descriptors:
@@ -497,7 +498,7 @@ impl RuleSet {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use tollgate::config::{Algorithm, RuleSet, Unit};
+    /// # use tollgate::config::{RuleSet, Unit};
     /// let rules = RuleSet::from_yaml("
     /// domain: api
     /// descriptors:
@@ -721,7 +722,7 @@ impl<'s> Builder<'s> {
             return Err(self.error(ConfigFileErrorKind::MissingLimit("requests_per_unit"), &[]));
         };
         let requests_per_unit = self.positive("requests_per_unit", requests_per_unit)?;
-        let algorithm = block.algorithm.unwrap_or_default();
+        let algorithm = block.algorithm.unwrap_or(DEFAULT_ALGORITHM);
         let burst = match block.burst {
             Some(_) if !algorithm.takes_burst() => {
                 return Err(self.error(
@@ -732,15 +733,17 @@ impl<'s> Builder<'s> {
             Some(burst) => Some(self.positive("burst", burst)?),
             None => None,
         };
-        let rule = rule(algorithm, requests_per_unit, unit, burst).map_err(|e| {
-            let e = rename(e, burst.is_some());
-            let field = if e.parameter() == "burst" {
-                "burst"
-            } else {
-                "requests_per_unit"
-            };
-            self.error(ConfigFileErrorKind::Limit(e), &[Step::Key(field)])
-        })?;
+        let rule = algorithm
+            .build_rule(requests_per_unit, unit.duration(), burst)
+            .map_err(|e| {
+                let e = rename(e, burst.is_some());
+                let field = match e.parameter() {
+                    "burst" => "burst",
+                    "algorithm" => "algorithm",
+                    _ => "requests_per_unit",
+                };
+                self.error(ConfigFileErrorKind::Limit(e), &[Step::Key(field)])
+            })?;
         Ok(Limit {
             name: block.name.clone().unwrap_or_else(|| names.join(".")),
             named: block.name.is_some(),
@@ -751,7 +754,7 @@ impl<'s> Builder<'s> {
             shadow,
             replaces: Vec::new(),
             path: self.path.clone(),
-            key_prefix: format!("{}:{}", algorithm.as_str(), unit.duration().as_secs()),
+            key_prefix: format!("{}:{}", algorithm.name(), unit.duration().as_secs()),
         })
     }
 
@@ -797,39 +800,13 @@ impl<'s> Builder<'s> {
     }
 }
 
-/// The rule of a limit, built by the algorithm's own constructor.
-fn rule(
-    algorithm: Algorithm,
-    requests_per_unit: u64,
-    unit: Unit,
-    burst: Option<u64>,
-) -> Result<Rule, ConfigError> {
-    let window = unit.duration();
-    Ok(match algorithm {
-        Algorithm::FixedWindow => Rule::from(FixedWindow::new(requests_per_unit, window)?),
-        Algorithm::Gcra => {
-            let quota = Quota::new(requests_per_unit, window)?;
-            let quota = match burst {
-                Some(burst) => quota.burst(burst)?,
-                None => quota,
-            };
-            Rule::from(Gcra::new(quota))
-        }
-        Algorithm::SlidingWindow => Rule::from(SlidingCounter::new(requests_per_unit, window)?),
-        Algorithm::SlidingLog => Rule::from(SlidingLog::new(requests_per_unit, window)?),
-        Algorithm::LeakyBucket => Rule::from(LeakyBucket::new(
-            burst.unwrap_or(requests_per_unit),
-            Quota::new(requests_per_unit, window)?,
-        )?),
-    })
-}
-
 /// A constructor's error in the file's words: its `count`, `limit` or `capacity` is
 /// the file's `requests_per_unit` or `burst` (a leaky bucket's capacity is the burst
 /// when one is given).
 fn rename(e: ConfigError, burst_given: bool) -> ConfigError {
     let parameter = match e.parameter() {
         "burst" => "burst",
+        "algorithm" => "algorithm",
         "capacity" if burst_given => "burst",
         "window" | "period" => "unit",
         _ => "requests_per_unit",

@@ -6,6 +6,8 @@ use std::time::Duration;
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 
+use crate::store::RuleKind;
+
 /// The time `requests_per_unit` applies to.
 ///
 /// Windows are aligned to the Unix epoch, as envoy's are: a `minute` window starts at
@@ -146,78 +148,52 @@ impl Visitor<'_> for UnitVisitor {
     }
 }
 
-/// How a limit counts (a tollgate extension to envoy's format; envoy counts fixed
-/// windows only).
-///
-/// | `algorithm`      | rule                                                   |
-/// |------------------|--------------------------------------------------------|
-/// | `fixed_window`   | [`FixedWindow`](crate::algorithm::FixedWindow), windows aligned to the Unix epoch (the default, as envoy) |
-/// | `gcra`           | [`Gcra`](crate::algorithm::Gcra): a token bucket; `burst` permits at once (default `requests_per_unit`) |
-/// | `sliding_window` | [`SlidingCounter`](crate::algorithm::SlidingCounter): the current and the weighted previous window |
-/// | `sliding_log`    | [`SlidingLog`](crate::algorithm::SlidingLog): exact rolling window, one entry per permit |
-/// | `leaky_bucket`   | [`LeakyBucket`](crate::algorithm::LeakyBucket): capacity `burst` (default `requests_per_unit`), draining `requests_per_unit` per unit |
-///
-/// # Examples
-///
-/// ```
-/// use tollgate::config::Algorithm;
-///
-/// assert_eq!(Algorithm::default(), Algorithm::FixedWindow);
-/// assert_eq!(Algorithm::Gcra.as_str(), "gcra");
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum Algorithm {
-    /// Fixed windows aligned to the Unix epoch.
-    #[default]
-    FixedWindow,
-    /// GCRA token bucket.
-    Gcra,
-    /// Sliding window counter.
-    SlidingWindow,
-    /// Sliding log.
-    SlidingLog,
-    /// Leaky bucket as a meter.
-    LeakyBucket,
+/// Reads the `algorithm` of a `rate_limit`: the name of a [`RuleKind`] a rules file
+/// can build (see the [table](crate::config#algorithms)), or an alias of one.
+pub(crate) fn algorithm<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<RuleKind>, D::Error> {
+    deserializer.deserialize_str(AlgorithmVisitor).map(Some)
 }
 
-impl Algorithm {
-    /// The algorithm as the file spells it: `"fixed_window"`, `"gcra"`, …
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// assert_eq!(tollgate::config::Algorithm::SlidingLog.as_str(), "sliding_log");
-    /// ```
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Algorithm::FixedWindow => "fixed_window",
-            Algorithm::Gcra => "gcra",
-            Algorithm::SlidingWindow => "sliding_window",
-            Algorithm::SlidingLog => "sliding_log",
-            Algorithm::LeakyBucket => "leaky_bucket",
-        }
-    }
+/// The algorithm a `rate_limit` without one counts with, as envoy's.
+pub(crate) const DEFAULT_ALGORITHM: RuleKind = RuleKind::FixedWindow;
 
-    /// Whether a `burst` applies: only to the buckets.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use tollgate::config::Algorithm;
-    ///
-    /// assert!(Algorithm::Gcra.takes_burst());
-    /// assert!(!Algorithm::FixedWindow.takes_burst());
-    /// ```
-    pub const fn takes_burst(self) -> bool {
-        matches!(self, Algorithm::Gcra | Algorithm::LeakyBucket)
-    }
+/// Names the store knows by another name: `(alias, name)`.
+const ALIASES: &[(&str, &str)] = &[("sliding_window", "sliding_counter")];
+
+/// The kind a rules file names `name`, if a rules file can build it.
+pub(crate) fn algorithm_named(name: &str) -> Option<RuleKind> {
+    let name = ALIASES
+        .iter()
+        .find(|(alias, _)| *alias == name)
+        .map_or(name, |(_, canonical)| canonical);
+    RuleKind::from_name(name).filter(|kind| kind.in_rules_files())
 }
 
-impl fmt::Display for Algorithm {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+/// Reads an algorithm's name.
+struct AlgorithmVisitor;
+
+impl Visitor<'_> for AlgorithmVisitor {
+    type Value = RuleKind;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an algorithm")
+    }
+
+    fn visit_str<E: de::Error>(self, name: &str) -> Result<RuleKind, E> {
+        algorithm_named(name).ok_or_else(|| {
+            // serde's words for an unknown variant, over the kinds a file can build.
+            let names: Vec<String> = RuleKind::ALL
+                .iter()
+                .filter(|kind| kind.in_rules_files())
+                .map(|kind| format!("`{kind}`"))
+                .collect();
+            E::custom(format_args!(
+                "unknown variant `{name}`, expected one of {}",
+                names.join(", ")
+            ))
+        })
     }
 }
 
@@ -262,5 +238,58 @@ mod tests {
             ),
             "{e}"
         );
+    }
+
+    /// The store's name and, for what was `sliding_window` in the config alone, the
+    /// old name: both read as the same kind.
+    #[test]
+    fn sliding_window_is_read_as_sliding_counter() {
+        for name in ["sliding_counter", "sliding_window"] {
+            assert_eq!(
+                algorithm_named(name),
+                Some(RuleKind::SlidingCounter),
+                "{name}"
+            );
+        }
+        assert_eq!(RuleKind::SlidingCounter.name(), "sliding_counter");
+    }
+
+    #[test]
+    fn an_unknown_algorithm_lists_the_names_a_file_can_use() {
+        #[derive(Debug, Deserialize)]
+        struct Block {
+            #[serde(default, deserialize_with = "algorithm")]
+            #[allow(dead_code)]
+            algorithm: Option<RuleKind>,
+        }
+        let e = serde_yaml_ng::from_str::<Block>("algorithm: token_bucket").unwrap_err();
+        assert!(
+            e.to_string().starts_with(
+                "algorithm: unknown variant `token_bucket`, expected one of `gcra`, \
+                 `leaky_bucket`, `fixed_window`, `sliding_log`, `sliding_counter`"
+            ),
+            "{e}"
+        );
+        // A kind a store runs but a file cannot build is unknown to the file.
+        let e = serde_yaml_ng::from_str::<Block>("algorithm: concurrency").unwrap_err();
+        assert!(
+            e.to_string().contains("unknown variant `concurrency`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn every_name_a_file_can_use_builds_its_kind() {
+        let minute = Unit::Minute.duration();
+        for &kind in RuleKind::ALL {
+            match algorithm_named(kind.name()) {
+                Some(named) => {
+                    assert_eq!(named, kind);
+                    let rule = kind.build_rule(10, minute, None).unwrap();
+                    assert_eq!(rule.kind(), kind);
+                }
+                None => assert!(kind.build_rule(10, minute, None).is_err(), "{kind}"),
+            }
+        }
     }
 }

@@ -47,7 +47,7 @@ pub use limiter::SharedLimiter;
 pub use memory::MemoryStore;
 pub use request::{Check, Op, Outcome, Request};
 pub use resilient::{BreakerState, FailurePolicy, Resilient, ResilientBuilder, ResilientStats};
-pub use rule::Rule;
+pub use rule::{Rule, RuleKind};
 
 /// The longest key (prefix, tag and key together) a store accepts by default, in bytes.
 pub const DEFAULT_MAX_KEY_LEN: usize = 1024;

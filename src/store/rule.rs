@@ -1,13 +1,21 @@
 //! [`Rule`]: the algorithms a store can run, as one closed set, since every one of
-//! them needs its twin script in Redis.
+//! them needs its twin script in Redis; and the registry that lists them.
+//!
+//! The `rules!` line of an algorithm is all the store, the Redis script, the HTTP
+//! headers and the rules file need of it: the macro makes its [`Rule`] variant, its
+//! `From`, its [`RuleKind`] (name, script, rules-file builder), and every `match`
+//! over rules, from the algorithm's own facts (`crate::algorithm::Facts`, which its
+//! file implements).
 
+use std::fmt;
 use std::time::Duration;
 
 use crate::algorithm::{
-    Algorithm, Aligned, FirstHit, FixedWindow, Gcra, LeakyBucket, Leased, RefreshPeriod,
-    SlidingCounter, SlidingLog, SmoothBursty, SmoothWarmingUp,
+    Algorithm, Aligned, Arg, Facts, FirstHit, FixedWindow, Gcra, LeakyBucket, Leased,
+    RefreshPeriod, Share, SlidingCounter, SlidingLog, SmoothBursty, SmoothWarmingUp,
 };
 use crate::decision::{Decision, Denied, Reservation};
+use crate::error::ConfigError;
 use crate::time::Nanos;
 
 macro_rules! rules {
@@ -39,6 +47,33 @@ macro_rules! rules {
             $($(#[$doc])* $variant($ty),)*
         }
 
+        /// The kind of a [`Rule`]: its algorithm, without the configuration. Its
+        /// [`name`](RuleKind::name) is the one name of the algorithm, in the Redis
+        /// script, in the keys and values stores write, and as the `algorithm` of a
+        /// rules file (feature `config`).
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use std::time::Duration;
+        /// use tollgate::algorithm::SlidingCounter;
+        /// use tollgate::store::{Rule, RuleKind};
+        ///
+        /// let rule = Rule::from(SlidingCounter::new(10, Duration::from_secs(1))?);
+        /// assert_eq!(rule.kind(), RuleKind::SlidingCounter);
+        /// assert_eq!(rule.kind().name(), "sliding_counter");
+        /// assert_eq!(RuleKind::from_name("sliding_counter"), Some(RuleKind::SlidingCounter));
+        /// # Ok::<(), tollgate::ConfigError>(())
+        /// ```
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum RuleKind {
+            $(
+                #[doc = concat!("[`Rule::", stringify!($variant), "`].")]
+                $variant,
+            )*
+        }
+
         /// The state of one key under a [`Rule`].
         #[derive(Clone, Debug, PartialEq)]
         pub(crate) enum RuleState {
@@ -51,6 +86,96 @@ macro_rules! rules {
             }
         })*
 
+        impl RuleKind {
+            /// Every kind, in the registry's order.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// use tollgate::store::RuleKind;
+            ///
+            /// assert!(RuleKind::ALL.contains(&RuleKind::Gcra));
+            /// ```
+            pub const ALL: &'static [RuleKind] = &[$(RuleKind::$variant,)*];
+
+            /// The algorithm's name: `"gcra"`, `"leaky_bucket"`, `"sliding_counter"`, …
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// assert_eq!(tollgate::store::RuleKind::LeakyBucket.name(), "leaky_bucket");
+            /// ```
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(RuleKind::$variant => <$ty as Facts>::NAME,)*
+                }
+            }
+
+            /// The kind named `name` (exactly, as [`name`](RuleKind::name) spells it).
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// use tollgate::store::RuleKind;
+            ///
+            /// assert_eq!(RuleKind::from_name("gcra"), Some(RuleKind::Gcra));
+            /// assert_eq!(RuleKind::from_name("token_bucket"), None);
+            /// ```
+            pub fn from_name(name: &str) -> Option<RuleKind> {
+                RuleKind::ALL.iter().copied().find(|kind| kind.name() == name)
+            }
+
+            /// The Lua source that registers this kind in the Redis script.
+            #[cfg_attr(not(any(feature = "redis", test)), allow(dead_code))]
+            pub(crate) fn script(self) -> &'static str {
+                match self {
+                    $(RuleKind::$variant => <$ty as Facts>::SCRIPT,)*
+                }
+            }
+
+            /// Whether a rules file can name this kind as its `algorithm`.
+            #[cfg_attr(not(any(feature = "config", test)), allow(dead_code))]
+            pub(crate) fn in_rules_files(self) -> bool {
+                match self {
+                    $(RuleKind::$variant => <$ty as Facts>::CONFIG.is_some(),)*
+                }
+            }
+
+            /// Whether a rules file may give this kind a `burst`.
+            #[cfg_attr(not(any(feature = "config", test)), allow(dead_code))]
+            pub(crate) fn takes_burst(self) -> bool {
+                match self {
+                    $(RuleKind::$variant => {
+                        <$ty as Facts>::CONFIG.as_ref().is_some_and(|config| config.takes_burst)
+                    })*
+                }
+            }
+
+            /// The rule a rules file means by `requests_per_unit` per `unit` (and a
+            /// `burst`, for kinds that take one).
+            ///
+            /// # Errors
+            ///
+            /// The algorithm's own constructor's; [`ConfigError::OutOfRange`]
+            /// (parameter `"algorithm"`) for a kind a rules file cannot name.
+            #[cfg_attr(not(any(feature = "config", test)), allow(dead_code))]
+            pub(crate) fn build_rule(
+                self,
+                requests_per_unit: u64,
+                unit: Duration,
+                burst: Option<u64>,
+            ) -> Result<Rule, ConfigError> {
+                match self {
+                    $(RuleKind::$variant => match &<$ty as Facts>::CONFIG {
+                        Some(config) => {
+                            (config.build)(requests_per_unit, unit, burst).map(Rule::$variant)
+                        }
+                        None => Err(NOT_IN_RULES_FILES),
+                    },)*
+                }
+            }
+        }
+
         impl Rule {
             /// The most permits one request can be granted.
             pub fn capacity(&self) -> u64 {
@@ -59,10 +184,22 @@ macro_rules! rules {
                 }
             }
 
-            /// The kind of algorithm, as its script knows it: `"gcra"`, `"leaky_bucket"`, …
-            pub fn kind(&self) -> &'static str {
+            /// The kind of algorithm.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// use tollgate::algorithm::Gcra;
+            /// use tollgate::store::{Rule, RuleKind};
+            /// use tollgate::Quota;
+            ///
+            /// let rule = Rule::from(Gcra::new(Quota::per_second(10)?));
+            /// assert_eq!(rule.kind(), RuleKind::Gcra);
+            /// # Ok::<(), tollgate::ConfigError>(())
+            /// ```
+            pub fn kind(&self) -> RuleKind {
                 match self {
-                    $(Rule::$variant(_) => rule_kind::$variant,)*
+                    $(Rule::$variant(_) => RuleKind::$variant,)*
                 }
             }
 
@@ -71,6 +208,106 @@ macro_rules! rules {
             pub fn books_ahead(&self) -> bool {
                 match self {
                     $(Rule::$variant(_) => <$ty as Algorithm>::BOOKS_AHEAD,)*
+                }
+            }
+
+            /// The time an emptied rule takes to become full again, with no request
+            /// meanwhile: the `w` its `RateLimit-Policy` reports. Each algorithm
+            /// states its own:
+            ///
+            /// - GCRA and the leaky bucket: the capacity times the emission (drain)
+            ///   interval;
+            /// - fixed windows, the sliding log and the sliding counter: the window;
+            /// - Guava's limiters: the time to store the most permits (at least one
+            ///   stable interval); Resilience4j's: the refresh period;
+            /// - a concurrency limit: the lease, after which permits held by a holder
+            ///   that never released them are back.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// use std::time::Duration;
+            /// use tollgate::algorithm::{FixedWindow, Gcra};
+            /// use tollgate::store::Rule;
+            /// use tollgate::Quota;
+            ///
+            /// let bucket = Rule::from(Gcra::new(Quota::per_second(10)?.burst(20)?));
+            /// assert_eq!(bucket.window(), Duration::from_secs(2));
+            /// let window = Rule::from(FixedWindow::new(100, Duration::from_secs(60))?);
+            /// assert_eq!(window.window(), Duration::from_secs(60));
+            /// # Ok::<(), tollgate::ConfigError>(())
+            /// ```
+            pub fn window(&self) -> Duration {
+                match self {
+                    $(Rule::$variant(a) => Facts::window(a),)*
+                }
+            }
+
+            /// The quota its `RateLimit-Policy` reports (`q`), the limit its decisions
+            /// report: the [`capacity`](Rule::capacity), but for Guava's limiters the
+            /// most permits they store (at least 1) and Resilience4j's the permits of
+            /// one period (its capacity counts the periods a reservation may book
+            /// ahead).
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// use std::time::Duration;
+            /// use tollgate::algorithm::{Gcra, RefreshPeriod};
+            /// use tollgate::store::Rule;
+            /// use tollgate::Quota;
+            ///
+            /// let bucket = Rule::from(Gcra::new(Quota::per_second(10)?.burst(20)?));
+            /// assert_eq!(bucket.quota(), 20);
+            /// let second = Duration::from_secs(1);
+            /// let r4j = Rule::from(RefreshPeriod::new(5, second, second)?);
+            /// assert_eq!(r4j.quota(), 5);
+            /// # Ok::<(), tollgate::ConfigError>(())
+            /// ```
+            pub fn quota(&self) -> u64 {
+                match self {
+                    $(Rule::$variant(a) => Facts::quota(a),)*
+                }
+            }
+
+            /// Whether a denial of this rule lasts until its retry time, whatever the
+            /// process that was denied does meanwhile, so that it may be answered
+            /// without asking the store again until then. Not for a concurrency
+            /// limit, whose denials end when a holder releases, nor for a sliding log
+            /// that counts blocked attempts, each of which must reach the store.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// use std::time::Duration;
+            /// use tollgate::algorithm::{Concurrency, Leased, SlidingLog};
+            /// use tollgate::store::Rule;
+            ///
+            /// let log = SlidingLog::new(10, Duration::from_secs(1))?;
+            /// assert!(Rule::from(log).denial_lasts());
+            /// assert!(!Rule::from(log.count_blocked(true)).denial_lasts());
+            /// let held = Leased::new(Concurrency::new(2)?, Duration::from_secs(30))?;
+            /// assert!(!Rule::from(held).denial_lasts());
+            /// # Ok::<(), tollgate::ConfigError>(())
+            /// ```
+            pub fn denial_lasts(&self) -> bool {
+                match self {
+                    $(Rule::$variant(a) => Facts::denial_lasts(a),)*
+                }
+            }
+
+            /// One node's part of this rule: see [`per_node`](Rule::per_node).
+            pub(crate) fn share(&self, share: Share) -> Result<Rule, ConfigError> {
+                Ok(match self {
+                    $(Rule::$variant(a) => Rule::$variant(Facts::per_node(a, share)?),)*
+                })
+            }
+
+            /// The parameters the rule's Lua twin reads.
+            #[cfg_attr(not(any(feature = "redis", test)), allow(dead_code))]
+            pub(crate) fn script_args(&self) -> Result<Vec<Arg>, ConfigError> {
+                match self {
+                    $(Rule::$variant(a) => a.script_args(),)*
                 }
             }
 
@@ -114,71 +351,8 @@ macro_rules! rules {
     };
 }
 
-impl Rule {
-    /// The time an emptied rule takes to become full again, with no request meanwhile:
-    /// the `w` its `RateLimit-Policy` reports.
-    ///
-    /// - GCRA and the leaky bucket: the capacity times the emission (drain) interval;
-    /// - fixed windows, the sliding log and the sliding counter: the window (a sliding
-    ///   counter emptied early in its window can take up to two to forget it all);
-    /// - Guava's bursty limiter: `max_burst_seconds`; the warming-up one: the warm-up
-    ///   (from hot back to fully cold); each at least one stable interval, the time
-    ///   of one permit, which is what a limiter without burst or warm-up refills;
-    /// - Resilience4j's limiter: the refresh period;
-    /// - a concurrency limit: the lease, after which permits held by a holder that
-    ///   never released them are back.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use tollgate::algorithm::{FixedWindow, Gcra};
-    /// use tollgate::store::Rule;
-    /// use tollgate::Quota;
-    ///
-    /// let bucket = Rule::from(Gcra::new(Quota::per_second(10)?.burst(20)?));
-    /// assert_eq!(bucket.window(), Duration::from_secs(2));
-    /// let window = Rule::from(FixedWindow::new(100, Duration::from_secs(60))?);
-    /// assert_eq!(window.window(), Duration::from_secs(60));
-    /// # Ok::<(), tollgate::ConfigError>(())
-    /// ```
-    pub fn window(&self) -> Duration {
-        let times = |interval: Duration, n: u64| {
-            u64::try_from(interval.as_nanos().saturating_mul(u128::from(n)))
-                .map_or(Duration::MAX, Duration::from_nanos)
-        };
-        match self {
-            Rule::Gcra(g) => times(g.emission_interval(), g.capacity()),
-            Rule::LeakyBucket(b) => times(b.drain_interval(), b.capacity()),
-            Rule::FixedWindow(w) => w.window(),
-            Rule::FixedWindowFirstHit(w) => w.window(),
-            Rule::SlidingLog(l) => l.window(),
-            Rule::SlidingCounter(c) => c.window(),
-            Rule::SmoothBursty(b) => Duration::try_from_secs_f64(b.max_burst_seconds())
-                .unwrap_or(Duration::MAX)
-                .max(b.stable_interval()),
-            Rule::SmoothWarmingUp(w) => w.warmup().max(w.stable_interval()),
-            Rule::RefreshPeriod(r) => r.refresh_period(),
-            Rule::Concurrency(l) => l.lease(),
-        }
-    }
-}
-
-/// The script names of the rules, shared by the Redis store.
-#[allow(non_upper_case_globals)]
-pub(crate) mod rule_kind {
-    pub(crate) const Gcra: &str = "gcra";
-    pub(crate) const LeakyBucket: &str = "leaky_bucket";
-    pub(crate) const FixedWindow: &str = "fixed_window";
-    pub(crate) const FixedWindowFirstHit: &str = "fixed_window_first_hit";
-    pub(crate) const SlidingLog: &str = "sliding_log";
-    pub(crate) const SlidingCounter: &str = "sliding_counter";
-    pub(crate) const SmoothBursty: &str = "smooth_bursty";
-    pub(crate) const SmoothWarmingUp: &str = "smooth_warming_up";
-    pub(crate) const RefreshPeriod: &str = "refresh_period";
-    pub(crate) const Concurrency: &str = "concurrency";
-}
-
+// The registry: one line per algorithm a store runs. See `crate::algorithm` for what
+// else adding one touches (its file and its Lua script).
 rules! {
     /// [`Gcra`]: token bucket in GCRA form.
     Gcra(Gcra),
@@ -200,6 +374,19 @@ rules! {
     RefreshPeriod(RefreshPeriod),
     /// [`Leased`]: a concurrency limit whose permits expire.
     Concurrency(Leased),
+}
+
+/// The error of building, from a rules file, a kind it cannot name.
+#[cfg_attr(not(any(feature = "config", test)), allow(dead_code))]
+const NOT_IN_RULES_FILES: ConfigError = ConfigError::OutOfRange {
+    parameter: "algorithm",
+    expected: "an algorithm a rules file can name",
+};
+
+impl fmt::Display for RuleKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// What one check is asked to do; see [`Op`](crate::store::Op).
@@ -227,5 +414,182 @@ impl Verdict {
             Verdict::Reservation(r) => r.is_ok(),
             Verdict::Refunded => true,
         }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::algorithm::{Concurrency, Leased};
+    use crate::Quota;
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    /// A rule of `kind` admitting about `limit` permits per second (or held at once),
+    /// one for every kind: the match is exhaustive, so a new registry line needs one.
+    pub(crate) fn sample(kind: RuleKind, limit: u64) -> Rule {
+        match kind {
+            RuleKind::Gcra => Gcra::new(Quota::per_second(limit).unwrap()).into(),
+            RuleKind::LeakyBucket => LeakyBucket::new(limit, Quota::per_second(limit).unwrap())
+                .unwrap()
+                .into(),
+            RuleKind::FixedWindow => FixedWindow::new(limit, secs(1)).unwrap().into(),
+            RuleKind::FixedWindowFirstHit => {
+                FixedWindow::from_first_hit(limit, secs(1)).unwrap().into()
+            }
+            RuleKind::SlidingLog => SlidingLog::new(limit, secs(1)).unwrap().into(),
+            RuleKind::SlidingCounter => SlidingCounter::new(limit, secs(1)).unwrap().into(),
+            RuleKind::SmoothBursty => SmoothBursty::new(limit as f64).unwrap().into(),
+            RuleKind::SmoothWarmingUp => {
+                SmoothWarmingUp::new(limit as f64, secs(2)).unwrap().into()
+            }
+            RuleKind::RefreshPeriod => RefreshPeriod::new(limit, secs(1), Duration::ZERO)
+                .unwrap()
+                .into(),
+            RuleKind::Concurrency => Leased::new(Concurrency::new(limit).unwrap(), secs(30))
+                .unwrap()
+                .into(),
+        }
+    }
+
+    #[test]
+    fn the_registry_gives_every_kind_a_name_a_script_and_a_share() {
+        let mut names: Vec<&str> = RuleKind::ALL.iter().map(|k| k.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), RuleKind::ALL.len(), "names are unique");
+        for &kind in RuleKind::ALL {
+            let name = kind.name();
+            assert!(
+                !name.is_empty()
+                    && name
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+                "{name} is snake case"
+            );
+            assert_eq!(RuleKind::from_name(name), Some(kind));
+            assert_eq!(kind.to_string(), name);
+            assert!(
+                kind.script().contains(&format!("ALGORITHMS.{name} =")),
+                "the script of {name} registers it"
+            );
+            let rule = sample(kind, 10);
+            assert_eq!(rule.kind(), kind);
+            let share = rule.per_node(2).unwrap();
+            assert_eq!(share.kind(), kind, "a share keeps its kind");
+            assert_eq!(rule.per_node(1).unwrap(), rule, "one node keeps the whole");
+            assert!(rule.script_args().is_ok(), "{name}: {rule:?}");
+            assert!(rule.window() > Duration::ZERO, "{name}");
+            assert!(rule.quota() > 0, "{name}");
+            if !kind.in_rules_files() {
+                assert!(!kind.takes_burst(), "{name}");
+                assert_eq!(kind.build_rule(10, secs(1), None), Err(NOT_IN_RULES_FILES));
+            }
+        }
+    }
+
+    #[test]
+    fn rules_files_name_the_algorithms_they_always_have() {
+        let in_files: Vec<&str> = RuleKind::ALL
+            .iter()
+            .filter(|k| k.in_rules_files())
+            .map(|k| k.name())
+            .collect();
+        assert_eq!(
+            in_files,
+            [
+                "gcra",
+                "leaky_bucket",
+                "fixed_window",
+                "sliding_log",
+                "sliding_counter"
+            ]
+        );
+        let bursty: Vec<&str> = RuleKind::ALL
+            .iter()
+            .filter(|k| k.takes_burst())
+            .map(|k| k.name())
+            .collect();
+        assert_eq!(bursty, ["gcra", "leaky_bucket"]);
+    }
+
+    /// The quota of each kind, as the HTTP layer's `RateLimit-Policy` reported it
+    /// before the algorithms stated it themselves.
+    #[test]
+    fn the_quota_is_the_capacity_but_for_guava_and_resilience4j() {
+        for &kind in RuleKind::ALL {
+            let rule = sample(kind, 12);
+            let expected = match &rule {
+                Rule::SmoothBursty(r) => (r.max_permits() as u64).max(1),
+                Rule::SmoothWarmingUp(r) => (r.max_permits() as u64).max(1),
+                Rule::RefreshPeriod(r) => r.limit_for_period(),
+                other => other.capacity(),
+            };
+            assert_eq!(rule.quota(), expected, "{kind}");
+        }
+        let tiny = Rule::from(SmoothBursty::with_max_burst_seconds(0.5, 1.0).unwrap());
+        assert_eq!(tiny.quota(), 1, "at least one");
+    }
+
+    /// The denials the denied cache kept before the algorithms stated it themselves:
+    /// all but a concurrency limit's and a sliding log's that counts blocked attempts.
+    #[test]
+    fn denials_last_but_for_releases_and_counted_attempts() {
+        for &kind in RuleKind::ALL {
+            let rule = sample(kind, 10);
+            let expected = match &rule {
+                Rule::Concurrency(_) => false,
+                Rule::SlidingLog(log) => !log.counts_blocked(),
+                _ => true,
+            };
+            assert_eq!(rule.denial_lasts(), expected, "{kind}");
+        }
+        let counting = SlidingLog::new(10, secs(1)).unwrap().count_blocked(true);
+        assert!(!Rule::from(counting).denial_lasts());
+    }
+
+    #[test]
+    fn windows_are_each_algorithms_refill_time() {
+        let cases: [(Rule, Duration); 6] = [
+            (
+                Gcra::new(Quota::per_second(10).unwrap().burst(20).unwrap()).into(),
+                secs(2),
+            ),
+            (
+                LeakyBucket::new(5, Quota::per_second(1).unwrap())
+                    .unwrap()
+                    .into(),
+                secs(5),
+            ),
+            (SlidingCounter::new(3, secs(7)).unwrap().into(), secs(7)),
+            (
+                SmoothBursty::with_max_burst_seconds(2.0, 3.0)
+                    .unwrap()
+                    .into(),
+                secs(3),
+            ),
+            (
+                RefreshPeriod::new(5, secs(4), Duration::ZERO)
+                    .unwrap()
+                    .into(),
+                secs(4),
+            ),
+            (
+                Leased::new(Concurrency::new(2).unwrap(), secs(30))
+                    .unwrap()
+                    .into(),
+                secs(30),
+            ),
+        ];
+        for (rule, window) in cases {
+            assert_eq!(rule.window(), window, "{rule:?}");
+        }
+        // Without burst, one stable interval.
+        let none = Rule::from(SmoothBursty::with_max_burst_seconds(4.0, 0.0).unwrap());
+        assert_eq!(none.window(), Duration::from_millis(250));
+        let cold = Rule::from(SmoothWarmingUp::new(4.0, Duration::ZERO).unwrap());
+        assert_eq!(cold.window(), Duration::from_millis(250));
     }
 }

@@ -1,15 +1,9 @@
 //! [`Rule::per_node`]: one node's share of a rule, for deciding locally while the
 //! shared store is out of reach.
 
-use std::time::Duration;
-
 use super::rule::Rule;
-use crate::algorithm::{
-    Algorithm, Concurrency, FixedWindow, Gcra, LeakyBucket, Leased, RefreshPeriod, SmoothBursty,
-    SmoothWarmingUp,
-};
+use crate::algorithm::Share;
 use crate::error::ConfigError;
-use crate::Quota;
 
 impl Rule {
     /// One node's share of this rule when `nodes` nodes each decide alone: what a
@@ -58,165 +52,30 @@ impl Rule {
     /// - [`ConfigError::Overflow`] (parameter `"nodes"`) when a multiplied interval
     ///   or gap no longer fits.
     pub fn per_node(&self, nodes: u32) -> Result<Rule, ConfigError> {
-        if nodes == 0 {
-            return Err(ConfigError::Zero { parameter: "nodes" });
-        }
-        let share = Share(u64::from(nodes));
-        Ok(match self {
-            Rule::Gcra(gcra) => Rule::Gcra(share.gcra(gcra)?),
-            Rule::LeakyBucket(bucket) => {
-                let drain = share.interval(bucket.drain_interval())?;
-                LeakyBucket::new(share.count(bucket.capacity())?, drain)
-                    .map_err(too_slow)?
-                    .into()
-            }
-            Rule::FixedWindow(window) => {
-                let mut window: FixedWindow<_> = *window;
-                window.set_limit(share.count(window.limit())?)?;
-                window.into()
-            }
-            Rule::FixedWindowFirstHit(window) => {
-                let mut window = *window;
-                window.set_limit(share.count(window.limit())?)?;
-                window.into()
-            }
-            Rule::SlidingLog(log) => {
-                let mut log = log.min_gap(share.gap(log.minimum_gap())?)?;
-                log.set_limit(share.count(log.limit())?)?;
-                log.into()
-            }
-            Rule::SlidingCounter(counter) => {
-                let mut counter = *counter;
-                counter.set_limit(share.count(counter.limit())?)?;
-                counter.into()
-            }
-            Rule::SmoothBursty(bursty) => SmoothBursty::with_max_burst_seconds(
-                share.rate(bursty.rate()),
-                bursty.max_burst_seconds(),
-            )
-            .map_err(too_slow)?
-            .into(),
-            Rule::SmoothWarmingUp(warming) => SmoothWarmingUp::with_cold_factor(
-                share.rate(warming.rate()),
-                warming.warmup(),
-                warming.cold_factor(),
-            )
-            .map_err(too_slow)?
-            .into(),
-            Rule::RefreshPeriod(r4j) => RefreshPeriod::new(
-                share.count(r4j.limit_for_period())?,
-                r4j.refresh_period(),
-                r4j.timeout(),
-            )?
-            .into(),
-            Rule::Concurrency(leased) => {
-                let limit = Concurrency::new(share.count(leased.limit().max())?)?;
-                Leased::new(limit, leased.lease())?.into()
-            }
-        })
-    }
-}
-
-/// Divides by a number of nodes, at least 1.
-#[derive(Clone, Copy, Debug)]
-struct Share(u64);
-
-impl Share {
-    /// A count's share, rounded down: zero is an error.
-    fn count(self, whole: u64) -> Result<u64, ConfigError> {
-        match whole / self.0 {
-            0 => Err(ConfigError::OutOfRange {
-                parameter: "nodes",
-                expected: "at most the rule's limit, so that each node's share holds a permit",
-            }),
-            share => Ok(share),
-        }
-    }
-
-    /// One permit every `nodes` intervals.
-    fn interval(self, whole: Duration) -> Result<Quota, ConfigError> {
-        let nanos = u64::try_from(whole.as_nanos())
-            .ok()
-            .and_then(|n| n.checked_mul(self.0))
-            .ok_or(ConfigError::Overflow { parameter: "nodes" })?;
-        Quota::with_period(Duration::from_nanos(nanos))
-            .map_err(|_| ConfigError::Overflow { parameter: "nodes" })
-    }
-
-    /// A minimum gap `nodes` times as long; no gap stays none.
-    fn gap(self, whole: Duration) -> Result<Duration, ConfigError> {
-        whole
-            .checked_mul(u32::try_from(self.0).unwrap_or(u32::MAX))
-            .filter(|gap| u64::try_from(gap.as_nanos()).is_ok())
-            .ok_or(ConfigError::Overflow { parameter: "nodes" })
-    }
-
-    /// A rate divided by `nodes`, never rounded up.
-    fn rate(self, whole: f64) -> f64 {
-        let nodes = self.0 as f64;
-        let share = whole / nodes;
-        if share * nodes > whole && share > 0.0 {
-            // The next smaller double: the share times the nodes stays within the whole.
-            f64::from_bits(share.to_bits() - 1)
-        } else {
-            share
-        }
-    }
-
-    /// The bucket at `nodes` times the interval, and the burst divided.
-    fn gcra(self, gcra: &Gcra) -> Result<Gcra, ConfigError> {
-        let burst = self.count(gcra.capacity())?;
-        let quota = self
-            .interval(gcra.emission_interval())?
-            .burst(burst)
-            .map_err(|_| ConfigError::Overflow { parameter: "nodes" })?;
-        Ok(Gcra::new(quota))
-    }
-}
-
-/// A shared rate below what the algorithm accepts is a share too small, said of the
-/// nodes rather than of the rate the caller never gave.
-fn too_slow(error: ConfigError) -> ConfigError {
-    match error {
-        ConfigError::OutOfRange { .. } => ConfigError::OutOfRange {
-            parameter: "nodes",
-            expected: "few enough that each node's share of the rate is one the algorithm \
-                       accepts",
-        },
-        ConfigError::Overflow { .. } => ConfigError::Overflow { parameter: "nodes" },
-        other => other,
+        self.share(Share::new(nodes)?)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::rule::RuleKind;
     use super::*;
-    use crate::algorithm::{SlidingCounter, SlidingLog};
+    use crate::algorithm::{
+        Algorithm, Gcra, LeakyBucket, SlidingLog, SmoothBursty, SmoothWarmingUp,
+    };
     use crate::time::Nanos;
+    use crate::Quota;
+    use std::time::Duration;
 
     fn secs(s: u64) -> Duration {
         Duration::from_secs(s)
     }
 
     fn every_kind(limit: u64) -> Vec<Rule> {
-        vec![
-            Gcra::new(Quota::per_second(limit).unwrap()).into(),
-            LeakyBucket::new(limit, Quota::per_second(limit).unwrap())
-                .unwrap()
-                .into(),
-            FixedWindow::new(limit, secs(1)).unwrap().into(),
-            FixedWindow::from_first_hit(limit, secs(1)).unwrap().into(),
-            SlidingLog::new(limit, secs(1)).unwrap().into(),
-            SlidingCounter::new(limit, secs(1)).unwrap().into(),
-            SmoothBursty::new(limit as f64).unwrap().into(),
-            SmoothWarmingUp::new(limit as f64, secs(2)).unwrap().into(),
-            RefreshPeriod::new(limit, secs(1), Duration::ZERO)
-                .unwrap()
-                .into(),
-            Leased::new(Concurrency::new(limit).unwrap(), secs(30))
-                .unwrap()
-                .into(),
-        ]
+        RuleKind::ALL
+            .iter()
+            .map(|&kind| super::super::rule::tests::sample(kind, limit))
+            .collect()
     }
 
     /// Permits one fresh state admits over `span` under saturating demand: every
@@ -346,16 +205,6 @@ mod tests {
         assert_eq!(l.minimum_gap(), Duration::from_millis(100));
         assert!(l.counts_blocked());
         assert_eq!((l.limit(), l.window()), (5, secs(1)));
-    }
-
-    #[test]
-    fn a_rate_share_is_rounded_down() {
-        let share = Share(3);
-        for whole in [0.1, 1.0, 7.0, 10.0, 1e6, 0.7, 123.456] {
-            let part = share.rate(whole);
-            assert!(part * 3.0 <= whole, "{whole}: {part}");
-            assert!(part > 0.0);
-        }
     }
 
     #[test]

@@ -13,7 +13,8 @@
 
 use std::time::Duration;
 
-use super::{check_capacity, Algorithm};
+use super::script::{whole_micros, Arg, MAX_SCRIPT_MICROS};
+use super::{check_capacity, times, Algorithm, Facts, FromConfig, Share};
 use super::{Packing, CONFIG_WORDS};
 use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
 use crate::error::{non_zero, ConfigError};
@@ -249,6 +250,60 @@ impl Gcra {
     }
 }
 
+/// GCRA's facts. Its Redis twin reads `{interval µs, tolerance µs (interval × burst),
+/// burst}`.
+impl Facts for Gcra {
+    const NAME: &'static str = "gcra";
+    const SCRIPT: &'static str = include_str!("../../store/redis/scripts/gcra.lua");
+    const CONFIG: Option<FromConfig<Self>> = Some(FromConfig {
+        takes_burst: true,
+        build: Gcra::from_config,
+    });
+
+    /// The time the whole burst takes to refill: the capacity times the emission
+    /// interval.
+    fn window(&self) -> Duration {
+        times(self.emission_interval(), self.capacity())
+    }
+
+    /// The bucket at `nodes` times the interval, and the burst divided.
+    fn per_node(&self, share: Share) -> Result<Gcra, ConfigError> {
+        let burst = share.count(self.capacity())?;
+        let quota = share
+            .interval(self.emission_interval())?
+            .burst(burst)
+            .map_err(|_| ConfigError::Overflow { parameter: "nodes" })?;
+        Ok(Gcra::new(quota))
+    }
+
+    fn script_args(&self) -> Result<Vec<Arg>, ConfigError> {
+        let interval = whole_micros(self.emission_interval(), "interval")?;
+        let overflow = ConfigError::Overflow { parameter: "burst" };
+        let tolerance = interval
+            .checked_mul(self.capacity())
+            .filter(|&t| t <= MAX_SCRIPT_MICROS)
+            .ok_or(overflow)?;
+        Ok(vec![
+            Arg::Int(interval),
+            Arg::Int(tolerance),
+            Arg::Int(self.capacity()),
+        ])
+    }
+}
+
+impl Gcra {
+    /// A rules file's `requests_per_unit` per `unit`, `burst` at once (by default
+    /// `requests_per_unit`).
+    fn from_config(requests: u64, per: Duration, burst: Option<u64>) -> Result<Gcra, ConfigError> {
+        let quota = Quota::new(requests, per)?;
+        let quota = match burst {
+            Some(burst) => quota.burst(burst)?,
+            None => quota,
+        };
+        Ok(Gcra::new(quota))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -386,5 +441,38 @@ mod tests {
             assert!(now + retry >= Nanos::new(500 * year), "at {years} years");
         }
         assert_eq!(s, 500 * year);
+    }
+
+    #[test]
+    fn script_args_are_whole_microsecond_intervals() {
+        let gcra = Gcra::new(Quota::per_second(10).unwrap().burst(3).unwrap());
+        assert_eq!(
+            gcra.script_args(),
+            Ok(vec![Arg::Int(100_000), Arg::Int(300_000), Arg::Int(3)])
+        );
+    }
+
+    #[test]
+    fn a_sub_microsecond_interval_has_no_script_args() {
+        let gcra = Gcra::new(Quota::per_second(3).unwrap());
+        assert!(matches!(
+            gcra.script_args(),
+            Err(ConfigError::OutOfRange {
+                parameter: "interval",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn a_tolerance_beyond_two_to_the_52_micros_has_no_script_args() {
+        let interval = Duration::from_secs(1 << 32);
+        let fits = Gcra::new(Quota::with_period(interval).unwrap().burst(1).unwrap());
+        assert!(fits.script_args().is_ok());
+        let huge = Gcra::new(Quota::with_period(interval).unwrap().burst(2).unwrap());
+        assert_eq!(
+            huge.script_args(),
+            Err(ConfigError::Overflow { parameter: "burst" })
+        );
     }
 }

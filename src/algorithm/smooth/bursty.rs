@@ -1,6 +1,11 @@
 //! Guava's `SmoothBursty`: stored permits cost nothing.
 
-use super::{sealed, Rate, Smooth, SmoothState};
+use std::time::Duration;
+
+use super::super::script::Arg;
+use super::super::share::too_slow;
+use super::super::{Algorithm, Facts, Share};
+use super::{script_refill, sealed, Rate, Smooth, SmoothState};
 use crate::error::{non_negative_finite, ConfigError};
 use crate::time::Nanos;
 
@@ -176,11 +181,49 @@ impl SmoothBursty {
     }
 }
 
+/// The facts of Guava's bursty limiter. Its Redis twin reads `{stable interval µs,
+/// max permits, capacity}`, the very doubles this limiter computes with.
+impl Facts for SmoothBursty {
+    const NAME: &'static str = "smooth_bursty";
+    const SCRIPT: &'static str = include_str!("../../store/redis/scripts/smooth.lua");
+
+    /// `max_burst_seconds`, at least one stable interval: the time of one permit,
+    /// which is what a limiter without burst refills.
+    fn window(&self) -> Duration {
+        Duration::try_from_secs_f64(self.max_burst_seconds())
+            .unwrap_or(Duration::MAX)
+            .max(self.stable_interval())
+    }
+
+    /// The most permits it stores, at least 1.
+    fn quota(&self) -> u64 {
+        (self.max_permits() as u64).max(1)
+    }
+
+    /// The rate divided, rounded down to the next smaller double if the division
+    /// rounded up; the burst in seconds kept.
+    fn per_node(&self, share: Share) -> Result<SmoothBursty, ConfigError> {
+        SmoothBursty::with_max_burst_seconds(share.rate(self.rate()), self.max_burst_seconds())
+            .map_err(too_slow)
+    }
+
+    fn script_args(&self) -> Result<Vec<Arg>, ConfigError> {
+        let stable_us = self.rate.interval_us;
+        let max_permits = self.shape.max_permits;
+        // A bursty limiter stores one permit per stable interval.
+        script_refill(max_permits * stable_us, "max_burst_seconds")?;
+        Ok(vec![
+            Arg::Float(stable_us),
+            Arg::Float(max_permits),
+            Arg::Int(self.capacity()),
+        ])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algorithm::testing::at;
-    use crate::algorithm::Algorithm;
+    use crate::algorithm::testing::{at, floats};
 
     #[test]
     fn rejects_bad_max_burst_seconds() {
@@ -224,5 +267,45 @@ mod tests {
             .is_err());
         assert!(bursty.set_rate(&mut s, at(9000), f64::NAN).is_err());
         assert_eq!((bursty, s), (old, old_state));
+    }
+
+    #[test]
+    fn script_args_are_interval_maximum_and_capacity() {
+        let bursty = SmoothBursty::with_max_burst_seconds(4.0, 2.5).unwrap();
+        assert_eq!(
+            bursty.script_args(),
+            Ok(vec![
+                Arg::Float(250_000.0),
+                Arg::Float(10.0),
+                Arg::Int(bursty.capacity()),
+            ])
+        );
+    }
+
+    #[test]
+    fn intervals_of_fractional_microseconds_are_sent_as_the_same_double() {
+        let bursty = SmoothBursty::new(3.0).unwrap();
+        let sent = floats(&bursty.script_args().unwrap())[0];
+        assert_eq!(sent.to_bits(), (1e6f64 / 3.0).to_bits());
+        let text = Arg::Float(sent).to_text();
+        assert_eq!(text.parse::<f64>().unwrap().to_bits(), sent.to_bits());
+        assert_eq!(
+            bursty.stable_interval(),
+            Duration::from_secs_f64(sent / 1e6)
+        );
+    }
+
+    #[test]
+    fn a_maximum_the_script_cannot_refill_exactly_has_no_script_args() {
+        let years = 150.0 * 365.0 * 86_400.0;
+        let bursty = SmoothBursty::with_max_burst_seconds(10.0, years).unwrap();
+        assert_eq!(
+            bursty.script_args(),
+            Err(ConfigError::Overflow {
+                parameter: "max_burst_seconds"
+            })
+        );
+        let bursty = SmoothBursty::with_max_burst_seconds(10.0, years / 2.0).unwrap();
+        assert!(bursty.script_args().is_ok());
     }
 }

@@ -23,6 +23,7 @@
 
 use std::time::Duration;
 
+use super::script::MAX_SCRIPT_MICROS;
 use super::{check_capacity, Algorithm};
 use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
 use crate::error::{positive_finite, ConfigError};
@@ -130,6 +131,26 @@ impl Rate {
             interval_us,
             capacity,
         })
+    }
+}
+
+/// Checks that the Redis twin counts the time to store the maximum, `refill_us`,
+/// exactly.
+///
+/// The twin is sent this limiter's own doubles (`Arg::Float` carries them unchanged)
+/// and repeats its arithmetic step by step, so any stable interval works, whole
+/// microseconds or not. What it cannot count exactly is a maximum of stored permits
+/// that takes more than 2^52 µs (about 142 years) to store: the time until full would
+/// leave the integers a double holds; such limiters are refused. Left over: the
+/// capacity lets one request cost up to 2^53 µs (285 years), so a request whose cost,
+/// plus the debt before it and the time to store the maximum, passes 2^53 µs may be
+/// answered 1 µs off. No configuration avoids that; realistic requests never come
+/// near it.
+fn script_refill(refill_us: f64, parameter: &'static str) -> Result<(), ConfigError> {
+    if refill_us <= MAX_SCRIPT_MICROS as f64 {
+        Ok(())
+    } else {
+        Err(ConfigError::Overflow { parameter })
     }
 }
 

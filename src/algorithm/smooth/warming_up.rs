@@ -3,7 +3,10 @@
 
 use std::time::Duration;
 
-use super::{sealed, Rate, Smooth, MAX_COST_US};
+use super::super::script::{whole_micros, Arg};
+use super::super::share::too_slow;
+use super::super::{Algorithm, Facts, Share};
+use super::{script_refill, sealed, Rate, Smooth, MAX_COST_US};
 use crate::error::ConfigError;
 
 /// Guava's `SmoothWarmingUp`: after idle time the limiter is *cold* and grants
@@ -219,11 +222,62 @@ impl SmoothWarmingUp {
     }
 }
 
+/// The facts of Guava's warming-up limiter. Its Redis twin reads the bursty one's
+/// `{stable interval µs, max permits, capacity}`, then `{threshold permits, slope,
+/// cool-down µs}`: the very doubles of this limiter's shape.
+impl Facts for SmoothWarmingUp {
+    const NAME: &'static str = "smooth_warming_up";
+    const SCRIPT: &'static str = include_str!("../../store/redis/scripts/smooth.lua");
+
+    /// The warm-up (from hot back to fully cold), at least one stable interval: the
+    /// time of one permit, which is what a limiter without warm-up refills.
+    fn window(&self) -> Duration {
+        self.warmup().max(self.stable_interval())
+    }
+
+    /// The most permits it stores, at least 1.
+    fn quota(&self) -> u64 {
+        (self.max_permits() as u64).max(1)
+    }
+
+    /// The rate divided, rounded down to the next smaller double if the division
+    /// rounded up; the warm-up and the cold factor kept.
+    fn per_node(&self, share: Share) -> Result<SmoothWarmingUp, ConfigError> {
+        SmoothWarmingUp::with_cold_factor(
+            share.rate(self.rate()),
+            self.warmup(),
+            self.cold_factor(),
+        )
+        .map_err(too_slow)
+    }
+
+    fn script_args(&self) -> Result<Vec<Arg>, ConfigError> {
+        whole_micros(self.warmup(), "warmup")?;
+        let shape = &self.shape;
+        // Infinite without warm-up, where nothing is ever stored: the script never
+        // uses it, and is sent 0.
+        let cool_down_us = if shape.warmup_us == 0 {
+            0.0
+        } else {
+            shape.cool_down_us
+        };
+        script_refill(shape.max_permits * cool_down_us, "warmup")?;
+        Ok(vec![
+            Arg::Float(self.rate.interval_us),
+            Arg::Float(shape.max_permits),
+            Arg::Int(self.capacity()),
+            Arg::Float(shape.threshold_permits),
+            Arg::Float(shape.slope),
+            Arg::Float(cool_down_us),
+        ])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algorithm::testing::{at, ms};
-    use crate::algorithm::Algorithm;
+    use crate::algorithm::script::{too_long, MAX_SCRIPT_MICROS};
+    use crate::algorithm::testing::{at, floats, ms};
     use crate::time::Nanos;
 
     #[test]
@@ -277,5 +331,65 @@ mod tests {
         // Under a microsecond of warm-up truncates to none, as in Guava.
         let sub = SmoothWarmingUp::new(5.0, Duration::from_nanos(999)).unwrap();
         assert_eq!(sub.max_permits(), 0.0);
+    }
+
+    #[test]
+    fn script_args_are_guavas_shape() {
+        // Guava's testWarmUp: 2 per second, 4 s, cold factor 3.
+        let warm = SmoothWarmingUp::new(2.0, Duration::from_secs(4)).unwrap();
+        assert_eq!(
+            warm.script_args(),
+            Ok(vec![
+                Arg::Float(500_000.0),
+                Arg::Float(8.0),
+                Arg::Int(warm.capacity()),
+                Arg::Float(4.0),
+                Arg::Float(250_000.0),
+                Arg::Float(500_000.0),
+            ])
+        );
+    }
+
+    #[test]
+    fn the_scripts_maximum_is_the_limiters_to_the_bit() {
+        for rate in [
+            0.1, 0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 7.0, 10.0, 33.0, 1000.0, 1e6,
+        ] {
+            for warmup_ms in [1, 7, 250, 1000, 4000, 12_345, 86_400_000] {
+                for cold_factor in [1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 1e6] {
+                    let warmup = Duration::from_millis(warmup_ms);
+                    let warm =
+                        SmoothWarmingUp::with_cold_factor(rate, warmup, cold_factor).unwrap();
+                    let sent = floats(&warm.script_args().unwrap());
+                    assert_eq!(
+                        sent[1].to_bits(),
+                        warm.max_permits().to_bits(),
+                        "{rate}/s, {warmup_ms} ms, cold factor {cold_factor}"
+                    );
+                    assert!(sent.iter().all(|v| v.is_finite()));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn no_warm_up_sends_a_shape_that_stores_nothing() {
+        let warm = SmoothWarmingUp::new(5.0, Duration::ZERO).unwrap();
+        assert_eq!(
+            floats(&warm.script_args().unwrap()),
+            [200_000.0, 0.0, warm.capacity() as f64, 0.0, 0.0, 0.0]
+        );
+    }
+
+    #[test]
+    fn a_warm_up_the_script_cannot_refill_exactly_has_no_script_args() {
+        let years = 150.0 * 365.0 * 86_400.0;
+        let warm = SmoothWarmingUp::new(1.0, Duration::from_secs_f64(years)).unwrap();
+        assert_eq!(
+            warm.script_args(),
+            Err(too_long("warmup", MAX_SCRIPT_MICROS))
+        );
+        let warm = SmoothWarmingUp::new(1.0, Duration::from_secs_f64(years / 2.0)).unwrap();
+        assert!(warm.script_args().is_ok());
     }
 }

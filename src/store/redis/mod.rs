@@ -17,11 +17,13 @@ use redis::{
 use super::request::{Outcome, Request};
 use super::rule::{Step, Verdict};
 use super::{storage_key, validate_prefix, Store, StoreError, DEFAULT_MAX_KEY_LEN};
+use crate::algorithm::script::{exact_count, MAX_SCRIPT_MICROS};
+use crate::algorithm::Arg;
 use crate::decision::{Admitted, InsufficientCapacity, Limited, Reservation};
 use crate::sync::Arc;
 
-pub(crate) mod args;
 mod coalesce;
+mod script;
 
 /// How long a cluster connection waits for a reply (a managed connection keeps
 /// redis-rs's 500 ms): a call that outlives it fails as a `Connection` error rather
@@ -239,7 +241,7 @@ where
         Ok(RedisStore {
             connection,
             prefix: prefix.into(),
-            script: Arc::new(Script::new(args::SCRIPT)),
+            script: Arc::new(Script::new(script::source())),
             max_key_len: DEFAULT_MAX_KEY_LEN,
             coalescer: None,
         })
@@ -306,7 +308,7 @@ where
 
     /// The script's source, for tools such as `redis-benchmark` or `SCRIPT LOAD`.
     pub fn script_source() -> &'static str {
-        args::SCRIPT
+        script::source()
     }
 
     /// The arguments of `EVALSHA` after the script hash for `request`: the key count,
@@ -378,7 +380,7 @@ where
             ),
             Step::Refund(n) => ("refund", n, 0),
         };
-        let n = args::exact_count(n, "n")?;
+        let n = exact_count(n, "n")?;
         let mut checks = Vec::with_capacity(request.checks.len());
         for check in request.checks {
             let key = storage_key(&self.prefix, request.tag, check.key);
@@ -388,8 +390,8 @@ where
                     max: self.max_key_len,
                 });
             }
-            let (kind, params) = args::rule_args(check.rule)?;
-            checks.push((key, kind, params));
+            let params = check.rule.script_args()?;
+            checks.push((key, check.rule.kind().name(), params));
         }
         out.int(checks.len() as u64);
         for (key, _, _) in &checks {
@@ -397,9 +399,9 @@ where
         }
         out.text(op);
         out.int(n);
-        out.int(max_wait.min(args::MAX_SCRIPT_MICROS));
+        out.int(max_wait.min(MAX_SCRIPT_MICROS));
         match request.at {
-            Some(at) => out.int(args::script_time(at)?),
+            Some(at) => out.int(script::script_time(at)?),
             None => out.text(""),
         }
         for (_, kind, params) in &checks {
@@ -407,8 +409,8 @@ where
             out.int(params.len() as u64);
             for &param in params {
                 match param {
-                    args::Arg::Int(v) => out.int(v),
-                    args::Arg::Float(_) => out.text(&param.to_text()),
+                    Arg::Int(v) => out.int(v),
+                    Arg::Float(_) => out.text(&param.to_text()),
                 }
             }
         }
@@ -494,7 +496,7 @@ where
     }
 
     fn check_rule(&self, rule: &super::Rule) -> Result<(), StoreError> {
-        args::rule_args(rule)?;
+        rule.script_args()?;
         Ok(())
     }
 }

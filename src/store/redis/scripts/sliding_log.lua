@@ -5,7 +5,7 @@
 -- at it. A request's n permits share one timestamp, so a run costs two short fields.
 
 -- The most entries a log can hold: twice the largest limit the Rust side sends
--- (src/store/redis/args/sliding_log.rs). Past it a state is not one this rule wrote.
+-- (src/algorithm/sliding_log.rs). Past it a state is not one this rule wrote.
 local SLIDING_LOG_MAX_ENTRIES = 2000
 
 -- The log as a list of timestamps, oldest first, and whether a stored state was

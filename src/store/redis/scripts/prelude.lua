@@ -1,9 +1,11 @@
 -- tollgate: every rule of one request, decided in one atomic call.
 --
--- This script is the concatenation of prelude.lua, one file per algorithm and
--- driver.lua. Each algorithm file registers itself in ALGORITHMS under its kind (everything is
--- local: Redis forbids scripts to create globals) and is
--- the same state machine as its Rust twin in src/algorithm/, in microseconds: Lua
+-- This script is the concatenation of prelude.lua, one definition per algorithm (its
+-- Lua files, wrapped in a function run on first use) and driver.lua, assembled by
+-- src/store/redis/script.rs from the registry in src/store/rule.rs. Each algorithm
+-- file registers itself in ALGORITHMS under its kind (everything is local: Redis
+-- forbids scripts to create globals) and is the same state machine as its Rust twin
+-- in src/algorithm/, which names the file, in microseconds: Lua
 -- numbers are doubles, exact only below 2^53, and nanoseconds since the epoch are not.
 --
 -- An algorithm is a table of functions. Arguments:
