@@ -132,7 +132,7 @@ where
 {
     fn policies(&self) -> Vec<Policy> {
         let rule: Rule = self.algorithm().into();
-        vec![Policy::new("default", quota(&rule), rule.window())]
+        vec![Policy::new("default", rule.quota(), rule.window())]
     }
 
     fn capacities(&self) -> Vec<u64> {
@@ -145,7 +145,7 @@ impl<S: Store + 'static, C: Clock> DescribeLimits for SharedLimiter<S, C> {
         self.rules()
             .map(|(name, rule)| {
                 let name = if name.is_empty() { "default" } else { name };
-                Policy::new(name, quota(rule), rule.window())
+                Policy::new(name, rule.quota(), rule.window())
             })
             .collect()
     }
@@ -329,16 +329,6 @@ fn verdict<P: Send + 'static>(
     let mut verdict = Verdict::new(decision, policies.clone(), decisive);
     verdict.held = held;
     verdict
-}
-
-/// The quota a rule's decisions report as their `limit`.
-fn quota(rule: &Rule) -> u64 {
-    match rule {
-        Rule::SmoothBursty(r) => (r.max_permits() as u64).max(1),
-        Rule::SmoothWarmingUp(r) => (r.max_permits() as u64).max(1),
-        Rule::RefreshPeriod(r) => r.limit_for_period(),
-        other => other.capacity(),
-    }
 }
 
 /// The index of the policy `decision` speaks for: the first whose quota is the
