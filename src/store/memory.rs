@@ -8,7 +8,7 @@ use std::hash::{BuildHasher, DefaultHasher, Hash, Hasher, RandomState};
 use async_trait::async_trait;
 
 use super::request::{Check, Outcome, Request};
-use super::rule::{RuleState, Step, Verdict};
+use super::rule::{RuleOutcome, RuleState, Step};
 use super::{storage_key, validate_prefix, Store, StoreError, DEFAULT_MAX_KEY_LEN};
 use crate::decision::{Denied, Limited};
 use crate::sync::Mutex;
@@ -92,8 +92,8 @@ struct Entry {
 impl Entry {
     /// Records that `verdict` may have booked capacity ahead.
     #[inline]
-    fn booked(&mut self, verdict: &Verdict, now: Nanos) {
-        if let Verdict::Reservation(Ok(reservation)) = verdict {
+    fn booked(&mut self, verdict: &RuleOutcome, now: Nanos) {
+        if let RuleOutcome::Reservation(Ok(reservation)) = verdict {
             self.booked_until = self.booked_until.max(now + reservation.wait());
         }
     }
@@ -558,7 +558,7 @@ impl<C: Clock> MemoryStore<C> {
             states.push((before, state));
         }
         // Several rules write only if all admit.
-        let commit = !matches!(step, Step::Peek(_)) && verdicts.iter().all(Verdict::admits);
+        let commit = !matches!(step, Step::Peek(_)) && verdicts.iter().all(RuleOutcome::admits);
         if commit {
             for &i in &expired {
                 let name = names[i];

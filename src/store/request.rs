@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::rule::{Rule, Step, Verdict};
+use super::rule::{Rule, RuleOutcome, Step};
 use super::StoreError;
 use crate::algorithm::{later_denial, tighter};
 use crate::decision::{Decision, Denied, InsufficientCapacity, Reservation};
@@ -145,7 +145,7 @@ impl<'a> Request<'a> {
     /// tightest admission, or the denial that waits longest.
     pub(crate) fn combine(
         &self,
-        verdicts: impl IntoIterator<Item = Verdict>,
+        verdicts: impl IntoIterator<Item = RuleOutcome>,
     ) -> Result<Outcome, StoreError> {
         let mut verdicts = verdicts.into_iter();
         let first = verdicts
@@ -154,10 +154,10 @@ impl<'a> Request<'a> {
         let mut combined = first;
         for verdict in verdicts {
             combined = match (combined, verdict) {
-                (Verdict::Decision(a), Verdict::Decision(b)) => {
-                    Verdict::Decision(combine_decisions(a, b))
+                (RuleOutcome::Decision(a), RuleOutcome::Decision(b)) => {
+                    RuleOutcome::Decision(combine_decisions(a, b))
                 }
-                (Verdict::Refunded, Verdict::Refunded) => Verdict::Refunded,
+                (RuleOutcome::Refunded, RuleOutcome::Refunded) => RuleOutcome::Refunded,
                 (a, b) => {
                     return Err(StoreError::Protocol(format!(
                         "mixed verdicts {a:?} and {b:?} in one request"
@@ -166,12 +166,12 @@ impl<'a> Request<'a> {
             };
         }
         Ok(match (self.op, combined) {
-            (Op::Reserve { n, .. }, Verdict::Decision(d)) => {
+            (Op::Reserve { n, .. }, RuleOutcome::Decision(d)) => {
                 Outcome::Reservation(d.map(|_| Reservation::new(n, Duration::ZERO)))
             }
-            (Op::Reserve { .. }, Verdict::Reservation(r)) => Outcome::Reservation(r),
-            (Op::Acquire(_) | Op::Peek(_), Verdict::Decision(d)) => Outcome::Decision(d),
-            (Op::Refund(_), Verdict::Refunded) => Outcome::Refunded,
+            (Op::Reserve { .. }, RuleOutcome::Reservation(r)) => Outcome::Reservation(r),
+            (Op::Acquire(_) | Op::Peek(_), RuleOutcome::Decision(d)) => Outcome::Decision(d),
+            (Op::Refund(_), RuleOutcome::Refunded) => Outcome::Refunded,
             (op, verdict) => {
                 return Err(StoreError::Protocol(format!(
                     "verdict {verdict:?} for {op:?}"

@@ -323,17 +323,17 @@ macro_rules! rules {
                 state: &mut RuleState,
                 now: Nanos,
                 op: Step,
-            ) -> Option<Verdict> {
+            ) -> Option<RuleOutcome> {
                 Some(match (self, state) {
                     $((Rule::$variant(a), RuleState::$variant(s)) => match op {
-                        Step::Acquire(n) => Verdict::Decision(a.acquire(s, now, n)),
-                        Step::Peek(n) => Verdict::Decision(a.peek(s, now, n)),
+                        Step::Acquire(n) => RuleOutcome::Decision(a.acquire(s, now, n)),
+                        Step::Peek(n) => RuleOutcome::Decision(a.peek(s, now, n)),
                         Step::Reserve(n, max_wait) => {
-                            Verdict::Reservation(a.reserve(s, now, n, max_wait))
+                            RuleOutcome::Reservation(a.reserve(s, now, n, max_wait))
                         }
                         Step::Refund(n) => {
                             a.refund(s, now, n);
-                            Verdict::Refunded
+                            RuleOutcome::Refunded
                         }
                     },)*
                     _ => return None,
@@ -400,19 +400,19 @@ pub(crate) enum Step {
 
 /// One check's answer, before the answers of a request's checks are combined.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Verdict {
+pub(crate) enum RuleOutcome {
     Decision(Decision),
     Reservation(Result<Reservation, Denied>),
     Refunded,
 }
 
-impl Verdict {
+impl RuleOutcome {
     /// Whether the check lets the request go on.
     pub(crate) fn admits(&self) -> bool {
         match self {
-            Verdict::Decision(d) => d.is_ok(),
-            Verdict::Reservation(r) => r.is_ok(),
-            Verdict::Refunded => true,
+            RuleOutcome::Decision(d) => d.is_ok(),
+            RuleOutcome::Reservation(r) => r.is_ok(),
+            RuleOutcome::Refunded => true,
         }
     }
 }

@@ -81,13 +81,15 @@ mod tests {
     /// Permits one fresh state admits over `span` under saturating demand: every
     /// millisecond, one permit at a time until denied.
     fn admitted_over(rule: &Rule, span: Duration) -> u64 {
-        use super::super::rule::{Step, Verdict};
+        use super::super::rule::{RuleOutcome, Step};
         let start = Nanos::new(1_000_000_000_000);
         let mut state = rule.initial_state(start);
         let mut admitted = 0;
         let mut t = start;
         while t <= start + span {
-            while let Some(Verdict::Decision(Ok(_))) = rule.apply(&mut state, t, Step::Acquire(1)) {
+            while let Some(RuleOutcome::Decision(Ok(_))) =
+                rule.apply(&mut state, t, Step::Acquire(1))
+            {
                 admitted += 1;
             }
             t = t + Duration::from_millis(1);

@@ -15,7 +15,7 @@ use redis::{
 };
 
 use super::request::{Outcome, Request};
-use super::rule::{Step, Verdict};
+use super::rule::{RuleOutcome, Step};
 use super::{storage_key, validate_prefix, Store, StoreError, DEFAULT_MAX_KEY_LEN};
 use crate::algorithm::script::{exact_count, MAX_SCRIPT_MICROS};
 use crate::algorithm::Arg;
@@ -418,7 +418,11 @@ where
     }
 
     /// Maps the script's five integers per check.
-    fn verdicts(&self, request: &Request<'_>, reply: &[i64]) -> Result<Vec<Verdict>, StoreError> {
+    fn verdicts(
+        &self,
+        request: &Request<'_>,
+        reply: &[i64],
+    ) -> Result<Vec<RuleOutcome>, StoreError> {
         if reply.len() != 5 * request.checks.len() {
             return Err(StoreError::Protocol(format!(
                 "{} integers for {} checks",
@@ -447,17 +451,17 @@ where
                 let never = || InsufficientCapacity::new(n, limit).into();
                 Ok(match (step, kind) {
                     (Step::Acquire(_) | Step::Peek(_), 1) => {
-                        Verdict::Decision(Ok(Admitted::new(limit, remaining, reset_after)))
+                        RuleOutcome::Decision(Ok(Admitted::new(limit, remaining, reset_after)))
                     }
-                    (Step::Acquire(_) | Step::Peek(_), 0) => Verdict::Decision(Err(limited())),
-                    (Step::Acquire(_) | Step::Peek(_), 3) => Verdict::Decision(Err(never())),
+                    (Step::Acquire(_) | Step::Peek(_), 0) => RuleOutcome::Decision(Err(limited())),
+                    (Step::Acquire(_) | Step::Peek(_), 3) => RuleOutcome::Decision(Err(never())),
                     (Step::Reserve(..), 2) => {
                         let wait = wait.ok_or_else(bad)?;
-                        Verdict::Reservation(Ok(Reservation::new(n, wait)))
+                        RuleOutcome::Reservation(Ok(Reservation::new(n, wait)))
                     }
-                    (Step::Reserve(..), 0) => Verdict::Reservation(Err(limited())),
-                    (Step::Reserve(..), 3) => Verdict::Reservation(Err(never())),
-                    (Step::Refund(_), 4) => Verdict::Refunded,
+                    (Step::Reserve(..), 0) => RuleOutcome::Reservation(Err(limited())),
+                    (Step::Reserve(..), 3) => RuleOutcome::Reservation(Err(never())),
+                    (Step::Refund(_), 4) => RuleOutcome::Refunded,
                     _ => return Err(bad()),
                 })
             })
