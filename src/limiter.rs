@@ -64,12 +64,18 @@ pub(crate) struct Core<A: Algorithm, C> {
 impl<A: Algorithm, C: Clock> Core<A, C> {
     /// `algorithm` in its initial state at the clock's current time, with a queue.
     pub(crate) fn waiting(algorithm: A, clock: C) -> Arc<Waiting<Core<A, C>>> {
+        Waiting::new(Core::new(algorithm, clock))
+    }
+
+    /// `algorithm` in its initial state at the clock's current time, for a gate that
+    /// wraps it (the semaphore's).
+    pub(crate) fn new(algorithm: A, clock: C) -> Core<A, C> {
         let now = clock.now();
-        Waiting::new(Core {
+        Core {
             cell: Cell::new(algorithm, now),
             clock,
             events: OnceLock::new(),
-        })
+        }
     }
 
     /// Attaches `events`, unless some are attached already.

@@ -1,5 +1,5 @@
 //! A counting semaphore whose permits are RAII guards, like tokio's `Semaphore`, on
-//! the lock-free [`Concurrency`] algorithm, with FIFO waiting.
+//! the lock-free [`Concurrency`] algorithm, with FIFO waiting and timeouts.
 
 use std::fmt;
 use std::future::Future;
@@ -8,21 +8,22 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use crate::algorithm::Concurrency;
-use crate::decision::{Admitted, Denied};
+use crate::decision::{Admitted, Decision, Denied, Reservation};
 use crate::error::ConfigError;
 use crate::limiter::Core;
+use crate::observe::Events;
 use crate::permits::{Decided, Grant, PermitFuture, PermitSource};
 use crate::sync::Arc;
-use crate::time::{Alarm, Clock, Nanos};
+use crate::time::{Alarm, Clock, MonotonicClock, Nanos};
 use crate::wait::future::WaitFor;
-use crate::wait::queue::Waiting;
+use crate::wait::queue::{Gate, Waiting};
 use crate::AcquireError;
 
-/// Time plays no part in a concurrency limit.
+/// Time plays no part in a concurrency decision.
 const NOW: Nanos = Nanos::ZERO;
 
-/// The semaphore's clock: permits come back by release, never with time, so it
-/// reads no time and sets no alarm.
+/// The clock the permits are decided on: permits come back by release, never with
+/// time, so it reads no time and sets no alarm.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Timeless;
 
@@ -40,15 +41,73 @@ impl Clock for Timeless {
     fn set_alarm(&self, _deadline: Nanos, _alarm: Arc<dyn Alarm>) {}
 }
 
-type Permits = Core<Concurrency, Timeless>;
-type Shared = Arc<Waiting<Permits>>;
+/// The semaphore's side of its queue: decisions on the lock-free [`Concurrency`]
+/// cell, which read no time, and the waiters' deadlines on `clock`.
+pub(crate) struct Permits<C> {
+    core: Core<Concurrency, Timeless>,
+    clock: C,
+}
+
+impl<C: Clock> Gate for Permits<C> {
+    type Error = std::convert::Infallible;
+
+    fn now(&self) -> Nanos {
+        self.clock.now()
+    }
+
+    /// `try_acquire` and a release read no clock.
+    #[inline]
+    fn decision_time(&self) -> Nanos {
+        NOW
+    }
+
+    #[inline]
+    fn acquire(&self, _now: Nanos, n: u64) -> Decision {
+        self.core.acquire(NOW, n)
+    }
+
+    fn peek(&self, _now: Nanos, n: u64) -> Decision {
+        self.core.peek(NOW, n)
+    }
+
+    #[inline]
+    fn reserve(&self, _now: Nanos, n: u64, max_wait: Duration) -> Result<Reservation, Denied> {
+        self.core.reserve(NOW, n, max_wait)
+    }
+
+    #[inline]
+    fn refund(&self, _now: Nanos, n: u64) {
+        self.core.refund(NOW, n)
+    }
+
+    fn capacity(&self) -> u64 {
+        self.core.capacity()
+    }
+
+    fn books_ahead(&self) -> bool {
+        self.core.books_ahead()
+    }
+
+    /// A waiter's timeout: the only alarm a semaphore sets.
+    fn set_alarm(&self, deadline: Nanos, alarm: Arc<dyn Alarm>) {
+        self.clock.set_alarm(deadline, alarm)
+    }
+
+    fn events(&self) -> Option<&Events> {
+        self.core.events()
+    }
+}
+
+type Shared<C> = Arc<Waiting<Permits<C>>>;
 
 /// A limit on how many permits are held at once. A permit is a guard that gives
 /// its permits back when dropped.
 ///
-/// Acquiring and releasing are one compare-and-swap each, without a lock, while no
-/// one waits. Waiters queue in arrival order: a waiter for 10 is not overtaken by
-/// later requests for 1, and `try_acquire` fails while anyone waits.
+/// Acquiring and releasing are one compare-and-swap each, without a lock and without
+/// reading the clock, while no one waits. Waiters queue in arrival order: a waiter for
+/// 10 is not overtaken by later requests for 1, and `try_acquire` fails while anyone
+/// waits. The clock `C` times only the waits: their timeouts
+/// ([`acquire_timeout`](Semaphore::acquire_timeout)) and how long they took.
 ///
 /// # Examples
 ///
@@ -64,12 +123,13 @@ type Shared = Arc<Waiting<Permits>>;
 /// # drop(second);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct Semaphore {
-    shared: Shared,
+pub struct Semaphore<C: Clock = MonotonicClock> {
+    shared: Shared<C>,
 }
 
 impl Semaphore {
-    /// A semaphore with `permits` permits, all available.
+    /// A semaphore with `permits` permits, all available, timing its waits on the
+    /// default monotonic clock.
     ///
     /// # Errors
     ///
@@ -86,9 +146,46 @@ impl Semaphore {
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn new(permits: u64) -> Result<Semaphore, ConfigError> {
+        Semaphore::with_clock(permits, MonotonicClock::new())
+    }
+}
+
+impl<C: Clock> Semaphore<C> {
+    /// A semaphore with `permits` permits, all available, timing its waits on
+    /// `clock` (a [`ManualClock`](crate::time::ManualClock) in tests).
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Zero`] if `permits` is zero.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::time::ManualClock;
+    /// use tollgate::{AcquireError, Semaphore};
+    ///
+    /// # futures::executor::block_on(async {
+    /// let clock = ManualClock::new();
+    /// let semaphore = Semaphore::with_clock(1, clock.clone())?;
+    /// let _held = semaphore.try_acquire(1)?;
+    /// let mut waiting = Box::pin(semaphore.acquire_timeout(1, Duration::from_secs(1)));
+    /// assert!(futures::poll!(waiting.as_mut()).is_pending());
+    /// clock.advance(Duration::from_secs(1));
+    /// assert!(matches!(waiting.await, Err(AcquireError::TimedOut)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn with_clock(permits: u64, clock: C) -> Result<Semaphore<C>, ConfigError> {
+        let core = Core::new(Concurrency::new(permits)?, Timeless);
         Ok(Semaphore {
-            shared: Core::waiting(Concurrency::new(permits)?, Timeless),
+            shared: Waiting::new(Permits { core, clock }),
         })
+    }
+
+    /// The clock that times its waits.
+    pub fn clock(&self) -> &C {
+        &self.shared.gate.clock
     }
 
     /// Takes `n` permits if that many are available now, and never waits. `n == 0`
@@ -115,7 +212,7 @@ impl Semaphore {
     /// assert!(semaphore.try_acquire(4).unwrap_err().is_never());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn try_acquire(&self, n: u64) -> Result<Permit<'_>, Denied> {
+    pub fn try_acquire(&self, n: u64) -> Result<Permit<'_, C>, Denied> {
         self.take(n)?;
         Ok(Permit {
             semaphore: self,
@@ -147,7 +244,7 @@ impl Semaphore {
     /// assert_eq!(semaphore.available_permits(), 1);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn try_acquire_owned(self: &Arc<Self>, n: u64) -> Result<OwnedPermit, Denied> {
+    pub fn try_acquire_owned(self: &Arc<Self>, n: u64) -> Result<OwnedPermit<C>, Denied> {
         self.take(n)?;
         Ok(OwnedPermit {
             semaphore: Arc::clone(self),
@@ -169,7 +266,7 @@ impl Semaphore {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn available_permits(&self) -> u64 {
-        let (concurrency, in_use) = self.shared.gate.cell.snapshot();
+        let (concurrency, in_use) = self.shared.gate.core.cell.snapshot();
         concurrency.max().saturating_sub(in_use)
     }
 
@@ -184,7 +281,7 @@ impl Semaphore {
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn max_permits(&self) -> u64 {
-        self.shared.gate.cell.snapshot().0.max()
+        self.shared.gate.core.cell.snapshot().0.max()
     }
 
     /// Changes the most permits held at once. Permits already held stay valid: if
@@ -212,6 +309,7 @@ impl Semaphore {
         let new = Concurrency::new(max)?;
         self.shared
             .gate
+            .core
             .cell
             .update(&mut |concurrency, _in_use| *concurrency = new);
         // A raised maximum may let waiters through.
@@ -226,17 +324,16 @@ impl Semaphore {
     }
 
     #[inline]
-    fn take(&self, n: u64) -> crate::Decision {
+    fn take(&self, n: u64) -> Decision {
         let decision = self.shared.try_acquire(n);
-        self.shared.gate.report(n, &decision);
+        self.shared.gate.core.report(n, &decision);
         decision
     }
 
     /// Reports acquisitions to `events`: `try_acquire` as `Admitted` or `Denied`,
-    /// and the end of every wait as `Admitted` (no queueing), `Waited` or `Denied`.
-    /// A semaphore has no clock, so its `Waited` events carry a zero wait; releases
-    /// are not reported. On a semaphore that already reports to a hub, this changes
-    /// nothing.
+    /// and the end of every wait as `Admitted` (no queueing), `Waited` (with the time
+    /// waited on the semaphore's clock) or `Denied`. Releases are not reported. On a
+    /// semaphore that already reports to a hub, this changes nothing.
     ///
     /// # Examples
     ///
@@ -250,14 +347,14 @@ impl Semaphore {
     /// let _permit = semaphore.try_acquire(1)?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn with_events(self, events: crate::observe::Events) -> Semaphore {
-        self.shared.gate.attach(events);
+    pub fn with_events(self, events: Events) -> Semaphore<C> {
+        self.shared.gate.core.attach(events);
         self
     }
 }
 
 /// # Waiting
-impl Semaphore {
+impl<C: Clock> Semaphore<C> {
     /// Waits until `n` permits are available, in arrival order.
     ///
     /// # Errors
@@ -269,8 +366,8 @@ impl Semaphore {
     /// # Cancel safety
     ///
     /// Dropping the future before it completes gives back the permits if they had
-    /// been granted, and the next waiter moves up. To give up after a time, wrap it in
-    /// your runtime's timeout (`tokio::time::timeout`): that drops it safely.
+    /// been granted, and the next waiter moves up. To give up after a time, use
+    /// [`acquire_timeout`](Semaphore::acquire_timeout).
     ///
     /// # Examples
     ///
@@ -287,10 +384,49 @@ impl Semaphore {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// # }).unwrap();
     /// ```
-    pub fn acquire(&self, n: u64) -> AcquirePermit<'_> {
+    pub fn acquire(&self, n: u64) -> AcquirePermit<'_, C> {
         AcquirePermit {
             semaphore: self,
             wait: WaitFor::new(&*self.shared, n, None),
+            n,
+        }
+    }
+
+    /// As [`acquire`](Semaphore::acquire), giving up after `timeout` on the
+    /// semaphore's clock. Permits come back by release, at no known time, so a wait
+    /// never fails early: it fails when `timeout` has passed.
+    ///
+    /// # Errors
+    ///
+    /// As `acquire`, and [`AcquireError::TimedOut`] once `timeout` has passed.
+    ///
+    /// # Cancel safety
+    ///
+    /// As `acquire`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::time::ManualClock;
+    /// use tollgate::Semaphore;
+    ///
+    /// # futures::executor::block_on(async {
+    /// let clock = ManualClock::new();
+    /// let semaphore = Semaphore::with_clock(1, clock.clone())?;
+    /// let held = semaphore.try_acquire(1)?;
+    /// let mut waiting = Box::pin(semaphore.acquire_timeout(1, Duration::from_secs(5)));
+    /// assert!(futures::poll!(waiting.as_mut()).is_pending());
+    /// clock.advance(Duration::from_secs(2));
+    /// drop(held);
+    /// assert_eq!(waiting.await?.num_permits(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn acquire_timeout(&self, n: u64, timeout: Duration) -> AcquirePermit<'_, C> {
+        AcquirePermit {
+            semaphore: self,
+            wait: WaitFor::new(&*self.shared, n, Some(timeout)),
             n,
         }
     }
@@ -305,10 +441,32 @@ impl Semaphore {
     /// # Cancel safety
     ///
     /// As `acquire`.
-    pub fn acquire_owned(self: &Arc<Self>, n: u64) -> AcquireOwnedPermit {
+    pub fn acquire_owned(self: &Arc<Self>, n: u64) -> AcquireOwnedPermit<C> {
         AcquireOwnedPermit {
             semaphore: Arc::clone(self),
             wait: WaitFor::new(Arc::clone(&self.shared), n, None),
+            n,
+        }
+    }
+
+    /// As [`acquire_timeout`](Semaphore::acquire_timeout), with a permit that owns a
+    /// reference to the semaphore.
+    ///
+    /// # Errors
+    ///
+    /// As `acquire_timeout`.
+    ///
+    /// # Cancel safety
+    ///
+    /// As `acquire`.
+    pub fn acquire_owned_timeout(
+        self: &Arc<Self>,
+        n: u64,
+        timeout: Duration,
+    ) -> AcquireOwnedPermit<C> {
+        AcquireOwnedPermit {
+            semaphore: Arc::clone(self),
+            wait: WaitFor::new(Arc::clone(&self.shared), n, Some(timeout)),
             n,
         }
     }
@@ -318,8 +476,26 @@ impl Semaphore {
     /// # Errors
     ///
     /// As [`acquire`](Semaphore::acquire).
-    pub fn acquire_blocking(&self, n: u64) -> Result<Permit<'_>, AcquireError> {
-        WaitFor::new(&*self.shared, n, None).block()?;
+    pub fn acquire_blocking(&self, n: u64) -> Result<Permit<'_, C>, AcquireError> {
+        self.block(n, None)
+    }
+
+    /// As [`acquire_blocking`](Semaphore::acquire_blocking), giving up after
+    /// `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_timeout`](Semaphore::acquire_timeout).
+    pub fn acquire_blocking_timeout(
+        &self,
+        n: u64,
+        timeout: Duration,
+    ) -> Result<Permit<'_, C>, AcquireError> {
+        self.block(n, Some(timeout))
+    }
+
+    fn block(&self, n: u64, timeout: Option<Duration>) -> Result<Permit<'_, C>, AcquireError> {
+        WaitFor::new(&*self.shared, n, timeout).block()?;
         Ok(Permit {
             semaphore: self,
             permits: n,
@@ -349,14 +525,14 @@ impl Semaphore {
 ///
 /// Dropping it gives back permits granted and not yet handed over.
 #[must_use = "futures do nothing unless polled"]
-pub struct AcquirePermit<'a> {
-    semaphore: &'a Semaphore,
-    wait: WaitFor<&'a Waiting<Permits>, Permits>,
+pub struct AcquirePermit<'a, C: Clock = MonotonicClock> {
+    semaphore: &'a Semaphore<C>,
+    wait: WaitFor<&'a Waiting<Permits<C>>, Permits<C>>,
     n: u64,
 }
 
-impl<'a> Future for AcquirePermit<'a> {
-    type Output = Result<Permit<'a>, AcquireError>;
+impl<'a, C: Clock> Future for AcquirePermit<'a, C> {
+    type Output = Result<Permit<'a, C>, AcquireError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
@@ -369,7 +545,7 @@ impl<'a> Future for AcquirePermit<'a> {
     }
 }
 
-impl fmt::Debug for AcquirePermit<'_> {
+impl<C: Clock> fmt::Debug for AcquirePermit<'_, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AcquirePermit")
             .field("permits", &self.n)
@@ -383,14 +559,14 @@ impl fmt::Debug for AcquirePermit<'_> {
 ///
 /// Dropping it gives back permits granted and not yet handed over.
 #[must_use = "futures do nothing unless polled"]
-pub struct AcquireOwnedPermit {
-    semaphore: Arc<Semaphore>,
-    wait: WaitFor<Shared, Permits>,
+pub struct AcquireOwnedPermit<C: Clock = MonotonicClock> {
+    semaphore: Arc<Semaphore<C>>,
+    wait: WaitFor<Shared<C>, Permits<C>>,
     n: u64,
 }
 
-impl Future for AcquireOwnedPermit {
-    type Output = Result<OwnedPermit, AcquireError>;
+impl<C: Clock> Future for AcquireOwnedPermit<C> {
+    type Output = Result<OwnedPermit<C>, AcquireError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
@@ -403,7 +579,7 @@ impl Future for AcquireOwnedPermit {
     }
 }
 
-impl fmt::Debug for AcquireOwnedPermit {
+impl<C: Clock> fmt::Debug for AcquireOwnedPermit<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AcquireOwnedPermit")
             .field("permits", &self.n)
@@ -411,9 +587,9 @@ impl fmt::Debug for AcquireOwnedPermit {
     }
 }
 
-impl fmt::Debug for Semaphore {
+impl<C: Clock> fmt::Debug for Semaphore<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (concurrency, in_use) = self.shared.gate.cell.snapshot();
+        let (concurrency, in_use) = self.shared.gate.core.cell.snapshot();
         f.debug_struct("Semaphore")
             .field("max_permits", &concurrency.max())
             .field("in_use", &in_use)
@@ -437,12 +613,12 @@ impl fmt::Debug for Semaphore {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[must_use = "permits are given back as soon as the guard is dropped"]
-pub struct Permit<'a> {
-    semaphore: &'a Semaphore,
+pub struct Permit<'a, C: Clock = MonotonicClock> {
+    semaphore: &'a Semaphore<C>,
     permits: u64,
 }
 
-impl Permit<'_> {
+impl<C: Clock> Permit<'_, C> {
     /// How many permits this guard holds.
     pub fn num_permits(&self) -> u64 {
         self.permits
@@ -465,13 +641,13 @@ impl Permit<'_> {
     }
 }
 
-impl Drop for Permit<'_> {
+impl<C: Clock> Drop for Permit<'_, C> {
     fn drop(&mut self) {
         self.semaphore.release(self.permits);
     }
 }
 
-impl fmt::Debug for Permit<'_> {
+impl<C: Clock> fmt::Debug for Permit<'_, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Permit")
             .field("permits", &self.permits)
@@ -497,19 +673,19 @@ impl fmt::Debug for Permit<'_> {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[must_use = "permits are given back as soon as the guard is dropped"]
-pub struct OwnedPermit {
-    semaphore: Arc<Semaphore>,
+pub struct OwnedPermit<C: Clock = MonotonicClock> {
+    semaphore: Arc<Semaphore<C>>,
     permits: u64,
 }
 
-impl OwnedPermit {
+impl<C: Clock> OwnedPermit<C> {
     /// How many permits this guard holds.
     pub fn num_permits(&self) -> u64 {
         self.permits
     }
 
     /// The semaphore the permits came from.
-    pub fn semaphore(&self) -> &Arc<Semaphore> {
+    pub fn semaphore(&self) -> &Arc<Semaphore<C>> {
         &self.semaphore
     }
 
@@ -531,13 +707,13 @@ impl OwnedPermit {
     }
 }
 
-impl Drop for OwnedPermit {
+impl<C: Clock> Drop for OwnedPermit<C> {
     fn drop(&mut self) {
         self.semaphore.release(self.permits);
     }
 }
 
-impl fmt::Debug for OwnedPermit {
+impl<C: Clock> fmt::Debug for OwnedPermit<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OwnedPermit")
             .field("permits", &self.permits)
@@ -546,8 +722,8 @@ impl fmt::Debug for OwnedPermit {
 }
 
 /// Permits held at once: a grant is an [`OwnedPermit`], given back when dropped.
-impl PermitSource for Arc<Semaphore> {
-    type Permit = OwnedPermit;
+impl<C: Clock> PermitSource for Arc<Semaphore<C>> {
+    type Permit = OwnedPermit<C>;
     type Error = std::convert::Infallible;
 
     fn capacity(&self) -> u64 {
@@ -558,7 +734,7 @@ impl PermitSource for Arc<Semaphore> {
         &self,
         _: &(),
         n: u64,
-    ) -> Option<Result<Decided<OwnedPermit>, std::convert::Infallible>> {
+    ) -> Option<Result<Decided<OwnedPermit<C>>, std::convert::Infallible>> {
         Some(Ok(self.grant(n)))
     }
 
@@ -566,7 +742,7 @@ impl PermitSource for Arc<Semaphore> {
         &self,
         _: &(),
         n: u64,
-    ) -> PermitFuture<Result<Decided<OwnedPermit>, std::convert::Infallible>> {
+    ) -> PermitFuture<Result<Decided<OwnedPermit<C>>, std::convert::Infallible>> {
         Box::pin(std::future::ready(Ok(self.grant(n))))
     }
 
@@ -575,7 +751,7 @@ impl PermitSource for Arc<Semaphore> {
         _: &(),
         n: u64,
         timeout: Option<Duration>,
-    ) -> PermitFuture<Result<OwnedPermit, AcquireError>> {
+    ) -> PermitFuture<Result<OwnedPermit<C>, AcquireError>> {
         let semaphore = Arc::clone(self);
         let wait = WaitFor::new(Arc::clone(&self.shared), n, timeout);
         Box::pin(async move {
@@ -591,9 +767,9 @@ impl PermitSource for Arc<Semaphore> {
     fn refund(&self, _: &(), _: u64) {}
 }
 
-impl Semaphore {
+impl<C: Clock> Semaphore<C> {
     /// `try_acquire_owned` as a grant: what remains, and the guard.
-    fn grant(self: &Arc<Self>, n: u64) -> Decided<OwnedPermit> {
+    fn grant(self: &Arc<Self>, n: u64) -> Decided<OwnedPermit<C>> {
         let permit = self.try_acquire_owned(n)?;
         let admitted = Admitted::new(self.max_permits(), self.available_permits(), Duration::ZERO);
         Ok(Grant::new(admitted, permit))

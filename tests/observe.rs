@@ -489,11 +489,15 @@ fn semaphore_reports_acquisitions() {
     let log = Log::default();
     let events = Events::new("db");
     events.subscribe(log.clone()).detach();
-    let semaphore = Semaphore::new(1).unwrap().with_events(events);
+    let clock = ManualClock::new();
+    let semaphore = Semaphore::with_clock(1, clock.clone())
+        .unwrap()
+        .with_events(events);
     let permit = semaphore.try_acquire(1).unwrap();
     semaphore.try_acquire(1).unwrap_err();
     let mut waiting = Box::pin(semaphore.acquire(1));
     assert!(poll(waiting.as_mut()).is_pending());
+    clock.advance(Duration::from_millis(30));
     drop(permit);
     assert!(poll(waiting.as_mut()).is_ready());
     assert_eq!(
@@ -505,8 +509,9 @@ fn semaphore_reports_acquisitions() {
                 reason: DenyReason::Limited,
                 retry_after: None
             },
+            // Timed on the semaphore's clock.
             EventKind::Waited {
-                wait: Duration::ZERO
+                wait: Duration::from_millis(30)
             },
         ]
     );

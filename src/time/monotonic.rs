@@ -39,10 +39,7 @@ impl MonotonicClock {
     /// A clock whose origin is now; its alarms go to the process's global
     /// [`Scheduler`].
     pub fn new() -> MonotonicClock {
-        // quanta probes the CPU (a CPUID, ~30 µs under some hypervisors) on every
-        // `Clock::new`; probe once and clone, so creating a limiter stays cheap.
-        static SOURCE: OnceLock<quanta::Clock> = OnceLock::new();
-        let source = SOURCE.get_or_init(quanta::Clock::new).clone();
+        let source = shared_source();
         MonotonicClock {
             origin: source.raw(),
             source,
@@ -74,6 +71,21 @@ impl MonotonicClock {
     }
 }
 
+/// The process's one probed and calibrated time source. quanta probes the CPU (a
+/// CPUID, ~27 µs under some hypervisors) on every `quanta::Clock::new`; probing once
+/// and cloning (a copy) keeps `MonotonicClock::new` at a counter read and a wall
+/// clock read.
+fn shared_source() -> quanta::Clock {
+    static SOURCE: OnceLock<quanta::Clock> = OnceLock::new();
+    SOURCE.get_or_init(probe).clone()
+}
+
+fn probe() -> quanta::Clock {
+    #[cfg(test)]
+    tests::PROBES.fetch_add(1, crate::sync::unmodeled::Ordering::Relaxed);
+    quanta::Clock::new()
+}
+
 impl Default for MonotonicClock {
     fn default() -> Self {
         MonotonicClock::new()
@@ -102,6 +114,21 @@ impl Clock for MonotonicClock {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sync::unmodeled::{AtomicU64, Ordering};
+
+    /// How many times the CPU was probed for a time source.
+    pub(super) static PROBES: AtomicU64 = AtomicU64::new(0);
+
+    /// Regression: every `MonotonicClock::new` used to build its own quanta clock,
+    /// which probes the CPU with CPUID (26 µs each under this VM), so building 100,000
+    /// limiters took seconds. The source is probed once per process.
+    #[test]
+    fn clocks_made_by_new_share_one_probed_source() {
+        let clocks: Vec<MonotonicClock> = (0..1_000).map(|_| MonotonicClock::new()).collect();
+        assert_eq!(PROBES.load(Ordering::Relaxed), 1);
+        let first = format!("{:?}", clocks[0].source);
+        assert!(clocks.iter().all(|c| format!("{:?}", c.source) == first));
+    }
 
     #[test]
     fn monotonic_clock_is_monotonic() {

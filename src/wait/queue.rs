@@ -37,6 +37,15 @@ pub(crate) trait Gate: Send + Sync + 'static {
     type Error: Send + 'static;
 
     fn now(&self) -> Nanos;
+    /// The time the lock-free paths (`try_acquire`, `release`) decide at: [`now`],
+    /// unless the gate's decisions ignore time (a semaphore), which then spares them
+    /// a clock read. Deadlines always come from `now`.
+    ///
+    /// [`now`]: Gate::now
+    #[inline]
+    fn decision_time(&self) -> Nanos {
+        self.now()
+    }
     fn acquire(&self, now: Nanos, n: u64) -> Decision;
     fn peek(&self, now: Nanos, n: u64) -> Decision;
     fn reserve(&self, now: Nanos, n: u64, max_wait: Duration) -> Result<Reservation, Denied>;
@@ -261,7 +270,7 @@ impl<G: Gate> Waiting<G> {
     #[inline]
     pub(crate) fn try_acquire(&self, n: u64) -> Decision {
         if !self.is_contended() {
-            return self.gate.acquire(self.gate.now(), n);
+            return self.gate.acquire(self.gate.decision_time(), n);
         }
         self.try_acquire_contended(n)
     }
@@ -274,7 +283,7 @@ impl<G: Gate> Waiting<G> {
         }
         // `n == 0` takes nothing, so it overtakes no one.
         if word == 0 || n == 0 || self.is_unfair() {
-            return self.gate.acquire(self.gate.now(), n);
+            return self.gate.acquire(self.gate.decision_time(), n);
         }
         // Waiters come first: deny, pointing at when the first of them is served.
         let now = self.gate.now();
@@ -313,11 +322,13 @@ impl<G: Gate> Waiting<G> {
                 Ok(())
             });
         }
-        let now = self.gate.now();
         if self.gate.is_remote() {
             // Decided by the first waiter's round trip, in order.
         } else if !self.is_contended() {
-            match self.gate.reserve(now, n, Duration::ZERO) {
+            match self
+                .gate
+                .reserve(self.gate.decision_time(), n, Duration::ZERO)
+            {
                 Ok(_) => return Begin::Ready(Ok(())),
                 Err(Denied::Insufficient(_)) => {
                     if let Some(never) = self.never(n) {
@@ -334,6 +345,7 @@ impl<G: Gate> Waiting<G> {
                 return Begin::Ready(Err(AcquireError::Insufficient(never)));
             }
         }
+        let now = self.gate.now();
         let deadline = timeout.map(|t| now + t);
         let slot = Arc::new(Slot {
             state: AtomicU8::new(WAITING),
@@ -486,8 +498,7 @@ impl<G: Gate> Waiting<G> {
     /// Gives back `n` permits taken earlier (a dropped semaphore permit, a refund), and
     /// serves the waiters they may now satisfy.
     pub(crate) fn release(&self, n: u64) {
-        let now = self.gate.now();
-        self.gate.refund(now, n);
+        self.gate.refund(self.gate.decision_time(), n);
         // Pairs with the fence in `begin`: either this sees the new waiter, or the
         // waiter's drain sees the refund.
         fence(Ordering::SeqCst);
