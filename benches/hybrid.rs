@@ -124,7 +124,7 @@ mod bench {
             Ok(match self {
                 Node::Exact(l) => l.check(key, 1).await?.is_ok(),
                 Node::Cached(l) => l.check(key, 1).await?.is_ok(),
-                Node::Batched(l) => l.try_acquire(key, 1).await?.is_ok(),
+                Node::Batched(l) => l.check(key, 1).await?.is_ok(),
             })
         }
 

@@ -84,6 +84,8 @@ pub mod futures {
     pub use crate::leaky_queue::Enqueue;
     pub use crate::limiter::Acquire;
     pub use crate::semaphore::{AcquireOwnedPermit, AcquirePermit};
+    #[cfg(feature = "redis")]
+    pub use crate::store::hybrid::batched::BatchedAcquire;
     pub use crate::store::limiter::SharedAcquire;
 }
 

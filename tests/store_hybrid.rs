@@ -458,11 +458,11 @@ mod batched {
             format!("b:{{k}}:minute:{}", START_SECS / 60)
         );
 
-        assert!(a.try_acquire("k", 1).await.unwrap().is_ok()); // reads the count first
+        assert!(a.check("k", 1).await.unwrap().is_ok()); // reads the count first
         let before = script_calls(&mut probe).await;
         for _ in 0..50 {
             clock.advance(ms(1));
-            assert!(a.try_acquire("k", 1).await.unwrap().is_ok());
+            assert!(a.check("k", 1).await.unwrap().is_ok());
         }
         assert_eq!(
             script_calls(&mut probe).await,
@@ -472,7 +472,7 @@ mod batched {
         assert_eq!(count(&mut probe, &a.redis_key("k")).await, 0);
 
         clock.advance(ms(50)); // 100 ms since the first sync ended
-        let admitted = a.try_acquire("k", 1).await.unwrap().unwrap();
+        let admitted = a.check("k", 1).await.unwrap().unwrap();
         assert_eq!(admitted.remaining(), 100 - 52);
         assert_eq!(script_calls(&mut probe).await, before + 1);
         assert_eq!(count(&mut probe, &a.redis_key("k")).await, 51);
@@ -495,7 +495,7 @@ mod batched {
             for (i, node) in nodes.iter().enumerate() {
                 let n = 1 + (round + i as u64) % 3;
                 for tag in ["x", "y"] {
-                    if node.try_acquire(tag, n).await.unwrap().is_ok() && tag == "x" {
+                    if node.check(tag, n).await.unwrap().is_ok() && tag == "x" {
                         admitted += n;
                     }
                 }
@@ -530,15 +530,15 @@ mod batched {
         let server = RedisServer::start();
         let clock = clock();
         let a = node(&server, &clock, 3, Duration::from_secs(1), ms(100)).await;
-        assert!(a.try_acquire("k", 3).await.unwrap().is_ok());
-        let denied = a.try_acquire("k", 1).await.unwrap().unwrap_err();
+        assert!(a.check("k", 3).await.unwrap().is_ok());
+        let denied = a.check("k", 1).await.unwrap().unwrap_err();
         assert_eq!(denied.retry_after(), Some(Duration::from_secs(1)));
         clock.advance(ms(999));
-        let denied = a.try_acquire("k", 1).await.unwrap().unwrap_err();
+        let denied = a.check("k", 1).await.unwrap().unwrap_err();
         assert_eq!(denied.retry_after(), Some(ms(1)));
         clock.advance(ms(1));
-        assert!(a.try_acquire("k", 3).await.unwrap().is_ok());
-        let too_many = a.try_acquire("k", 4).await.unwrap();
+        assert!(a.check("k", 3).await.unwrap().is_ok());
+        let too_many = a.check("k", 4).await.unwrap();
         assert!(matches!(too_many, Err(Denied::Insufficient(_))));
     }
 
@@ -563,7 +563,7 @@ mod batched {
         while clock.now() < end {
             // Stagger the nodes within the gap, as independent processes would be.
             for node in &all {
-                if node.try_acquire("hot", 1).await.unwrap().is_ok() {
+                if node.check("hot", 1).await.unwrap().is_ok() {
                     admitted += 1;
                 }
                 clock.advance(gap / nodes as u32);
@@ -610,7 +610,7 @@ mod batched {
         }
         let mut admitted = 0;
         for node in &nodes {
-            while node.try_acquire("hot", 1).await.unwrap().is_ok() {
+            while node.check("hot", 1).await.unwrap().is_ok() {
                 admitted += 1;
             }
         }
@@ -618,7 +618,7 @@ mod batched {
         assert_eq!(admitted, 4 * 50);
         clock.advance(ms(100));
         for node in &nodes {
-            assert!(node.try_acquire("hot", 1).await.unwrap().is_err());
+            assert!(node.check("hot", 1).await.unwrap().is_err());
         }
     }
 
@@ -632,10 +632,10 @@ mod batched {
             .await
             .with_max_keys(1)
             .unwrap();
-        assert!(a.try_acquire("x", 1).await.unwrap().is_ok()); // x holds 1 unsent
+        assert!(a.check("x", 1).await.unwrap().is_ok()); // x holds 1 unsent
         assert!(a.peek("y", 2).await.unwrap().is_ok());
-        assert!(a.try_acquire("y", 2).await.unwrap().is_ok());
-        assert!(a.try_acquire("y", 1).await.unwrap().is_err());
+        assert!(a.check("y", 2).await.unwrap().is_ok());
+        assert!(a.check("y", 1).await.unwrap().is_err());
         assert_eq!(a.len(), 1);
         assert_eq!(count(&mut probe, &a.redis_key("y")).await, 2);
         let ttl: i64 = probe.pttl(a.redis_key("y")).await.unwrap();
@@ -643,9 +643,9 @@ mod batched {
 
         // Once x's admission is sent, x can be forgotten to make room.
         clock.advance(ms(100));
-        assert!(a.try_acquire("x", 1).await.unwrap().is_ok());
+        assert!(a.check("x", 1).await.unwrap().is_ok());
         a.flush().await.unwrap();
-        assert!(a.try_acquire("z", 1).await.unwrap().is_ok());
+        assert!(a.check("z", 1).await.unwrap().is_ok());
         assert_eq!(a.len(), 1);
         assert_eq!(count(&mut probe, &a.redis_key("x")).await, 2);
     }
@@ -659,16 +659,16 @@ mod batched {
         let connection = ConnectionManager::new(client).await.unwrap();
         let rule = FixedWindow::new(100, Duration::from_secs(60)).unwrap();
         let a = BatchedLimiter::with_clock(connection, "b", rule, ms(100), clock.clone()).unwrap();
-        assert!(a.try_acquire("k", 3).await.unwrap().is_ok());
+        assert!(a.check("k", 3).await.unwrap().is_ok());
 
         tokio::task::block_in_place(|| server.kill());
         clock.advance(ms(100));
-        let down = a.try_acquire("k", 1).await;
+        let down = a.check("k", 1).await;
         assert!(matches!(down, Err(StoreError::Connection(_))), "{down:?}");
         // Meanwhile the node decides on what it knows.
         let mut admitted = 3;
         for _ in 0..4 {
-            assert!(a.try_acquire("k", 1).await.unwrap().is_ok());
+            assert!(a.check("k", 1).await.unwrap().is_ok());
             admitted += 1;
         }
 
@@ -676,7 +676,7 @@ mod batched {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             clock.advance(ms(100));
-            match a.try_acquire("k", 1).await {
+            match a.check("k", 1).await {
                 Ok(decision) => {
                     assert!(decision.is_ok());
                     break;
@@ -690,5 +690,181 @@ mod batched {
         // The restart emptied Redis: the count is what was unsent, sent now.
         let mut probe = connect(&server).await;
         assert_eq!(count(&mut probe, &a.redis_key("k")).await, admitted);
+    }
+
+    // -----------------------------------------------------------------------------
+    // Waiting, in the crate's FIFO queue
+    // -----------------------------------------------------------------------------
+
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::task::Poll;
+
+    use tollgate::{AcquireError, PermitSource};
+
+    /// Polls once, on a waker that does nothing.
+    fn poll_once<F: Future + Unpin>(future: &mut F) -> Poll<F::Output> {
+        let waker = futures::task::noop_waker();
+        Pin::new(future).poll(&mut std::task::Context::from_waker(&waker))
+    }
+
+    #[tokio::test]
+    async fn a_waiter_is_granted_when_the_next_window_opens() {
+        let Some(()) = require_redis() else { return };
+        let server = RedisServer::start();
+        let mut probe = connect(&server).await;
+        let clock = clock();
+        let a = node(&server, &clock, 2, Duration::from_secs(1), ms(100)).await;
+        assert!(a.check("k", 2).await.unwrap().is_ok());
+        let mut waiting = a.acquire("k", 1);
+        assert!(poll_once(&mut waiting).is_pending());
+        assert_eq!(a.waiters(), 1);
+        clock.advance(ms(999));
+        assert!(poll_once(&mut waiting).is_pending());
+        clock.advance(ms(1)); // the next window: the queue's alarm rings
+        assert_eq!(waiting.await.unwrap(), Duration::from_secs(1));
+        assert_eq!(a.waiters(), 0);
+        // Granted in the new window, after reading its count: one of two taken.
+        let admitted = a.check("k", 0).await.unwrap().unwrap();
+        assert_eq!(admitted.remaining(), 1);
+        a.flush().await.unwrap();
+        assert_eq!(count(&mut probe, &a.redis_key("k")).await, 1);
+    }
+
+    #[tokio::test]
+    async fn a_timeout_ending_before_the_window_fails_at_once() {
+        let Some(()) = require_redis() else { return };
+        let server = RedisServer::start();
+        let clock = clock();
+        let a = node(&server, &clock, 2, Duration::from_secs(1), ms(100)).await;
+        assert!(a.check("k", 2).await.unwrap().is_ok());
+        clock.advance(ms(50));
+        // Decided between syncs: at the first poll.
+        let mut short = a.acquire_timeout("k", 1, ms(949));
+        assert!(matches!(
+            poll_once(&mut short),
+            Poll::Ready(Err(AcquireError::TimedOut))
+        ));
+        // Decided by a sync (one is due): without the clock moving.
+        clock.advance(ms(100));
+        let at = clock.now();
+        assert!(matches!(
+            a.acquire_timeout("k", 1, ms(600)).await,
+            Err(AcquireError::TimedOut)
+        ));
+        assert_eq!(clock.now(), at);
+        assert_eq!(a.waiters(), 0);
+        // A timeout that reaches past the window's end waits for it.
+        let mut in_time = a.acquire_timeout("k", 1, ms(851));
+        assert!(poll_once(&mut in_time).is_pending());
+        clock.advance(ms(850));
+        assert_eq!(in_time.await.unwrap(), ms(850));
+        // More than the limit is never, not a timeout.
+        assert!(matches!(
+            a.acquire_timeout("k", 3, ms(10)).await,
+            Err(AcquireError::Insufficient(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_waiter_gives_back_its_place_and_takes_nothing() {
+        let Some(()) = require_redis() else { return };
+        let server = RedisServer::start();
+        let mut probe = connect(&server).await;
+        let clock = clock();
+        let a = node(&server, &clock, 1, Duration::from_secs(1), ms(100)).await;
+        assert!(a.check("k", 1).await.unwrap().is_ok());
+        let mut first = a.acquire("k", 1);
+        let mut second = a.acquire("k", 1);
+        let mut third = a.acquire("k", 1);
+        assert!(poll_once(&mut first).is_pending());
+        assert!(poll_once(&mut second).is_pending());
+        assert!(poll_once(&mut third).is_pending());
+        drop(first); // the head leaves before its window
+        assert_eq!(a.waiters(), 2);
+        clock.advance(Duration::from_secs(1));
+        // The next head starts its sync, then leaves mid round trip.
+        assert!(poll_once(&mut second).is_pending());
+        drop(second);
+        assert_eq!(third.await.unwrap(), Duration::from_secs(1));
+        assert!(a.check("k", 1).await.unwrap().is_err(), "one of one taken");
+        a.flush().await.unwrap();
+        assert_eq!(count(&mut probe, &a.redis_key("k")).await, 1);
+
+        // Given back through the permit source: unsent admissions come back.
+        clock.advance(Duration::from_secs(1));
+        assert!(a.check("k", 0).await.unwrap().is_ok()); // reads the new window
+        let grant = a.decide_now("k", 1).expect("between syncs").unwrap();
+        assert!(grant.is_ok());
+        assert!(a.try_acquire("k", 1).unwrap().unwrap().is_err());
+        a.refund("k", 1);
+        assert!(a.try_acquire("k", 1).unwrap().unwrap().is_ok());
+    }
+
+    #[tokio::test]
+    async fn waiters_are_served_in_arrival_order() {
+        let Some(()) = require_redis() else { return };
+        let server = RedisServer::start();
+        let clock = clock();
+        let a = node(&server, &clock, 3, Duration::from_secs(1), ms(100)).await;
+        assert!(a.check("k", 3).await.unwrap().is_ok());
+        let mut big = a.acquire("k", 2);
+        let mut one = a.acquire("k", 1);
+        let mut late = a.acquire("k", 1);
+        assert!(poll_once(&mut big).is_pending());
+        assert!(poll_once(&mut one).is_pending());
+        assert!(poll_once(&mut late).is_pending());
+
+        clock.advance(Duration::from_secs(1));
+        // Callers who do not wait are behind the waiters, even in a new window.
+        let behind = a.check("k", 1).await.unwrap().unwrap_err();
+        assert!(behind.is_limited());
+        assert!(a.try_acquire("k", 1).unwrap().unwrap().is_err());
+        assert!(poll_once(&mut late).is_pending(), "not its turn");
+        assert!(poll_once(&mut one).is_pending(), "not its turn");
+        assert_eq!(big.await.unwrap(), Duration::from_secs(1));
+        assert_eq!(one.await.unwrap(), Duration::from_secs(1));
+        // The window is spent (2 + 1): the last one waits for the next.
+        assert!(poll_once(&mut late).is_pending());
+        clock.advance(Duration::from_secs(1));
+        assert_eq!(late.await.unwrap(), Duration::from_secs(2));
+        assert_eq!(a.waiters(), 0);
+    }
+
+    #[tokio::test]
+    async fn close_fails_waiters_and_later_calls() {
+        let Some(()) = require_redis() else { return };
+        let server = RedisServer::start();
+        let clock = clock();
+        let a = node(&server, &clock, 1, Duration::from_secs(1), ms(100)).await;
+        assert!(a.check("k", 1).await.unwrap().is_ok());
+        let mut waiting = a.acquire("k", 1);
+        assert!(poll_once(&mut waiting).is_pending());
+        a.close();
+        assert!(a.is_closed());
+        assert!(matches!(waiting.await, Err(AcquireError::Closed)));
+        assert!(matches!(a.acquire("k", 1).await, Err(AcquireError::Closed)));
+        assert_eq!(a.check("k", 1).await.unwrap(), Err(Denied::Closed));
+        assert_eq!(
+            a.try_acquire("other", 1).unwrap().unwrap().unwrap_err(),
+            Denied::Closed
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn acquire_blocking_makes_its_sync_on_the_calling_thread() {
+        let Some(()) = require_redis() else { return };
+        let server = RedisServer::start();
+        let clock = clock();
+        let a = node(&server, &clock, 2, Duration::from_secs(1), ms(100)).await;
+        let blocking = a.clone();
+        let waited = tokio::task::spawn_blocking(move || blocking.acquire_blocking("k", 2))
+            .await
+            .unwrap();
+        assert_eq!(waited.unwrap(), Duration::ZERO);
+        assert!(matches!(
+            a.acquire_blocking_timeout("k", 1, ms(10)),
+            Err(AcquireError::TimedOut)
+        ));
     }
 }

@@ -27,7 +27,7 @@ use async_trait::async_trait;
 use crate::sync::Arc;
 
 mod error;
-mod hybrid;
+pub(crate) mod hybrid;
 pub(crate) mod limiter;
 mod memory;
 #[cfg(feature = "redis")]

@@ -1,8 +1,12 @@
 //! [`BatchedLimiter`]: fixed windows counted in this process and added to Redis in
-//! batches, every `sync_interval` (Kong's `sync_rate`).
+//! batches, every `sync_interval` (Kong's `sync_rate`), waiting through the crate's
+//! one FIFO queue.
 
 use std::fmt;
+use std::future::Future;
 use std::hash::RandomState;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use ::redis::aio::ConnectionLike;
@@ -11,10 +15,14 @@ use ::redis::{RedisError, Script};
 use super::super::redis::from_redis;
 use super::super::rule::Rule;
 use super::super::{storage_key, validate_prefix, StoreError, DEFAULT_MAX_KEY_LEN};
-use crate::decision::{Admitted, Decision, InsufficientCapacity, Limited};
-use crate::error::ConfigError;
+use crate::decision::{Admitted, Decision, Denied, InsufficientCapacity, Limited, Reservation};
+use crate::error::{AcquireError, ConfigError};
+use crate::permits::{Decided, Grant, PermitFuture, PermitSource};
 use crate::sync::{Arc, Mutex, MutexGuard};
-use crate::time::{Clock, MonotonicClock, Nanos};
+use crate::time::{Alarm, Clock, MonotonicClock, Nanos};
+use crate::wait::future::WaitFor;
+use crate::wait::keyed::{Joined, Queues};
+use crate::wait::queue::{Gate, RemoteBooking};
 
 const SCRIPT: &str = include_str!("batched.lua");
 
@@ -31,6 +39,10 @@ const EXPIRY_SLACK: Duration = Duration::from_secs(1);
 /// The longest TTL sent: Redis holds `PEXPIRE` times in milliseconds, and a window
 /// running to the end of the clock needs no more.
 const MAX_TTL_MS: u64 = 1 << 52;
+
+/// When a queue asks its gate to decide under its lock, which a remote gate's queue
+/// never does, and no decision can be made without a round trip: ask again after this.
+const NOT_NOW: Duration = Duration::from_millis(10);
 
 /// A fixed-window limit shared through Redis, decided in this process and synced in
 /// batches: Kong's `sync_rate` mode, whose limits are fixed windows too.
@@ -91,7 +103,17 @@ const MAX_TTL_MS: u64 = 1 << 52;
 /// directly and exactly (one round trip, adding only if within the limit) and not
 /// counted locally.
 ///
-/// Cloning is cheap and shares the counts: a clone is the same node.
+/// # Deciding and waiting
+///
+/// As every limiter of the crate: [`check`](Self::check) decides now (a round trip
+/// only when a sync is due), [`try_acquire`](Self::try_acquire) decides without I/O or
+/// says it cannot, and [`acquire`](Self::acquire) waits in the crate's FIFO queue, one
+/// per tag with waiters. A denial lasts until its window ends (counts only grow within
+/// a window), so the first waiter sleeps until then and asks again, and
+/// [`acquire_timeout`](Self::acquire_timeout) fails at once when the window ends after
+/// its timeout.
+///
+/// Cloning is cheap and shares the counts and the queues: a clone is the same node.
 ///
 /// # Examples
 ///
@@ -105,14 +127,22 @@ const MAX_TTL_MS: u64 = 1 << 52;
 /// let connection = client.get_multiplexed_async_connection().await?;
 /// let rule = FixedWindow::new(1_000, Duration::from_secs(60))?;
 /// let limiter = BatchedLimiter::new(connection, "api", rule, Duration::from_millis(100))?;
-/// match limiter.try_acquire("user-42", 1).await? {
+/// match limiter.check("user-42", 1).await? {
 ///     Ok(admitted) => println!("{} left", admitted.remaining()),
 ///     Err(denied) => println!("retry after {:?}", denied.retry_after()),
 /// }
+/// limiter.acquire("user-42", 1).await?; // waits for the next window if need be
 /// # Ok(())
 /// # }
 /// ```
 pub struct BatchedLimiter<Conn, C = MonotonicClock> {
+    node: Node<Conn, C>,
+    queues: Arc<Queues<String, KeyGate<Conn, C>>>,
+}
+
+/// This process's side of the limit: the rule, the counts and the connection.
+/// Cloning shares the counts.
+struct Node<Conn, C> {
     connection: Conn,
     prefix: Arc<str>,
     name: Arc<str>,
@@ -131,6 +161,15 @@ pub struct BatchedLimiter<Conn, C = MonotonicClock> {
 impl<Conn: Clone, C: Clone> Clone for BatchedLimiter<Conn, C> {
     fn clone(&self) -> Self {
         BatchedLimiter {
+            node: self.node.clone(),
+            queues: Arc::clone(&self.queues),
+        }
+    }
+}
+
+impl<Conn: Clone, C: Clone> Clone for Node<Conn, C> {
+    fn clone(&self) -> Self {
+        Node {
             connection: self.connection.clone(),
             prefix: self.prefix.clone(),
             name: self.name.clone(),
@@ -148,13 +187,15 @@ impl<Conn: Clone, C: Clone> Clone for BatchedLimiter<Conn, C> {
 
 impl<Conn, C> fmt::Debug for BatchedLimiter<Conn, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let node = &self.node;
         f.debug_struct("BatchedLimiter")
-            .field("prefix", &self.prefix)
-            .field("name", &self.name)
-            .field("limit", &self.limit)
-            .field("window", &Duration::from_nanos(self.window))
-            .field("sync_interval", &self.sync_interval)
-            .field("max_keys", &self.max_keys)
+            .field("prefix", &node.prefix)
+            .field("name", &node.name)
+            .field("limit", &node.limit)
+            .field("window", &Duration::from_nanos(node.window))
+            .field("sync_interval", &node.sync_interval)
+            .field("max_keys", &node.max_keys)
+            .field("queues", &self.queues)
             .finish_non_exhaustive()
     }
 }
@@ -334,27 +375,28 @@ where
         // [limit, window, offset, count bits], the rule's own parameters.
         let [limit, window, offset, _] = rule.words();
         Ok(BatchedLimiter {
-            connection,
-            prefix: prefix.into(),
-            name: "".into(),
-            limit,
-            window: window.max(1),
-            offset,
-            sync_interval,
-            max_keys: DEFAULT_MAX_KEYS,
-            clock,
-            script: Arc::new(Script::new(SCRIPT)),
-            counters: Arc::new(Mutex::new(Counters::default())),
+            node: Node {
+                connection,
+                prefix: prefix.into(),
+                name: "".into(),
+                limit,
+                window: window.max(1),
+                offset,
+                sync_interval,
+                max_keys: DEFAULT_MAX_KEYS,
+                clock,
+                script: Arc::new(Script::new(SCRIPT)),
+                counters: Arc::new(Mutex::new(Counters::default())),
+            },
+            queues: Arc::default(),
         })
     }
 
     /// The same limiter with its keys named `{prefix}:{tag}:{name}:{window index}`,
     /// as a [`SharedLimiter`](crate::store::SharedLimiter) names a rule's keys.
-    pub fn with_name(self, name: &str) -> Self {
-        BatchedLimiter {
-            name: name.into(),
-            ..self
-        }
+    pub fn with_name(mut self, name: &str) -> Self {
+        self.node.name = name.into();
+        self
     }
 
     /// The same limiter counting at most `max_keys` keys in this process.
@@ -368,28 +410,35 @@ where
                 parameter: "max_keys",
             });
         }
-        Ok(BatchedLimiter { max_keys, ..self })
+        let mut limiter = self;
+        limiter.node.max_keys = max_keys;
+        Ok(limiter)
     }
 
     /// The most permits a window admits (across all nodes, up to the over-admission
     /// described in [`BatchedLimiter`]).
     pub fn limit(&self) -> u64 {
-        self.limit
+        self.node.limit
     }
 
     /// The window's length.
     pub fn window(&self) -> Duration {
-        Duration::from_nanos(self.window)
+        Duration::from_nanos(self.node.window)
     }
 
     /// How often a key's admissions are sent.
     pub fn sync_interval(&self) -> Duration {
-        self.sync_interval
+        self.node.sync_interval
+    }
+
+    /// The clock it reads time from.
+    pub fn clock(&self) -> &C {
+        &self.node.clock
     }
 
     /// Keys counted in this process now.
     pub fn len(&self) -> usize {
-        self.counters.lock().len()
+        self.node.counters.lock().len()
     }
 
     /// Whether no key is counted in this process.
@@ -418,12 +467,22 @@ where
     /// # }
     /// ```
     pub fn redis_key(&self, tag: &str) -> String {
-        let (index, _) = self.window_at(self.now());
-        self.key_of(tag, index)
+        let (index, _) = self.node.window_at(self.node.now());
+        self.node.key_of(tag, index)
     }
+}
 
-    /// Takes `n` permits for `tag` if the window, as this node knows it, has them.
-    /// `n == 0` peeks.
+/// # Deciding at once
+impl<Conn, C> BatchedLimiter<Conn, C>
+where
+    Conn: ConnectionLike + Clone + Send + Sync + 'static,
+    C: Clock,
+{
+    /// Takes `n` permits for `tag` if the window, as this node knows it, has them,
+    /// syncing first if a sync is due; never waits for permits. `n == 0` peeks.
+    ///
+    /// While callers wait on `tag` in this process, it is denied without deciding
+    /// (they were first), with a `retry_after` of when the first of them asks again.
     ///
     /// # Examples
     ///
@@ -434,8 +493,8 @@ where
     /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
     /// # let connection = redis::Client::open("redis://127.0.0.1/")?.get_multiplexed_async_connection().await?;
     /// # let limiter = BatchedLimiter::new(connection, "api", FixedWindow::new(2, Duration::from_secs(1))?, Duration::from_millis(50))?;
-    /// assert!(limiter.try_acquire("user-42", 2).await?.is_ok());
-    /// assert!(limiter.try_acquire("user-42", 1).await?.is_err());
+    /// assert!(limiter.check("user-42", 2).await?.is_ok());
+    /// assert!(limiter.check("user-42", 1).await?.is_err());
     /// # Ok(())
     /// # }
     /// ```
@@ -451,22 +510,76 @@ where
     /// Dropped while it waits for a sync, it takes nothing, and the admissions that
     /// sync carried are sent again with the next one (counted twice if the dropped one
     /// reached Redis, which only denies more).
-    pub async fn try_acquire(&self, tag: &str, n: u64) -> Result<Decision, StoreError> {
-        self.decide(tag, n, true).await
+    pub async fn check(&self, tag: &str, n: u64) -> Result<Decision, StoreError> {
+        if let Some(denied) = self.queued_denial(tag, n) {
+            return Ok(Err(denied));
+        }
+        self.node.decide(tag, n, true).await
     }
 
-    /// Decides as [`try_acquire`](Self::try_acquire) would, taking nothing (it may
-    /// still sync, if a sync is due).
+    /// [`check`](Self::check) without a future, when this node can decide without a
+    /// round trip: `tag` is counted here and no sync is due. `None` when it cannot,
+    /// having done nothing: call `check`.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use tollgate::algorithm::FixedWindow;
+    /// # use tollgate::store::BatchedLimiter;
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let connection = redis::Client::open("redis://127.0.0.1/")?.get_multiplexed_async_connection().await?;
+    /// # let limiter = BatchedLimiter::new(connection, "api", FixedWindow::new(10, Duration::from_secs(1))?, Duration::from_millis(50))?;
+    /// let decision = match limiter.try_acquire("user-42", 1) {
+    ///     Some(decision) => decision?,
+    ///     None => limiter.check("user-42", 1).await?, // a sync is due
+    /// };
+    /// # Ok(())
+    /// # }
+    /// ```
     ///
     /// # Errors
     ///
-    /// As [`try_acquire`](Self::try_acquire).
+    /// [`StoreError::KeyTooLong`], inside the `Some`. A request for more than the
+    /// limit is `Some(Ok(Err(Denied::Insufficient)))`.
+    pub fn try_acquire(&self, tag: &str, n: u64) -> Option<Result<Decision, StoreError>> {
+        if let Some(denied) = self.queued_denial(tag, n) {
+            return Some(Ok(Err(denied)));
+        }
+        self.node.decide_now(tag, n, true)
+    }
+
+    /// A denial for callers who would overtake this process's waiters on `tag`, or
+    /// of a closed limiter.
+    fn queued_denial(&self, tag: &str, n: u64) -> Option<Denied> {
+        if self.queues.is_closed() {
+            return Some(Denied::Closed);
+        }
+        // `n == 0` takes nothing, so it overtakes no one.
+        let queue = self.queues.get(tag).filter(|_| n > 0)?;
+        if queue.waiters() == 0 {
+            return None;
+        }
+        let now = self.node.clock.now();
+        let retry = match queue.queued().1 {
+            Some(first) => first.saturating_since(now),
+            None => NOT_NOW,
+        };
+        Some(Limited::new(retry, self.node.limit, 0, retry).into())
+    }
+
+    /// Decides as [`check`](Self::check) would, taking nothing (it may still sync, if
+    /// a sync is due).
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](Self::check).
     ///
     /// # Cancel safety
     ///
-    /// As [`try_acquire`](Self::try_acquire).
+    /// As [`check`](Self::check).
     pub async fn peek(&self, tag: &str, n: u64) -> Result<Decision, StoreError> {
-        self.decide(tag, n, false).await
+        self.node.decide(tag, n, false).await
     }
 
     /// Sends every key's unsent admissions in the current window now, and reads the
@@ -481,6 +594,306 @@ where
     ///
     /// Dropped midway, the syncs not completed are sent again later.
     pub async fn flush(&self) -> Result<(), StoreError> {
+        self.node.flush().await
+    }
+}
+
+/// # Waiting
+impl<Conn, C> BatchedLimiter<Conn, C>
+where
+    Conn: ConnectionLike + Clone + Send + Sync + 'static,
+    C: Clock,
+{
+    /// Waits until `n` permits for `tag` are taken; resolves to the time waited on
+    /// this limiter's clock.
+    ///
+    /// Waiters on one tag are served in arrival order, through the same FIFO queue as
+    /// every other limiter. The first decides as [`check`](Self::check) does (syncing
+    /// if a sync is due); denied, it sleeps until the window ends and asks again, while
+    /// the others queue behind it holding nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use tollgate::algorithm::FixedWindow;
+    /// # use tollgate::store::BatchedLimiter;
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let connection = redis::Client::open("redis://127.0.0.1/")?.get_multiplexed_async_connection().await?;
+    /// # let limiter = BatchedLimiter::new(connection, "api", FixedWindow::new(10, Duration::from_secs(1))?, Duration::from_millis(50))?;
+    /// let waited = limiter.acquire("user-42", 1).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`AcquireError::Insufficient`] for more than the limit,
+    /// [`AcquireError::Closed`] after [`close`](Self::close), and
+    /// [`AcquireError::Source`] with the [`StoreError`] of a sync the first waiter
+    /// found due and could not complete (the next waiter then tries).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped after its permits were taken and before it was polled again, it gives
+    /// them back to this node's unsent count. Dropped while waiting for a sync, it
+    /// takes nothing, as [`check`](Self::check).
+    pub fn acquire(&self, tag: &str, n: u64) -> BatchedAcquire<Conn, C> {
+        BatchedAcquire {
+            wait: WaitFor::new(self.join(tag), n, None),
+        }
+    }
+
+    /// [`acquire`](Self::acquire), giving up after `timeout`. A denial lasts until its
+    /// window ends, so when the window ends after `timeout` the wait fails at once.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire), and [`AcquireError::TimedOut`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub fn acquire_timeout(&self, tag: &str, n: u64, timeout: Duration) -> BatchedAcquire<Conn, C> {
+        BatchedAcquire {
+            wait: WaitFor::new(self.join(tag), n, Some(timeout)),
+        }
+    }
+
+    /// Blocks the calling thread until `n` permits for `tag` are taken, making the
+    /// syncs on it; returns the time waited. The connection must be driven by a
+    /// runtime on another thread.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub fn acquire_blocking(
+        &self,
+        tag: &str,
+        n: u64,
+    ) -> Result<Duration, AcquireError<StoreError>> {
+        WaitFor::new(self.join(tag), n, None).block()
+    }
+
+    /// As [`acquire_blocking`](Self::acquire_blocking), giving up after `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_timeout`](Self::acquire_timeout).
+    pub fn acquire_blocking_timeout(
+        &self,
+        tag: &str,
+        n: u64,
+        timeout: Duration,
+    ) -> Result<Duration, AcquireError<StoreError>> {
+        WaitFor::new(self.join(tag), n, Some(timeout)).block()
+    }
+
+    fn join(&self, tag: &str) -> Joined<String, KeyGate<Conn, C>> {
+        let tag = tag.to_owned();
+        self.queues.join(&tag, || KeyGate {
+            node: self.node.clone(),
+            tag: tag.clone(),
+        })
+    }
+
+    /// Closes the limiter in this process: every waiter and every later wait fails
+    /// with [`AcquireError::Closed`], and `check` with [`Denied::Closed`]. Redis and
+    /// other nodes are not affected.
+    pub fn close(&self) {
+        self.queues.close()
+    }
+
+    /// Whether [`close`](Self::close) was called.
+    pub fn is_closed(&self) -> bool {
+        self.queues.is_closed()
+    }
+
+    /// How many callers of this process wait, on every tag.
+    pub fn waiters(&self) -> usize {
+        self.queues.waiters()
+    }
+}
+
+/// The future of [`BatchedLimiter::acquire`]: resolves to the time waited.
+///
+/// # Cancel safety
+///
+/// As [`BatchedLimiter::acquire`].
+#[must_use = "futures do nothing unless polled"]
+pub struct BatchedAcquire<Conn, C>
+where
+    Conn: ConnectionLike + Clone + Send + Sync + 'static,
+    C: Clock,
+{
+    wait: WaitFor<Joined<String, KeyGate<Conn, C>>, KeyGate<Conn, C>>,
+}
+
+impl<Conn, C> Future for BatchedAcquire<Conn, C>
+where
+    Conn: ConnectionLike + Clone + Send + Sync + 'static,
+    C: Clock,
+{
+    type Output = Result<Duration, AcquireError<StoreError>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.get_mut().wait.poll(cx)
+    }
+}
+
+impl<Conn, C> fmt::Debug for BatchedAcquire<Conn, C>
+where
+    Conn: ConnectionLike + Clone + Send + Sync + 'static,
+    C: Clock,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BatchedAcquire").finish_non_exhaustive()
+    }
+}
+
+/// Per tag, decided in this process between syncs; a grant holds nothing.
+impl<Conn, C> PermitSource<str> for BatchedLimiter<Conn, C>
+where
+    Conn: ConnectionLike + Clone + Send + Sync + 'static,
+    C: Clock,
+{
+    type Permit = ();
+    type Error = StoreError;
+
+    fn capacity(&self) -> u64 {
+        self.node.limit
+    }
+
+    fn decide_now(&self, tag: &str, n: u64) -> Option<Result<Decided<()>, StoreError>> {
+        let decision = self.try_acquire(tag, n)?;
+        Some(decision.map(|d| d.map(|admitted| Grant::new(admitted, ()))))
+    }
+
+    fn decide(&self, tag: &str, n: u64) -> PermitFuture<Result<Decided<()>, StoreError>> {
+        let limiter = self.clone();
+        let tag = tag.to_owned();
+        Box::pin(async move {
+            let decision = limiter.check(&tag, n).await?;
+            Ok(decision.map(|admitted| Grant::new(admitted, ())))
+        })
+    }
+
+    fn wait(
+        &self,
+        tag: &str,
+        n: u64,
+        timeout: Option<Duration>,
+    ) -> PermitFuture<Result<(), AcquireError<StoreError>>> {
+        let wait = WaitFor::new(self.join(tag), n, timeout);
+        Box::pin(async move { wait.await.map(drop) })
+    }
+
+    /// Gives back up to `n` of this node's admissions for `tag` not sent yet, in the
+    /// window current now; admissions already sent stay counted, which only denies
+    /// more. This process's waiters on `tag` then try again.
+    fn refund(&self, tag: &str, n: u64) {
+        self.node.give_back(tag, n);
+        if let Some(queue) = self.queues.get(tag) {
+            queue.serve();
+        }
+    }
+}
+
+/// One tag's side of the limiter, as its queue sees it: decided by the first waiter,
+/// with a round trip when a sync is due.
+struct KeyGate<Conn, C> {
+    node: Node<Conn, C>,
+    tag: String,
+}
+
+impl<Conn, C> KeyGate<Conn, C>
+where
+    Conn: ConnectionLike + Clone + Send + Sync + 'static,
+    C: Clock,
+{
+    /// A decision without a round trip, for the queue paths that a remote gate never
+    /// takes; "not now" when one is needed.
+    fn local(&self, n: u64, take: bool) -> Decision {
+        match self.node.decide_now(&self.tag, n, take) {
+            Some(Ok(decision)) => decision,
+            _ => Err(Limited::new(NOT_NOW, self.node.limit, 0, NOT_NOW).into()),
+        }
+    }
+}
+
+impl<Conn, C> Gate for KeyGate<Conn, C>
+where
+    Conn: ConnectionLike + Clone + Send + Sync + 'static,
+    C: Clock,
+{
+    type Error = StoreError;
+
+    fn now(&self) -> Nanos {
+        self.node.clock.now()
+    }
+
+    fn acquire(&self, _now: Nanos, n: u64) -> Decision {
+        self.local(n, true)
+    }
+
+    fn peek(&self, _now: Nanos, n: u64) -> Decision {
+        self.local(n, false)
+    }
+
+    fn reserve(&self, _now: Nanos, n: u64, _max_wait: Duration) -> Result<Reservation, Denied> {
+        self.local(n, true)
+            .map(|_| Reservation::new(n, Duration::ZERO))
+    }
+
+    /// Permits granted to a waiter that left before taking them.
+    fn refund(&self, _now: Nanos, n: u64) {
+        self.node.give_back(&self.tag, n);
+    }
+
+    fn capacity(&self) -> u64 {
+        self.node.limit
+    }
+
+    /// A denial lasts until the window ends: its `retry_after` is the wait.
+    fn books_ahead(&self) -> bool {
+        false
+    }
+
+    fn set_alarm(&self, deadline: Nanos, alarm: Arc<dyn Alarm>) {
+        self.node.clock.set_alarm(deadline, alarm)
+    }
+
+    fn event_key(&self) -> Option<&str> {
+        Some(&self.tag)
+    }
+
+    fn is_remote(&self) -> bool {
+        true
+    }
+
+    /// Takes the permits now as `check` does, at once between syncs and by a round
+    /// trip when a sync is due; denied, the queue asks again when the window ends.
+    fn reserve_remote(&self, n: u64, _max_wait: Duration) -> RemoteBooking<StoreError> {
+        if let Some(decision) = self.node.decide_now(&self.tag, n, true) {
+            return Box::pin(std::future::ready(decision.map(|d| booking(d, n))));
+        }
+        let node = self.node.clone();
+        let tag = self.tag.clone();
+        Box::pin(async move { Ok(booking(node.decide(&tag, n, true).await?, n)) })
+    }
+}
+
+/// A decision as a booking: an admission now, or the denial.
+fn booking(decision: Decision, n: u64) -> Result<Reservation, Denied> {
+    decision.map(|_| Reservation::new(n, Duration::ZERO))
+}
+
+impl<Conn, C> Node<Conn, C>
+where
+    Conn: ConnectionLike + Clone + Send + Sync + 'static,
+    C: Clock,
+{
+    async fn flush(&self) -> Result<(), StoreError> {
         let now = self.now();
         let (index, _) = self.window_at(now);
         let due: Vec<(String, u64, u64)> = self
@@ -498,6 +911,44 @@ where
             }
         }
         first_error.map_or(Ok(()), Err)
+    }
+
+    /// Decides without I/O if `tag` is counted here in the current window and no
+    /// sync is due; `None`, having done nothing, if a round trip is needed.
+    fn decide_now(&self, tag: &str, n: u64, take: bool) -> Option<Result<Decision, StoreError>> {
+        let now = self.now();
+        let (index, _) = self.window_at(now);
+        let len = self.key_len(tag, index);
+        if len > DEFAULT_MAX_KEY_LEN {
+            return Some(Err(StoreError::KeyTooLong {
+                len,
+                max: DEFAULT_MAX_KEY_LEN,
+            }));
+        }
+        if n > self.limit {
+            return Some(Ok(Err(InsufficientCapacity::new(n, self.limit).into())));
+        }
+        let mut counters = self.counters.lock();
+        let counter = counters.get_mut(tag)?;
+        // As in `decide`: a counter already in a newer window decides there.
+        if counter.window >= index && (counter.syncing || now < counter.next_sync) {
+            return Some(Ok(self.decide_on(counter, n, take, now)));
+        }
+        None
+    }
+
+    /// Gives back up to `n` admissions for `tag` not sent yet, in the window current
+    /// now.
+    fn give_back(&self, tag: &str, n: u64) {
+        let (index, _) = self.window_at(self.now());
+        if let Some(counter) = self
+            .counters
+            .lock()
+            .get_mut(tag)
+            .filter(|c| c.window == index)
+        {
+            counter.pending -= counter.pending.min(n);
+        }
     }
 
     async fn decide(&self, tag: &str, n: u64, take: bool) -> Result<Decision, StoreError> {

@@ -11,7 +11,7 @@
 //!   `nodes × rate per node × sync_interval`.
 
 #[cfg(feature = "redis")]
-mod batched;
+pub(crate) mod batched;
 mod denied_cache;
 
 #[cfg(feature = "redis")]
