@@ -645,8 +645,7 @@ impl<A: Algorithm, C: Clock> PermitSource for Limiter<A, C> {
         n: u64,
         timeout: Option<Duration>,
     ) -> PermitFuture<Result<(), AcquireError>> {
-        let wait = WaitFor::new(Arc::clone(&self.shared), n, timeout);
-        Box::pin(async move { wait.await.map(drop) })
+        WaitFor::new(Arc::clone(&self.shared), n, timeout).into_permit_future()
     }
 
     fn refund(&self, _: &(), n: u64) {

@@ -265,8 +265,7 @@ where
         n: u64,
         timeout: Option<Duration>,
     ) -> PermitFuture<Result<(), AcquireError>> {
-        let wait = WaitFor::new(self.join(key.to_owned()), n, timeout);
-        Box::pin(async move { wait.await.map(drop) })
+        WaitFor::new(self.join(key.to_owned()), n, timeout).into_permit_future()
     }
 
     fn refund(&self, key: &Q, n: u64) {

@@ -767,8 +767,7 @@ impl<S: Store + 'static, C: Clock> PermitSource<str> for SharedLimiter<S, C> {
         n: u64,
         timeout: Option<Duration>,
     ) -> PermitFuture<Result<(), AcquireError<StoreError>>> {
-        let wait = WaitFor::new(self.join(key), n, timeout);
-        Box::pin(async move { wait.await.map(drop) })
+        WaitFor::new(self.join(key), n, timeout).into_permit_future()
     }
 
     /// In the background, best effort; this process's waiters on `key` then try

@@ -6,6 +6,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+use crate::permits::PermitFuture;
 use crate::sync::{thread, Arc, Mutex};
 use crate::time::Nanos;
 use crate::wait::queue::{Begin, Gate, Polled, RemoteBooking, Slot, Waiting, Wake};
@@ -180,6 +181,17 @@ impl<R: Deref<Target = Waiting<G>>, G: Gate> WaitFor<R, G> {
             }
             thread::park();
         }
+    }
+}
+
+impl<R, G> WaitFor<R, G>
+where
+    R: Deref<Target = Waiting<G>> + Send + 'static,
+    G: Gate,
+{
+    /// The wait as a [`PermitSource`](crate::PermitSource)'s: boxed, granting `()`.
+    pub(crate) fn into_permit_future(self) -> PermitFuture<Result<(), AcquireError<G::Error>>> {
+        Box::pin(async move { self.await.map(drop) })
     }
 }
 

@@ -784,8 +784,7 @@ where
         n: u64,
         timeout: Option<Duration>,
     ) -> PermitFuture<Result<(), AcquireError<StoreError>>> {
-        let wait = WaitFor::new(self.join(tag), n, timeout);
-        Box::pin(async move { wait.await.map(drop) })
+        WaitFor::new(self.join(tag), n, timeout).into_permit_future()
     }
 
     /// Gives back up to `n` of this node's admissions for `tag` not sent yet, in the
