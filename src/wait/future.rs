@@ -6,7 +6,6 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use crate::permits::PermitFuture;
 use crate::sync::{thread, Arc, Mutex};
 use crate::time::Nanos;
 use crate::wait::queue::{Begin, Gate, Polled, RemoteBooking, Slot, Waiting, Wake};
@@ -189,8 +188,12 @@ where
     R: Deref<Target = Waiting<G>> + Send + 'static,
     G: Gate,
 {
-    /// The wait as a [`PermitSource`](crate::PermitSource)'s: boxed, granting `()`.
-    pub(crate) fn into_permit_future(self) -> PermitFuture<Result<(), AcquireError<G::Error>>> {
+    /// The wait as a permit source's (boxed, granting `()`), spelled out so that this
+    /// layer names nothing above it.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn into_permit_future(
+        self,
+    ) -> Pin<Box<dyn Future<Output = Result<(), AcquireError<G::Error>>> + Send + 'static>> {
         Box::pin(async move { self.await.map(drop) })
     }
 }
