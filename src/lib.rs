@@ -50,6 +50,7 @@
 )]
 #![forbid(unsafe_code)]
 
+pub mod adaptive;
 pub mod algorithm;
 #[cfg(feature = "config")]
 pub mod config;

@@ -21,6 +21,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "leaky_queue",
             "store",
             "permits",
+            "adaptive",
         ],
     ),
     ("wait", &["wait"]),
