@@ -282,16 +282,20 @@ impl FixedWindow<Aligned> {
     }
 
     fn start_of(&self, index: u64) -> u64 {
-        (index * self.window).saturating_sub(self.alignment.offset)
+        index.saturating_mul(self.window).saturating_sub(self.alignment.offset)
     }
 
     /// The end of window `index`; the last window runs to the end of the clock.
+    /// `(index + 1) × window` overflows exactly when `index` is the last index, so
+    /// the check costs a multiplication rather than a division.
     fn end_of(&self, index: u64) -> u64 {
-        if index >= self.last_index() {
-            return u64::MAX;
+        match index
+            .checked_add(1)
+            .and_then(|next| next.checked_mul(self.window))
+        {
+            Some(end) => end.saturating_sub(self.alignment.offset),
+            None => u64::MAX,
         }
-        let elapsed = u128::from(self.alignment.offset);
-        saturating_u64(until_period(self.window, elapsed, u128::from(index) + 1))
     }
 
     fn unpack(&self, word: u64) -> (u64, u64) {
@@ -311,9 +315,24 @@ impl FixedWindow<Aligned> {
     }
 
     /// The index of the last booked window, and the bookings.
+    #[inline]
     fn view(&self, word: u64, now: u64) -> (u64, Booked) {
-        let current = self.index(now);
         let (index, count) = self.unpack(word);
+        if count > 0 {
+            // Most calls land in the booked window: bounds by multiplication, and no
+            // division to find the current index.
+            let (start, end) = (self.start_of(index), self.end_of(index));
+            if start <= now && now < end {
+                let booked = Booked {
+                    start,
+                    end,
+                    ahead: 0,
+                    count,
+                };
+                return (index, booked);
+            }
+        }
+        let current = self.index(now);
         let (index, count) = if count == 0 || index < current {
             (current, 0)
         } else {
