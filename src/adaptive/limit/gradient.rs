@@ -165,6 +165,19 @@ impl GradientLimit {
         self.rtt_noload.get()
     }
 
+    /// The estimate the limit is the whole part of.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::limit::GradientLimit;
+    ///
+    /// assert_eq!(GradientLimit::new().estimated_limit(), 50.0);
+    /// ```
+    pub fn estimated_limit(&self) -> f64 {
+        self.estimated
+    }
+
     fn next_countdown(&mut self) -> u64 {
         match self.probe_interval {
             Some(n) => n.saturating_add(self.jitter.below(n)),

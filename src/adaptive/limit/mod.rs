@@ -23,6 +23,8 @@ mod gradient;
 mod gradient2;
 mod jitter;
 mod measurement;
+#[cfg(test)]
+mod upstream_tables;
 mod vegas;
 mod window;
 mod windowed;

@@ -173,6 +173,19 @@ impl VegasLimit {
         self.rtt_noload
     }
 
+    /// The estimate the limit is the whole part of.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::limit::VegasLimit;
+    ///
+    /// assert_eq!(VegasLimit::new().estimated_limit(), 20.0);
+    /// ```
+    pub fn estimated_limit(&self) -> f64 {
+        self.estimated
+    }
+
     fn should_probe(&self) -> bool {
         self.probe_jitter * self.probe_multiplier as f64 * self.estimated <= self.probe_count as f64
     }
