@@ -19,12 +19,13 @@
 //! - **Queue allowance** ([`QueuePolicy`]). Upstream adds the queue size on every
 //!   sample. Under modest overload — a gradient of, say, 0.8 — the limit then settles
 //!   at `queue_size / (1 − gradient)` rather than falling, and as the long-term
-//!   average catches up with the raised latency the gradient returns to 1 and the
+//!   average catches up with the raised latency that fixed point rises with it: the
 //!   limit creeps up for as long as the overload lasts ([PR #134], and its 2024
 //!   discussion). By default the queue size is added only when the gradient is 1 (no
 //!   queueing seen), so any measured queueing shrinks the limit; the app-limited
 //!   check (`inflight < limit / 2` leaves the limit alone) then guards only growth,
-//!   as in the PR.
+//!   as in the PR. A latency that persists for hundreds of samples still becomes the
+//!   new baseline, and growth resumes from there: that is Gradient2's design.
 //!
 //! [`Gradient2Builder::upstream`] selects both upstream behaviours at once.
 //!
@@ -81,7 +82,8 @@ type QueueFn = Arc<dyn Fn(u64) -> u64 + Send + Sync>;
 #[non_exhaustive]
 pub enum DropPolicy {
     /// A dropped sample counts as gradient 0.5, whatever its RTT, and is never
-    /// skipped as app-limited: the limit shrinks by `smoothing / 2` (10% by default).
+    /// skipped as app-limited: with the default [`QueuePolicy`] the limit shrinks by
+    /// `smoothing / 2` (10% with the default smoothing).
     /// The fix [PR #134] proposes for [issue #176].
     ///
     /// [issue #176]: https://github.com/Netflix/concurrency-limits/issues/176
@@ -103,17 +105,16 @@ pub enum DropPolicy {
 /// use tollgate::time::Nanos;
 ///
 /// let ms = Duration::from_millis;
-/// let build = |policy| {
-///     Gradient2Limit::builder().min_limit(1).initial_limit(10).queue_policy(policy).build()
-/// };
+/// let build = |policy| Gradient2Limit::builder().min_limit(1).queue_policy(policy).build();
 /// let (mut fixed, mut upstream) = (build(QueuePolicy::WhenUncongested)?, build(QueuePolicy::Always)?);
-/// for limit in [&mut fixed, &mut upstream] {
-///     limit.on_sample(Sample::new(Nanos::ZERO, ms(10), 10, false));
+/// // Ten samples at 10 ms, then the latency doubles: a gradient of about 0.76.
+/// for rtt in [10; 10].into_iter().chain([20; 20]) {
+///     let sample = Sample::new(Nanos::ZERO, ms(rtt), 1000, false);
+///     fixed.on_sample(sample);
+///     upstream.on_sample(sample);
 /// }
-/// // Twice the long-term RTT: gradient 1.5 × 10.9 / 20 ≈ 0.82.
-/// let slow = Sample::new(Nanos::ZERO, ms(20), 10, false);
-/// assert_eq!(fixed.on_sample(slow), 9); // shrinks
-/// assert_eq!(upstream.on_sample(slow), 10); // 10 × 0.96 + 0.8: held up by the queue
+/// assert_eq!(fixed.limit(), 11); // falling
+/// assert_eq!(upstream.limit(), 22); // held near 4 / (1 − 0.76), and rising with it
 /// # Ok::<(), tollgate::ConfigError>(())
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -556,5 +557,131 @@ impl LimitAlgorithm for Gradient2Limit {
         let new = limit * (1.0 - self.smoothing) + new * self.smoothing;
         self.estimated = checks::clamp(new, self.min, self.max, limit);
         self.limit()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::time::Nanos;
+
+    fn sample(rtt: Duration, inflight: u64, dropped: bool) -> Sample {
+        Sample::new(Nanos::ZERO, rtt, inflight, dropped)
+    }
+
+    #[test]
+    fn backoff_with_the_upstream_queue_policy_still_backs_off_when_app_limited() {
+        let mut limit = Gradient2Limit::builder()
+            .min_limit(1)
+            .initial_limit(100)
+            .queue_policy(QueuePolicy::Always)
+            .build()
+            .unwrap();
+        let ms = Duration::from_millis;
+        // App-limited and not dropped: unchanged, as upstream.
+        assert_eq!(limit.on_sample(sample(ms(10), 1, false)), 100);
+        // App-limited but dropped: 100 × 0.8 + (100 × 0.5 + 4) × 0.2 = 90.8.
+        assert_eq!(limit.on_sample(sample(ms(10), 1, true)), 90);
+        assert_eq!(limit.estimated_limit(), 90.8);
+    }
+
+    #[test]
+    fn uncongested_policy_skips_only_growth_when_app_limited() {
+        let mut limit = Gradient2Limit::builder()
+            .min_limit(1)
+            .initial_limit(100)
+            .build()
+            .unwrap();
+        let ms = Duration::from_millis;
+        assert_eq!(limit.on_sample(sample(ms(10), 1, false)), 100);
+        // Long-term 25 ms, this 40 ms: gradient 0.9375 < 1, so it shrinks even
+        // though app-limited: 100 × 0.8 + 93.75 × 0.2 = 98.75.
+        assert_eq!(limit.on_sample(sample(ms(40), 1, false)), 98);
+        assert_eq!(limit.estimated_limit(), 98.75);
+    }
+
+    #[test]
+    fn zero_rtt_counts_as_no_queueing() {
+        // Upstream: 0 / 0 = NaN on the first sample, and its limit is 0 for good.
+        let mut limit = Gradient2Limit::builder().upstream().build().unwrap();
+        assert_eq!(limit.on_sample(sample(Duration::ZERO, 20, false)), 20); // 20.8
+        assert_eq!(limit.estimated_limit(), 20.8);
+        assert_eq!(limit.long_rtt_nanos(), 0.0);
+    }
+
+    #[test]
+    fn builder_rejects_bad_settings() {
+        let b = Gradient2Limit::builder;
+        assert_eq!(
+            b().long_window(0).build().unwrap_err(),
+            ConfigError::Zero {
+                parameter: "long_window"
+            }
+        );
+        assert_eq!(
+            b().smoothing(f64::NAN).build().unwrap_err().parameter(),
+            "smoothing"
+        );
+        assert_eq!(
+            b().smoothing(-0.1).build().unwrap_err().parameter(),
+            "smoothing"
+        );
+        assert_eq!(
+            b().rtt_tolerance(0.5).build().unwrap_err().parameter(),
+            "rtt_tolerance"
+        );
+        assert_eq!(
+            b().min_limit(0).build().unwrap_err(),
+            ConfigError::Zero {
+                parameter: "min_limit"
+            }
+        );
+        assert_eq!(
+            b().initial_limit(201).build().unwrap_err().parameter(),
+            "initial_limit"
+        );
+    }
+
+    #[test]
+    fn extremes_stay_within_bounds() {
+        let inputs = [
+            (Duration::ZERO, u64::MAX, false),
+            (Duration::MAX, u64::MAX, false),
+            (Duration::MAX, 0, true),
+            (Duration::from_nanos(1), u64::MAX, false),
+            (Duration::ZERO, 0, true),
+            (Duration::MAX, u64::MAX, true),
+        ];
+        for upstream in [false, true] {
+            let mut builder = Gradient2Limit::builder()
+                .min_limit(3)
+                .initial_limit(3)
+                .max_limit(u64::MAX)
+                .queue_size_fn(|_| u64::MAX)
+                .long_window(u64::MAX);
+            if upstream {
+                builder = builder.upstream();
+            }
+            let mut limit = builder.build().unwrap();
+            for &(rtt, inflight, dropped) in inputs.iter().cycle().take(600) {
+                let l = limit.on_sample(Sample::new(Nanos::MAX, rtt, inflight, dropped));
+                assert!(l >= 3, "{l}");
+                assert!(!limit.estimated_limit().is_nan());
+            }
+            let mut small = Gradient2Limit::builder()
+                .min_limit(1)
+                .initial_limit(5)
+                .max_limit(10);
+            if upstream {
+                small = small.upstream();
+            }
+            let mut small = small.build().unwrap();
+            for &(rtt, inflight, dropped) in inputs.iter().cycle().take(600) {
+                let l = small.on_sample(Sample::new(Nanos::ZERO, rtt, inflight, dropped));
+                assert!((1..=10).contains(&l), "{l}");
+            }
+        }
     }
 }

@@ -59,7 +59,8 @@ pub enum Aggregation {
 ///
 /// Time comes from the samples' `start + rtt` (and from
 /// [`on_time`](LimitAlgorithm::on_time), which closes a window that is due: upstream
-/// waits for the next sample to close it, and counts that sample in).
+/// waits for the next sample to close it, and counts that sample in). A sample whose
+/// `start + rtt` saturates at [`Nanos::MAX`] is counted but closes no window.
 ///
 /// # Examples
 ///
@@ -410,7 +411,9 @@ impl<L: LimitAlgorithm> LimitAlgorithm for WindowedLimit<L> {
         self.window.add(sample.rtt, sample.inflight, sample.dropped);
         self.last_start = sample.start;
         let end = sample.end();
-        if end > self.next_update {
+        // An end at the clock's last instant is no instant at all (a saturated
+        // `start + rtt`): counted, but it would push every later window past reach.
+        if end > self.next_update && end < Nanos::MAX {
             self.close(end);
         }
         self.delegate.limit()
@@ -421,5 +424,197 @@ impl<L: LimitAlgorithm> LimitAlgorithm for WindowedLimit<L> {
             self.close(now);
         }
         self.delegate.on_time(now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adaptive::limit::{AimdLimit, Gradient2Limit, VegasLimit};
+
+    fn ms(ms: u64) -> Duration {
+        Duration::from_millis(ms)
+    }
+
+    fn at(ms: u64) -> Nanos {
+        Nanos::new(ms * 1_000_000)
+    }
+
+    /// Counts what reaches the delegate.
+    #[derive(Debug, Default)]
+    struct Count(Vec<Sample>);
+
+    impl LimitAlgorithm for Count {
+        fn limit(&self) -> u64 {
+            self.0.len() as u64
+        }
+
+        fn on_sample(&mut self, sample: Sample) -> u64 {
+            self.0.push(sample);
+            self.limit()
+        }
+    }
+
+    #[test]
+    fn on_time_closes_a_due_window() {
+        let mut windowed = WindowedBuilder::new()
+            .min_window(ms(100))
+            .build(Count::default())
+            .unwrap();
+        windowed.on_sample(Sample::new(at(0), ms(1), 1, false));
+        assert_eq!(windowed.window_end(), at(101));
+        for i in 0..10 {
+            windowed.on_sample(Sample::new(at(10 + i), ms(2), 5 + i, i == 3));
+        }
+        // Not due yet.
+        assert_eq!(windowed.on_time(at(101)), 0);
+        assert_eq!(windowed.on_time(at(102)), 1);
+        let fed = windowed.delegate().0[0];
+        assert_eq!(fed, Sample::new(at(19), ms(2), 14, true));
+        // The next window: twice the least RTT, raised to 100 ms, from now.
+        assert_eq!(windowed.window_end(), at(202));
+        // An empty window is not closed.
+        assert_eq!(windowed.on_time(at(1000)), 1);
+        assert_eq!(windowed.window_end(), at(202));
+    }
+
+    #[test]
+    fn short_rtts_are_left_out_and_short_windows_dropped() {
+        let mut windowed = WindowedBuilder::new().build(Count::default()).unwrap();
+        windowed.on_sample(Sample::new(at(0), Duration::from_micros(99), 1, true));
+        assert_eq!(windowed.window_end(), Nanos::ZERO);
+        windowed.on_sample(Sample::new(at(0), ms(1), 1, false));
+        assert_eq!(windowed.window_end(), at(1001));
+        for i in 0..8 {
+            windowed.on_sample(Sample::new(at(i), ms(1), 1, false));
+        }
+        // Nine samples: closed without a word to the delegate.
+        windowed.on_sample(Sample::new(at(1001), ms(1), 1, false));
+        assert_eq!(windowed.limit(), 0);
+        assert_eq!(windowed.window_end(), at(2002));
+    }
+
+    #[test]
+    fn window_length_follows_twice_the_least_rtt_within_bounds() {
+        let mut windowed = WindowedBuilder::new()
+            .min_window(ms(100))
+            .max_window(ms(500))
+            .build(Count::default())
+            .unwrap();
+        windowed.on_sample(Sample::new(at(0), ms(120), 1, false));
+        assert_eq!(windowed.window_end(), at(120 + 240));
+        windowed.on_sample(Sample::new(at(300), ms(400), 1, false));
+        assert_eq!(windowed.window_end(), at(700 + 500));
+    }
+
+    #[test]
+    fn wraps_boxed_algorithms() {
+        let boxed: Box<dyn LimitAlgorithm> = Box::new(VegasLimit::new());
+        let windowed = WindowedLimit::new(boxed);
+        assert_eq!(windowed.limit(), 20);
+    }
+
+    #[test]
+    fn builder_rejects_bad_settings() {
+        let build = |b: WindowedBuilder| b.build(AimdLimit::new()).unwrap_err();
+        let w = WindowedBuilder::new;
+        assert_eq!(
+            build(w().min_window(Duration::ZERO)),
+            ConfigError::Zero {
+                parameter: "min_window"
+            }
+        );
+        assert_eq!(build(w().max_window(ms(99))).parameter(), "max_window");
+        assert_eq!(
+            build(w().min_window(ms(600)).max_window(ms(500))),
+            ConfigError::OutOfRange {
+                parameter: "min_window",
+                expected: "at most max_window"
+            }
+        );
+        assert_eq!(
+            build(w().window_size(0)),
+            ConfigError::Zero {
+                parameter: "window_size"
+            }
+        );
+        assert_eq!(build(w().window_size(9)).parameter(), "window_size");
+        let p = |percentile, capacity| {
+            w().aggregation(Aggregation::Percentile {
+                percentile,
+                capacity,
+            })
+        };
+        assert_eq!(
+            build(p(f64::NAN, 10)),
+            ConfigError::NotANumber {
+                parameter: "percentile"
+            }
+        );
+        assert_eq!(build(p(1.01, 10)).parameter(), "percentile");
+        assert_eq!(build(p(-0.5, 10)).parameter(), "percentile");
+        assert_eq!(
+            build(p(f64::INFINITY, 10)),
+            ConfigError::Infinite {
+                parameter: "percentile"
+            }
+        );
+        assert_eq!(
+            build(p(0.5, 0)),
+            ConfigError::Zero {
+                parameter: "capacity"
+            }
+        );
+        assert!(p(1.0, 1).build(AimdLimit::new()).is_ok());
+        assert!(w()
+            .max_window(Duration::MAX)
+            .build(AimdLimit::new())
+            .is_ok());
+    }
+
+    #[test]
+    fn extremes_stay_within_bounds() {
+        let inputs = [
+            (Nanos::ZERO, Duration::ZERO, u64::MAX, false),
+            (Nanos::ZERO, Duration::MAX, u64::MAX, true),
+            (Nanos::MAX, Duration::MAX, 0, false),
+            (Nanos::MAX, Duration::ZERO, u64::MAX, true),
+            (Nanos::new(5), Duration::from_nanos(1), u64::MAX, false),
+        ];
+        let p50 = Aggregation::Percentile {
+            percentile: 0.5,
+            capacity: 3,
+        };
+        for aggregation in [Aggregation::Average, p50] {
+            let delegate = Gradient2Limit::builder()
+                .min_limit(2)
+                .initial_limit(2)
+                .max_limit(9)
+                .build()
+                .unwrap();
+            let mut windowed = WindowedBuilder::new()
+                .min_rtt_threshold(Duration::ZERO)
+                .max_window(Duration::MAX)
+                .aggregation(aggregation)
+                .build(delegate)
+                .unwrap();
+            for (i, &(start, rtt, inflight, dropped)) in inputs.iter().cycle().take(200).enumerate()
+            {
+                let l = windowed.on_sample(Sample::new(start, rtt, inflight, dropped));
+                assert!((2..=9).contains(&l), "{l}");
+                let l = windowed.on_time(Nanos::new(i as u64));
+                assert!((2..=9).contains(&l), "{l}");
+            }
+            assert!((2..=9).contains(&windowed.on_time(Nanos::MAX)));
+        }
+    }
+
+    #[test]
+    fn a_saturated_end_does_not_stop_the_windows() {
+        let mut windowed = WindowedBuilder::new().build(Count::default()).unwrap();
+        windowed.on_sample(Sample::new(at(0), Duration::MAX, 1, false));
+        assert_eq!(windowed.window_end(), Nanos::ZERO);
+        windowed.on_sample(Sample::new(at(0), ms(1), 1, false));
+        assert_eq!(windowed.window_end(), at(1001));
     }
 }
