@@ -21,6 +21,11 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Additive increase, multiplicative decrease: Netflix's `AIMDLimit`.
 ///
+/// The arithmetic is upstream's. The builder is stricter: a minimum of 0 (a limit
+/// that, once reached, admits nothing and so never hears of a sample again) and an
+/// initial limit outside `[min_limit, max_limit]` are errors where upstream accepts
+/// them with at most a logged warning.
+///
 /// # Examples
 ///
 /// ```

@@ -8,29 +8,8 @@
 //! and when the long-term average lags far above the current RTT (after an
 //! overload) it is pulled down by 5% a sample.
 //!
-//! # The two defaults that differ from upstream
-//!
-//! - **Drops** ([`DropPolicy`]). Upstream ignores `dropped` altogether
-//!   ([issue #176]): a refused or timed-out request often has a tiny RTT, so a
-//!   window of drops reads as *no* queueing and the limit keeps growing while
-//!   requests keep being dropped. By default a dropped sample is taken as the
-//!   steepest gradient, 0.5, as [PR #134] proposes: with the default smoothing 0.2
-//!   the limit falls by 10% per dropped sample (window), like AIMD's default backoff.
-//! - **Queue allowance** ([`QueuePolicy`]). Upstream adds the queue size on every
-//!   sample. Under modest overload — a gradient of, say, 0.8 — the limit then settles
-//!   at `queue_size / (1 − gradient)` rather than falling, and as the long-term
-//!   average catches up with the raised latency that fixed point rises with it: the
-//!   limit creeps up for as long as the overload lasts ([PR #134], and its 2024
-//!   discussion). By default the queue size is added only when the gradient is 1 (no
-//!   queueing seen), so any measured queueing shrinks the limit; the app-limited
-//!   check (`inflight < limit / 2` leaves the limit alone) then guards only growth,
-//!   as in the PR. A latency that persists for hundreds of samples still becomes the
-//!   new baseline, and growth resumes from there: that is Gradient2's design.
-//!
-//! [`Gradient2Builder::upstream`] selects both upstream behaviours at once.
-//!
-//! [issue #176]: https://github.com/Netflix/concurrency-limits/issues/176
-//! [PR #134]: https://github.com/Netflix/concurrency-limits/pull/134
+//! By default it reacts to drops and adds the queue allowance only when no queueing
+//! is measured, fixing two upstream defects; see [`Gradient2Limit`].
 
 use std::fmt;
 
@@ -134,12 +113,33 @@ pub enum QueuePolicy {
 }
 
 /// A limit from the gradient of a long-term average RTT to the current one:
-/// Netflix's `Gradient2Limit`, by default with the fixes of [PR #134] (see the
-/// [module docs](self)).
+/// Netflix's `Gradient2Limit`, by default with two defects fixed.
 ///
-/// A zero RTT counts as gradient 1 (upstream computes `0 / 0` on a first zero sample
-/// and its limit becomes 0 for good).
+/// # Differences from upstream
 ///
+/// - **Drops** ([`DropPolicy`]). Upstream ignores `dropped` altogether
+///   ([issue #176]): a refused or timed-out request often has a tiny RTT, so a
+///   window of drops reads as *no* queueing and the limit keeps growing while
+///   requests keep being dropped. By default a dropped sample is taken as the
+///   steepest gradient, 0.5, as [PR #134] proposes: with the default smoothing 0.2
+///   the limit falls by 10% per dropped sample (window), like AIMD's default backoff.
+/// - **Queue allowance** ([`QueuePolicy`]). Upstream adds the queue size on every
+///   sample. Under modest overload — a gradient of, say, 0.8 — the limit then settles
+///   at `queue_size / (1 − gradient)` rather than falling, and as the long-term
+///   average catches up with the raised latency that fixed point rises with it: the
+///   limit creeps up for as long as the overload lasts ([PR #134], and its 2024
+///   discussion). By default the queue size is added only when the gradient is 1 (no
+///   queueing seen), so any measured queueing shrinks the limit; the app-limited
+///   check (`inflight < limit / 2` leaves the limit alone) then guards only growth,
+///   as in the PR. A latency that persists for hundreds of samples still becomes the
+///   new baseline, and growth resumes from there: that is Gradient2's design.
+///
+/// [`Gradient2Builder::upstream`] selects both upstream behaviours at once.
+///
+/// Whatever the policies, a zero RTT counts as gradient 1 (upstream computes `0 / 0`
+/// on a first zero sample and its limit becomes 0 for good).
+///
+/// [issue #176]: https://github.com/Netflix/concurrency-limits/issues/176
 /// [PR #134]: https://github.com/Netflix/concurrency-limits/pull/134
 ///
 /// # Examples

@@ -89,3 +89,24 @@ impl<L: LimitAlgorithm + ?Sized> LimitAlgorithm for Box<L> {
         (**self).on_time(now)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send_sync<T: Send + Sync + Clone + std::fmt::Debug>() {}
+
+    #[test]
+    fn algorithms_cross_threads_and_clone() {
+        send_sync::<AimdLimit>();
+        send_sync::<VegasLimit>();
+        send_sync::<GradientLimit>();
+        send_sync::<Gradient2Limit>();
+        send_sync::<WindowedLimit<Gradient2Limit>>();
+        send_sync::<AimdBuilder>();
+        send_sync::<VegasBuilder>();
+        send_sync::<GradientBuilder>();
+        send_sync::<Gradient2Builder>();
+        send_sync::<WindowedBuilder>();
+    }
+}

@@ -58,8 +58,11 @@ impl fmt::Debug for Functions {
 
 /// A delay-based limit after TCP Vegas: Netflix's `VegasLimit`.
 ///
-/// Samples with a zero RTT are ignored (upstream throws on them: a no-load RTT of 0
-/// would make every queue estimate meaningless).
+/// The arithmetic is upstream's, with three differences: samples with a zero RTT
+/// are ignored (upstream throws on them: a no-load RTT of 0 would make every queue
+/// estimate meaningless); the probe jitter comes from a seed
+/// ([`seed`](VegasBuilder::seed)) rather than `ThreadLocalRandom`; and the floor of
+/// the limit, fixed at 1 upstream, can be raised ([`min_limit`](VegasBuilder::min_limit)).
 ///
 /// # Examples
 ///

@@ -50,7 +50,8 @@ pub enum Aggregation {
         /// In `(0, 1]`; 1 is the slowest RTT.
         percentile: f64,
         /// How many RTTs a window keeps, at least 1. Samples past it still count
-        /// towards the window's size, its drops and its requests in flight.
+        /// towards the window's size, its drops and its requests in flight
+        /// (upstream ignores them whole).
         capacity: usize,
     },
 }
@@ -61,6 +62,12 @@ pub enum Aggregation {
 /// [`on_time`](LimitAlgorithm::on_time), which closes a window that is due: upstream
 /// waits for the next sample to close it, and counts that sample in). A sample whose
 /// `start + rtt` saturates at [`Nanos::MAX`] is counted but closes no window.
+///
+/// With [`Aggregation::Percentile`] three things differ from upstream: samples past
+/// the capacity still count towards the window's size, drops and requests in flight
+/// (upstream ignores them whole, so a drop among them goes unheard); a percentile of
+/// 1 is accepted (the slowest RTT; upstream requires `< 1`); and a rank that rounds
+/// to 0 takes the least RTT (upstream indexes −1 and throws).
 ///
 /// # Examples
 ///
