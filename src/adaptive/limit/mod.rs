@@ -1,5 +1,10 @@
 //! Limit algorithms: pure state machines from [`Sample`]s to a concurrency limit.
 
+mod circllhist;
+pub mod envoy_gradient;
+
+pub use envoy_gradient::{EnvoyGradient, EnvoyGradientConfig, EnvoyGradientConfigBuilder};
+
 use crate::time::Nanos;
 
 use super::Sample;
