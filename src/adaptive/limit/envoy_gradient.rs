@@ -2142,4 +2142,382 @@ mod tests {
         assert!(!c.min_rtt_active());
         assert_eq!(c.controller.min_rtt(), Some(us(1_350)), "1 300 + 3/6 × 100");
     }
+
+    // Beyond Envoy's tests: the builder's checks.
+
+    #[test]
+    fn intervals_are_checked() {
+        let fixed = || EnvoyGradientConfig::builder().fixed_min_rtt(ms(5));
+        let zero = |parameter| Err(ConfigError::Zero { parameter });
+        assert_eq!(fixed().build(), zero("concurrency_update_interval"));
+        assert_eq!(
+            fixed().concurrency_update_interval(Duration::ZERO).build(),
+            zero("concurrency_update_interval")
+        );
+        assert!(matches!(
+            fixed().concurrency_update_interval(Duration::MAX).build(),
+            Err(ConfigError::TooLong {
+                parameter: "concurrency_update_interval",
+                ..
+            })
+        ));
+        let measured = |interval| {
+            EnvoyGradientConfig::builder()
+                .concurrency_update_interval(ms(100))
+                .min_rtt_calc_interval(interval)
+                .build()
+        };
+        assert_eq!(measured(Duration::ZERO), zero("min_rtt_calc_interval"));
+        assert_eq!(
+            measured(us(999)),
+            Err(ConfigError::OutOfRange {
+                parameter: "min_rtt_calc_interval",
+                expected: "at least 1 ms"
+            })
+        );
+        assert!(measured(ms(1)).is_ok());
+        assert!(matches!(
+            measured(Duration::MAX),
+            Err(ConfigError::TooLong {
+                parameter: "min_rtt_calc_interval",
+                ..
+            })
+        ));
+        let with_fixed = |value| {
+            EnvoyGradientConfig::builder()
+                .concurrency_update_interval(ms(100))
+                .fixed_min_rtt(value)
+                .build()
+        };
+        assert_eq!(with_fixed(Duration::ZERO), zero("fixed_min_rtt"));
+        assert!(matches!(
+            with_fixed(Duration::MAX),
+            Err(ConfigError::TooLong {
+                parameter: "fixed_min_rtt",
+                ..
+            })
+        ));
+        // An interval given beside a fixed minRTT is unused, but still checked.
+        assert_eq!(
+            fixed()
+                .concurrency_update_interval(ms(100))
+                .min_rtt_calc_interval(Duration::ZERO)
+                .build(),
+            zero("min_rtt_calc_interval")
+        );
+    }
+
+    #[test]
+    fn counts_are_checked() {
+        let base = || {
+            EnvoyGradientConfig::builder()
+                .concurrency_update_interval(ms(100))
+                .min_rtt_calc_interval(Duration::from_secs(30))
+        };
+        let zero = |parameter| Err(ConfigError::Zero { parameter });
+        assert_eq!(
+            base().max_concurrency_limit(0).build(),
+            zero("max_concurrency_limit")
+        );
+        assert_eq!(base().min_concurrency(0).build(), zero("min_concurrency"));
+        assert_eq!(
+            base().min_concurrency_limit(0).build(),
+            zero("min_concurrency_limit")
+        );
+        assert_eq!(
+            base().min_rtt_request_count(0).build(),
+            zero("min_rtt_request_count")
+        );
+        let above = |parameter| {
+            Err(ConfigError::OutOfRange {
+                parameter,
+                expected: "at most max_concurrency_limit",
+            })
+        };
+        assert_eq!(
+            base().max_concurrency_limit(2).build(),
+            above("min_concurrency"),
+            "the default min_concurrency is 3"
+        );
+        assert_eq!(
+            base()
+                .max_concurrency_limit(10)
+                .min_concurrency_limit(11)
+                .build(),
+            above("min_concurrency_limit")
+        );
+        let equal = base()
+            .max_concurrency_limit(3)
+            .min_concurrency_limit(3)
+            .build();
+        assert!(equal.is_ok());
+        let widest = base()
+            .max_concurrency_limit(u32::MAX)
+            .min_concurrency(u32::MAX)
+            .min_rtt_request_count(u32::MAX)
+            .build();
+        assert!(widest.is_ok());
+    }
+
+    #[test]
+    fn percentages_are_checked() {
+        let base = || {
+            EnvoyGradientConfig::builder()
+                .concurrency_update_interval(ms(100))
+                .min_rtt_calc_interval(Duration::from_secs(30))
+        };
+        for (parameter, set) in [
+            (
+                "min_rtt_buffer_percent",
+                EnvoyGradientConfigBuilder::min_rtt_buffer_percent
+                    as fn(EnvoyGradientConfigBuilder, f64) -> EnvoyGradientConfigBuilder,
+            ),
+            ("jitter_percent", EnvoyGradientConfigBuilder::jitter_percent),
+            (
+                "sample_aggregate_percentile",
+                EnvoyGradientConfigBuilder::sample_aggregate_percentile,
+            ),
+        ] {
+            assert_eq!(
+                set(base(), f64::NAN).build(),
+                Err(ConfigError::NotANumber { parameter })
+            );
+            assert_eq!(
+                set(base(), f64::INFINITY).build(),
+                Err(ConfigError::Infinite { parameter })
+            );
+            assert_eq!(
+                set(base(), f64::NEG_INFINITY).build(),
+                Err(ConfigError::Negative {
+                    parameter,
+                    value: f64::NEG_INFINITY
+                })
+            );
+            assert!(matches!(
+                set(base(), 100.000_001).build(),
+                Err(ConfigError::OutOfRange { parameter: p, .. }) if p == parameter
+            ));
+            assert!(set(base(), 0.0).build().is_ok(), "{parameter} 0");
+            assert!(set(base(), 100.0).build().is_ok(), "{parameter} 100");
+        }
+    }
+
+    // Beyond Envoy's tests: timing and extremes.
+
+    #[test]
+    fn jitter_stays_within_its_percentage() {
+        let config = yaml()
+            .min_rtt_calc_interval(Duration::from_secs(10))
+            .jitter_percent(15.0)
+            .min_rtt_request_count(1)
+            .build()
+            .unwrap();
+        let mut seen = std::collections::BTreeSet::new();
+        for seed in 0..200 {
+            let mut controller = EnvoyGradient::with_seed(config.clone(), Nanos::ZERO, seed);
+            controller.on_sample(Sample::new(Nanos::ZERO, ms(5), 1, false));
+            let delay = controller
+                .min_rtt_deadline()
+                .unwrap()
+                .saturating_since(Nanos::ZERO + ms(5));
+            // "If the interval is 10s and the jitter is 15%, the next window will
+            // begin somewhere in the range (10s - 11.5s)."
+            assert!(delay >= Duration::from_secs(10), "{delay:?}");
+            assert!(delay < ms(11_500), "{delay:?}");
+            assert_eq!(delay.subsec_nanos() % 1_000_000, 0, "whole milliseconds");
+            seen.insert(delay);
+        }
+        assert!(
+            seen.len() > 100,
+            "the seeds spread the windows: {}",
+            seen.len()
+        );
+        // The same seed, the same schedule.
+        let draw = |seed| {
+            let mut c = EnvoyGradient::with_seed(config.clone(), Nanos::ZERO, seed);
+            c.on_sample(Sample::new(Nanos::ZERO, ms(5), 1, false));
+            c.min_rtt_deadline()
+        };
+        assert_eq!(draw(9), draw(9));
+    }
+
+    #[test]
+    fn sample_ends_drive_the_timers() {
+        let config = EnvoyGradientConfig::builder()
+            .concurrency_update_interval(ms(100))
+            .fixed_min_rtt(ms(10))
+            .build()
+            .unwrap();
+        let mut controller = EnvoyGradient::with_seed(config, Nanos::ZERO, 1);
+        controller.on_sample(Sample::new(Nanos::ZERO, ms(8), 1, false));
+        // This request ends after the window closed: the window closes first, with
+        // the first latency only, then this one counts in the next window.
+        controller.on_sample(Sample::new(Nanos::ZERO + ms(50), ms(80), 1, false));
+        assert_eq!(controller.sample_rtt(), Some(us(8_050)));
+        assert_eq!(controller.window_deadline(), Some(Nanos::ZERO + ms(230)));
+        controller.on_time(Nanos::ZERO + ms(230));
+        assert_eq!(controller.sample_rtt(), Some(us(80_500)));
+    }
+
+    #[test]
+    fn time_never_runs_backwards() {
+        let config = EnvoyGradientConfig::builder()
+            .concurrency_update_interval(ms(100))
+            .fixed_min_rtt(ms(10))
+            .build()
+            .unwrap();
+        let mut controller = EnvoyGradient::with_seed(config, Nanos::ZERO + ms(500), 1);
+        assert_eq!(controller.window_deadline(), Some(Nanos::ZERO + ms(600)));
+        controller.on_time(Nanos::ZERO);
+        controller.on_sample(Sample::new(Nanos::ZERO, ms(1), 1, false));
+        assert_eq!(controller.window_deadline(), Some(Nanos::ZERO + ms(600)));
+        // 1 ms against 12.5 ms buffered: gradient 2, 3 × 2 + √6.
+        assert_eq!(controller.on_time(Nanos::ZERO + ms(600)), 8);
+        assert_eq!(controller.window_deadline(), Some(Nanos::ZERO + ms(700)));
+    }
+
+    /// Drives a controller with the minimum limit at 4 to a second minRTT
+    /// measurement, then through one more window at the minimum; answers whether
+    /// that window started a third measurement.
+    fn remeasures_after_one_more_window_at_the_minimum(config: EnvoyGradientConfig) -> bool {
+        let mut c = Fixture::new(config);
+        c.advance_past_min_rtt_stage(ms(5));
+        // Eight times minRTT: gradient 0.5, the limit at its minimum, 5 times.
+        for _ in 0..5 {
+            for _ in 0..5 {
+                c.try_forward(true);
+                c.sample_latency(ms(40));
+            }
+            c.advance(ms(101));
+            assert_eq!(c.limit(), 4);
+        }
+        assert!(c.min_rtt_active());
+        // minRTT measured at 5 ms again.
+        c.advance(ms(10));
+        for _ in 0..5 {
+            c.try_forward(true);
+            c.sample_latency(ms(5));
+        }
+        assert!(!c.min_rtt_active());
+        // Late enough that these requests started after the measurement began.
+        c.advance(ms(50));
+        for _ in 0..5 {
+            c.try_forward(true);
+            c.sample_latency(ms(40));
+        }
+        c.advance(ms(101));
+        assert_eq!(c.controller.sample_rtt(), Some(us(40_500)));
+        assert_eq!(c.limit(), 4);
+        c.min_rtt_active()
+    }
+
+    #[test]
+    fn separate_minimum_keeps_counting_windows_at_the_minimum() {
+        let config = yaml()
+            .min_rtt_calc_interval(Duration::from_secs(3600))
+            .min_rtt_request_count(5)
+            .min_rtt_buffer_percent(0.0);
+        // Pinning for a measurement sets the limit, which restarts Envoy's count of
+        // windows at the minimum: one more window is not enough.
+        let pinning = config.clone().min_concurrency(4).build().unwrap();
+        assert!(!remeasures_after_one_more_window_at_the_minimum(pinning));
+        // With min_concurrency_limit set, a measurement leaves the limit, and the
+        // count, alone (Envoy calls updateConcurrencyLimit only to pin): the count
+        // is past 5 already, so the very next window at the minimum measures again.
+        let separate = config.min_concurrency_limit(4).build().unwrap();
+        assert!(remeasures_after_one_more_window_at_the_minimum(separate));
+    }
+
+    #[test]
+    fn longest_latencies_and_last_instants_do_not_panic() {
+        let config = yaml().min_rtt_request_count(2).build().unwrap();
+        let mut controller = EnvoyGradient::with_seed(config.clone(), Nanos::ZERO, 3);
+        controller.on_sample(Sample::new(Nanos::ZERO, Duration::MAX, u64::MAX, false));
+        controller.on_sample(Sample::new(Nanos::MAX, Duration::MAX, 0, false));
+        // minRTT saturates at u64::MAX nanoseconds.
+        assert_eq!(controller.min_rtt(), Some(Duration::from_nanos(u64::MAX)));
+        assert!(!controller.in_min_rtt_window());
+        for _ in 0..3 {
+            controller.on_sample(Sample::new(Nanos::MAX, Duration::MAX, 1, false));
+            controller.on_sample(Sample::new(Nanos::MAX, Duration::ZERO, 1, true));
+            let limit = controller.on_time(Nanos::MAX);
+            assert!((3..=1000).contains(&limit), "{limit}");
+        }
+        // Deadlines saturate at the last instant, and fire there once per call.
+        for deadline in [controller.window_deadline(), controller.min_rtt_deadline()] {
+            assert!(deadline.map_or(true, |at| at == Nanos::MAX), "{deadline:?}");
+        }
+
+        // The same from a controller created at the last instant.
+        let mut late = EnvoyGradient::with_seed(config, Nanos::MAX, 4);
+        assert_eq!(late.window_deadline(), Some(Nanos::MAX));
+        for _ in 0..3 {
+            late.on_sample(Sample::new(Nanos::MAX, us(1), 1, false));
+            late.on_time(Nanos::MAX);
+        }
+        assert!(late.limit() >= 3);
+    }
+
+    #[test]
+    fn zero_latencies_clamp_the_gradient_to_two() {
+        // A zero sampleRTT divides to +inf, and 0/0 to NaN: Envoy's std::min and
+        // std::max turn both into 2.0.
+        let mut c = Fixture::new(
+            yaml()
+                .min_rtt_request_count(3)
+                .max_concurrency_limit(u32::MAX)
+                .build()
+                .unwrap(),
+        );
+        for _ in 0..3 {
+            c.try_forward(true);
+            c.sample_latency(Duration::ZERO);
+        }
+        assert_eq!(c.controller.min_rtt(), Some(Duration::ZERO));
+        let mut last = c.limit();
+        for _ in 0..40 {
+            c.try_forward(true);
+            c.sample_latency(us(0));
+            c.advance(ms(101));
+            assert_eq!(c.controller.gradient(), Some(2.0));
+            assert!(c.limit() >= last);
+            last = c.limit();
+        }
+        // Doubling (plus headroom) for 40 windows: capped at max_concurrency_limit.
+        assert_eq!(c.limit(), u64::from(u32::MAX));
+    }
+
+    #[test]
+    fn windows_without_samples_change_nothing() {
+        let config = EnvoyGradientConfig::builder()
+            .concurrency_update_interval(ms(100))
+            .fixed_min_rtt(ms(10))
+            .build()
+            .unwrap();
+        let mut controller = EnvoyGradient::with_seed(config, Nanos::ZERO, 5);
+        for i in 1..=50 {
+            assert_eq!(controller.on_time(Nanos::ZERO + ms(100 * i)), 3);
+        }
+        // Dropped requests are no samples either.
+        controller.on_sample(Sample::new(Nanos::ZERO, ms(1), 1, true));
+        assert_eq!(controller.on_time(Nanos::ZERO + ms(10_000)), 3);
+        assert_eq!(controller.sample_rtt(), None);
+        assert_eq!(controller.gradient(), None);
+        // No minRTT window in fixed mode, however long the limit sits at the minimum.
+        assert_eq!(controller.min_rtt_deadline(), None);
+    }
+
+    #[test]
+    fn longest_jitter_range_does_not_overflow() {
+        let config = EnvoyGradientConfig::builder()
+            .concurrency_update_interval(ms(100))
+            .min_rtt_calc_interval(Duration::from_nanos(u64::MAX))
+            .jitter_percent(100.0)
+            .min_rtt_request_count(1)
+            .build()
+            .unwrap();
+        let mut controller = EnvoyGradient::with_random(config, Nanos::ZERO, || u64::MAX);
+        controller.on_sample(Sample::new(Nanos::ZERO, ms(1), 1, false));
+        assert_eq!(controller.min_rtt_deadline(), Some(Nanos::MAX));
+    }
 }
