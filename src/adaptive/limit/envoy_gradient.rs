@@ -1247,7 +1247,7 @@ impl EnvoyGradient {
         micros.saturating_mul(1_000)
     }
 
-    /// Envoy's `calculateNewConcurrencyLimit`.
+    /// Envoy's `calculateNewLimit`.
     fn new_limit(&mut self) -> u32 {
         let min_rtt = self.min_rtt.unwrap_or(0) as f64;
         let sample_rtt = self.sample_rtt.unwrap_or(0) as f64;
