@@ -12,6 +12,11 @@
 //!   [`QueuePolicy`]).
 //! - [`WindowedLimit`]: wraps any of them and feeds it one sample per time window.
 
+mod circllhist;
+pub mod envoy_gradient;
+
+pub use envoy_gradient::{EnvoyGradient, EnvoyGradientConfig, EnvoyGradientConfigBuilder};
+
 use crate::time::Nanos;
 
 use super::Sample;
