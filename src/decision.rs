@@ -361,6 +361,20 @@ impl Limited {
         Duration::from_nanos(self.reset_after_nanos)
     }
 
+    /// The retry in nanoseconds; `None` for [`Retry::OnRelease`].
+    pub(crate) const fn retry_after_nanos(&self) -> Option<u64> {
+        if self.on_release {
+            None
+        } else {
+            Some(self.retry_after_nanos)
+        }
+    }
+
+    /// [`reset_after`](Limited::reset_after) in nanoseconds.
+    pub(crate) const fn reset_after_nanos(&self) -> u64 {
+        self.reset_after_nanos
+    }
+
     fn key(&self) -> (Retry, u64, u64, u64) {
         (
             self.retry(),

@@ -29,7 +29,7 @@ use super::{Packing, CONFIG_WORDS};
 use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
 use crate::error::{non_zero, ConfigError};
 use crate::time::Nanos;
-use crate::units::{duration_to_nanos, positive_nanos, saturating_u64, until_period};
+use crate::units::{duration_to_nanos, positive_nanos};
 
 /// Windows at multiples of the window length from an anchor; the state is one atomic
 /// word. See [`FixedWindow::new`].
@@ -282,7 +282,9 @@ impl FixedWindow<Aligned> {
     }
 
     fn start_of(&self, index: u64) -> u64 {
-        index.saturating_mul(self.window).saturating_sub(self.alignment.offset)
+        index
+            .saturating_mul(self.window)
+            .saturating_sub(self.alignment.offset)
     }
 
     /// The end of window `index`; the last window runs to the end of the clock.
@@ -454,19 +456,23 @@ impl<A> FixedWindow<A> {
         Duration::from_nanos(self.window)
     }
 
+    // In nanoseconds throughout: a `Duration` round trip costs a division and a
+    // multiplication per decision.
     fn admitted(&self, booked: &Booked, now: u64) -> Admitted {
-        Admitted::new(
+        Admitted::deferred(
             self.limit,
             self.remaining(booked),
+            1,
             self.reset_after(booked, now),
         )
     }
 
     fn limited(&self, booked: &Booked, now: u64, retry: u64) -> Denied {
-        Limited::new(
-            Duration::from_nanos(retry),
+        Limited::deferred(
+            retry,
             self.limit,
             self.remaining(booked),
+            1,
             self.reset_after(booked, now),
         )
         .into()
@@ -480,11 +486,11 @@ impl<A> FixedWindow<A> {
         }
     }
 
-    fn reset_after(&self, booked: &Booked, now: u64) -> Duration {
+    fn reset_after(&self, booked: &Booked, now: u64) -> u64 {
         if booked.count == 0 {
-            Duration::ZERO
+            0
         } else {
-            Duration::from_nanos(booked.end.saturating_sub(now))
+            booked.end.saturating_sub(now)
         }
     }
 

@@ -17,6 +17,7 @@ use crate::decision::{Decision, Denied, Reservation};
 use crate::time::Nanos;
 
 mod atomic;
+mod hint;
 mod locked;
 
 use atomic::Atomic;
