@@ -342,7 +342,12 @@ impl RefreshPeriod {
         let elapsed = now.as_u64().saturating_sub(state.start.as_u64());
         // A `now` from before the active cycle (a clock read that lost a race)
         // stays in that cycle.
-        let cycle = (elapsed / self.period).max(state.active_cycle);
+        let cycle = if self.in_cycle(elapsed, state.active_cycle) {
+            // Most calls land in the active cycle: no division to find it.
+            state.active_cycle
+        } else {
+            (elapsed / self.period).max(state.active_cycle)
+        };
         let mut permits = i128::from(state.active_permissions);
         if cycle != state.active_cycle {
             let gained = i128::from(cycle - state.active_cycle).saturating_mul(self.limit.into());
@@ -355,12 +360,28 @@ impl RefreshPeriod {
         }
     }
 
+    /// Whether `elapsed` nanoseconds since the start fall in `cycle`.
+    #[inline]
+    fn in_cycle(&self, elapsed: u64, cycle: u64) -> bool {
+        cycle.checked_mul(self.period).is_some_and(|start| {
+            elapsed >= start && elapsed - start < self.period
+        })
+    }
+
     /// The first cycle, from the current one on, whose permits reach `target`.
     fn cycle_reaching(&self, current: &Current, target: i128) -> i128 {
         let missing = target.saturating_sub(current.permits).max(0);
-        let limit = i128::from(self.limit);
-        // missing >= 0 and limit >= 1: a plain ceiling division.
-        i128::from(current.cycle).saturating_add(missing.saturating_add(limit - 1) / limit)
+        let cycles = match u64::try_from(missing) {
+            Ok(0) => 0,
+            // The common case in 64 bits: a 128-bit division costs several times more.
+            Ok(missing) => i128::from(missing.div_ceil(self.limit)),
+            // missing > 0 and limit >= 1: a plain ceiling division.
+            Err(_) => {
+                let limit = i128::from(self.limit);
+                missing.saturating_add(limit - 1) / limit
+            }
+        };
+        i128::from(current.cycle).saturating_add(cycles)
     }
 
     /// Nanoseconds from `current` until the start of `cycle` (zero for the current
@@ -402,11 +423,12 @@ impl RefreshPeriod {
     }
 
     fn limited(&self, current: &Current, retry_after: i128) -> Denied {
-        Limited::new(
-            duration_from_nanos(retry_after),
+        Limited::deferred(
+            nanos(retry_after),
             self.limit,
             remaining(current.permits),
-            duration_from_nanos(self.until_full(current)),
+            1,
+            nanos(self.until_full(current)),
         )
         .into()
     }
@@ -459,6 +481,11 @@ fn check_limit(limit: u64) -> Result<u64, ConfigError> {
     Ok(limit)
 }
 
+/// Nanoseconds as a decision holds them: saturating, and never negative.
+fn nanos(nanos: i128) -> u64 {
+    u64::try_from(nanos.max(0)).unwrap_or(u64::MAX)
+}
+
 fn remaining(permits: i128) -> u64 {
     saturating_u64(u128::try_from(permits).unwrap_or(0))
 }
@@ -477,10 +504,11 @@ impl Algorithm for RefreshPeriod {
 
     fn acquire(&self, state: &mut RefreshPeriodState, now: Nanos, n: u64) -> Decision {
         let (current, _) = self.decide(state, now, n, 0)?;
-        Ok(Admitted::new(
+        Ok(Admitted::deferred(
             self.limit,
             remaining(current.permits),
-            duration_from_nanos(self.until_full(&current)),
+            1,
+            nanos(self.until_full(&current)),
         ))
     }
 

@@ -247,8 +247,23 @@ impl SlidingLog {
 
     /// Entries still in the window at `now` (later ones included).
     fn active(&self, log: &VecDeque<u64>, now: u64) -> u64 {
-        let expired = log.partition_point(|&t| self.expired(t, now));
-        (log.len() - expired) as u64
+        // The log is sorted and the live entries are the newest, usually few of
+        // them: gallop from the back to bracket the first live entry, then bisect.
+        let len = log.len();
+        let mut k = 1;
+        while k <= len && !self.expired(log[len - k], now) {
+            k *= 2;
+        }
+        let (mut lo, mut hi) = (len.saturating_sub(k), len - k / 2);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.expired(log[mid], now) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        (len - lo) as u64
     }
 
     /// The earliest time from `now` at which `n` (at least 1) fit; `None` if that is
@@ -280,9 +295,9 @@ impl SlidingLog {
     }
 
     /// Time until every entry has expired and the gap has run.
-    fn reset_after(&self, newest: Option<u64>, now: u64) -> Duration {
+    fn reset_after(&self, newest: Option<u64>, now: u64) -> u64 {
         let horizon = self.window.max(self.min_gap);
-        Duration::from_nanos(newest.map_or(0, |t| t.saturating_add(horizon).saturating_sub(now)))
+        newest.map_or(0, |t| t.saturating_add(horizon).saturating_sub(now))
     }
 
     /// The decision as if `n` were taken at `now`, which they may be.
@@ -294,19 +309,21 @@ impl SlidingLog {
             (None, _) => Some(now),
         };
         let active = self.active(log, now).saturating_add(n);
-        Admitted::new(
+        Admitted::deferred(
             self.limit,
             self.remaining(active, newest, now),
+            1,
             self.reset_after(newest, now),
         )
     }
 
     fn limited(&self, log: &VecDeque<u64>, now: u64, retry: u64) -> Denied {
         let newest = log.back().copied();
-        Limited::new(
-            Duration::from_nanos(retry),
+        Limited::deferred(
+            retry,
             self.limit,
             self.remaining(self.active(log, now), newest, now),
+            1,
             self.reset_after(newest, now),
         )
         .into()
@@ -332,17 +349,29 @@ impl SlidingLog {
         let keep = log.len().max(self.bound());
         // n <= limit, so this fits.
         let copies = n as usize;
-        let position = log.partition_point(|&t| t <= at);
-        if position == log.len() {
-            log.extend(std::iter::repeat(at).take(copies));
+        // Most entries are the newest: no search then.
+        if log.back().is_none_or(|&t| t <= at) {
+            if copies == 1 {
+                log.push_back(at);
+            } else {
+                log.extend(std::iter::repeat(at).take(copies));
+            }
         } else {
             // A booking later than `at` exists: keep the log sorted.
+            let position = log.partition_point(|&t| t <= at);
             let later = log.split_off(position);
             log.extend(std::iter::repeat(at).take(copies));
             log.extend(later);
         }
-        let excess = log.len().saturating_sub(keep);
-        log.drain(..excess);
+        match log.len().saturating_sub(keep) {
+            0 => {}
+            1 => {
+                log.pop_front();
+            }
+            excess => {
+                log.drain(..excess);
+            }
+        }
     }
 }
 
