@@ -363,9 +363,9 @@ impl RefreshPeriod {
     /// Whether `elapsed` nanoseconds since the start fall in `cycle`.
     #[inline]
     fn in_cycle(&self, elapsed: u64, cycle: u64) -> bool {
-        cycle.checked_mul(self.period).is_some_and(|start| {
-            elapsed >= start && elapsed - start < self.period
-        })
+        cycle
+            .checked_mul(self.period)
+            .is_some_and(|start| elapsed >= start && elapsed - start < self.period)
     }
 
     /// The first cycle, from the current one on, whose permits reach `target`.
