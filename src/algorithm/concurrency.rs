@@ -158,6 +158,7 @@ impl Concurrency {
         [self.max, 0, 0, 0]
     }
 
+    #[inline]
     pub(crate) fn from_words(words: [u64; CONFIG_WORDS]) -> Concurrency {
         // Words come only from `words`, so `max` is never zero.
         Concurrency { max: words[0] }

@@ -321,9 +321,14 @@ impl FixedWindow<Aligned> {
     fn view(&self, word: u64, now: u64) -> (u64, Booked) {
         let (index, count) = self.unpack(word);
         if count > 0 {
-            // Most calls land in the booked window: bounds by multiplication, and no
-            // division to find the current index.
-            let (start, end) = (self.start_of(index), self.end_of(index));
+            // Most calls land in the booked window: bounds by one multiplication, and
+            // no division to find the current index.
+            let base = index.saturating_mul(self.window);
+            let start = base.saturating_sub(self.alignment.offset);
+            // As `end_of`: a saturated `base` fails the addition too.
+            let end = base
+                .checked_add(self.window)
+                .map_or(u64::MAX, |end| end.saturating_sub(self.alignment.offset));
             if start <= now && now < end {
                 let booked = Booked {
                     start,
@@ -627,6 +632,7 @@ impl FixedWindow<Aligned> {
         ]
     }
 
+    #[inline]
     pub(crate) fn from_words(words: [u64; CONFIG_WORDS]) -> FixedWindow<Aligned> {
         FixedWindow {
             limit: words[0].max(1),

@@ -323,6 +323,7 @@ impl LeakyBucket {
         self.meter.words()
     }
 
+    #[inline]
     pub(crate) fn from_words(words: [u64; CONFIG_WORDS]) -> LeakyBucket {
         LeakyBucket {
             meter: Gcra::from_words(words),

@@ -241,6 +241,7 @@ impl Gcra {
         [self.interval, self.tolerance, self.burst, 0]
     }
 
+    #[inline]
     pub(crate) fn from_words(words: [u64; CONFIG_WORDS]) -> Gcra {
         Gcra {
             interval: words[0],
