@@ -14,7 +14,7 @@ use std::num::NonZeroU32;
 use criterion::Criterion;
 use governor::DefaultKeyedRateLimiter;
 use tollgate::algorithm::Gcra;
-use tollgate::{KeyedConfig, KeyedLimiter, Quota};
+use tollgate::{KeyedConfig, KeyedLimiter, Quota, WhenFull};
 
 use crate::harness::{self, bench_single_thread, bench_two_threads};
 use crate::memory::{self, Usage};
@@ -47,14 +47,14 @@ impl Keys {
         }
     }
 
-    fn tollgate(self, max_keys: usize) -> KeyedLimiter<u64, Gcra> {
+    fn tollgate(self, max_keys: usize, when_full: WhenFull) -> KeyedLimiter<u64, Gcra> {
         let quota = match self {
             Keys::LongLived => Quota::per_hour(1_000),
             Keys::ShortLived => Quota::per_second(1_000),
         };
         KeyedLimiter::new(
             Gcra::new(quota.expect("valid quota")),
-            KeyedConfig::new(max_keys),
+            KeyedConfig::new(max_keys).when_full(when_full),
         )
         .expect("valid keyed limiter")
     }
@@ -127,12 +127,14 @@ pub fn bench(c: &mut Criterion) {
     let mut tollgate_limiters = Vec::new();
     let mut governor_limiters = Vec::new();
     for keys in Keys::ALL {
-        for (peer, max_keys) in [
-            ("tollgate.max_1m", 1_000_000),
-            ("tollgate.max_100k", 100_000),
+        for (peer, max_keys, when_full) in [
+            ("tollgate.max_1m", 1_000_000, WhenFull::default()),
+            ("tollgate.max_100k", 100_000, WhenFull::default()),
+            // The policy of old: a full table denies newcomers.
+            ("tollgate.max_100k_deny", 100_000, WhenFull::Deny),
         ] {
             let filled = fill(
-                || keys.tollgate(max_keys),
+                || keys.tollgate(max_keys, when_full),
                 |limiter, key| limiter.try_acquire(&key, 1).is_ok(),
                 KeyedLimiter::len,
             );
