@@ -7,10 +7,14 @@
 //! and sent with `ready().call()` under `futures::executor::block_on`; the time counted
 //! is the call, the response and dropping it.
 //!
-//! - `tollgate`: `RateLimitLayer::keyed(ClientIp::new(), SharedLimiter::new(
-//!   MemoryStore::new(KeyedConfig::new(100_000), "b"), Gcra))`. Every response it
-//!   answers or passes carries `RateLimit-Policy` and `RateLimit`; a 429 also
-//!   `Retry-After`, `Content-Type`, `Cache-Control` and a JSON body.
+//! - `tollgate`: `RateLimitLayer::keyed(ClientIp::new(), KeyedLimiter::<String, _>::new(
+//!   Gcra, KeyedConfig::new(100_000)))`, the in-process keyed limiter, as governor's
+//!   keyed limiter is. Every response it answers or passes carries `RateLimit-Policy`
+//!   and `RateLimit`; a 429 also `Retry-After`, `Content-Type`, `Cache-Control` and a
+//!   JSON body.
+//! - `tollgate.memory_store`: the same layer over `SharedLimiter::new(MemoryStore::new(
+//!   KeyedConfig::new(100_000), "b"), Gcra)`, the store a deployment can later swap
+//!   for Redis.
 //! - `tower_governor`: `GovernorLayer` with `PeerIpKeyExtractor` and `use_headers()`:
 //!   `X-RateLimit-Limit` and `X-RateLimit-Remaining` on what it passes, those and
 //!   `X-RateLimit-After` and `Retry-After` on a 429, with a text body.
@@ -25,10 +29,11 @@
 //!
 //! The group `http_server_parts` (10,000 addresses) takes the tollgate layer apart,
 //! each piece next to what tower_governor does in its place where there is one: the
-//! key, the check (key, store, verdict), the store through `SharedLimiter` (awaited,
-//! and decided at once) and `MemoryStore::execute_now` alone, the fields, the layer around a check already
-//! decided, the layer around a `Limits` over the in-process `KeyedLimiter`, the inner
-//! service alone, and the quanta clock tower_governor builds on every denial.
+//! key, the check (key, limiter, verdict) over the keyed limiter and over the memory
+//! store, the keyed limiter alone, the store through `SharedLimiter` (awaited, and
+//! decided at once) and `MemoryStore::execute_now` alone, the fields, the layer
+//! around a check already decided, the inner service alone, and the quanta clock
+//! tower_governor builds on every denial.
 //!
 //! Run `cargo bench --bench http --features http`; `benches/README.md` has figures.
 
@@ -51,8 +56,7 @@ use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use tollgate::algorithm::Gcra;
 use tollgate::http::server::RateLimitLayer;
 use tollgate::http::{
-    wire, CheckFuture, ClientIp, KeyError, KeyExtractor, KeyedLimits, Limits, Policies, Policy,
-    Verdict,
+    wire, CheckFuture, ClientIp, KeyExtractor, KeyedLimits, Limits, Policy, Verdict,
 };
 use tollgate::store::{Check, MemoryStore, Op, Request as StoreRequest, Rule, SharedLimiter};
 use tollgate::{KeyedConfig, KeyedLimiter, Quota};
@@ -102,7 +106,18 @@ impl Outcome {
         SharedLimiter::new(store, Gcra::new(self.quota())).expect("valid limiter")
     }
 
-    fn tollgate(self) -> RateLimitLayer<KeyedLimits<ClientIp, SharedLimiter<MemoryStore>>> {
+    fn keyed_limiter(self) -> KeyedLimiter<String, Gcra> {
+        KeyedLimiter::new(Gcra::new(self.quota()), KeyedConfig::new(100_000))
+            .expect("valid keyed limiter")
+    }
+
+    fn tollgate(self) -> RateLimitLayer<KeyedLimits<ClientIp, KeyedLimiter<String, Gcra>>> {
+        RateLimitLayer::keyed(ClientIp::new(), self.keyed_limiter())
+    }
+
+    fn tollgate_memory_store(
+        self,
+    ) -> RateLimitLayer<KeyedLimits<ClientIp, SharedLimiter<MemoryStore>>> {
         RateLimitLayer::keyed(ClientIp::new(), self.limiter())
     }
 
@@ -204,7 +219,7 @@ where
             keys.scenario(outcome)
         );
         let fields = response.headers();
-        let has_fields = if peer == "tollgate" {
+        let has_fields = if peer.starts_with("tollgate") {
             fields.contains_key("ratelimit") && fields.contains_key("ratelimit-policy")
         } else if peer == "tower_governor" {
             fields.contains_key("x-ratelimit-remaining")
@@ -267,6 +282,8 @@ fn server(c: &mut Criterion) {
         for outcome in [Outcome::Admitted, Outcome::Denied] {
             let tollgate = outcome.tollgate().layer(inner());
             bench_service(&mut group, "tollgate", keys, outcome, tollgate);
+            let store = outcome.tollgate_memory_store().layer(inner());
+            bench_service(&mut group, "tollgate.memory_store", keys, outcome, store);
             let governor = outcome.tower_governor().layer(inner());
             bench_service(&mut group, "tower_governor", keys, outcome, governor);
             let plain = outcome.tower_governor_no_headers().layer(inner());
@@ -292,30 +309,6 @@ impl Limits for Decided {
 
     fn policies(&self) -> Vec<Policy> {
         self.0.policies.to_vec()
-    }
-}
-
-/// A [`Limits`] over tollgate's in-process keyed limiter, keyed by the peer's
-/// `IpAddr` (no string, no store).
-struct InProcess {
-    limiter: KeyedLimiter<IpAddr, Gcra>,
-    policies: Policies,
-}
-
-impl Limits for InProcess {
-    fn check(&self, request: &http::request::Parts) -> CheckFuture {
-        let verdict = match request.extensions.get::<SocketAddr>() {
-            Some(addr) => {
-                let decision = self.limiter.try_acquire(&addr.ip(), 1);
-                Ok(Verdict::new(decision, self.policies.clone(), 0))
-            }
-            None => Err(KeyError::NoPeerAddress.into()),
-        };
-        CheckFuture::ready(verdict)
-    }
-
-    fn policies(&self) -> Vec<Policy> {
-        self.policies.to_vec()
     }
 }
 
@@ -350,21 +343,35 @@ fn parts(c: &mut Criterion) {
             |request| PeerIpKeyExtractor.extract(&request).ok(),
         );
 
-        // The check: key, store, verdict (decided at once, the future ready), next
-        // to tower_governor's key and `check_key` on its config's limiter.
+        // The check: key, limiter, verdict (decided at once, the future ready), over
+        // the keyed limiter (`tollgate`) and over the memory store
+        // (`tollgate.memory_store`), next to tower_governor's key and `check_key` on
+        // its config's limiter.
+        let keyed = KeyedLimits::new(ClientIp::new(), outcome.keyed_limiter());
         let limits = KeyedLimits::new(ClientIp::new(), outcome.limiter());
         let config = outcome.governor(GovernorConfigBuilder::default().use_headers());
         for i in 0..keys.count() {
             let (head, ()) = request(i).into_parts();
-            let tollgate = now(limits.check(&head)).expect("checked");
+            let tollgate = now(keyed.check(&head)).expect("checked");
+            let store = now(limits.check(&head)).expect("checked");
             let governor = config.limiter().check_key(&peer(i).ip());
             if let Outcome::Denied = outcome {
-                assert!(tollgate.is_admitted() && governor.is_ok());
+                assert!(tollgate.is_admitted() && store.is_admitted() && governor.is_ok());
             }
         }
         bench_requests(
             &mut group,
             "tollgate",
+            &scenario("check"),
+            keys.count(),
+            |request| {
+                let (head, ()) = request.into_parts();
+                now(keyed.check(&head))
+            },
+        );
+        bench_requests(
+            &mut group,
+            "tollgate.memory_store",
             &scenario("check"),
             keys.count(),
             |request| {
@@ -383,21 +390,33 @@ fn parts(c: &mut Criterion) {
             },
         );
 
-        // The store alone, its key formatted before timing: through `SharedLimiter`
+        // The limiter alone, its key formatted before timing: the keyed limiter's
+        // `try_acquire(&str, 1)` (`tollgate`); the store through `SharedLimiter`
         // (its checks, span, boxed `Store::execute`), through its synchronous
         // `try_acquire` (what the check uses), and `MemoryStore::execute_now`
         // on a request built before timing (the storage key, the map, GCRA).
-        let limiter = limits.limiter();
         let names: Vec<String> = (0..keys.count())
             .map(|i| peer(i).ip().to_string())
             .collect();
+        let keyed = keyed.limiter();
         let mut index = 0;
         group.bench_function(BenchmarkId::new("tollgate", scenario("store")), |b| {
             b.iter(|| {
                 index = (index + 1) % names.len();
-                now(limiter.check(&names[index], 1))
+                keyed.try_acquire(names[index].as_str(), 1)
             })
         });
+        let limiter = limits.limiter();
+        let mut index = 0;
+        group.bench_function(
+            BenchmarkId::new("tollgate.memory_store", scenario("store")),
+            |b| {
+                b.iter(|| {
+                    index = (index + 1) % names.len();
+                    now(limiter.check(&names[index], 1))
+                })
+            },
+        );
         let rule = Rule::from(Gcra::new(outcome.quota()));
         let checks = [Check::new("", &rule)];
         let requests: Vec<StoreRequest<'_>> = names
@@ -406,19 +425,25 @@ fn parts(c: &mut Criterion) {
             .collect();
         let store = limiter.store();
         let mut index = 0;
-        group.bench_function(BenchmarkId::new("tollgate", scenario("execute_now")), |b| {
-            b.iter(|| {
-                index = (index + 1) % requests.len();
-                store.execute_now(&requests[index])
-            })
-        });
+        group.bench_function(
+            BenchmarkId::new("tollgate.memory_store", scenario("execute_now")),
+            |b| {
+                b.iter(|| {
+                    index = (index + 1) % requests.len();
+                    store.execute_now(&requests[index])
+                })
+            },
+        );
         let mut index = 0;
-        group.bench_function(BenchmarkId::new("tollgate", scenario("store_now")), |b| {
-            b.iter(|| {
-                index = (index + 1) % names.len();
-                limiter.try_acquire(&names[index], 1)
-            })
-        });
+        group.bench_function(
+            BenchmarkId::new("tollgate.memory_store", scenario("store_now")),
+            |b| {
+                b.iter(|| {
+                    index = (index + 1) % names.len();
+                    limiter.try_acquire(&names[index], 1)
+                })
+            },
+        );
         let mut index = 0;
         group.bench_function(BenchmarkId::new("governor", scenario("store")), |b| {
             b.iter(|| {
@@ -440,32 +465,13 @@ fn parts(c: &mut Criterion) {
         });
 
         // The layer around a check already decided: the verdict's clone, the inner
-        // service's boxed future, fields, body.
-        let policies = limits.policies();
+        // service's future, fields, body.
         let decided = RateLimitLayer::new(Decided(verdict));
         let mut service = decided.layer(inner());
         bench_requests(
             &mut group,
             "tollgate",
             &scenario("layer_decided"),
-            keys.count(),
-            |request| send(&mut service, request),
-        );
-
-        // The layer over a `Limits` written here, over the in-process
-        // `KeyedLimiter<IpAddr, Gcra>` instead of a store: what a path without the
-        // store's strings and boxes would cost.
-        let limits = InProcess {
-            limiter: KeyedLimiter::new(Gcra::new(outcome.quota()), KeyedConfig::new(100_000))
-                .expect("valid keyed limiter"),
-            policies: policies.into(),
-        };
-        let mut service = RateLimitLayer::new(limits).layer(inner());
-        prepare(&mut service, keys, outcome, "tollgate");
-        bench_requests(
-            &mut group,
-            "tollgate",
-            &scenario("layer_keyed_limiter"),
             keys.count(),
             |request| send(&mut service, request),
         );

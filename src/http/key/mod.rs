@@ -157,6 +157,7 @@ impl<'a> Key<'a> {
     ///
     /// assert_eq!(Key::from("global").as_str(), "global");
     /// ```
+    #[inline]
     pub fn as_str(&self) -> &str {
         match &self.0 {
             Repr::Borrowed(s) => s,
@@ -202,6 +203,7 @@ impl fmt::Write for Inline {
 impl Deref for Key<'_> {
     type Target = str;
 
+    #[inline]
     fn deref(&self) -> &str {
         self.as_str()
     }

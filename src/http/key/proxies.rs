@@ -19,6 +19,7 @@ impl TrustedProxies {
     }
 
     /// Whether `ip`, in canonical form, is in a trusted network.
+    #[inline]
     pub(super) fn contains(&self, ip: IpAddr) -> bool {
         self.0.iter().any(|network| network.contains(&ip))
     }

@@ -333,6 +333,7 @@ fn verdict<P: Send + 'static>(
 
 /// The index of the policy `decision` speaks for: the first whose quota is the
 /// decision's limit, or, for a request too costly, whose capacity is the one reported.
+#[inline]
 fn decisive(policies: &[Policy], capacities: &[u64], decision: &Decision) -> usize {
     let by_quota = |limit: u64| policies.iter().position(|p| p.quota == limit);
     let found = match decision {

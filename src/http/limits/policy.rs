@@ -107,6 +107,7 @@ impl Policies {
     /// let policies = Policies::from([Policy::new("default", 10, Duration::from_secs(1))]);
     /// assert_eq!(policies.field().unwrap(), r#""default";q=10;w=1"#);
     /// ```
+    #[inline]
     pub fn field(&self) -> Option<&HeaderValue> {
         self.shared.as_ref().map(|shared| &shared.field)
     }
@@ -136,6 +137,7 @@ impl Policies {
 impl Deref for Policies {
     type Target = [Policy];
 
+    #[inline]
     fn deref(&self) -> &[Policy] {
         self.shared.as_ref().map_or(&[], |shared| &shared.list)
     }

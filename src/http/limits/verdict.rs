@@ -121,6 +121,7 @@ impl Verdict {
     ///
     /// assert!(Verdict::unlimited().is_admitted());
     /// ```
+    #[inline]
     pub fn is_admitted(&self) -> bool {
         !matches!(self.decision, Some(Err(_)))
     }
@@ -134,6 +135,7 @@ impl Verdict {
     ///
     /// assert_eq!(Verdict::unlimited().decisive_policy(), None);
     /// ```
+    #[inline]
     pub fn decisive_policy(&self) -> Option<&Policy> {
         self.policies.get(self.decisive)
     }

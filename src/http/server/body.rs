@@ -6,36 +6,49 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
+use pin_project_lite::pin_project;
 
-/// The body of a [`RateLimitService`](super::RateLimitService)'s responses: the inner
-/// service's body on an admitted request, or the layer's JSON on a request it answered
-/// itself (429, 400, 500, 503).
-///
-/// The inner body is boxed, so that any body works, `Unpin` or not.
-///
-/// # Examples
-///
-/// ```
-/// use http_body_util::BodyExt;
-/// use tollgate::http::server::RateLimitBody;
-///
-/// # futures::executor::block_on(async {
-/// let body = RateLimitBody::new(http_body_util::Full::new(bytes::Bytes::from("hello")));
-/// assert_eq!(body.collect().await?.to_bytes(), "hello");
-///
-/// let body = RateLimitBody::<http_body_util::Empty<bytes::Bytes>>::full(r#"{"error":"rate_limited"}"#);
-/// assert_eq!(body.collect().await?.to_bytes(), r#"{"error":"rate_limited"}"#);
-/// # Ok::<(), std::convert::Infallible>(())
-/// # }).unwrap();
-/// ```
-pub struct RateLimitBody<B> {
-    kind: Kind<B>,
+pin_project! {
+    /// The body of a [`RateLimitService`](super::RateLimitService)'s responses: the inner
+    /// service's body on an admitted request, or the layer's JSON on a request it answered
+    /// itself (429, 400, 500, 503).
+    ///
+    /// The inner body is held in place, not boxed: any body works, and this one is
+    /// `Unpin` when the inner one is.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use http_body_util::BodyExt;
+    /// use tollgate::http::server::RateLimitBody;
+    ///
+    /// # futures::executor::block_on(async {
+    /// let body = RateLimitBody::new(http_body_util::Full::new(bytes::Bytes::from("hello")));
+    /// assert_eq!(body.collect().await?.to_bytes(), "hello");
+    ///
+    /// let body = RateLimitBody::<http_body_util::Empty<bytes::Bytes>>::full(r#"{"error":"rate_limited"}"#);
+    /// assert_eq!(body.collect().await?.to_bytes(), r#"{"error":"rate_limited"}"#);
+    /// # Ok::<(), std::convert::Infallible>(())
+    /// # }).unwrap();
+    /// ```
+    pub struct RateLimitBody<B> {
+        #[pin]
+        kind: Kind<B>,
+    }
 }
 
-enum Kind<B> {
-    Inner(Pin<Box<B>>),
-    /// The whole body, until it is sent.
-    Full(Option<Bytes>),
+pin_project! {
+    #[project = KindProj]
+    enum Kind<B> {
+        Inner {
+            #[pin]
+            body: B,
+        },
+        /// The whole body, until it is sent.
+        Full {
+            bytes: Option<Bytes>,
+        },
+    }
 }
 
 impl<B> RateLimitBody<B> {
@@ -52,7 +65,7 @@ impl<B> RateLimitBody<B> {
     /// ```
     pub fn new(body: B) -> RateLimitBody<B> {
         RateLimitBody {
-            kind: Kind::Inner(Box::pin(body)),
+            kind: Kind::Inner { body },
         }
     }
 
@@ -69,7 +82,9 @@ impl<B> RateLimitBody<B> {
     /// ```
     pub fn full(bytes: impl Into<Bytes>) -> RateLimitBody<B> {
         RateLimitBody {
-            kind: Kind::Full(Some(bytes.into())),
+            kind: Kind::Full {
+                bytes: Some(bytes.into()),
+            },
         }
     }
 }
@@ -77,8 +92,8 @@ impl<B> RateLimitBody<B> {
 impl<B> fmt::Debug for RateLimitBody<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.kind {
-            Kind::Inner(_) => f.write_str("RateLimitBody::Inner(..)"),
-            Kind::Full(bytes) => f.debug_tuple("RateLimitBody::Full").field(bytes).finish(),
+            Kind::Inner { .. } => f.write_str("RateLimitBody::Inner(..)"),
+            Kind::Full { bytes } => f.debug_tuple("RateLimitBody::Full").field(bytes).finish(),
         }
     }
 }
@@ -95,9 +110,9 @@ where
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
-        match &mut self.get_mut().kind {
-            Kind::Inner(body) => body.as_mut().poll_frame(cx),
-            Kind::Full(bytes) => Poll::Ready(
+        match self.project().kind.project() {
+            KindProj::Inner { body } => body.poll_frame(cx),
+            KindProj::Full { bytes } => Poll::Ready(
                 bytes
                     .take()
                     .filter(|b| !b.is_empty())
@@ -108,15 +123,17 @@ where
 
     fn is_end_stream(&self) -> bool {
         match &self.kind {
-            Kind::Inner(body) => body.is_end_stream(),
-            Kind::Full(bytes) => bytes.as_ref().map_or(true, Bytes::is_empty),
+            Kind::Inner { body } => body.is_end_stream(),
+            Kind::Full { bytes } => bytes.as_ref().map_or(true, Bytes::is_empty),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match &self.kind {
-            Kind::Inner(body) => body.size_hint(),
-            Kind::Full(bytes) => SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64)),
+            Kind::Inner { body } => body.size_hint(),
+            Kind::Full { bytes } => {
+                SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
+            }
         }
     }
 }

@@ -8,72 +8,100 @@ use std::task::{ready, Context, Poll};
 use http::{Request, Response};
 use tower_service::Service;
 
+use pin_project_lite::pin_project;
+
 use super::body::RateLimitBody;
 use super::layer::Settings;
 use super::response;
 use crate::http::limits::{CheckError, CheckFuture, Verdict};
 use crate::http::wire;
 
-/// The response future of a [`RateLimitService`](super::RateLimitService): awaits the
-/// request's check (unless it was decided at once), then answers itself or awaits the
-/// inner service.
-///
-/// # Cancel safety
-///
-/// Dropped while the check runs, the request is not sent to the inner service, and
-/// whether its permits were taken is unknown (as for the store's
-/// [`execute`](crate::store::Store::execute)); dropped later, the inner service's
-/// future is dropped. A check decided at once (the memory store) took its permits,
-/// and an admitted request was passed to the inner service, before `call` returned.
-///
-/// # Panics
-///
-/// If polled again after it completed.
-///
-/// # Examples
-///
-/// ```
-/// use std::convert::Infallible;
-/// use tollgate::algorithm::Gcra;
-/// use tollgate::http::server::{RateLimitLayer, ResponseFuture};
-/// use tollgate::store::{MemoryStore, SharedLimiter};
-/// use tollgate::{KeyedConfig, Quota};
-/// use tower::{Layer, Service};
-///
-/// # futures::executor::block_on(async {
-/// let store = MemoryStore::new(KeyedConfig::new(10), "api")?;
-/// let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(1)?))?;
-/// let echo = tower::service_fn(|_: http::Request<()>| async {
-///     Ok::<_, Infallible>(http::Response::new(http_body_util::Empty::<bytes::Bytes>::new()))
-/// });
-/// let mut service = RateLimitLayer::global(limiter).layer(echo);
-/// let future = service.call(http::Request::new(()));
-/// assert_eq!(future.await?.status(), 200);
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// # }).unwrap();
-/// ```
-pub struct ResponseFuture<S, B>
-where
-    S: Service<Request<B>>,
-{
-    state: State<S, B>,
+pin_project! {
+    /// The response future of a [`RateLimitService`](super::RateLimitService): awaits the
+    /// request's check (unless it was decided at once), then answers itself or awaits the
+    /// inner service.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped while the check runs, the request is not sent to the inner service, and
+    /// whether its permits were taken is unknown (as for the store's
+    /// [`execute`](crate::store::Store::execute)); dropped later, the inner service's
+    /// future is dropped. A check decided at once (the memory store) took its permits,
+    /// and an admitted request was passed to the inner service, before `call` returned.
+    ///
+    /// The inner service's future is held in place, not boxed: the response future is
+    /// `Unpin` when that future is, whatever the service and the request body.
+    ///
+    /// # Panics
+    ///
+    /// If polled again after it completed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::http::server::{RateLimitLayer, ResponseFuture};
+    /// use tollgate::store::{MemoryStore, SharedLimiter};
+    /// use tollgate::{KeyedConfig, Quota};
+    /// use tower::{Layer, Service};
+    ///
+    /// # futures::executor::block_on(async {
+    /// let store = MemoryStore::new(KeyedConfig::new(10), "api")?;
+    /// let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(1)?))?;
+    /// let echo = tower::service_fn(|_: http::Request<()>| async {
+    ///     Ok::<_, Infallible>(http::Response::new(http_body_util::Empty::<bytes::Bytes>::new()))
+    /// });
+    /// let mut service = RateLimitLayer::global(limiter).layer(echo);
+    /// let future = service.call(http::Request::new(()));
+    /// assert_eq!(future.await?.status(), 200);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub struct ResponseFuture<S, B>
+    where
+        S: Service<Request<B>>,
+    {
+        #[pin]
+        state: State<S, B>,
+        legacy_headers: bool,
+    }
+}
+
+/// What a check that must be awaited keeps until it completes: the inner service
+/// `poll_ready` made ready, the request, and the settings to report the verdict to.
+struct Pending<S, B> {
+    inner: S,
+    request: Request<B>,
     settings: Settings,
 }
 
-// `Checking` is large (the request, a verdict decided at once) but is the state every
-// request starts in: boxing it would cost an allocation per request.
-#[allow(clippy::large_enum_variant)]
-enum State<S: Service<Request<B>>, B> {
-    Checking {
-        check: CheckFuture,
-        /// Moved out once the check admits, never polled in place.
-        pending: Option<(S, Request<B>)>,
-    },
-    Calling {
-        future: Pin<Box<S::Future>>,
-        verdict: Verdict,
-    },
-    Done,
+pin_project! {
+    #[project = StateProj]
+    #[project_replace = StateOwned]
+    enum State<S, B>
+    where
+        S: Service<Request<B>>,
+    {
+        /// A check to await (a remote store). What waits with it is boxed, as the
+        /// check's own future is: the future of a check decided at once stays small.
+        Checking {
+            check: CheckFuture,
+            pending: Box<Pending<S, B>>,
+        },
+        /// Answered by the layer itself when polled: a denial, or a failed check.
+        Answering {
+            checked: Result<Verdict, CheckError>,
+        },
+        /// Admitted: the inner service's future, held in place, and the verdict whose
+        /// fields its response gets.
+        Calling {
+            #[pin]
+            future: S::Future,
+            verdict: Verdict,
+        },
+        Done,
+    }
 }
 
 impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
@@ -84,49 +112,49 @@ impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
         settings: Settings,
     ) -> Self {
         ResponseFuture {
+            legacy_headers: settings.legacy_headers,
             state: State::Checking {
                 check,
-                pending: Some((inner, request)),
+                pending: Box::new(Pending {
+                    inner,
+                    request,
+                    settings,
+                }),
             },
-            settings,
         }
     }
-}
 
-impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
     /// The response to a check decided at once: an admitted request is sent to `inner`
     /// now; any other is answered when polled, as if its check had been awaited.
+    #[inline]
     pub(super) fn decided(
         checked: Result<Verdict, CheckError>,
         inner: &mut S,
         request: Request<B>,
-        settings: Settings,
+        settings: &Settings,
     ) -> Self {
+        if let Ok(verdict) = &checked {
+            settings.report(verdict);
+        }
         let state = match checked {
-            Ok(verdict) if verdict.is_admitted() => {
-                settings.report(&verdict);
-                State::Calling {
-                    future: Box::pin(inner.call(request)),
-                    verdict,
-                }
-            }
-            checked => State::Checking {
-                check: CheckFuture::ready(checked),
-                pending: None,
+            Ok(verdict) if verdict.is_admitted() => State::Calling {
+                future: inner.call(request),
+                verdict,
             },
+            checked => State::Answering { checked },
         };
-        ResponseFuture { state, settings }
+        ResponseFuture {
+            state,
+            legacy_headers: settings.legacy_headers,
+        }
     }
 }
-
-// Only the boxed futures are ever polled; the service and the request are moved,
-// never pinned, so the future need not box them to be `Unpin`.
-impl<S: Service<Request<B>>, B> Unpin for ResponseFuture<S, B> {}
 
 impl<S: Service<Request<B>>, B> fmt::Debug for ResponseFuture<S, B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = match self.state {
             State::Checking { .. } => "checking",
+            State::Answering { .. } => "answering",
             State::Calling { .. } => "calling",
             State::Done => "done",
         };
@@ -142,46 +170,50 @@ where
 {
     type Output = Result<Response<RateLimitBody<ResBody>>, S::Error>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
+        let mut this = self.project();
         loop {
-            match &mut this.state {
-                State::Checking { check, pending } => {
+            match this.state.as_mut().project() {
+                StateProj::Checking { check, .. } => {
                     let checked = ready!(Pin::new(check).poll(cx));
-                    if let Ok(verdict) = &checked {
-                        this.settings.report(verdict);
-                    }
-                    let verdict = match checked {
-                        Ok(verdict) if verdict.is_admitted() => verdict,
-                        Ok(verdict) => {
-                            this.state = State::Done;
-                            return Poll::Ready(Ok(response::denied(
-                                &verdict,
-                                this.settings.legacy_headers,
-                            )));
-                        }
-                        Err(error) => {
-                            this.state = State::Done;
-                            return Poll::Ready(Ok(response::check_error(&error)));
-                        }
+                    let StateOwned::Checking { pending, .. } =
+                        this.state.as_mut().project_replace(State::Done)
+                    else {
+                        unreachable!("the state was Checking");
                     };
-                    let (mut inner, request) = pending
-                        .take()
-                        .expect("the request is pending until the check completes");
-                    let future = Box::pin(inner.call(request));
-                    this.state = State::Calling { future, verdict };
+                    let Pending {
+                        mut inner,
+                        request,
+                        settings,
+                    } = *pending;
+                    if let Ok(verdict) = &checked {
+                        settings.report(verdict);
+                    }
+                    let next = match checked {
+                        Ok(verdict) if verdict.is_admitted() => State::Calling {
+                            future: inner.call(request),
+                            verdict,
+                        },
+                        checked => State::Answering { checked },
+                    };
+                    this.state.set(next);
                 }
-                State::Calling { future, verdict } => {
-                    let mut response = ready!(future.as_mut().poll(cx))?;
-                    wire::insert(
-                        response.headers_mut(),
-                        verdict,
-                        this.settings.legacy_headers,
-                    );
-                    this.state = State::Done;
+                StateProj::Answering { checked } => {
+                    let response = match checked {
+                        Ok(verdict) => response::denied(verdict, *this.legacy_headers),
+                        Err(error) => response::check_error(error),
+                    };
+                    this.state.set(State::Done);
+                    return Poll::Ready(Ok(response));
+                }
+                StateProj::Calling { future, verdict } => {
+                    let mut response = ready!(future.poll(cx))?;
+                    wire::insert(response.headers_mut(), verdict, *this.legacy_headers);
+                    this.state.set(State::Done);
                     return Poll::Ready(Ok(response.map(RateLimitBody::new)));
                 }
-                State::Done => panic!("ResponseFuture polled after it completed"),
+                StateProj::Done => panic!("ResponseFuture polled after it completed"),
             }
         }
     }
@@ -211,7 +243,8 @@ mod tests {
     }
 
     /// The bug it guards: the service and the request were boxed on every request
-    /// only so that the future would be `Unpin`; it is `Unpin` without that.
+    /// only so that the future would be `Unpin`; it is `Unpin` without that, when
+    /// the inner service's future is.
     #[test]
     fn the_future_is_unpin_whatever_the_service_and_body() {
         fn unpin<T: Unpin>() {}

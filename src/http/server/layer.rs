@@ -50,6 +50,7 @@ pub(super) struct Settings {
 
 impl Settings {
     /// Reports a verdict's decision, one event per request.
+    #[inline]
     pub(super) fn report(&self, verdict: &Verdict) {
         if let (Some(events), Some(decision)) = (&self.events, &verdict.decision) {
             events.emit(1, EventKind::of_decision(decision));

@@ -144,6 +144,7 @@ where
         self.inner.poll_ready(cx)
     }
 
+    #[inline]
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         let (head, body) = request.into_parts();
         let check = self.limits.check(&head);
@@ -152,7 +153,7 @@ where
             // Decided at once: the inner service `poll_ready` made ready is called now,
             // so it need not be cloned.
             Ok(checked) => {
-                ResponseFuture::decided(checked, &mut self.inner, request, self.settings.clone())
+                ResponseFuture::decided(checked, &mut self.inner, request, &self.settings)
             }
             Err(check) => {
                 let clone = self.inner.clone();
