@@ -350,7 +350,7 @@ impl SlidingLog {
         // n <= limit, so this fits.
         let copies = n as usize;
         // Most entries are the newest: no search then.
-        if log.back().is_none_or(|&t| t <= at) {
+        if log.back().map_or(true, |&t| t <= at) {
             if copies == 1 {
                 log.push_back(at);
             } else {
