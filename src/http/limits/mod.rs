@@ -71,6 +71,7 @@ impl CheckFuture {
     /// assert!(failed.await.is_err());
     /// # });
     /// ```
+    #[inline]
     pub fn ready(result: Result<Verdict, CheckError>) -> CheckFuture {
         CheckFuture(Check::Ready(Some(result)))
     }
@@ -96,6 +97,7 @@ impl CheckFuture {
     }
 
     /// The result, if the check was decided at once; the future itself otherwise.
+    #[inline]
     pub(crate) fn into_ready(self) -> Result<Result<Verdict, CheckError>, CheckFuture> {
         match self.0 {
             Check::Ready(Some(result)) => Ok(result),

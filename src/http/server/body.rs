@@ -137,3 +137,62 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::convert::Infallible;
+    use std::marker::PhantomPinned;
+
+    pin_project! {
+        /// A body that is not `Unpin`: one frame, then the end.
+        struct Pinned {
+            frame: Option<Bytes>,
+            #[pin]
+            pinned: PhantomPinned,
+        }
+    }
+
+    impl Body for Pinned {
+        type Data = Bytes;
+        type Error = Infallible;
+
+        fn poll_frame(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+            Poll::Ready(self.project().frame.take().map(|b| Ok(Frame::data(b))))
+        }
+
+        fn is_end_stream(&self) -> bool {
+            self.frame.is_none()
+        }
+
+        fn size_hint(&self) -> SizeHint {
+            SizeHint::with_exact(self.frame.as_ref().map_or(0, |b| b.len() as u64))
+        }
+    }
+
+    /// The inner body is polled in place, pinned where the response's body is.
+    #[test]
+    fn a_body_that_is_not_unpin_is_passed_through_in_place() {
+        let body = RateLimitBody::new(Pinned {
+            frame: Some(Bytes::from_static(b"hello")),
+            pinned: PhantomPinned,
+        });
+        let mut body = std::pin::pin!(body);
+        assert_eq!(body.size_hint().exact(), Some(5));
+        assert!(!body.is_end_stream());
+        let waker = futures::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        match body.as_mut().poll_frame(&mut cx) {
+            Poll::Ready(Some(Ok(frame))) => assert_eq!(frame.into_data().unwrap(), "hello"),
+            other => panic!("{other:?}"),
+        }
+        assert!(body.is_end_stream());
+        assert!(matches!(
+            body.as_mut().poll_frame(&mut cx),
+            Poll::Ready(None)
+        ));
+    }
+}

@@ -89,9 +89,11 @@ pin_project! {
             check: CheckFuture,
             pending: Box<Pending<S, B>>,
         },
-        /// Answered by the layer itself when polled: a denial, or a failed check.
+        /// Answered by the layer itself when polled (a denial is reported then, as
+        /// when its check is awaited): a denial, or a failed check.
         Answering {
             checked: Result<Verdict, CheckError>,
+            settings: Settings,
         },
         /// Admitted: the inner service's future, held in place, and the verdict whose
         /// fields its response gets.
@@ -133,15 +135,18 @@ impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
         request: Request<B>,
         settings: &Settings,
     ) -> Self {
-        if let Ok(verdict) = &checked {
-            settings.report(verdict);
-        }
         let state = match checked {
-            Ok(verdict) if verdict.is_admitted() => State::Calling {
-                future: inner.call(request),
-                verdict,
+            Ok(verdict) if verdict.is_admitted() => {
+                settings.report(&verdict);
+                State::Calling {
+                    future: inner.call(request),
+                    verdict,
+                }
+            }
+            checked => State::Answering {
+                checked,
+                settings: settings.clone(),
             },
-            checked => State::Answering { checked },
         };
         ResponseFuture {
             state,
@@ -187,21 +192,24 @@ where
                         request,
                         settings,
                     } = *pending;
-                    if let Ok(verdict) = &checked {
-                        settings.report(verdict);
-                    }
                     let next = match checked {
-                        Ok(verdict) if verdict.is_admitted() => State::Calling {
-                            future: inner.call(request),
-                            verdict,
-                        },
-                        checked => State::Answering { checked },
+                        Ok(verdict) if verdict.is_admitted() => {
+                            settings.report(&verdict);
+                            State::Calling {
+                                future: inner.call(request),
+                                verdict,
+                            }
+                        }
+                        checked => State::Answering { checked, settings },
                     };
                     this.state.set(next);
                 }
-                StateProj::Answering { checked } => {
+                StateProj::Answering { checked, settings } => {
                     let response = match checked {
-                        Ok(verdict) => response::denied(verdict, *this.legacy_headers),
+                        Ok(verdict) => {
+                            settings.report(verdict);
+                            response::denied(verdict, settings.legacy_headers)
+                        }
                         Err(error) => response::check_error(error),
                     };
                     this.state.set(State::Done);

@@ -244,6 +244,39 @@ mod tests {
         ready_inner_service_is_called(Remote(store), clock);
     }
 
+    /// An admission decided at once is reported when the request is passed on, in
+    /// `call`; a denial when it is answered, on the first poll, as if its check had
+    /// been awaited: a response future dropped unpolled reports no denial.
+    #[test]
+    fn a_denial_decided_at_once_is_reported_when_answered() {
+        use crate::observe::{Event, Events};
+
+        let store = MemoryStore::with_clock(KeyedConfig::new(10), "t", ManualClock::new());
+        let window = FixedWindow::new(1, Duration::from_secs(60)).unwrap();
+        let limiter = SharedLimiter::new(store.unwrap(), window).unwrap();
+        let events = Events::new("api");
+        let seen = Arc::new(AtomicU64::new(0));
+        let _subscription = events.subscribe({
+            let seen = Arc::clone(&seen);
+            move |_: &Event<'_>| {
+                seen.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        let inner = tower::service_fn(|_: Request<()>| async {
+            Ok::<_, std::convert::Infallible>(Response::new(()))
+        });
+        let mut service = RateLimitLayer::global(limiter).events(events).layer(inner);
+        let admitted = service.call(Request::new(()));
+        assert_eq!(seen.load(Ordering::SeqCst), 1);
+        assert_eq!(block_on(admitted).unwrap().status(), 200);
+        drop(service.call(Request::new(())));
+        assert_eq!(seen.load(Ordering::SeqCst), 1);
+        let denied = service.call(Request::new(()));
+        assert_eq!(seen.load(Ordering::SeqCst), 1);
+        assert_eq!(block_on(denied).unwrap().status(), 429);
+        assert_eq!(seen.load(Ordering::SeqCst), 2);
+    }
+
     fn ready_inner_service_is_called<S: Store + 'static>(store: S, clock: ManualClock) {
         let window = FixedWindow::new(2, Duration::from_secs(60)).unwrap();
         let limiter = SharedLimiter::new(store, window).unwrap();

@@ -115,19 +115,29 @@ pub fn ratelimit_value(policy: &Policy, remaining: u64, t: impl Into<Option<u64>
     // sized exactly, so that it becomes the value's bytes without another
     // allocation. A test holds the two to the same bytes.
     let name = policy.name.as_bytes();
-    let remaining = sf_u64(remaining);
-    let t = t.into().map(sf_u64);
-    let len = sf_string_len(name)
-        + b";r=".len()
-        + decimal_len(remaining)
-        + t.map_or(0, |t| b";t=".len() + decimal_len(t));
+    let plain = name.iter().all(|&byte| is_plain(byte));
+    let remaining = Decimal::new(sf_u64(remaining));
+    let t = t.into().map(|t| Decimal::new(sf_u64(t)));
+    let len = if plain {
+        name.len() + 2
+    } else {
+        sf_string_len(name)
+    } + b";r=".len()
+        + remaining.len()
+        + t.as_ref().map_or(0, |t| b";t=".len() + t.len());
     let mut out = Vec::with_capacity(len);
-    push_sf_string(&mut out, name);
+    if plain {
+        out.push(b'"');
+        out.extend_from_slice(name);
+        out.push(b'"');
+    } else {
+        push_sf_string(&mut out, name);
+    }
     out.extend_from_slice(b";r=");
-    push_decimal(&mut out, remaining);
-    if let Some(t) = t {
+    out.extend_from_slice(remaining.as_bytes());
+    if let Some(t) = &t {
         out.extend_from_slice(b";t=");
-        push_decimal(&mut out, t);
+        out.extend_from_slice(t.as_bytes());
     }
     debug_assert_eq!(out.len(), len, "the RateLimit value's length");
     HeaderValue::try_from(out).unwrap_or_else(|_| HeaderValue::from_static(""))
@@ -137,6 +147,11 @@ pub fn ratelimit_value(policy: &Policy, remaining: u64, t: impl Into<Option<u64>
 fn sf_u64(n: u64) -> u64 {
     const MAX: u64 = 999_999_999_999_999;
     n.min(MAX)
+}
+
+/// Whether an sf-string holds `byte` as itself: printable ASCII but `"` and `\\`.
+fn is_plain(byte: u8) -> bool {
+    matches!(byte, 0x20..=0x7e) && byte != b'"' && byte != b'\\'
 }
 
 /// The bytes [`push_sf_string`] writes for `name`, quotes included.
@@ -155,40 +170,66 @@ fn sf_string_len(name: &[u8]) -> usize {
 fn push_sf_string(out: &mut Vec<u8>, name: &[u8]) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     out.push(b'"');
-    if name
-        .iter()
-        .all(|&byte| matches!(byte, 0x20..=0x7e) && byte != b'"' && byte != b'\\')
-    {
-        // The usual name: nothing to escape.
-        out.extend_from_slice(name);
-    } else {
-        for &byte in name {
-            match byte {
-                b'"' | b'\\' => out.extend_from_slice(&[b'\\', byte]),
-                0x20..=0x7e => out.push(byte),
-                _ => out.extend_from_slice(&[
-                    b'%',
-                    HEX[usize::from(byte >> 4)],
-                    HEX[usize::from(byte & 0xf)],
-                ]),
-            }
+    for &byte in name {
+        match byte {
+            b'"' | b'\\' => out.extend_from_slice(&[b'\\', byte]),
+            0x20..=0x7e => out.push(byte),
+            _ => out.extend_from_slice(&[
+                b'%',
+                HEX[usize::from(byte >> 4)],
+                HEX[usize::from(byte & 0xf)],
+            ]),
         }
     }
     out.push(b'"');
 }
 
-/// The number of decimal digits of `n`.
-fn decimal_len(n: u64) -> usize {
-    n.checked_ilog10().map_or(1, |digits| digits as usize + 1)
+/// The decimal digit pairs `00` to `99`, for writing two digits per division.
+const DIGIT_PAIRS: [u8; 200] = {
+    let mut pairs = [0; 200];
+    let mut i = 0;
+    while i < 100 {
+        pairs[2 * i] = b'0' + (i / 10) as u8;
+        pairs[2 * i + 1] = b'0' + (i % 10) as u8;
+        i += 1;
+    }
+    pairs
+};
+
+/// A `u64` in decimal: its digits at the end of a buffer, written two at a time
+/// from the last.
+struct Decimal {
+    digits: [u8; 20],
+    start: usize,
 }
 
-/// Appends `n` in decimal to `out`, the digits written in place.
-fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
-    let start = out.len();
-    out.resize(start + decimal_len(n), b'0');
-    for digit in out[start..].iter_mut().rev() {
-        *digit = b'0' + (n % 10) as u8;
-        n /= 10;
+impl Decimal {
+    fn new(mut n: u64) -> Decimal {
+        let mut digits = [b'0'; 20];
+        let mut start = digits.len();
+        while n >= 100 {
+            let pair = (n % 100) as usize * 2;
+            n /= 100;
+            start -= 2;
+            digits[start..start + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
+        }
+        if n >= 10 {
+            let pair = n as usize * 2;
+            start -= 2;
+            digits[start..start + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
+        } else {
+            start -= 1;
+            digits[start] = b'0' + n as u8;
+        }
+        Decimal { digits, start }
+    }
+
+    fn len(&self) -> usize {
+        self.digits.len() - self.start
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        &self.digits[self.start..]
     }
 }
 
@@ -462,12 +503,18 @@ mod tests {
 
     #[test]
     fn integers_are_written_as_display_writes_them() {
-        for n in [0, 1, 9, 10, 99, 100, 12_345, 999_999_999_999_999, u64::MAX] {
-            let mut out = b"x".to_vec();
-            push_decimal(&mut out, n);
-            assert_eq!(out, format!("x{n}").as_bytes());
-            assert_eq!(decimal_len(n), n.to_string().len());
+        let mut n = 1;
+        for _ in 0..19 {
+            for n in [n - 1, n, n + 1, n * 5] {
+                assert_eq!(Decimal::new(n).as_bytes(), n.to_string().as_bytes());
+                assert_eq!(Decimal::new(n).len(), n.to_string().len());
+            }
+            n = n.saturating_mul(10);
         }
+        assert_eq!(
+            Decimal::new(u64::MAX).as_bytes(),
+            u64::MAX.to_string().as_bytes()
+        );
     }
 
     /// Every kind of byte a name can hold, each alone and together: the length
