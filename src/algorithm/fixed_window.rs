@@ -281,23 +281,18 @@ impl FixedWindow<Aligned> {
         now.saturating_add(self.alignment.offset) / self.window
     }
 
-    fn start_of(&self, index: u64) -> u64 {
-        index
-            .saturating_mul(self.window)
-            .saturating_sub(self.alignment.offset)
-    }
-
-    /// The end of window `index`; the last window runs to the end of the clock.
-    /// `(index + 1) × window` overflows exactly when `index` is the last index, so
-    /// the check costs a multiplication rather than a division.
-    fn end_of(&self, index: u64) -> u64 {
-        match index
-            .checked_add(1)
-            .and_then(|next| next.checked_mul(self.window))
-        {
-            Some(end) => end.saturating_sub(self.alignment.offset),
-            None => u64::MAX,
-        }
+    /// The start and end of window `index`, by one multiplication. The last window
+    /// runs to the end of the clock: `(index + 1) × window` overflows exactly when
+    /// `index` is the last index, and a saturated `index × window` fails the
+    /// addition too, so no division is needed to tell.
+    #[inline]
+    fn bounds(&self, index: u64) -> (u64, u64) {
+        let base = index.saturating_mul(self.window);
+        let start = base.saturating_sub(self.alignment.offset);
+        let end = base
+            .checked_add(self.window)
+            .map_or(u64::MAX, |end| end.saturating_sub(self.alignment.offset));
+        (start, end)
     }
 
     fn unpack(&self, word: u64) -> (u64, u64) {
@@ -321,14 +316,9 @@ impl FixedWindow<Aligned> {
     fn view(&self, word: u64, now: u64) -> (u64, Booked) {
         let (index, count) = self.unpack(word);
         if count > 0 {
-            // Most calls land in the booked window: bounds by one multiplication, and
-            // no division to find the current index.
-            let base = index.saturating_mul(self.window);
-            let start = base.saturating_sub(self.alignment.offset);
-            // As `end_of`: a saturated `base` fails the addition too.
-            let end = base
-                .checked_add(self.window)
-                .map_or(u64::MAX, |end| end.saturating_sub(self.alignment.offset));
+            // Most calls land in the booked window: no division to find the current
+            // index.
+            let (start, end) = self.bounds(index);
             if start <= now && now < end {
                 let booked = Booked {
                     start,
@@ -347,9 +337,10 @@ impl FixedWindow<Aligned> {
             // later, booked a later window.
             (index.min(self.last_index()), count)
         };
+        let (start, end) = self.bounds(index);
         let booked = Booked {
-            start: self.start_of(index),
-            end: self.end_of(index),
+            start,
+            end,
             ahead: index - current.min(index),
             count,
         };
@@ -617,7 +608,7 @@ impl Algorithm for FixedWindow<Aligned> {
     fn idle_at(&self, word: &u64) -> Nanos {
         match self.unpack(*word) {
             (_, 0) => Nanos::ZERO,
-            (index, _) => Nanos::new(self.end_of(index)),
+            (index, _) => Nanos::new(self.bounds(index).1),
         }
     }
 }
@@ -1024,6 +1015,29 @@ mod tests {
         check(first_hit(10, 1000), |fw, limit| {
             fw.set_limit(limit).unwrap()
         });
+    }
+
+    #[test]
+    fn window_bounds_run_to_the_end_of_the_clock_without_dividing() {
+        for window in [2, 3, 1_000, u64::MAX / 2, u64::MAX] {
+            let fw = FixedWindow::new(1, Duration::from_nanos(window))
+                .unwrap()
+                .aligned_to_unix_epoch(Duration::from_nanos(window / 3));
+            let last = fw.last_index();
+            for index in [0, 1, last.saturating_sub(1), last, u64::MAX] {
+                let (start, end) = fw.bounds(index);
+                let expected_end = if index >= last {
+                    u64::MAX
+                } else {
+                    ((index + 1) * window).saturating_sub(fw.alignment.offset)
+                };
+                assert_eq!(end, expected_end, "window {window}, index {index}");
+                if index <= last {
+                    let expected_start = (index * window).saturating_sub(fw.alignment.offset);
+                    assert_eq!(start, expected_start, "window {window}, index {index}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! [`Packing`](crate::algorithm::Packing): the state in one atomic word, decided with
 //! a compare-and-swap loop, the configuration in a sequence-locked set of words so
 //! that reconfiguring needs no lock on the hot path. Every other algorithm is
-//! [`Locked`](locked::Locked): both under a short mutex.
+//! [`Locked`](locked::Locked): both under a short mutex, with a repeated denial of
+//! one permit answered from a [`DenialHint`](hint::DenialHint) without it.
 //!
 //! The choice follows `Algorithm::PACKING`, a constant, so each limiter's branch on
 //! it is decided when the crate compiles.
