@@ -1,7 +1,9 @@
 //! A denial counts down: while nothing changes a limiter's state, the denial of one
 //! permit at `t0` with `retry_after` r is, at any `t` in `[t0, t0 + r)`, the same
 //! denial with `retry_after` and `reset_after` shortened by `t - t0` (and nothing
-//! remaining), provided `t0` is the latest time the state has seen. The in-process
+//! remaining), provided `t0` is the latest time the state has seen and the
+//! algorithm's denials last (`Algorithm::denial_lasts`; a sliding log counting
+//! blocked attempts changes its state on each denial, and is not repeated). The in-process
 //! limiter relies on this to deny a repeated request without taking its lock. (Of
 //! more than one permit, `remaining` may grow meanwhile; and a reading older than
 //! one the state has seen is decided as of that later one by some algorithms.)

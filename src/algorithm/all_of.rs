@@ -161,6 +161,11 @@ impl<A: Algorithm> Algorithm for AllOf<A> {
         self.rules.iter().map(A::capacity).min().unwrap_or(0)
     }
 
+    /// When every rule's does.
+    fn denial_lasts(&self) -> bool {
+        self.rules.iter().all(A::denial_lasts)
+    }
+
     fn idle_at(&self, states: &Vec<A::State>) -> Nanos {
         self.rules
             .iter()

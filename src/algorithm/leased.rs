@@ -98,6 +98,11 @@ impl Leased {
 impl Algorithm for Leased {
     type State = LeasedState;
 
+    /// No: a denial ends when a holder releases, not at a time.
+    fn denial_lasts(&self) -> bool {
+        false
+    }
+
     fn initial_state(&self, _now: Nanos) -> LeasedState {
         LeasedState::default()
     }
@@ -162,11 +167,6 @@ impl Facts for Leased {
     /// back.
     fn window(&self) -> Duration {
         self.lease()
-    }
-
-    /// No: a denial ends when a holder releases, not at a time.
-    fn denial_lasts(&self) -> bool {
-        false
     }
 
     /// The maximum divided; the lease kept.

@@ -126,6 +126,15 @@ pub trait Algorithm: Clone + Send + Sync + fmt::Debug + 'static {
     /// The state of a limiter created at `now`, before any request.
     fn initial_state(&self, now: Nanos) -> Self::State;
 
+    /// Whether a denial lasts until its retry time, whatever this process does
+    /// meanwhile, so that it may be answered again without deciding (an in-process
+    /// limiter repeats it without its lock; a store's denied cache, without a round
+    /// trip): not if something other than time ends it (a release), nor if every
+    /// attempt must reach the state to count. The default is yes.
+    fn denial_lasts(&self) -> bool {
+        true
+    }
+
     /// Decides on `n` permits at `now`, consuming them if admitted.
     ///
     /// `n == 0` is a peek that always succeeds and changes nothing, whatever was
@@ -203,14 +212,6 @@ pub(crate) trait Facts: Algorithm {
     /// report, [`capacity`](Algorithm::capacity) unless that counts something else.
     fn quota(&self) -> u64 {
         self.capacity()
-    }
-
-    /// Whether a denial lasts until its retry time, whatever this process does
-    /// meanwhile, so that it may be answered locally until then without asking again:
-    /// not if something other than time ends it (a release), nor if every attempt
-    /// must reach the state to count.
-    fn denial_lasts(&self) -> bool {
-        true
     }
 
     /// One node's part of the algorithm when `share`'s nodes each decide alone, so

@@ -379,6 +379,11 @@ impl Algorithm for SlidingLog {
     type State = VecDeque<u64>;
     const BOOKS_AHEAD: bool = true;
 
+    /// Not when blocked attempts count: each must reach the log.
+    fn denial_lasts(&self) -> bool {
+        !self.count_blocked
+    }
+
     fn initial_state(&self, _now: Nanos) -> VecDeque<u64> {
         VecDeque::new()
     }
@@ -488,11 +493,6 @@ impl Facts for SlidingLog {
     /// The window.
     fn window(&self) -> Duration {
         Duration::from_nanos(self.window)
-    }
-
-    /// Not when blocked attempts count: each must reach the log.
-    fn denial_lasts(&self) -> bool {
-        !self.count_blocked
     }
 
     /// The limit divided, the minimum gap multiplied.

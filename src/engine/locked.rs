@@ -67,8 +67,11 @@ impl<A: Algorithm> Locked<A> {
         inner.latest = inner.latest.max(now);
         let decision = inner.algorithm.acquire(&mut inner.state, now, n);
         match &decision {
-            Err(Denied::Limited(limited)) if n == 1 && latest => self.hint.record(now, limited),
-            // Denials leave the state as it was.
+            Err(Denied::Limited(limited)) if n == 1 && latest && inner.algorithm.denial_lasts() => {
+                self.hint.record(now, limited)
+            }
+            // A denial that does not last may have changed the state.
+            Err(_) if !inner.algorithm.denial_lasts() => self.hint.clear(),
             Err(_) => {}
             Ok(_) if n == 0 => {}
             Ok(_) => self.hint.clear(),
@@ -185,6 +188,14 @@ mod tests {
             ops in prop::collection::vec(op(), 1..80),
         ) {
             same_as_bare(SlidingLog::new(2, Duration::from_secs(1)).unwrap(), &ops)?;
+        }
+
+        #[test]
+        fn a_sliding_log_counting_blocked_attempts_decides_as_the_bare_algorithm(
+            ops in prop::collection::vec(op(), 1..80),
+        ) {
+            let log = SlidingLog::new(2, Duration::from_secs(1)).unwrap().count_blocked(true);
+            same_as_bare(log, &ops)?;
         }
 
         #[test]

@@ -292,7 +292,7 @@ macro_rules! rules {
             /// ```
             pub fn denial_lasts(&self) -> bool {
                 match self {
-                    $(Rule::$variant(a) => Facts::denial_lasts(a),)*
+                    $(Rule::$variant(a) => Algorithm::denial_lasts(a),)*
                 }
             }
 
