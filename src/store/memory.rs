@@ -432,7 +432,7 @@ impl<C: Clock> MemoryStore<C> {
                     let verdict = rule
                         .apply(&mut fresh, now, step)
                         .ok_or_else(|| self.conflict(request, check))?;
-                    return request.combine([verdict]);
+                    return request.answer(verdict);
                 }
                 // Forgotten, as Redis forgets a key by its TTL: afresh, in place.
                 entry.state = rule.initial_state(now);
@@ -441,16 +441,15 @@ impl<C: Clock> MemoryStore<C> {
                 // A peek changes no state.
                 rule.apply(&mut entry.state, now, step)
             } else {
-                let before = entry.state.clone();
-                let verdict = rule.apply(&mut entry.state, now, step);
-                // An unchanged state is not written: it keeps its expiry.
-                if entry.state != before {
-                    entry.expires_at = rule.expires_at(&entry.state);
-                    if let Some(verdict) = &verdict {
-                        entry.booked(verdict, now);
-                    }
-                }
-                verdict
+                rule.apply_changed(&mut entry.state, now, step)
+                    .map(|(verdict, expires_at)| {
+                        // An unchanged state is not written: it keeps its expiry.
+                        if let Some(expires_at) = expires_at {
+                            entry.expires_at = expires_at;
+                            entry.booked(&verdict, now);
+                        }
+                        verdict
+                    })
             };
             let expires_at = entry.expires_at;
             let verdict = verdict.ok_or_else(|| self.conflict(request, check))?;
@@ -458,23 +457,19 @@ impl<C: Clock> MemoryStore<C> {
             if !peek && expires_at <= now {
                 shard.remove(hash, |e| name.matches(&e.name));
             }
-            return request.combine([verdict]);
+            return request.answer(verdict);
         }
         let now = shard.start(now);
-        let before = rule.initial_state(now);
-        let mut state = before.clone();
-        let verdict = rule
-            .apply(&mut state, now, step)
+        let mut state = rule.initial_state(now);
+        let (verdict, expires_at) = rule
+            .apply_changed(&mut state, now, step)
             .ok_or_else(|| self.conflict(request, check))?;
         // A fresh key that nothing changes is not written: it is created by the first
         // request that changes it, at that request's time.
-        if matches!(step, Step::Peek(_)) || state == before {
-            return request.combine([verdict]);
-        }
-        let expires_at = rule.expires_at(&state);
-        if expires_at <= now {
-            return request.combine([verdict]);
-        }
+        let expires_at = match expires_at {
+            Some(expires_at) if !matches!(step, Step::Peek(_)) && expires_at > now => expires_at,
+            _ => return request.answer(verdict),
+        };
         let hasher = self.table.hasher();
         match shard.make_room(hasher, now, 1, hash, true, |_| false) {
             Room::Free => {
@@ -495,7 +490,7 @@ impl<C: Clock> MemoryStore<C> {
                 }
             }
         }
-        request.combine([verdict])
+        request.answer(verdict)
     }
 
     /// A request of several checks, each on its own key in one shard: all-or-nothing.

@@ -165,7 +165,13 @@ impl<'a> Request<'a> {
                 }
             };
         }
-        Ok(match (self.op, combined) {
+        self.answer(combined)
+    }
+
+    /// The answer to this request from its one combined verdict.
+    #[inline(always)]
+    pub(crate) fn answer(&self, verdict: RuleOutcome) -> Result<Outcome, StoreError> {
+        Ok(match (self.op, verdict) {
             (Op::Reserve { n, .. }, RuleOutcome::Decision(d)) => {
                 Outcome::Reservation(d.map(|_| Reservation::new(n, Duration::ZERO)))
             }

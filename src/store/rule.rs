@@ -325,17 +325,29 @@ macro_rules! rules {
                 op: Step,
             ) -> Option<RuleOutcome> {
                 Some(match (self, state) {
-                    $((Rule::$variant(a), RuleState::$variant(s)) => match op {
-                        Step::Acquire(n) => RuleOutcome::Decision(a.acquire(s, now, n)),
-                        Step::Peek(n) => RuleOutcome::Decision(a.peek(s, now, n)),
-                        Step::Reserve(n, max_wait) => {
-                            RuleOutcome::Reservation(a.reserve(s, now, n, max_wait))
-                        }
-                        Step::Refund(n) => {
-                            a.refund(s, now, n);
-                            RuleOutcome::Refunded
-                        }
-                    },)*
+                    $((Rule::$variant(a), RuleState::$variant(s)) => step(a, s, now, op),)*
+                    _ => return None,
+                })
+            }
+
+            /// Applies `op` to `state`, and tells from when the state may be
+            /// forgotten if `op` changed it (`None` if it did not): one dispatch,
+            /// and the change seen on the algorithm's own state, not the enum of them
+            /// all. `None` if the state is of another kind.
+            #[inline]
+            pub(crate) fn apply_changed(
+                &self,
+                state: &mut RuleState,
+                now: Nanos,
+                op: Step,
+            ) -> Option<(RuleOutcome, Option<Nanos>)> {
+                Some(match (self, state) {
+                    $((Rule::$variant(a), RuleState::$variant(s)) => {
+                        let before = s.clone();
+                        let verdict = step(a, s, now, op);
+                        let expires_at = (*s != before).then(|| a.idle_at(s));
+                        (verdict, expires_at)
+                    })*
                     _ => return None,
                 })
             }
@@ -349,6 +361,22 @@ macro_rules! rules {
             }
         }
     };
+}
+
+/// One step of one algorithm on its own state.
+#[inline]
+fn step<A: Algorithm>(algorithm: &A, state: &mut A::State, now: Nanos, op: Step) -> RuleOutcome {
+    match op {
+        Step::Acquire(n) => RuleOutcome::Decision(algorithm.acquire(state, now, n)),
+        Step::Peek(n) => RuleOutcome::Decision(algorithm.peek(state, now, n)),
+        Step::Reserve(n, max_wait) => {
+            RuleOutcome::Reservation(algorithm.reserve(state, now, n, max_wait))
+        }
+        Step::Refund(n) => {
+            algorithm.refund(state, now, n);
+            RuleOutcome::Refunded
+        }
+    }
 }
 
 // The registry: one line per algorithm a store runs. See `crate::algorithm` for what
