@@ -380,6 +380,8 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
     pub(super) fn finish(&self, outcome: Outcome, start: Nanos, inflight: u64) {
         let now = self.clock().now();
         let rtt = now.saturating_since(start);
+        // Given back even if the algorithm panics.
+        let release = Release(&self.permits);
         let changed = {
             let mut algorithm = self.algorithm.lock();
             let limit = match outcome {
@@ -390,7 +392,7 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
             };
             self.apply(limit)
         };
-        self.permits.release(1);
+        drop(release);
         self.report_change(changed);
         if let Some(events) = self.permits.events() {
             let inflight = self.permits.in_use();
@@ -420,6 +422,15 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
         if let (Some((previous, limit)), Some(events)) = (changed, self.permits.events()) {
             events.emit(0, EventKind::LimitChanged { previous, limit });
         }
+    }
+}
+
+/// Gives one permit back when dropped.
+struct Release<'a, C: Clock>(&'a Semaphore<C>);
+
+impl<C: Clock> Drop for Release<'_, C> {
+    fn drop(&mut self) {
+        self.0.release(1);
     }
 }
 
@@ -569,6 +580,27 @@ mod tests {
         let mut waiting = Box::pin(limiter.acquire_timeout(Duration::MAX));
         let mut cx = std::task::Context::from_waker(futures::task::noop_waker_ref());
         assert!(std::future::Future::poll(waiting.as_mut(), &mut cx).is_ready());
+    }
+
+    #[test]
+    fn a_panicking_algorithm_still_gets_the_permit_back() {
+        struct Panics;
+        impl LimitAlgorithm for Panics {
+            fn limit(&self) -> u64 {
+                1
+            }
+            fn on_sample(&mut self, _: Sample) -> u64 {
+                panic!("a broken algorithm")
+            }
+        }
+        let limiter = Arc::new(
+            AdaptiveLimiter::with_clock(Panics, Mode::FailFast, ManualClock::new()).unwrap(),
+        );
+        let permit = limiter.try_acquire().unwrap();
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| permit.success()));
+        assert!(unwound.is_err());
+        assert_eq!(limiter.inflight(), 0);
+        assert!(limiter.try_acquire().is_ok(), "the lock shrugs off the poison");
     }
 
     #[test]
