@@ -62,7 +62,9 @@ impl Setup {
     }
 
     fn acquire_n(&self, n: usize) -> Vec<Permit> {
-        (0..n).map(|_| self.limiter.try_acquire().unwrap()).collect()
+        (0..n)
+            .map(|_| self.limiter.try_acquire().unwrap())
+            .collect()
     }
 }
 
@@ -166,7 +168,7 @@ mod blocking_limiter {
         let mut order = Vec::new();
         while order.len() < 8 {
             let ready = (0..waiting.len())
-                .find(|&i| !order.contains(&i) && poll(&mut waiting[i]).is_ready_and_ok())
+                .find(|&i| !order.contains(&i) && granted_and_ended(poll(&mut waiting[i])))
                 .expect("one waiter granted per release");
             // Its permit was ended at once, handing it to the next.
             order.push(ready);
@@ -237,21 +239,15 @@ mod blocking_limiter {
     }
 }
 
-trait ReadyOk {
-    fn is_ready_and_ok(self) -> bool;
-}
-
-/// Ready with a permit, which it ends as a success.
-impl ReadyOk for Poll<Result<Permit, AcquireError>> {
-    fn is_ready_and_ok(self) -> bool {
-        match self {
-            Poll::Ready(Ok(permit)) => {
-                permit.success();
-                true
-            }
-            Poll::Ready(Err(error)) => panic!("refused: {error}"),
-            Poll::Pending => false,
+/// Whether `polled` is a grant; its permit is ended at once, as a success.
+fn granted_and_ended(polled: Poll<Result<Permit, AcquireError>>) -> bool {
+    match polled {
+        Poll::Ready(Ok(permit)) => {
+            permit.success();
+            true
         }
+        Poll::Ready(Err(error)) => panic!("refused: {error}"),
+        Poll::Pending => false,
     }
 }
 
@@ -342,7 +338,7 @@ mod lifo_blocking_limiter {
             // hands it on.
             while let Some(i) = (0..5)
                 .rev()
-                .find(|&i| !values.contains(&i) && poll(&mut waiting[i]).is_ready_and_ok())
+                .find(|&i| !values.contains(&i) && granted_and_ended(poll(&mut waiting[i])))
             {
                 values.push(i);
             }
@@ -468,7 +464,8 @@ fn aimd_shrinks_under_overload_and_regrows() {
         .backoff_ratio(0.5)
         .build()
         .unwrap();
-    let limiter = Arc::new(AdaptiveLimiter::with_clock(aimd, Mode::FailFast, clock.clone()).unwrap());
+    let limiter =
+        Arc::new(AdaptiveLimiter::with_clock(aimd, Mode::FailFast, clock.clone()).unwrap());
     // One round: admit as many as the limit allows (of 100 offered), run them for
     // 10 ms, end them as the backend answers.
     let round = |capacity: usize| {
@@ -485,7 +482,10 @@ fn aimd_shrinks_under_overload_and_regrows() {
     };
 
     let overloaded: Vec<u64> = (0..20).map(|_| round(5)).collect();
-    assert!(overloaded[0] < 20, "the first overloaded round shrinks the limit");
+    assert!(
+        overloaded[0] < 20,
+        "the first overloaded round shrinks the limit"
+    );
     assert!(
         overloaded.iter().skip(5).all(|&limit| limit <= 10),
         "held near the backend's capacity: {overloaded:?}"
@@ -581,11 +581,7 @@ fn metrics_record_the_limit_inflight_and_outcomes() {
     let events = Events::new("db");
     let _metrics = metrics::with_local_recorder(&recorder, || events.record_metrics());
     let setup = Setup::new(3, Mode::FailFast);
-    let limiter = Arc::new(
-        Arc::into_inner(setup.limiter)
-            .unwrap()
-            .with_events(events),
-    );
+    let limiter = Arc::new(Arc::into_inner(setup.limiter).unwrap().with_events(events));
     let a = limiter.try_acquire().unwrap();
     let b = limiter.try_acquire().unwrap();
     let _c = limiter.try_acquire().unwrap();
@@ -603,12 +599,20 @@ fn metrics_record_the_limit_inflight_and_outcomes() {
             .find(|(key, _, _, _)| {
                 let key = key.key();
                 key.name() == name
-                    && label.map_or(true, |(k, v)| key.labels().any(|l| l.key() == k && l.value() == v))
+                    && label.map_or(true, |(k, v)| {
+                        key.labels().any(|l| l.key() == k && l.value() == v)
+                    })
             })
             .map(|(_, _, _, value)| value)
     };
-    assert_eq!(value("tollgate_adaptive_limit", None), Some(&DebugValue::Gauge(2.0.into())));
-    assert_eq!(value("tollgate_inflight", None), Some(&DebugValue::Gauge(1.0.into())));
+    assert_eq!(
+        value("tollgate_adaptive_limit", None),
+        Some(&DebugValue::Gauge(2.0.into()))
+    );
+    assert_eq!(
+        value("tollgate_inflight", None),
+        Some(&DebugValue::Gauge(1.0.into()))
+    );
     for (outcome, count) in [("success", 1), ("dropped", 1), ("ignored", 0)] {
         assert_eq!(
             value("tollgate_finished_total", Some(("outcome", outcome))),
@@ -622,7 +626,10 @@ fn metrics_record_the_limit_inflight_and_outcomes() {
     );
     match value("tollgate_rtt_seconds", None) {
         Some(DebugValue::Histogram(values)) => {
-            assert_eq!(values.iter().map(|v| v.into_inner()).collect::<Vec<_>>(), [0.02, 0.02])
+            assert_eq!(
+                values.iter().map(|v| v.into_inner()).collect::<Vec<_>>(),
+                [0.02, 0.02]
+            )
         }
         other => panic!("no rtt histogram: {other:?}"),
     }

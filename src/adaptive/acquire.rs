@@ -25,8 +25,7 @@ use crate::wait::future::WaitFor;
 /// Dropping it before it completes leaves the queue; a permit granted to it and not
 /// yet handed over is given back, and goes to the next waiter.
 #[must_use = "futures do nothing unless polled"]
-pub struct AdaptiveAcquire<L: LimitAlgorithm = Box<dyn LimitAlgorithm>, C: Clock = MonotonicClock>
-{
+pub struct AdaptiveAcquire<L: LimitAlgorithm = Box<dyn LimitAlgorithm>, C: Clock = MonotonicClock> {
     limiter: Arc<AdaptiveLimiter<L, C>>,
     state: State<C>,
 }

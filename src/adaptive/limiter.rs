@@ -56,8 +56,7 @@ use crate::wait::future::WaitFor;
 /// assert_eq!(limiter.limit(), 2);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct AdaptiveLimiter<L: LimitAlgorithm = Box<dyn LimitAlgorithm>, C: Clock = MonotonicClock>
-{
+pub struct AdaptiveLimiter<L: LimitAlgorithm = Box<dyn LimitAlgorithm>, C: Clock = MonotonicClock> {
     permits: Semaphore<C>,
     /// Locked only to record an outcome; the limit it answers is applied under it,
     /// so that limits are applied in the order they were computed.
@@ -367,11 +366,7 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
     /// The guard of a permit just taken: started now, with the requests in flight
     /// now (itself included).
     pub(super) fn admitted(self: &Arc<Self>) -> AdaptivePermit<L, C> {
-        AdaptivePermit::new(
-            Arc::clone(self),
-            self.clock().now(),
-            self.permits.in_use(),
-        )
+        AdaptivePermit::new(Arc::clone(self), self.clock().now(), self.permits.in_use())
     }
 
     /// A request that started at `start`, with `inflight` in flight, ended as
@@ -538,8 +533,9 @@ mod tests {
             .initial_limit(4)
             .build()
             .unwrap();
-        let limiter =
-            Arc::new(AdaptiveLimiter::with_clock(aimd, Mode::FailFast, ManualClock::new()).unwrap());
+        let limiter = Arc::new(
+            AdaptiveLimiter::with_clock(aimd, Mode::FailFast, ManualClock::new()).unwrap(),
+        );
         let permits: Vec<_> = (0..4).map(|_| limiter.try_acquire().unwrap()).collect();
         drop(permits);
         assert_eq!(limiter.limit(), 4);
@@ -557,7 +553,10 @@ mod tests {
         assert_eq!(limiter.inflight(), 3);
         assert!(limiter.try_acquire().is_err());
         held.pop().unwrap().success();
-        assert!(limiter.try_acquire().is_err(), "2 still held under a limit of 2");
+        assert!(
+            limiter.try_acquire().is_err(),
+            "2 still held under a limit of 2"
+        );
         for permit in held {
             permit.success();
         }
@@ -600,7 +599,10 @@ mod tests {
         let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| permit.success()));
         assert!(unwound.is_err());
         assert_eq!(limiter.inflight(), 0);
-        assert!(limiter.try_acquire().is_ok(), "the lock shrugs off the poison");
+        assert!(
+            limiter.try_acquire().is_ok(),
+            "the lock shrugs off the poison"
+        );
     }
 
     #[test]

@@ -137,7 +137,9 @@ mod tests {
         let held = limiter.try_acquire().unwrap();
         let clock = limiter.clock().clone();
         let mut waiting = limiter.wait(&(), 1, Some(Duration::from_secs(1)));
-        assert!(futures::executor::block_on(futures::future::poll_immediate(&mut waiting)).is_none());
+        assert!(
+            futures::executor::block_on(futures::future::poll_immediate(&mut waiting)).is_none()
+        );
         assert_eq!(limiter.waiters(), 1);
         clock.advance(Duration::from_secs(1));
         let outcome = futures::executor::block_on(waiting);
@@ -146,7 +148,9 @@ mod tests {
         // Granted, then cancelled before being polled: the permit goes back.
         let waiting = limiter.wait(&(), 1, None);
         let mut waiting = Box::pin(waiting);
-        assert!(futures::executor::block_on(futures::future::poll_immediate(&mut waiting)).is_none());
+        assert!(
+            futures::executor::block_on(futures::future::poll_immediate(&mut waiting)).is_none()
+        );
         held.success();
         assert_eq!(limiter.inflight(), 1, "granted to the waiter");
         drop(waiting);

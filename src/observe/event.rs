@@ -95,7 +95,10 @@ impl fmt::Display for Event<'_> {
                 outcome,
                 rtt,
                 inflight,
-            } => write!(f, "finished ({outcome}) after {rtt:?}, {inflight} in flight"),
+            } => write!(
+                f,
+                "finished ({outcome}) after {rtt:?}, {inflight} in flight"
+            ),
         }
     }
 }
