@@ -148,7 +148,8 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
     ///     let seen = Arc::clone(&seen);
     ///     move |event: &Event<'_>| seen.lock().unwrap().push(event.kind)
     /// });
-    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?.with_events(events));
+    /// let aimd = AimdLimit::builder().min_limit(1).build()?; // starts at 20
+    /// let limiter = Arc::new(AdaptiveLimiter::new(aimd, Mode::FailFast)?.with_events(events));
     /// limiter.try_acquire()?.dropped();
     /// let seen = seen.lock().unwrap();
     /// assert_eq!(seen[0], EventKind::Admitted);

@@ -29,7 +29,8 @@ use crate::time::{Clock, MonotonicClock, Nanos};
 /// use tollgate::adaptive::limit::AimdLimit;
 /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
 ///
-/// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?);
+/// let aimd = AimdLimit::builder().min_limit(1).build()?; // starts at 20
+/// let limiter = Arc::new(AdaptiveLimiter::new(aimd, Mode::FailFast)?);
 /// let permit = limiter.try_acquire()?;
 /// assert_eq!(permit.inflight(), 1);
 /// let reply: Result<&str, &str> = Err("downstream timed out");
