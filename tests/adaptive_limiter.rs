@@ -649,3 +649,24 @@ fn any_permit_source_consumer_accepts_it() {
     permit.success();
     assert!(admit(&setup.limiter).is_some());
 }
+
+#[test]
+fn adaptive_events_read_as_words() {
+    let changed = EventKind::LimitChanged {
+        previous: 10,
+        limit: 8,
+    };
+    assert_eq!(
+        Event::new("db", 0, changed).to_string(),
+        "db: limit 10 -> 8"
+    );
+    let finished = EventKind::Finished {
+        outcome: Outcome::Dropped,
+        rtt: Duration::from_millis(12),
+        inflight: 3,
+    };
+    assert_eq!(
+        Event::new("db", 1, finished).to_string(),
+        "db: 1 permits finished (dropped) after 12ms, 3 in flight"
+    );
+}

@@ -75,6 +75,10 @@ impl<'a> Event<'a> {
 
 impl fmt::Display for Event<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let EventKind::LimitChanged { previous, limit } = self.kind {
+            // A limit is the limiter's, not a request's: no permits, no key.
+            return write!(f, "{}: limit {previous} -> {limit}", self.source);
+        }
         write!(f, "{}: {} permits ", self.source, self.permits)?;
         if let Some(key) = self.key {
             write!(f, "for {key:?} ")?;
