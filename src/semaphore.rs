@@ -98,7 +98,7 @@ impl<C: Clock> Gate for Permits<C> {
     }
 }
 
-type Shared<C> = Arc<Waiting<Permits<C>>>;
+pub(crate) type Shared<C> = Arc<Waiting<Permits<C>>>;
 
 /// A limit on how many permits are held at once. A permit is a guard that gives
 /// its permits back when dropped.
@@ -317,14 +317,34 @@ impl<C: Clock> Semaphore<C> {
         Ok(())
     }
 
-    fn release(&self, n: u64) {
+    /// Gives back `n` permits taken with [`take`](Semaphore::take) or a wait on
+    /// [`waiting`](Semaphore::waiting), and serves the waiters.
+    pub(crate) fn release(&self, n: u64) {
         if n > 0 {
             self.shared.release(n);
         }
     }
 
+    /// Where decisions and waits are reported, if anywhere.
+    pub(crate) fn events(&self) -> Option<&Events> {
+        self.shared.gate.core.events()
+    }
+
+    /// Permits held now.
+    pub(crate) fn in_use(&self) -> u64 {
+        self.shared.gate.core.cell.snapshot().1
+    }
+
+    /// The queue in front of the permits, for owners that wait on it with their own
+    /// guard (the adaptive limiter).
+    pub(crate) fn waiting(&self) -> &Shared<C> {
+        &self.shared
+    }
+
+    /// Takes `n` permits without a guard, reporting the decision; the caller gives
+    /// them back with [`release`](Semaphore::release).
     #[inline]
-    fn take(&self, n: u64) -> Decision {
+    pub(crate) fn take(&self, n: u64) -> Decision {
         let decision = self.shared.try_acquire(n);
         self.shared.gate.core.report(n, &decision);
         decision

@@ -630,10 +630,10 @@ mod metrics_recorder {
             }
             other => panic!("not a histogram: {other:?}"),
         }
-        // Bounded labels: only the limiter's name and the reason, never a key.
-        assert!(series
+        // Bounded labels: the limiter's name, the reason or outcome, never a key.
+        assert!(series.iter().all(|(_, _, labels, _)| labels
             .iter()
-            .all(|(_, _, labels, _)| labels.iter().all(|(k, _)| k == "limiter" || k == "reason")));
+            .all(|(k, _)| k == "limiter" || k == "reason" || k == "outcome")));
     }
 
     #[test]

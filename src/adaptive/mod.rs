@@ -6,12 +6,45 @@
 //! reads no clock; time arrives in the samples, from the [`Clock`](crate::time::Clock)
 //! of whatever enforces the limit.
 //!
+//! An [`AdaptiveLimiter`] enforces one: each request holds an [`AdaptivePermit`]
+//! and ends it as a success, a drop or ignored; the limiter feeds the algorithm and
+//! applies the limit it answers. When every permit is held, the [`Mode`] says what
+//! a request does: fail fast, wait in arrival order, or wait in a bounded LIFO
+//! backlog (Netflix's `LifoBlockingLimiter`).
+//!
 //! Little's law links a concurrency limit to a rate limit: concurrency = rate ×
 //! latency. A concurrency limit that follows latency keeps queues short without
 //! knowing the service's capacity in advance.
+//!
+//! # Examples
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use tollgate::adaptive::limit::Gradient2Limit;
+//! use tollgate::adaptive::{AdaptiveLimiter, Mode};
+//!
+//! # futures::executor::block_on(async {
+//! let mode = Mode::lifo(100, Duration::from_millis(500))?;
+//! let limiter = Arc::new(AdaptiveLimiter::new(Gradient2Limit::new(), mode)?);
+//! let permit = limiter.acquire().await?;
+//! // ... call the backend ...
+//! permit.success();
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
 
+mod acquire;
 pub mod limit;
+mod limiter;
+mod mode;
+mod permit;
 mod sample;
+mod source;
 
+pub use acquire::AdaptiveAcquire;
 pub use limit::LimitAlgorithm;
+pub use limiter::AdaptiveLimiter;
+pub use mode::Mode;
+pub use permit::AdaptivePermit;
 pub use sample::Sample;

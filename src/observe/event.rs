@@ -75,6 +75,10 @@ impl<'a> Event<'a> {
 
 impl fmt::Display for Event<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let EventKind::LimitChanged { previous, limit } = self.kind {
+            // A limit is the limiter's, not a request's: no permits, no key.
+            return write!(f, "{}: limit {previous} -> {limit}", self.source);
+        }
         write!(f, "{}: {} permits ", self.source, self.permits)?;
         if let Some(key) = self.key {
             write!(f, "for {key:?} ")?;
@@ -88,6 +92,17 @@ impl fmt::Display for Event<'_> {
             } => write!(f, "denied ({reason}), retry after {retry:?}"),
             EventKind::Denied { reason, .. } => write!(f, "denied ({reason})"),
             EventKind::Drained => f.write_str("drained"),
+            EventKind::LimitChanged { previous, limit } => {
+                write!(f, "limit {previous} -> {limit}")
+            }
+            EventKind::Finished {
+                outcome,
+                rtt,
+                inflight,
+            } => write!(
+                f,
+                "finished ({outcome}) after {rtt:?}, {inflight} in flight"
+            ),
         }
     }
 }
@@ -130,6 +145,24 @@ pub enum EventKind {
     /// (Resilience4j's `drainPermissions`, [`Limiter::drain`](crate::Limiter::drain));
     /// `permits` is how many were left.
     Drained,
+    /// An adaptive limit moved, from `previous` to `limit` requests in flight
+    /// ([`AdaptiveLimiter`](crate::adaptive::AdaptiveLimiter)); `permits` is 0.
+    /// A lowered limit takes effect as permits come back.
+    LimitChanged {
+        /// The limit before.
+        previous: u64,
+        /// The limit now.
+        limit: u64,
+    },
+    /// A request admitted by an adaptive limiter ended and gave its permit back.
+    Finished {
+        /// How it ended, as its guard recorded it.
+        outcome: Outcome,
+        /// How long it held the permit, on the limiter's clock.
+        rtt: Duration,
+        /// Requests still in flight once it gave its permit back.
+        inflight: u64,
+    },
 }
 
 impl EventKind {
@@ -204,6 +237,59 @@ impl EventKind {
             EventKind::Waited { wait } => Some(*wait),
             _ => None,
         }
+    }
+}
+
+/// How a request admitted by an adaptive limiter ended: a small, fixed set, usable
+/// as a metric label. Netflix's listener callbacks `onSuccess`, `onDropped` and
+/// `onIgnore`.
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::observe::Outcome;
+///
+/// assert_eq!(Outcome::Dropped.as_str(), "dropped");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// It succeeded: its latency is a sample for the limit.
+    Success,
+    /// It was dropped (timed out, refused or overloaded downstream): a sample that
+    /// says the limit is too high.
+    Dropped,
+    /// It says nothing about the limit (it failed for its own reasons): no sample.
+    Ignored,
+}
+
+impl Outcome {
+    /// Every outcome, in declaration order.
+    pub const ALL: [Outcome; 3] = [Outcome::Success, Outcome::Dropped, Outcome::Ignored];
+
+    /// The outcome in `snake_case`, as metrics label it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Success => "success",
+            Outcome::Dropped => "dropped",
+            Outcome::Ignored => "ignored",
+        }
+    }
+
+    /// The position in [`ALL`](Outcome::ALL).
+    #[cfg(feature = "metrics")]
+    pub(crate) const fn index(self) -> usize {
+        match self {
+            Outcome::Success => 0,
+            Outcome::Dropped => 1,
+            Outcome::Ignored => 2,
+        }
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

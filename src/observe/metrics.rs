@@ -2,9 +2,9 @@
 
 use std::fmt;
 
-use metrics::{Counter, Histogram, Unit};
+use metrics::{Counter, Gauge, Histogram, Unit};
 
-use super::event::{DenyReason, Event, EventKind};
+use super::event::{DenyReason, Event, EventKind, Outcome};
 use super::events::{Events, Listener, Subscription};
 
 /// Requests granted, at once or after a wait.
@@ -17,6 +17,16 @@ pub const WAITED_TOTAL: &str = "tollgate_waited_total";
 pub const WAIT_SECONDS: &str = "tollgate_wait_seconds";
 /// Drains ([`EventKind::Drained`]).
 pub const DRAINED_TOTAL: &str = "tollgate_drained_total";
+/// An adaptive limit, as it last changed ([`EventKind::LimitChanged`]).
+pub const ADAPTIVE_LIMIT: &str = "tollgate_adaptive_limit";
+/// Requests in flight under an adaptive limit, as the last one to end left them.
+pub const INFLIGHT: &str = "tollgate_inflight";
+/// Requests admitted by an adaptive limiter that ended, labelled with the
+/// [`Outcome`] ([`EventKind::Finished`]).
+pub const FINISHED_TOTAL: &str = "tollgate_finished_total";
+/// How long each request that ended with a sample (success or drop) held its
+/// permit, in seconds.
+pub const RTT_SECONDS: &str = "tollgate_rtt_seconds";
 
 /// A [`Listener`] that counts events through the [`metrics`] facade, labelled
 /// `limiter = <name>`:
@@ -28,6 +38,13 @@ pub const DRAINED_TOTAL: &str = "tollgate_drained_total";
 /// | `tollgate_waited_total` | counter | requests granted after queueing |
 /// | `tollgate_wait_seconds` | histogram | how long each of those waited |
 /// | `tollgate_drained_total` | counter | drains |
+/// | `tollgate_adaptive_limit` | gauge | an adaptive limit, as it last changed |
+/// | `tollgate_inflight` | gauge | requests in flight under it, as the last to end left them |
+/// | `tollgate_finished_total` | counter, also labelled `outcome` ([`Outcome::as_str`]) | requests admitted by an adaptive limiter that ended |
+/// | `tollgate_rtt_seconds` | histogram | how long those ending in success or drop held their permit |
+///
+/// Rejections by an adaptive limiter are `tollgate_denied_total`, as for any
+/// limiter.
 ///
 /// Counters count requests, not permits. The labels are the recorder's name and the
 /// reason, never the key, so the number of series is bounded. The handles are
@@ -67,6 +84,10 @@ pub struct MetricsRecorder {
     waited: Counter,
     wait_seconds: Histogram,
     drained: Counter,
+    limit: Gauge,
+    inflight: Gauge,
+    finished: [Counter; Outcome::ALL.len()],
+    rtt_seconds: Histogram,
 }
 
 impl MetricsRecorder {
@@ -92,6 +113,12 @@ impl MetricsRecorder {
             waited: label(WAITED_TOTAL),
             wait_seconds: metrics::histogram!(WAIT_SECONDS, "limiter" => name.clone()),
             drained: label(DRAINED_TOTAL),
+            limit: metrics::gauge!(ADAPTIVE_LIMIT, "limiter" => name.clone()),
+            inflight: metrics::gauge!(INFLIGHT, "limiter" => name.clone()),
+            finished: Outcome::ALL.map(|outcome| {
+                metrics::counter!(FINISHED_TOTAL, "limiter" => name.clone(), "outcome" => outcome.as_str())
+            }),
+            rtt_seconds: metrics::histogram!(RTT_SECONDS, "limiter" => name.clone()),
             name,
         }
     }
@@ -120,6 +147,26 @@ fn describe() {
         "Time waited by requests that queued."
     );
     metrics::describe_counter!(DRAINED_TOTAL, Unit::Count, "Drains of every permit left.");
+    metrics::describe_gauge!(
+        ADAPTIVE_LIMIT,
+        Unit::Count,
+        "An adaptive concurrency limit, as it last changed."
+    );
+    metrics::describe_gauge!(
+        INFLIGHT,
+        Unit::Count,
+        "Requests in flight under an adaptive limit, as the last one to end left them."
+    );
+    metrics::describe_counter!(
+        FINISHED_TOTAL,
+        Unit::Count,
+        "Requests admitted by an adaptive limiter that ended, by outcome."
+    );
+    metrics::describe_histogram!(
+        RTT_SECONDS,
+        Unit::Seconds,
+        "Time each request ending in success or drop held its permit."
+    );
 }
 
 impl Listener for MetricsRecorder {
@@ -133,6 +180,19 @@ impl Listener for MetricsRecorder {
             }
             EventKind::Denied { reason, .. } => self.denied[reason.index()].increment(1),
             EventKind::Drained => self.drained.increment(1),
+            // Lossless for any limit below 2^53; a gauge is an f64.
+            EventKind::LimitChanged { limit, .. } => self.limit.set(limit as f64),
+            EventKind::Finished {
+                outcome,
+                rtt,
+                inflight,
+            } => {
+                self.finished[outcome.index()].increment(1);
+                self.inflight.set(inflight as f64);
+                if outcome != Outcome::Ignored {
+                    self.rtt_seconds.record(rtt.as_secs_f64());
+                }
+            }
         }
     }
 }

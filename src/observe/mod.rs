@@ -9,7 +9,10 @@
 //!   [`Event`]: [`Admitted`](EventKind::Admitted), [`Waited`](EventKind::Waited)
 //!   (granted after a wait, with the time waited on the limiter's clock),
 //!   [`Denied`](EventKind::Denied) (with a [`DenyReason`]) or
-//!   [`Drained`](EventKind::Drained). Other components (an HTTP layer) emit into the
+//!   [`Drained`](EventKind::Drained); an adaptive limiter adds
+//!   [`LimitChanged`](EventKind::LimitChanged) and
+//!   [`Finished`](EventKind::Finished) (with the request's [`Outcome`]). Other
+//!   components (an HTTP layer) emit into the
 //!   same hubs with [`Events::emit`].
 //! - **Metrics** (feature `metrics`): [`MetricsRecorder`] is a listener counting
 //!   admitted, denied and waited requests and a histogram of wait times through the
@@ -68,7 +71,8 @@ mod metrics;
 
 #[cfg(feature = "metrics")]
 pub use self::metrics::{
-    MetricsRecorder, ADMITTED_TOTAL, DENIED_TOTAL, DRAINED_TOTAL, WAITED_TOTAL, WAIT_SECONDS,
+    MetricsRecorder, ADAPTIVE_LIMIT, ADMITTED_TOTAL, DENIED_TOTAL, DRAINED_TOTAL, FINISHED_TOTAL,
+    INFLIGHT, RTT_SECONDS, WAITED_TOTAL, WAIT_SECONDS,
 };
-pub use event::{DenyReason, Event, EventKind};
+pub use event::{DenyReason, Event, EventKind, Outcome};
 pub use events::{Events, Listener, Subscription};

@@ -198,6 +198,10 @@ pub(crate) struct Waiting<G> {
     /// When the current alarm rings: a hint for a denied `try_acquire`.
     alarm_hint: AtomicU64,
     unfair: AtomicBool,
+    /// Newest first: a waiter that fits goes before those that came earlier (an
+    /// adaptive limiter's LIFO backlog). For gates whose capacity comes back by
+    /// release; set before anyone waits.
+    lifo: AtomicBool,
     /// The most units waiting plus the gate's backlog, for a bounded queue.
     max_units: AtomicU64,
     inner: Mutex<Inner>,
@@ -224,6 +228,7 @@ impl<G: Gate> Waiting<G> {
             word: AtomicU64::new(0),
             alarm_hint: AtomicU64::new(0),
             unfair: AtomicBool::new(false),
+            lifo: AtomicBool::new(false),
             max_units: AtomicU64::new(u64::MAX),
             inner: Mutex::new(Inner {
                 waiters: VecDeque::new(),
@@ -252,6 +257,15 @@ impl<G: Gate> Waiting<G> {
         } else {
             Fairness::Fifo
         }
+    }
+
+    /// Serves the newest waiter first (or, with `false`, the oldest).
+    pub(crate) fn set_lifo(&self, lifo: bool) {
+        self.lifo.store(lifo, Ordering::Relaxed);
+    }
+
+    fn is_lifo(&self) -> bool {
+        self.lifo.load(Ordering::Relaxed)
     }
 
     fn is_unfair(&self) -> bool {
@@ -604,6 +618,8 @@ impl<G: Gate> Waiting<G> {
         let mut alarm = None;
         if self.is_unfair() && !self.gate.is_remote() {
             self.drain_unfair(inner, now, effects, &mut alarm);
+        } else if self.is_lifo() && !self.gate.is_remote() {
+            self.drain_lifo(inner, now, effects, &mut alarm);
         } else {
             while let Some(head) = inner.waiters.front_mut() {
                 if let Some(until) = head.booked_until {
@@ -835,6 +851,43 @@ impl<G: Gate> Waiting<G> {
                 }
                 Err(Denied::Closed) => {
                     let entry = inner.waiters.remove(index).expect("in range");
+                    self.finish(entry, CLOSED, effects);
+                }
+            }
+        }
+    }
+
+    /// Newest first: the last waiter goes while it fits; the ones before it wait
+    /// until it has gone. Nobody books ahead: a waiter takes its permits when they
+    /// are there.
+    fn drain_lifo(
+        &self,
+        inner: &mut Inner,
+        now: Nanos,
+        effects: &mut Effects,
+        alarm: &mut Option<Nanos>,
+    ) {
+        while let Some(newest) = inner.waiters.back() {
+            match self.gate.acquire(now, newest.n) {
+                Ok(_) => {
+                    let entry = inner.waiters.pop_back().expect("a last waiter");
+                    self.finish(entry, GRANTED, effects);
+                }
+                Err(Denied::Limited(limited)) => {
+                    // None: capacity comes back by release, not with time.
+                    *alarm = limited
+                        .retry_after()
+                        .filter(|r| !r.is_zero())
+                        .map(|r| now + r);
+                    break;
+                }
+                Err(Denied::Insufficient(i)) => {
+                    let entry = inner.waiters.pop_back().expect("a last waiter");
+                    entry.slot.capacity.store(i.capacity(), Ordering::Relaxed);
+                    self.finish(entry, INSUFFICIENT, effects);
+                }
+                Err(Denied::Closed) => {
+                    let entry = inner.waiters.pop_back().expect("a last waiter");
                     self.finish(entry, CLOSED, effects);
                 }
             }

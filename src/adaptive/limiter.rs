@@ -1,0 +1,618 @@
+//! [`AdaptiveLimiter`]: permits held at once, as many as a [`LimitAlgorithm`] says.
+
+use std::fmt;
+use std::time::Duration;
+
+use super::acquire::AdaptiveAcquire;
+use super::mode::Mode;
+use super::permit::AdaptivePermit;
+use super::{LimitAlgorithm, Sample};
+use crate::decision::Denied;
+use crate::error::{AcquireError, ConfigError};
+use crate::observe::{EventKind, Events, Outcome};
+use crate::semaphore::Semaphore;
+use crate::sync::{Arc, Mutex};
+use crate::time::{Clock, MonotonicClock, Nanos};
+use crate::wait::future::WaitFor;
+
+/// A concurrency limit that follows a [`LimitAlgorithm`]: as many requests in flight
+/// at once as the algorithm's limit, which moves with every request that ends.
+///
+/// Each admitted request holds an [`AdaptivePermit`] and ends it with
+/// [`success`](AdaptivePermit::success), [`dropped`](AdaptivePermit::dropped) or
+/// [`ignore`](AdaptivePermit::ignore): the time it held the permit, on the limiter's
+/// clock, is the sample fed to the algorithm, whose new limit applies at once. A
+/// raised limit lets waiters through; a lowered one takes effect as permits come
+/// back, so that no permit is lost or created.
+///
+/// The permits are a [`Semaphore`]'s: taking and giving one back is a
+/// compare-and-swap without a lock; only recording an outcome takes the lock
+/// around the algorithm. What a request does when every permit is held is the
+/// [`Mode`]: fail fast, wait in arrival order, or wait in a bounded LIFO backlog.
+///
+/// Events (with [`with_events`](AdaptiveLimiter::with_events)): admissions, waits
+/// and rejections as for a semaphore, plus
+/// [`LimitChanged`](EventKind::LimitChanged) and [`Finished`](EventKind::Finished).
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use tollgate::adaptive::limit::AimdLimit;
+/// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+/// use tollgate::time::ManualClock;
+///
+/// let clock = ManualClock::new();
+/// let aimd = AimdLimit::builder().min_limit(1).initial_limit(2).max_limit(10).build()?;
+/// let limiter = Arc::new(AdaptiveLimiter::with_clock(aimd, Mode::FailFast, clock.clone())?);
+///
+/// let first = limiter.try_acquire()?;
+/// let second = limiter.try_acquire()?;
+/// assert!(limiter.try_acquire().is_err()); // the limit is 2
+/// clock.advance(Duration::from_millis(20));
+/// first.success(); // busy enough: +1
+/// second.dropped(); // × 0.9
+/// assert_eq!(limiter.limit(), 2);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct AdaptiveLimiter<L: LimitAlgorithm = Box<dyn LimitAlgorithm>, C: Clock = MonotonicClock> {
+    permits: Semaphore<C>,
+    /// Locked only to record an outcome; the limit it answers is applied under it,
+    /// so that limits are applied in the order they were computed.
+    algorithm: Mutex<L>,
+    mode: Mode,
+}
+
+impl<L: LimitAlgorithm> AdaptiveLimiter<L> {
+    /// A limiter enforcing `algorithm`'s limit in `mode`, on the default monotonic
+    /// clock.
+    ///
+    /// # Errors
+    ///
+    /// As [`with_clock`](AdaptiveLimiter::with_clock).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::limit::VegasLimit;
+    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    ///
+    /// let limiter = AdaptiveLimiter::new(VegasLimit::new(), Mode::FailFast)?;
+    /// assert_eq!(limiter.limit(), 20);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn new(algorithm: L, mode: Mode) -> Result<AdaptiveLimiter<L>, ConfigError> {
+        AdaptiveLimiter::with_clock(algorithm, mode, MonotonicClock::new())
+    }
+}
+
+impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
+    /// A limiter enforcing `algorithm`'s limit in `mode`, timing requests and waits
+    /// on `clock` (a [`ManualClock`](crate::time::ManualClock) in tests).
+    ///
+    /// An algorithm answering a limit of 0 is held at 1: a limiter admitting nothing
+    /// would never hear of a request again.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Zero`] or [`ConfigError::TooLong`] for a `mode` made by hand
+    /// with a zero backlog, or a zero or too long timeout (see [`Mode::lifo`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::time::ManualClock;
+    ///
+    /// let mode = Mode::Lifo { backlog: 0, timeout: Duration::from_secs(1) };
+    /// assert!(AdaptiveLimiter::with_clock(AimdLimit::new(), mode, ManualClock::new()).is_err());
+    /// ```
+    pub fn with_clock(
+        algorithm: L,
+        mode: Mode,
+        clock: C,
+    ) -> Result<AdaptiveLimiter<L, C>, ConfigError> {
+        mode.check()?;
+        let permits = Semaphore::with_clock(algorithm.limit().max(1), clock)?;
+        if let Mode::Lifo { backlog, .. } = mode {
+            let waiting = permits.waiting();
+            waiting.set_lifo(true);
+            waiting.set_max_units(u64::try_from(backlog).unwrap_or(u64::MAX));
+        }
+        Ok(AdaptiveLimiter {
+            permits,
+            algorithm: Mutex::new(algorithm),
+            mode,
+        })
+    }
+
+    /// Reports to `events`: admissions, waits and rejections (as a [`Semaphore`]
+    /// does), every change of the limit ([`EventKind::LimitChanged`]) and every
+    /// request that ends ([`EventKind::Finished`]). Subscribe a
+    /// [`MetricsRecorder`](crate::observe::Events::record_metrics) for metrics.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::observe::{Event, EventKind, Events};
+    ///
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let events = Events::new("backend");
+    /// let _subscription = events.subscribe({
+    ///     let seen = Arc::clone(&seen);
+    ///     move |event: &Event<'_>| seen.lock().unwrap().push(event.kind)
+    /// });
+    /// let aimd = AimdLimit::builder().min_limit(1).build()?; // starts at 20
+    /// let limiter = Arc::new(AdaptiveLimiter::new(aimd, Mode::FailFast)?.with_events(events));
+    /// limiter.try_acquire()?.dropped();
+    /// let seen = seen.lock().unwrap();
+    /// assert_eq!(seen[0], EventKind::Admitted);
+    /// assert_eq!(seen[1], EventKind::LimitChanged { previous: 20, limit: 18 });
+    /// assert!(matches!(seen[2], EventKind::Finished { .. }));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_events(self, events: Events) -> AdaptiveLimiter<L, C> {
+        AdaptiveLimiter {
+            permits: self.permits.with_events(events),
+            ..self
+        }
+    }
+
+    /// The limit enforced now: the algorithm's, at least 1.
+    pub fn limit(&self) -> u64 {
+        self.permits.max_permits()
+    }
+
+    /// Requests holding a permit now. Above [`limit`](AdaptiveLimiter::limit) after
+    /// the limit was lowered, until enough have ended.
+    pub fn inflight(&self) -> u64 {
+        self.permits.in_use()
+    }
+
+    /// Permits free now: zero while more are held than a lowered limit allows.
+    pub fn available_permits(&self) -> u64 {
+        self.permits.available_permits()
+    }
+
+    /// What a request does when every permit is held.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The clock requests and waits are timed on.
+    pub fn clock(&self) -> &C {
+        self.permits.clock()
+    }
+
+    /// Requests waiting for a permit.
+    pub fn waiters(&self) -> usize {
+        self.permits.waiters()
+    }
+
+    /// Closes the limiter: waiters and later acquires fail with
+    /// [`AcquireError::Closed`]. Permits held stay valid and still record their
+    /// outcomes.
+    pub fn close(&self) {
+        self.permits.close()
+    }
+
+    /// Whether [`close`](AdaptiveLimiter::close) was called.
+    pub fn is_closed(&self) -> bool {
+        self.permits.is_closed()
+    }
+
+    /// Lets the algorithm see the time without a request ending (a window closes, a
+    /// minimum latency is measured again: [`LimitAlgorithm::on_time`]) and applies
+    /// its limit; returns the limit enforced. Call it from a timer when requests may
+    /// stop ending for a while; ignored requests do it too.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    ///
+    /// let limiter = AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?;
+    /// assert_eq!(limiter.tick(), 20);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn tick(&self) -> u64 {
+        let now = self.clock().now();
+        let changed = {
+            let mut algorithm = self.algorithm.lock();
+            let limit = algorithm.on_time(now);
+            self.apply(limit)
+        };
+        self.report_change(changed);
+        self.limit()
+    }
+
+    /// Takes a permit if one is free now, and never waits, whatever the mode.
+    ///
+    /// # Errors
+    ///
+    /// [`Denied::Limited`] when every permit is held or others are waiting (it
+    /// waits for a release: no `retry_after`); [`Denied::Closed`] after
+    /// [`close`](AdaptiveLimiter::close).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    ///
+    /// let aimd = AimdLimit::builder().min_limit(1).initial_limit(1).build()?;
+    /// let limiter = Arc::new(AdaptiveLimiter::new(aimd, Mode::FailFast)?);
+    /// let permit = limiter.try_acquire()?;
+    /// assert!(limiter.try_acquire().unwrap_err().is_limited());
+    /// permit.success();
+    /// assert!(limiter.try_acquire().is_ok());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn try_acquire(self: &Arc<Self>) -> Result<AdaptivePermit<L, C>, Denied> {
+        self.permits.take(1)?;
+        Ok(self.admitted())
+    }
+
+    /// Takes a permit, waiting as the [`Mode`] says when none is free.
+    ///
+    /// # Errors
+    ///
+    /// [`AcquireError::TimedOut`] when the mode's timeout passes (at once in
+    /// [`Mode::FailFast`]); [`AcquireError::QueueFull`] at once when a LIFO
+    /// backlog is full; [`AcquireError::Closed`] after
+    /// [`close`](AdaptiveLimiter::close).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future before it completes leaves the queue; a permit granted
+    /// to it and not yet handed over is given back, and goes to the next waiter.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::time::ManualClock;
+    /// use tollgate::AcquireError;
+    ///
+    /// # futures::executor::block_on(async {
+    /// let clock = ManualClock::new();
+    /// let aimd = AimdLimit::builder().min_limit(1).initial_limit(1).build()?;
+    /// let mode = Mode::lifo(10, Duration::from_secs(1))?;
+    /// let limiter = Arc::new(AdaptiveLimiter::with_clock(aimd, mode, clock.clone())?);
+    /// let held = limiter.acquire().await?;
+    /// let mut waiting = Box::pin(limiter.acquire());
+    /// assert!(futures::poll!(waiting.as_mut()).is_pending());
+    /// clock.advance(Duration::from_secs(1));
+    /// assert_eq!(waiting.await.unwrap_err(), AcquireError::TimedOut);
+    /// # drop(held);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn acquire(self: &Arc<Self>) -> AdaptiveAcquire<L, C> {
+        AdaptiveAcquire::new(Arc::clone(self), self.mode.timeout())
+    }
+
+    /// As [`acquire`](AdaptiveLimiter::acquire), waiting at most `timeout` or the
+    /// mode's timeout, whichever is shorter (a request's own deadline, say). In
+    /// [`Mode::FailFast`] it never waits.
+    ///
+    /// # Errors
+    ///
+    /// As `acquire`.
+    ///
+    /// # Cancel safety
+    ///
+    /// As `acquire`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::time::ManualClock;
+    ///
+    /// # futures::executor::block_on(async {
+    /// let clock = ManualClock::new();
+    /// let aimd = AimdLimit::builder().min_limit(1).initial_limit(1).build()?;
+    /// let mode = Mode::fifo(Duration::from_secs(10))?;
+    /// let limiter = Arc::new(AdaptiveLimiter::with_clock(aimd, mode, clock.clone())?);
+    /// let _held = limiter.try_acquire()?;
+    /// let mut waiting = Box::pin(limiter.acquire_timeout(Duration::from_millis(100)));
+    /// assert!(futures::poll!(waiting.as_mut()).is_pending());
+    /// clock.advance(Duration::from_millis(100));
+    /// assert!(waiting.await.is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn acquire_timeout(self: &Arc<Self>, timeout: Duration) -> AdaptiveAcquire<L, C> {
+        let timeout = self.mode.timeout().map(|t| t.min(timeout));
+        AdaptiveAcquire::new(Arc::clone(self), timeout)
+    }
+
+    /// Blocks the calling thread for a permit, waiting as the [`Mode`] says.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](AdaptiveLimiter::acquire).
+    pub fn acquire_blocking(self: &Arc<Self>) -> Result<AdaptivePermit<L, C>, AcquireError> {
+        match self.mode.timeout() {
+            None => self.try_acquire().map_err(super::acquire::refused),
+            Some(timeout) => {
+                WaitFor::new(Arc::clone(self.permits.waiting()), 1, Some(timeout)).block()?;
+                Ok(self.admitted())
+            }
+        }
+    }
+}
+
+/// # For the guards and futures of this module
+impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
+    pub(super) fn permits(&self) -> &Semaphore<C> {
+        &self.permits
+    }
+
+    /// The guard of a permit just taken: started now, with the requests in flight
+    /// now (itself included).
+    pub(super) fn admitted(self: &Arc<Self>) -> AdaptivePermit<L, C> {
+        AdaptivePermit::new(Arc::clone(self), self.clock().now(), self.permits.in_use())
+    }
+
+    /// A request that started at `start`, with `inflight` in flight, ended as
+    /// `outcome`: feeds the algorithm, applies its limit, then gives the permit back
+    /// (so a lowered limit holds before a waiter takes the permit).
+    pub(super) fn finish(&self, outcome: Outcome, start: Nanos, inflight: u64) {
+        let now = self.clock().now();
+        let rtt = now.saturating_since(start);
+        // Given back even if the algorithm panics.
+        let release = Release(&self.permits);
+        let changed = {
+            let mut algorithm = self.algorithm.lock();
+            let limit = match outcome {
+                Outcome::Success => algorithm.on_sample(Sample::new(start, rtt, inflight, false)),
+                Outcome::Dropped => algorithm.on_sample(Sample::new(start, rtt, inflight, true)),
+                // No sample; the time still passes for the algorithm's timers.
+                _ => algorithm.on_time(now),
+            };
+            self.apply(limit)
+        };
+        drop(release);
+        self.report_change(changed);
+        if let Some(events) = self.permits.events() {
+            let inflight = self.permits.in_use();
+            events.emit(
+                1,
+                EventKind::Finished {
+                    outcome,
+                    rtt,
+                    inflight,
+                },
+            );
+        }
+    }
+
+    /// Enforces `limit` (at least 1), under the algorithm's lock; returns the change.
+    fn apply(&self, limit: u64) -> Option<(u64, u64)> {
+        let limit = limit.max(1);
+        let previous = self.permits.max_permits();
+        if limit == previous {
+            return None;
+        }
+        self.permits.set_max_permits(limit).ok()?;
+        Some((previous, limit))
+    }
+
+    fn report_change(&self, changed: Option<(u64, u64)>) {
+        if let (Some((previous, limit)), Some(events)) = (changed, self.permits.events()) {
+            events.emit(0, EventKind::LimitChanged { previous, limit });
+        }
+    }
+}
+
+/// Gives one permit back when dropped.
+struct Release<'a, C: Clock>(&'a Semaphore<C>);
+
+impl<C: Clock> Drop for Release<'_, C> {
+    fn drop(&mut self) {
+        self.0.release(1);
+    }
+}
+
+impl<L: LimitAlgorithm, C: Clock> fmt::Debug for AdaptiveLimiter<L, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AdaptiveLimiter")
+            .field("limit", &self.limit())
+            .field("inflight", &self.inflight())
+            .field("mode", &self.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adaptive::limit::AimdLimit;
+    use crate::time::ManualClock;
+
+    /// A limit set from outside, as Netflix's `SettableLimit`: applied by the next
+    /// sample or tick.
+    struct Settable(Arc<crate::sync::AtomicU64>);
+
+    impl LimitAlgorithm for Settable {
+        fn limit(&self) -> u64 {
+            self.0.load(crate::sync::Ordering::Relaxed)
+        }
+        fn on_sample(&mut self, _: Sample) -> u64 {
+            self.limit()
+        }
+    }
+
+    fn settable(
+        start: u64,
+        mode: Mode,
+    ) -> (
+        Arc<AdaptiveLimiter<Settable, ManualClock>>,
+        Arc<crate::sync::AtomicU64>,
+    ) {
+        let limit = Arc::new(crate::sync::AtomicU64::new(start));
+        let limiter =
+            AdaptiveLimiter::with_clock(Settable(Arc::clone(&limit)), mode, ManualClock::new());
+        (Arc::new(limiter.unwrap()), limit)
+    }
+
+    #[test]
+    fn a_zero_limit_is_held_at_one() {
+        let (limiter, limit) = settable(0, Mode::FailFast);
+        assert_eq!(limiter.limit(), 1);
+        limit.store(0, crate::sync::Ordering::Relaxed);
+        limiter.try_acquire().unwrap().success();
+        assert_eq!(limiter.limit(), 1);
+        assert_eq!(limiter.available_permits(), 1);
+    }
+
+    #[test]
+    fn the_sample_carries_start_rtt_and_inflight_at_start() {
+        struct Record(Arc<Mutex<Vec<Sample>>>);
+        impl LimitAlgorithm for Record {
+            fn limit(&self) -> u64 {
+                10
+            }
+            fn on_sample(&mut self, sample: Sample) -> u64 {
+                self.0.lock().push(sample);
+                10
+            }
+        }
+        let samples = Arc::new(Mutex::new(Vec::new()));
+        let clock = ManualClock::new();
+        clock.advance(Duration::from_secs(5));
+        let limiter = Arc::new(
+            AdaptiveLimiter::with_clock(
+                Record(Arc::clone(&samples)),
+                Mode::FailFast,
+                clock.clone(),
+            )
+            .unwrap(),
+        );
+        let first = limiter.try_acquire().unwrap();
+        clock.advance(Duration::from_millis(3));
+        let second = limiter.try_acquire().unwrap();
+        clock.advance(Duration::from_millis(7));
+        second.dropped();
+        first.success();
+        limiter.try_acquire().unwrap().ignore();
+        let five = Nanos::new(5_000_000_000);
+        assert_eq!(
+            *samples.lock(),
+            [
+                Sample::new(
+                    five + Duration::from_millis(3),
+                    Duration::from_millis(7),
+                    2,
+                    true
+                ),
+                Sample::new(five, Duration::from_millis(10), 1, false),
+            ]
+        );
+    }
+
+    #[test]
+    fn an_unfinished_permit_counts_as_ignored() {
+        let aimd = AimdLimit::builder()
+            .min_limit(1)
+            .initial_limit(4)
+            .build()
+            .unwrap();
+        let limiter = Arc::new(
+            AdaptiveLimiter::with_clock(aimd, Mode::FailFast, ManualClock::new()).unwrap(),
+        );
+        let permits: Vec<_> = (0..4).map(|_| limiter.try_acquire().unwrap()).collect();
+        drop(permits);
+        assert_eq!(limiter.limit(), 4);
+        assert_eq!(limiter.inflight(), 0);
+        assert_eq!(limiter.available_permits(), 4);
+    }
+
+    #[test]
+    fn a_shrink_below_inflight_settles_on_the_new_limit() {
+        let (limiter, limit) = settable(4, Mode::FailFast);
+        let mut held: Vec<_> = (0..4).map(|_| limiter.try_acquire().unwrap()).collect();
+        limit.store(2, crate::sync::Ordering::Relaxed);
+        held.pop().unwrap().success();
+        assert_eq!(limiter.limit(), 2);
+        assert_eq!(limiter.inflight(), 3);
+        assert!(limiter.try_acquire().is_err());
+        held.pop().unwrap().success();
+        assert!(
+            limiter.try_acquire().is_err(),
+            "2 still held under a limit of 2"
+        );
+        for permit in held {
+            permit.success();
+        }
+        assert_eq!(limiter.inflight(), 0);
+        assert_eq!(limiter.available_permits(), 2);
+    }
+
+    #[test]
+    fn extremes_do_not_panic() {
+        let (limiter, limit) = settable(u64::MAX, Mode::fifo(Mode::MAX_TIMEOUT).unwrap());
+        assert_eq!(limiter.limit(), u64::MAX);
+        let permit = limiter.try_acquire().unwrap();
+        limiter.clock().advance(Duration::MAX);
+        limit.store(1, crate::sync::Ordering::Relaxed);
+        permit.success();
+        assert_eq!(limiter.limit(), 1);
+        assert_eq!(limiter.tick(), 1);
+        // At the clock's end a wait still ends: its deadline saturates.
+        let _held = limiter.try_acquire().unwrap();
+        let mut waiting = Box::pin(limiter.acquire_timeout(Duration::MAX));
+        let mut cx = std::task::Context::from_waker(futures::task::noop_waker_ref());
+        assert!(std::future::Future::poll(waiting.as_mut(), &mut cx).is_ready());
+    }
+
+    #[test]
+    fn a_panicking_algorithm_still_gets_the_permit_back() {
+        struct Panics;
+        impl LimitAlgorithm for Panics {
+            fn limit(&self) -> u64 {
+                1
+            }
+            fn on_sample(&mut self, _: Sample) -> u64 {
+                panic!("a broken algorithm")
+            }
+        }
+        let limiter = Arc::new(
+            AdaptiveLimiter::with_clock(Panics, Mode::FailFast, ManualClock::new()).unwrap(),
+        );
+        let permit = limiter.try_acquire().unwrap();
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| permit.success()));
+        assert!(unwound.is_err());
+        assert_eq!(limiter.inflight(), 0);
+        assert!(
+            limiter.try_acquire().is_ok(),
+            "the lock shrugs off the poison"
+        );
+    }
+
+    #[test]
+    fn debug_shows_limit_inflight_and_mode() {
+        let (limiter, _) = settable(3, Mode::FailFast);
+        let _permit = limiter.try_acquire().unwrap();
+        assert_eq!(
+            format!("{limiter:?}"),
+            "AdaptiveLimiter { limit: 3, inflight: 1, mode: FailFast, .. }"
+        );
+    }
+}

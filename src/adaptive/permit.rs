@@ -1,0 +1,185 @@
+//! [`AdaptivePermit`]: the guard of one admitted request, which records how it ended.
+
+use std::fmt;
+
+use super::limiter::AdaptiveLimiter;
+use super::LimitAlgorithm;
+use crate::observe::Outcome;
+use crate::sync::Arc;
+use crate::time::{Clock, MonotonicClock, Nanos};
+
+/// One request admitted by an [`AdaptiveLimiter`], holding one permit while it runs.
+///
+/// End it with [`success`](AdaptivePermit::success),
+/// [`dropped`](AdaptivePermit::dropped) or [`ignore`](AdaptivePermit::ignore) (or
+/// [`finish`](AdaptivePermit::finish) with an [`Outcome`] a classifier chose): the
+/// time since it was admitted, on the limiter's clock, is the request's latency.
+/// A success or a drop is a [`Sample`](super::Sample) for the limit algorithm; the
+/// new limit applies, then the permit goes back.
+///
+/// **Dropping the permit without an outcome counts as [`ignore`](AdaptivePermit::ignore)**:
+/// the permit goes back and the algorithm learns nothing from the request (a
+/// cancelled request, a panic). Being `'static` and `Send`, it can live in a
+/// response future and be ended from another task.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use tollgate::adaptive::limit::AimdLimit;
+/// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+///
+/// let aimd = AimdLimit::builder().min_limit(1).build()?; // starts at 20
+/// let limiter = Arc::new(AdaptiveLimiter::new(aimd, Mode::FailFast)?);
+/// let permit = limiter.try_acquire()?;
+/// assert_eq!(permit.inflight(), 1);
+/// let reply: Result<&str, &str> = Err("downstream timed out");
+/// match reply {
+///     Ok(_) => permit.success(),
+///     Err(_) => permit.dropped(),
+/// }
+/// assert_eq!(limiter.limit(), 18); // AIMD: 20 × 0.9
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[must_use = "the permit is given back, as ignored, as soon as it is dropped"]
+pub struct AdaptivePermit<L: LimitAlgorithm = Box<dyn LimitAlgorithm>, C: Clock = MonotonicClock> {
+    limiter: Arc<AdaptiveLimiter<L, C>>,
+    start: Nanos,
+    inflight: u64,
+    /// Whether it holds a permit still to be given back (a grant of zero permits
+    /// holds none).
+    held: bool,
+}
+
+impl<L: LimitAlgorithm, C: Clock> AdaptivePermit<L, C> {
+    pub(super) fn new(
+        limiter: Arc<AdaptiveLimiter<L, C>>,
+        start: Nanos,
+        inflight: u64,
+    ) -> AdaptivePermit<L, C> {
+        AdaptivePermit {
+            limiter,
+            start,
+            inflight,
+            held: true,
+        }
+    }
+
+    /// A grant of zero permits: holds none, records nothing.
+    pub(super) fn empty(limiter: Arc<AdaptiveLimiter<L, C>>) -> AdaptivePermit<L, C> {
+        let start = limiter.clock().now();
+        AdaptivePermit {
+            limiter,
+            start,
+            inflight: 0,
+            held: false,
+        }
+    }
+
+    /// The request succeeded: its latency is a sample for the limit.
+    pub fn success(self) {
+        self.finish(Outcome::Success)
+    }
+
+    /// The request was dropped (timed out, refused or overloaded downstream): a
+    /// sample telling the algorithm the limit is too high.
+    pub fn dropped(self) {
+        self.finish(Outcome::Dropped)
+    }
+
+    /// The request says nothing about the limit (it failed for its own reasons, or
+    /// was cancelled): the permit goes back, with no sample. The same as dropping
+    /// the permit.
+    pub fn ignore(self) {
+        self.finish(Outcome::Ignored)
+    }
+
+    /// Ends the request as `outcome`: what [`success`](AdaptivePermit::success),
+    /// [`dropped`](AdaptivePermit::dropped) and [`ignore`](AdaptivePermit::ignore)
+    /// do, for a caller (a tower layer's classifier) that picked the outcome.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::observe::Outcome;
+    ///
+    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?);
+    /// let status = 503;
+    /// let outcome = if status == 503 { Outcome::Dropped } else { Outcome::Success };
+    /// limiter.try_acquire()?.finish(outcome);
+    /// assert_eq!(limiter.inflight(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn finish(mut self, outcome: Outcome) {
+        self.end(outcome)
+    }
+
+    /// When the request was admitted, on the limiter's clock.
+    pub fn start(&self) -> Nanos {
+        self.start
+    }
+
+    /// How many requests were in flight when it was admitted, itself included.
+    pub fn inflight(&self) -> u64 {
+        self.inflight
+    }
+
+    /// The limiter the permit came from.
+    pub fn limiter(&self) -> &Arc<AdaptiveLimiter<L, C>> {
+        &self.limiter
+    }
+
+    fn end(&mut self, outcome: Outcome) {
+        if std::mem::take(&mut self.held) {
+            self.limiter.finish(outcome, self.start, self.inflight);
+        }
+    }
+}
+
+/// Without an outcome: ignored.
+impl<L: LimitAlgorithm, C: Clock> Drop for AdaptivePermit<L, C> {
+    fn drop(&mut self) {
+        self.end(Outcome::Ignored);
+    }
+}
+
+impl<L: LimitAlgorithm, C: Clock> fmt::Debug for AdaptivePermit<L, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AdaptivePermit")
+            .field("start", &self.start)
+            .field("inflight", &self.inflight)
+            .field("held", &self.held)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adaptive::limit::AimdLimit;
+    use crate::adaptive::Mode;
+    use crate::time::ManualClock;
+
+    fn send_static<T: Send + Sync + 'static>() {}
+
+    #[test]
+    fn permits_and_limiters_cross_threads() {
+        send_static::<AdaptivePermit<AimdLimit, ManualClock>>();
+        send_static::<AdaptivePermit>();
+        send_static::<AdaptiveLimiter>();
+    }
+
+    #[test]
+    fn an_empty_permit_gives_back_and_records_nothing() {
+        let limiter = Arc::new(
+            AdaptiveLimiter::with_clock(AimdLimit::new(), Mode::FailFast, ManualClock::new())
+                .unwrap(),
+        );
+        AdaptivePermit::empty(Arc::clone(&limiter)).dropped();
+        assert_eq!(limiter.limit(), 20);
+        assert_eq!(limiter.available_permits(), 20);
+    }
+}
