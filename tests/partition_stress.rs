@@ -11,14 +11,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Barrier;
 use std::thread;
 
-use tollgate::adaptive::partition::{PartitionMode, PartitionPermit, Partitions};
+use tollgate::adaptive::partition::{
+    OwnedPartitionPermit, PartitionDenied, PartitionMode, PartitionPermit, Partitions,
+};
 
 fn build(mode: PartitionMode, limit: u64, shares: &[(&str, f64)]) -> Partitions {
     shares
         .iter()
-        .fold(Partitions::builder(limit).mode(mode), |builder, &(name, share)| {
-            builder.partition(name, share)
-        })
+        .fold(
+            Partitions::builder(limit).mode(mode),
+            |builder, &(name, share)| builder.partition(name, share),
+        )
         .build()
         .unwrap()
 }
@@ -26,7 +29,13 @@ fn build(mode: PartitionMode, limit: u64, shares: &[(&str, f64)]) -> Partitions 
 /// `threads` threads each run `cycles` steps over `names`: try to acquire one, and
 /// release the oldest held when denied or holding `hold`. Answers the highest
 /// in-flight any admission saw.
-fn hammer(partitions: &Partitions, names: &[&str], threads: usize, cycles: u64, hold: usize) -> u64 {
+fn hammer(
+    partitions: &Partitions,
+    names: &[&str],
+    threads: usize,
+    cycles: u64,
+    hold: usize,
+) -> u64 {
     let high_water = AtomicU64::new(0);
     let start = Barrier::new(threads);
     thread::scope(|scope| {
@@ -132,4 +141,13 @@ fn concurrent_partitions() {
         assert!(global_max.into_inner() <= LIMIT, "{mode:?}");
         assert_eq!(partitions.in_flight(), 0);
     }
+}
+
+#[test]
+fn partitions_and_permits_are_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Partitions>();
+    send_sync::<PartitionPermit<'static>>();
+    send_sync::<OwnedPartitionPermit>();
+    send_sync::<PartitionDenied>();
 }

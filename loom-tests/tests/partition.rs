@@ -9,11 +9,10 @@ use loom::thread;
 use tollgate::adaptive::partition::{OwnedPartitionPermit, PartitionMode, Partitions};
 
 fn partitions(mode: PartitionMode, limit: u64, shares: &[(&str, f64)]) -> Arc<Partitions> {
-    let builder = shares
-        .iter()
-        .fold(Partitions::builder(limit).mode(mode), |builder, &(name, share)| {
-            builder.partition(name, share)
-        });
+    let builder = shares.iter().fold(
+        Partitions::builder(limit).mode(mode),
+        |builder, &(name, share)| builder.partition(name, share),
+    );
     Arc::new(builder.build().unwrap())
 }
 

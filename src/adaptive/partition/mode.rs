@@ -75,13 +75,14 @@ impl PartitionMode {
         let within_share = view.busy < view.share_limit;
         match self {
             PartitionMode::Strict => {
+                // Past its share, a partition must leave the others' reservations
+                // untouched.
+                let bursting_fits = || {
+                    u128::from(view.in_flight) + 1 + view.unused_elsewhere <= u128::from(view.limit)
+                };
                 if view.in_flight >= view.limit {
                     Err(Refusal::Full)
-                } else if within_share {
-                    Ok(())
-                } else if u128::from(view.in_flight) + 1 + view.unused_elsewhere
-                    <= u128::from(view.limit)
-                {
+                } else if within_share || bursting_fits() {
                     Ok(())
                 } else {
                     Err(Refusal::Reserved)

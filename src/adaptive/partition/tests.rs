@@ -10,9 +10,10 @@ const BATCH_LIVE: &[(&str, f64)] = &[("batch", 0.3), ("live", 0.7)];
 fn build(mode: PartitionMode, limit: u64, partitions: &[(&str, f64)]) -> Partitions {
     partitions
         .iter()
-        .fold(Partitions::builder(limit).mode(mode), |builder, &(name, share)| {
-            builder.partition(name, share)
-        })
+        .fold(
+            Partitions::builder(limit).mode(mode),
+            |builder, &(name, share)| builder.partition(name, share),
+        )
         .build()
         .unwrap()
 }
