@@ -29,8 +29,9 @@
 //!   limit everything is admitted; at or above it, only a partition below its own
 //!   limit. So after batch has burst to the limit of 10, live still gets its 7: 17 in
 //!   flight. The excess is bounded: in-flight never passes `limit + the sum of the
-//!   partitions' limits` while the limit stays put (at most `2 × limit + partitions`),
-//!   and [`Partitions::in_flight_bound`] says how much that is. The bound is reached
+//!   partitions' limits` while the limit stays put (about `2 × limit + partitions` at
+//!   most, the shares adding up to at most 1), and [`Partitions::in_flight_bound`]
+//!   says how much that is. The bound is reached
 //!   when unknown requests fill the limit and every partition then takes its own.
 //!
 //! In both modes, lowering the limit revokes nothing: requests in flight stay, and

@@ -30,8 +30,8 @@ pub enum PartitionMode {
     ///
     /// where a partition's unused reservation is `max(0, its limit - its in-flight)`.
     /// So a partition's guaranteed share is free for it whenever it asks, unless the
-    /// rounded-up shares add up to more than the limit (see
-    /// [`Partitions`](super::Partitions)).
+    /// rounded-up shares add up to more than the limit, or the limit was lowered below
+    /// what is already in flight (see [`Partitions`](super::Partitions)).
     #[default]
     Strict,
     /// Netflix's rule (`AbstractPartitionedLimiter`): below the global limit every
