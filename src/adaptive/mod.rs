@@ -39,6 +39,7 @@ pub mod limit;
 mod limiter;
 mod mode;
 mod permit;
+pub mod partition;
 mod sample;
 mod source;
 
