@@ -11,6 +11,7 @@
 //! knowing the service's capacity in advance.
 
 pub mod limit;
+pub mod outbound;
 mod sample;
 
 pub use limit::LimitAlgorithm;
