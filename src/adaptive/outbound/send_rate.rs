@@ -37,11 +37,7 @@ impl SendRate {
         }
     }
 
-    /// Counts one call at `now`; the measured rate after it.
-    pub(crate) fn record(&mut self, now: Nanos) -> f64 {
-        self.record_at(seconds(now))
-    }
-
+    /// Counts one call at `t` seconds; the measured rate after it.
     pub(crate) fn record_at(&mut self, t: f64) -> f64 {
         let bucket = (t * self.buckets_per_second).floor() / self.buckets_per_second;
         self.count = self.count.saturating_add(1);
@@ -125,7 +121,7 @@ mod tests {
     #[test]
     fn reads_the_clock_in_nanoseconds() {
         let mut rate = clocker();
-        assert_eq!(rate.record(Nanos::new(1_000_000_000)), 0.8);
-        assert!(rate.record(Nanos::MAX).is_finite());
+        assert_eq!(rate.record_at(seconds(Nanos::new(1_000_000_000))), 0.8);
+        assert!(rate.record_at(seconds(Nanos::MAX)).is_finite());
     }
 }
