@@ -38,7 +38,10 @@ fn partner(
     announce: bool,
 ) -> impl Service<Request<()>, Response = Response<()>, Error = Infallible, Future = impl Send> + Clone
 {
-    let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(N.into()).unwrap()), clock.clone());
+    let limiter = Limiter::with_clock(
+        Gcra::new(Quota::per_second(N.into()).unwrap()),
+        clock.clone(),
+    );
     let seen = Arc::clone(seen);
     service_fn(move |_: Request<()>| {
         seen.calls.fetch_add(1, Ordering::Relaxed);
@@ -49,7 +52,10 @@ fn partner(
                 seen.accepted.fetch_add(1, Ordering::Relaxed);
                 if announce {
                     let headers = response.headers_mut();
-                    headers.insert(wire::RATELIMIT_POLICY, format!(r#""p";q={N};w=1"#).parse().unwrap());
+                    headers.insert(
+                        wire::RATELIMIT_POLICY,
+                        format!(r#""p";q={N};w=1"#).parse().unwrap(),
+                    );
                     let t = wire::seconds_up(admitted.reset_after());
                     let value = format!(r#""p";r={};t={t}"#, admitted.remaining());
                     headers.insert(wire::RATELIMIT, value.parse().unwrap());
@@ -75,7 +81,12 @@ fn run<F: Future>(clock: &ManualClock, call: F) -> F::Output {
 
 /// Calls back to back for `seconds` of the clock; each answer takes a millisecond.
 /// Returns how many calls failed locally (never sent).
-fn greedy<S>(clock: &ManualClock, client: &mut S, seconds: u64, mut each_second: impl FnMut(u64)) -> u64
+fn greedy<S>(
+    clock: &ManualClock,
+    client: &mut S,
+    seconds: u64,
+    mut each_second: impl FnMut(u64),
+) -> u64
 where
     S: Service<Request<()>, Response = Response<()>, Error = ThrottleError<Infallible>>,
 {
@@ -113,7 +124,9 @@ fn cubic_learns_the_partners_rate() {
         }
     });
     let mean = rates.iter().sum::<f64>() / rates.len() as f64;
-    let (low, high) = rates.iter().fold((f64::MAX, 0.0f64), |(l, h), r| (l.min(*r), h.max(*r)));
+    let (low, high) = rates
+        .iter()
+        .fold((f64::MAX, 0.0f64), |(l, h), r| (l.min(*r), h.max(*r)));
     let n = f64::from(N);
     println!("learned rate over the last 200 s: mean {mean:.2}, min {low:.2}, max {high:.2}");
     // Stated range: CUBIC saws around N, between about beta·N and a little above;
@@ -121,9 +134,15 @@ fn cubic_learns_the_partners_rate() {
     assert!(mean > 0.8 * n && mean < 1.2 * n, "mean {mean}");
     assert!(low > 0.6 * n && high < 1.5 * n, "{low}..{high}");
     // Most calls go through: the client learned not to exceed the limit.
-    let (calls, accepted) = (seen.calls.load(Ordering::Relaxed), seen.accepted.load(Ordering::Relaxed));
+    let (calls, accepted) = (
+        seen.calls.load(Ordering::Relaxed),
+        seen.accepted.load(Ordering::Relaxed),
+    );
     println!("partner saw {calls} calls, accepted {accepted}");
-    assert!(accepted as f64 > 0.95 * calls as f64, "{accepted} of {calls}");
+    assert!(
+        accepted as f64 > 0.95 * calls as f64,
+        "{accepted} of {calls}"
+    );
 }
 
 #[test]
@@ -134,8 +153,14 @@ fn announced_limits_pace_the_client_before_it_is_refused() {
     let layer = ThrottleLayer::with_clock(rate.clone(), clock.clone()).feedback(rate.clone());
     let mut client = layer.layer(partner(&clock, &seen, true));
     greedy(&clock, &mut client, 60, |_| {});
-    let (calls, accepted) = (seen.calls.load(Ordering::Relaxed), seen.accepted.load(Ordering::Relaxed));
-    println!("partner saw {calls} calls, accepted {accepted}; rate {:?}", rate.rate());
+    let (calls, accepted) = (
+        seen.calls.load(Ordering::Relaxed),
+        seen.accepted.load(Ordering::Relaxed),
+    );
+    println!(
+        "partner saw {calls} calls, accepted {accepted}; rate {:?}",
+        rate.rate()
+    );
     // The first call announces the policy: from then on the client paces at N a
     // second, and is refused at most a handful of times.
     assert!(calls - accepted <= 5, "{accepted} of {calls}");
@@ -148,7 +173,10 @@ fn sre_throttle_refuses_locally_once_the_partner_refuses_most_calls() {
     let clock = ManualClock::new();
     let seen = Arc::new(Seen::default());
     let sre = SreThrottle::with_clock(
-        SreConfig::new().window(Duration::from_secs(10), 10).unwrap().seed(7),
+        SreConfig::new()
+            .window(Duration::from_secs(10), 10)
+            .unwrap()
+            .seed(7),
         clock.clone(),
     );
     let layer = ThrottleLayer::with_clock(sre.clone(), clock.clone())
@@ -157,13 +185,22 @@ fn sre_throttle_refuses_locally_once_the_partner_refuses_most_calls() {
     let mut client = layer.layer(partner(&clock, &seen, false));
     // About 500 attempts a second against a partner taking 20.
     let local = greedy(&clock, &mut client, 60, |_| {});
-    let (calls, accepted) = (seen.calls.load(Ordering::Relaxed), seen.accepted.load(Ordering::Relaxed));
+    let (calls, accepted) = (
+        seen.calls.load(Ordering::Relaxed),
+        seen.accepted.load(Ordering::Relaxed),
+    );
     let attempts = calls + local;
     println!("{attempts} attempts: {local} refused locally, {calls} sent, {accepted} accepted");
     assert!(local > 0);
     // Most attempts never leave the client; what does is near K · accepts.
-    assert!(local as f64 > 0.8 * attempts as f64, "{local} of {attempts}");
-    assert!((calls as f64) < 2.5 * accepted as f64 + 100.0, "{calls} sent, {accepted} accepted");
+    assert!(
+        local as f64 > 0.8 * attempts as f64,
+        "{local} of {attempts}"
+    );
+    assert!(
+        (calls as f64) < 2.5 * accepted as f64 + 100.0,
+        "{calls} sent, {accepted} accepted"
+    );
     assert!(sre.rejection_probability() > 0.5);
 }
 
@@ -173,7 +210,10 @@ fn the_learners_work_as_plain_limiters_too() {
     let clock = ManualClock::new();
     let rate = LearnedRate::with_clock(LearningConfig::new(), clock.clone());
     let sre = SreThrottle::with_clock(SreConfig::new().seed(3), clock.clone());
-    let partner = Limiter::with_clock(Gcra::new(Quota::per_second(N.into()).unwrap()), clock.clone());
+    let partner = Limiter::with_clock(
+        Gcra::new(Quota::per_second(N.into()).unwrap()),
+        clock.clone(),
+    );
     let (mut sent, mut refused) = (0u64, 0u64);
     for _ in 0..120_000 {
         clock.advance(Duration::from_millis(1));
@@ -194,5 +234,23 @@ fn the_learners_work_as_plain_limiters_too() {
     println!("sent {sent}, refused {refused}, rate {:?}", rate.rate());
     assert!(refused * 5 < sent, "{refused} of {sent}");
     let learned = rate.rate().unwrap();
-    assert!(learned > 0.4 * f64::from(N) && learned < 2.0 * f64::from(N), "{learned}");
+    assert!(
+        learned > 0.4 * f64::from(N) && learned < 2.0 * f64::from(N),
+        "{learned}"
+    );
+}
+
+#[test]
+fn learners_and_their_futures_cross_threads() {
+    fn send_sync<T: Send + Sync>(_: &T) {}
+    fn send<T: Send>(_: &T) {}
+    let rate = LearnedRate::with_clock(LearningConfig::new(), ManualClock::new());
+    let sre = SreThrottle::new(SreConfig::new());
+    send_sync(&rate);
+    send_sync(&sre);
+    send(&rate.acquire(1, None));
+    send_sync(&tollgate::adaptive::outbound::FeedbackHandle::new((
+        rate.clone(),
+        sre,
+    )));
 }

@@ -35,12 +35,32 @@ pub struct Answer {
 
 impl Answer {
     /// The partner took the call.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::outbound::Answer;
+    ///
+    /// assert!(!Answer::accepted().is_throttled());
+    /// # let _ = Duration::ZERO;
+    /// ```
     pub fn accepted() -> Answer {
         Answer::default()
     }
 
     /// The partner refused the call for being over its limit (a 429, a
     /// `ThrottlingException`, `RESOURCE_EXHAUSTED`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::outbound::Answer;
+    ///
+    /// assert!(Answer::throttled().is_throttled());
+    /// # let _ = Duration::ZERO;
+    /// ```
     pub fn throttled() -> Answer {
         Answer {
             throttled: true,
@@ -50,6 +70,17 @@ impl Answer {
 
     /// The partner asks to hold off every call for `d` (`Retry-After`, or a
     /// `RateLimit` item with nothing remaining).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::outbound::Answer;
+    ///
+    /// let a = Answer::throttled().with_retry_after(Duration::from_secs(2));
+    /// assert_eq!(a.retry_after(), Some(Duration::from_secs(2)));
+    /// # let _ = Duration::ZERO;
+    /// ```
     pub fn with_retry_after(mut self, d: Duration) -> Answer {
         self.retry_after = Some(d);
         self
@@ -58,6 +89,17 @@ impl Answer {
     /// The partner has `remaining` calls left until `reset` from now (a `RateLimit`
     /// item's `r` and `t`): a limiter spreads them over that time. Zero remaining
     /// is a request to hold off until `reset`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::outbound::Answer;
+    ///
+    /// let a = Answer::accepted().with_remaining(3, Duration::from_secs(6));
+    /// assert_eq!(a.remaining(), Some((3, Duration::from_secs(6))));
+    /// # let _ = Duration::ZERO;
+    /// ```
     pub fn with_remaining(mut self, remaining: u64, reset: Duration) -> Answer {
         self.remaining = Some((remaining, reset));
         self
@@ -65,27 +107,78 @@ impl Answer {
 
     /// The partner's quota: `quota` calls per `window` (a `RateLimit-Policy` item's
     /// `q` and `w`): a limiter never goes faster.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::outbound::Answer;
+    ///
+    /// let a = Answer::accepted().with_quota(100, Duration::from_secs(60));
+    /// assert_eq!(a.quota(), Some((100, Duration::from_secs(60))));
+    /// # let _ = Duration::ZERO;
+    /// ```
     pub fn with_quota(mut self, quota: u64, window: Duration) -> Answer {
         self.quota = Some((quota, window));
         self
     }
 
     /// Whether the partner refused the call for being over its limit.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::outbound::Answer;
+    ///
+    /// assert!(Answer::throttled().is_throttled());
+    /// # let _ = Duration::ZERO;
+    /// ```
     pub fn is_throttled(&self) -> bool {
         self.throttled
     }
 
     /// How long the partner asked every call to hold off.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::outbound::Answer;
+    ///
+    /// assert_eq!(Answer::accepted().retry_after(), None);
+    /// # let _ = Duration::ZERO;
+    /// ```
     pub fn retry_after(&self) -> Option<Duration> {
         self.retry_after
     }
 
     /// Calls left, and the time until more.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::outbound::Answer;
+    ///
+    /// assert_eq!(Answer::accepted().remaining(), None);
+    /// # let _ = Duration::ZERO;
+    /// ```
     pub fn remaining(&self) -> Option<(u64, Duration)> {
         self.remaining
     }
 
     /// Calls per window.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::outbound::Answer;
+    ///
+    /// assert_eq!(Answer::accepted().quota(), None);
+    /// # let _ = Duration::ZERO;
+    /// ```
     pub fn quota(&self) -> Option<(u64, Duration)> {
         self.quota
     }
@@ -110,6 +203,16 @@ impl Answer {
 /// ```
 pub trait Feedback: Send + Sync + 'static {
     /// The partner answered one call.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::outbound::{Answer, Feedback, SreConfig, SreThrottle};
+    ///
+    /// let sre = SreThrottle::new(SreConfig::new());
+    /// sre.on_answer(&Answer::accepted());
+    /// assert_eq!(sre.counts(), (0, 1));
+    /// ```
     fn on_answer(&self, answer: &Answer);
 }
 
@@ -148,6 +251,16 @@ impl FeedbackHandle {
     }
 
     /// Passes `answer` on.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::outbound::{Answer, FeedbackHandle, SreConfig, SreThrottle};
+    ///
+    /// let sre = SreThrottle::new(SreConfig::new());
+    /// FeedbackHandle::new(sre.clone()).on_answer(&Answer::accepted());
+    /// assert_eq!(sre.counts(), (0, 1));
+    /// ```
     pub fn on_answer(&self, answer: &Answer) {
         self.0.on_answer(answer)
     }

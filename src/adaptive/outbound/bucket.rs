@@ -358,7 +358,9 @@ mod tests {
         bucket.set_rate(&mut tokens, Nanos::ZERO, u64::MAX as f64, u64::MAX as f64);
         assert!(bucket.acquire(&mut tokens, Nanos::MAX, u64::MAX).is_ok());
         bucket.set_rate(&mut tokens, Nanos::MAX, 1e-300, 0.0);
-        let denied = bucket.acquire(&mut tokens, Nanos::MAX, u64::MAX).unwrap_err();
+        let denied = bucket
+            .acquire(&mut tokens, Nanos::MAX, u64::MAX)
+            .unwrap_err();
         assert!(denied.retry_after().is_some());
         let _ = bucket.idle_at(&tokens);
         bucket.refund(&mut tokens, Nanos::MAX, u64::MAX);

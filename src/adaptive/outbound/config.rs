@@ -25,7 +25,8 @@ use super::send_rate::DEFAULT_SMOOTHING;
 ///     .beta(0.5)?
 ///     .min_rate(2.0)?
 ///     .max_pause(Duration::from_secs(60));
-/// assert_eq!(config.get_beta(), 0.5);
+/// assert_ne!(config, LearningConfig::new());
+/// assert!(LearningConfig::new().beta(1.0).is_err());
 /// # Ok::<(), tollgate::ConfigError>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -47,6 +48,14 @@ impl Default for LearningConfig {
 
 impl LearningConfig {
     /// The AWS SDKs' parameters.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::outbound::LearningConfig;
+    ///
+    /// assert_eq!(LearningConfig::new(), LearningConfig::default());
+    /// ```
     pub fn new() -> LearningConfig {
         LearningConfig {
             beta: DEFAULT_BETA,
@@ -65,6 +74,15 @@ impl LearningConfig {
     ///
     /// [`ConfigError::OutOfRange`] outside (0, 1), [`ConfigError::NotANumber`] for
     /// NaN.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::outbound::LearningConfig;
+    ///
+    /// LearningConfig::new().beta(0.5)?;
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn beta(mut self, beta: f64) -> Result<LearningConfig, ConfigError> {
         self.beta = check_beta(beta)?;
         Ok(self)
@@ -77,6 +95,15 @@ impl LearningConfig {
     /// Not a positive finite number: [`ConfigError::Zero`],
     /// [`ConfigError::Negative`], [`ConfigError::NotANumber`],
     /// [`ConfigError::Infinite`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::outbound::LearningConfig;
+    ///
+    /// LearningConfig::new().scale(0.8)?;
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn scale(mut self, scale: f64) -> Result<LearningConfig, ConfigError> {
         self.scale = positive_finite("scale", scale)?;
         Ok(self)
@@ -88,6 +115,15 @@ impl LearningConfig {
     ///
     /// [`ConfigError::OutOfRange`] outside (0, 1], [`ConfigError::NotANumber`] for
     /// NaN.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::outbound::LearningConfig;
+    ///
+    /// LearningConfig::new().smoothing(1.0)?;
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn smoothing(mut self, smoothing: f64) -> Result<LearningConfig, ConfigError> {
         if smoothing.is_nan() {
             return Err(ConfigError::NotANumber {
@@ -109,6 +145,15 @@ impl LearningConfig {
     /// # Errors
     ///
     /// [`ConfigError::Zero`] for zero.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::outbound::LearningConfig;
+    ///
+    /// LearningConfig::new().measure_every(std::time::Duration::from_secs(1))?;
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn measure_every(mut self, bucket: Duration) -> Result<LearningConfig, ConfigError> {
         if bucket.is_zero() {
             return Err(ConfigError::Zero {
@@ -127,6 +172,15 @@ impl LearningConfig {
     /// Not a positive finite number: [`ConfigError::Zero`],
     /// [`ConfigError::Negative`], [`ConfigError::NotANumber`],
     /// [`ConfigError::Infinite`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::outbound::LearningConfig;
+    ///
+    /// LearningConfig::new().min_rate(0.1)?;
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn min_rate(mut self, rate: f64) -> Result<LearningConfig, ConfigError> {
         self.min_rate = positive_finite("min_rate", rate)?;
         Ok(self)
@@ -139,6 +193,15 @@ impl LearningConfig {
     ///
     /// [`ConfigError::OutOfRange`] below 1, [`ConfigError::NotANumber`],
     /// [`ConfigError::Infinite`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::outbound::LearningConfig;
+    ///
+    /// LearningConfig::new().max_growth(1.5)?;
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn max_growth(mut self, factor: f64) -> Result<LearningConfig, ConfigError> {
         if factor.is_nan() {
             return Err(ConfigError::NotANumber {
@@ -162,14 +225,19 @@ impl LearningConfig {
 
     /// The longest pause a partner's answer can impose (an hour): a bounded wait
     /// however large a `Retry-After` it sends. Zero ignores pauses.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::outbound::LearningConfig;
+    ///
+    /// let config = LearningConfig::new().max_pause(Duration::from_secs(60));
+    /// # drop(config);
+    /// ```
     pub fn max_pause(mut self, max: Duration) -> LearningConfig {
         self.max_pause = max;
         self
-    }
-
-    /// The throttle's cut.
-    pub fn get_beta(&self) -> f64 {
-        self.beta
     }
 }
 
@@ -184,10 +252,7 @@ mod tests {
             c.beta(f64::NAN).unwrap_err(),
             ConfigError::NotANumber { parameter: "beta" }
         );
-        assert!(matches!(
-            c.beta(0.0),
-            Err(ConfigError::OutOfRange { .. })
-        ));
+        assert!(matches!(c.beta(0.0), Err(ConfigError::OutOfRange { .. })));
         assert_eq!(
             c.scale(-1.0).unwrap_err(),
             ConfigError::Negative {
@@ -195,8 +260,14 @@ mod tests {
                 value: -1.0
             }
         );
-        assert!(matches!(c.smoothing(0.0), Err(ConfigError::OutOfRange { .. })));
-        assert!(matches!(c.smoothing(f64::NAN), Err(ConfigError::NotANumber { .. })));
+        assert!(matches!(
+            c.smoothing(0.0),
+            Err(ConfigError::OutOfRange { .. })
+        ));
+        assert!(matches!(
+            c.smoothing(f64::NAN),
+            Err(ConfigError::NotANumber { .. })
+        ));
         assert_eq!(
             c.measure_every(Duration::ZERO).unwrap_err(),
             ConfigError::Zero {
@@ -217,8 +288,14 @@ mod tests {
                 parameter: "min_rate"
             }
         );
-        assert!(matches!(c.max_growth(0.5), Err(ConfigError::OutOfRange { .. })));
-        assert!(matches!(c.max_growth(f64::NAN), Err(ConfigError::NotANumber { .. })));
+        assert!(matches!(
+            c.max_growth(0.5),
+            Err(ConfigError::OutOfRange { .. })
+        ));
+        assert!(matches!(
+            c.max_growth(f64::NAN),
+            Err(ConfigError::NotANumber { .. })
+        ));
         assert_eq!(c.max_pause(Duration::MAX).max_pause, Duration::MAX);
     }
 }

@@ -141,26 +141,83 @@ impl Cubic {
     }
 
     /// The rate when last throttled.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::outbound::Cubic;
+    /// use tollgate::time::Nanos;
+    ///
+    /// assert_eq!(Cubic::new(0.7, 0.4)?.w_max(), 0.0);
+    /// # let _ = Nanos::ZERO;
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn w_max(&self) -> f64 {
         self.w_max
     }
 
     /// Seconds from the last throttle until the rate is back at [`w_max`](Cubic::w_max).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::outbound::Cubic;
+    /// use tollgate::time::Nanos;
+    ///
+    /// assert_eq!(Cubic::new(0.7, 0.4)?.k(), 0.0);
+    /// # let _ = Nanos::ZERO;
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn k(&self) -> f64 {
         self.k
     }
 
     /// The last throttle, in seconds on the clock.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::outbound::Cubic;
+    /// use tollgate::time::Nanos;
+    ///
+    /// let mut cubic = Cubic::new(0.7, 0.4)?;
+    /// cubic.throttled(5.0, Nanos::new(2_000_000_000));
+    /// assert_eq!(cubic.last_throttle(), 2.0);
+    /// # let _ = Nanos::ZERO;
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn last_throttle(&self) -> f64 {
         self.last_throttle
     }
 
     /// The factor a throttle cuts the rate by.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::outbound::Cubic;
+    /// use tollgate::time::Nanos;
+    ///
+    /// assert_eq!(Cubic::new(0.7, 0.4)?.beta(), 0.7);
+    /// # let _ = Nanos::ZERO;
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn beta(&self) -> f64 {
         self.beta
     }
 
     /// How fast the rate grows back.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::outbound::Cubic;
+    /// use tollgate::time::Nanos;
+    ///
+    /// assert_eq!(Cubic::new(0.7, 0.4)?.scale(), 0.4);
+    /// # let _ = Nanos::ZERO;
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn scale(&self) -> f64 {
         self.scale
     }

@@ -112,7 +112,10 @@ impl Learner {
             .remaining
             .filter(|(_, until)| now < *until)
             .map(|(rate, _)| rate);
-        let ceiling = [self.quota, remaining].into_iter().flatten().reduce(f64::min);
+        let ceiling = [self.quota, remaining]
+            .into_iter()
+            .flatten()
+            .reduce(f64::min);
         let (enabled, fill_rate, size) = match (self.throttled_once, ceiling) {
             (true, None) => (true, self.fill_rate, self.cubic_rate),
             (true, Some(c)) => (true, self.fill_rate.min(c), self.cubic_rate.min(c)),
@@ -237,14 +240,20 @@ mod tests {
     fn pauses_grow_only_and_are_bounded() {
         let config = LearningConfig::new().max_pause(Duration::from_secs(60));
         let mut learner = Learner::new(config, Nanos::ZERO);
-        let s = learner.on_answer(Nanos::ZERO, &Answer::throttled().with_retry_after(Duration::MAX));
+        let s = learner.on_answer(
+            Nanos::ZERO,
+            &Answer::throttled().with_retry_after(Duration::MAX),
+        );
         assert_eq!(s.paused_until, at(60.0));
         let s = learner.on_answer(
             at(1.0),
             &Answer::accepted().with_remaining(0, Duration::from_secs(3)),
         );
         assert_eq!(s.paused_until, at(60.0));
-        let s = learner.on_answer(at(59.0), &Answer::accepted().with_remaining(0, Duration::from_secs(3)));
+        let s = learner.on_answer(
+            at(59.0),
+            &Answer::accepted().with_remaining(0, Duration::from_secs(3)),
+        );
         assert_eq!(s.paused_until, at(62.0));
     }
 

@@ -246,6 +246,16 @@ impl<C: Clock> LearnedRate<C> {
     }
 
     /// The clock.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::outbound::{LearnedRate, LearningConfig};
+    /// use tollgate::time::{Clock, ManualClock, Nanos};
+    ///
+    /// let rate = LearnedRate::with_clock(LearningConfig::new(), ManualClock::new());
+    /// assert_eq!(rate.clock().now(), Nanos::ZERO);
+    /// ```
     pub fn clock(&self) -> &C {
         self.inner.limiter.clock()
     }

@@ -46,6 +46,14 @@ impl Default for SreConfig {
 
 impl SreConfig {
     /// `K` = 2, two minutes in 120 buckets, seeded from the clock.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::outbound::SreConfig;
+    ///
+    /// assert_eq!(SreConfig::new(), SreConfig::default());
+    /// ```
     pub fn new() -> SreConfig {
         SreConfig {
             k: 2.0,
@@ -63,6 +71,15 @@ impl SreConfig {
     /// [`ConfigError::OutOfRange`] below 1 (a healthy partner would be refused);
     /// [`ConfigError::NotANumber`], [`ConfigError::Infinite`] (nothing would ever be
     /// refused).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::outbound::SreConfig;
+    ///
+    /// SreConfig::new().k(1.5)?;
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn k(mut self, k: f64) -> Result<SreConfig, ConfigError> {
         if k.is_nan() {
             return Err(ConfigError::NotANumber { parameter: "k" });
@@ -87,6 +104,15 @@ impl SreConfig {
     /// [`ConfigError::Zero`] for a zero `window` or `buckets`;
     /// [`ConfigError::OutOfRange`] for slices shorter than a nanosecond;
     /// [`ConfigError::TooLong`] for a window beyond the clock's 584 years.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::outbound::SreConfig;
+    ///
+    /// SreConfig::new().window(std::time::Duration::from_secs(60), 60)?;
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn window(mut self, window: Duration, buckets: u32) -> Result<SreConfig, ConfigError> {
         if window.is_zero() {
             return Err(ConfigError::Zero {
@@ -118,6 +144,14 @@ impl SreConfig {
 
     /// Draws from a generator seeded with `seed`: the same calls get the same
     /// refusals (tests). Otherwise the seed is the clock's reading at creation.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::outbound::SreConfig;
+    ///
+    /// assert_eq!(SreConfig::new().seed(7), SreConfig::new().seed(7));
+    /// ```
     pub fn seed(mut self, seed: u64) -> SreConfig {
         self.seed = Some(seed);
         self

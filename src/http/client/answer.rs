@@ -63,7 +63,11 @@ impl Answer {
     /// assert_eq!(answer.quota(), Some((100, Duration::from_secs(60))));
     /// assert_eq!(answer.retry_after(), None);
     /// ```
-    pub fn from_headers(status: StatusCode, headers: &HeaderMap, now_since_epoch: Duration) -> Answer {
+    pub fn from_headers(
+        status: StatusCode,
+        headers: &HeaderMap,
+        now_since_epoch: Duration,
+    ) -> Answer {
         let throttled = status == StatusCode::TOO_MANY_REQUESTS
             || (status == StatusCode::SERVICE_UNAVAILABLE && headers.contains_key(RETRY_AFTER));
         let mut answer = if throttled {
@@ -131,7 +135,10 @@ mod tests {
     #[test]
     fn exhausted_items_pause_and_the_rest_pace() {
         let h = headers(&[
-            ("ratelimit", r#""a";r=0;t=4, "b";r=10;t=0, "c";r=2;t=20, "d";r=5"#),
+            (
+                "ratelimit",
+                r#""a";r=0;t=4, "b";r=10;t=0, "c";r=2;t=20, "d";r=5"#,
+            ),
             (
                 "ratelimit-policy",
                 r#""a";q=10;w=1, "bytes";q=1;w=60;qu="content-bytes", "c";q=7, "z";q=9;w=0"#,
@@ -153,6 +160,9 @@ mod tests {
         let answer = Answer::from_headers(StatusCode::TOO_MANY_REQUESTS, &h, Duration::MAX);
         assert_eq!(answer.retry_after(), Some(Duration::from_secs(u64::MAX)));
         assert_eq!(answer.remaining(), None);
-        assert_eq!(answer.quota(), Some((999_999_999_999_999, Duration::from_secs(1))));
+        assert_eq!(
+            answer.quota(),
+            Some((999_999_999_999_999, Duration::from_secs(1)))
+        );
     }
 }
