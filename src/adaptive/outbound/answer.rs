@@ -39,11 +39,9 @@ impl Answer {
     /// # Examples
     ///
     /// ```
-    /// use std::time::Duration;
     /// use tollgate::adaptive::outbound::Answer;
     ///
     /// assert!(!Answer::accepted().is_throttled());
-    /// # let _ = Duration::ZERO;
     /// ```
     pub fn accepted() -> Answer {
         Answer::default()
@@ -55,11 +53,9 @@ impl Answer {
     /// # Examples
     ///
     /// ```
-    /// use std::time::Duration;
     /// use tollgate::adaptive::outbound::Answer;
     ///
     /// assert!(Answer::throttled().is_throttled());
-    /// # let _ = Duration::ZERO;
     /// ```
     pub fn throttled() -> Answer {
         Answer {
@@ -79,7 +75,6 @@ impl Answer {
     ///
     /// let a = Answer::throttled().with_retry_after(Duration::from_secs(2));
     /// assert_eq!(a.retry_after(), Some(Duration::from_secs(2)));
-    /// # let _ = Duration::ZERO;
     /// ```
     pub fn with_retry_after(mut self, d: Duration) -> Answer {
         self.retry_after = Some(d);
@@ -98,7 +93,6 @@ impl Answer {
     ///
     /// let a = Answer::accepted().with_remaining(3, Duration::from_secs(6));
     /// assert_eq!(a.remaining(), Some((3, Duration::from_secs(6))));
-    /// # let _ = Duration::ZERO;
     /// ```
     pub fn with_remaining(mut self, remaining: u64, reset: Duration) -> Answer {
         self.remaining = Some((remaining, reset));
@@ -116,7 +110,6 @@ impl Answer {
     ///
     /// let a = Answer::accepted().with_quota(100, Duration::from_secs(60));
     /// assert_eq!(a.quota(), Some((100, Duration::from_secs(60))));
-    /// # let _ = Duration::ZERO;
     /// ```
     pub fn with_quota(mut self, quota: u64, window: Duration) -> Answer {
         self.quota = Some((quota, window));
@@ -128,11 +121,9 @@ impl Answer {
     /// # Examples
     ///
     /// ```
-    /// use std::time::Duration;
     /// use tollgate::adaptive::outbound::Answer;
     ///
     /// assert!(Answer::throttled().is_throttled());
-    /// # let _ = Duration::ZERO;
     /// ```
     pub fn is_throttled(&self) -> bool {
         self.throttled
@@ -143,11 +134,9 @@ impl Answer {
     /// # Examples
     ///
     /// ```
-    /// use std::time::Duration;
     /// use tollgate::adaptive::outbound::Answer;
     ///
     /// assert_eq!(Answer::accepted().retry_after(), None);
-    /// # let _ = Duration::ZERO;
     /// ```
     pub fn retry_after(&self) -> Option<Duration> {
         self.retry_after
@@ -158,11 +147,9 @@ impl Answer {
     /// # Examples
     ///
     /// ```
-    /// use std::time::Duration;
     /// use tollgate::adaptive::outbound::Answer;
     ///
     /// assert_eq!(Answer::accepted().remaining(), None);
-    /// # let _ = Duration::ZERO;
     /// ```
     pub fn remaining(&self) -> Option<(u64, Duration)> {
         self.remaining
@@ -173,11 +160,9 @@ impl Answer {
     /// # Examples
     ///
     /// ```
-    /// use std::time::Duration;
     /// use tollgate::adaptive::outbound::Answer;
     ///
     /// assert_eq!(Answer::accepted().quota(), None);
-    /// # let _ = Duration::ZERO;
     /// ```
     pub fn quota(&self) -> Option<(u64, Duration)> {
         self.quota

@@ -146,10 +146,8 @@ impl Cubic {
     ///
     /// ```
     /// use tollgate::adaptive::outbound::Cubic;
-    /// use tollgate::time::Nanos;
     ///
     /// assert_eq!(Cubic::new(0.7, 0.4)?.w_max(), 0.0);
-    /// # let _ = Nanos::ZERO;
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn w_max(&self) -> f64 {
@@ -162,10 +160,8 @@ impl Cubic {
     ///
     /// ```
     /// use tollgate::adaptive::outbound::Cubic;
-    /// use tollgate::time::Nanos;
     ///
     /// assert_eq!(Cubic::new(0.7, 0.4)?.k(), 0.0);
-    /// # let _ = Nanos::ZERO;
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn k(&self) -> f64 {
@@ -183,7 +179,6 @@ impl Cubic {
     /// let mut cubic = Cubic::new(0.7, 0.4)?;
     /// cubic.throttled(5.0, Nanos::new(2_000_000_000));
     /// assert_eq!(cubic.last_throttle(), 2.0);
-    /// # let _ = Nanos::ZERO;
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn last_throttle(&self) -> f64 {
@@ -196,10 +191,8 @@ impl Cubic {
     ///
     /// ```
     /// use tollgate::adaptive::outbound::Cubic;
-    /// use tollgate::time::Nanos;
     ///
     /// assert_eq!(Cubic::new(0.7, 0.4)?.beta(), 0.7);
-    /// # let _ = Nanos::ZERO;
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn beta(&self) -> f64 {
@@ -212,10 +205,8 @@ impl Cubic {
     ///
     /// ```
     /// use tollgate::adaptive::outbound::Cubic;
-    /// use tollgate::time::Nanos;
     ///
     /// assert_eq!(Cubic::new(0.7, 0.4)?.scale(), 0.4);
-    /// # let _ = Nanos::ZERO;
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn scale(&self) -> f64 {
