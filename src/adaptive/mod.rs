@@ -40,6 +40,7 @@ mod limiter;
 mod mode;
 mod permit;
 pub mod partition;
+pub mod outbound;
 mod sample;
 mod source;
 

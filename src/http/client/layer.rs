@@ -6,6 +6,7 @@ use tower_layer::Layer;
 
 use super::pause::{Backoff, Shared};
 use super::Throttle;
+use crate::adaptive::outbound::{Feedback, FeedbackHandle};
 use crate::sync::Arc;
 use crate::time::{Clock, MonotonicClock, Nanos};
 
@@ -40,6 +41,7 @@ const DEFAULT_MAX_PAUSE: Duration = Duration::from_secs(3600);
 pub struct ThrottleLayer<P, C = MonotonicClock> {
     pub(super) shared: Arc<Shared<P, C>>,
     pub(super) settings: Settings,
+    pub(super) feedback: Option<FeedbackHandle>,
 }
 
 /// What each call through a layer costs, how long it may wait, how it backs off.
@@ -104,6 +106,7 @@ impl<P, C: Clock> ThrottleLayer<P, C> {
                     max: DEFAULT_MAX_PAUSE,
                 },
             },
+            feedback: None,
         }
     }
 
@@ -192,6 +195,32 @@ impl<P, C: Clock> ThrottleLayer<P, C> {
         self
     }
 
+    /// Reports the answer to every call to `feedback`, read from the response by
+    /// [`Answer::from_response`](crate::adaptive::outbound::Answer::from_response):
+    /// for a source that learns from answers, such as a
+    /// [`LearnedRate`](crate::adaptive::outbound::LearnedRate) or an
+    /// [`SreThrottle`](crate::adaptive::outbound::SreThrottle) (give it a clone of
+    /// the source). A call that fails without a response reports nothing. Replaces
+    /// any feedback set before, for this value and the services it makes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::outbound::{LearnedRate, LearningConfig};
+    /// use tollgate::http::client::ThrottleLayer;
+    /// use tollgate::time::ManualClock;
+    ///
+    /// let clock = ManualClock::new();
+    /// let rate = LearnedRate::with_clock(LearningConfig::new(), clock.clone());
+    /// let layer = ThrottleLayer::with_clock(rate.clone(), clock).feedback(rate);
+    /// # drop(layer);
+    /// ```
+    pub fn feedback(mut self, feedback: impl Feedback) -> ThrottleLayer<P, C> {
+        self.feedback = Some(FeedbackHandle::new(feedback));
+        self
+    }
+
     /// The permit source.
     ///
     /// # Examples
@@ -261,6 +290,7 @@ impl<P, C> Clone for ThrottleLayer<P, C> {
         ThrottleLayer {
             shared: Arc::clone(&self.shared),
             settings: self.settings,
+            feedback: self.feedback.clone(),
         }
     }
 }
@@ -273,6 +303,7 @@ impl<S, P, C> Layer<S> for ThrottleLayer<P, C> {
             inner,
             shared: Arc::clone(&self.shared),
             settings: self.settings,
+            feedback: self.feedback.clone(),
         }
     }
 }

@@ -34,6 +34,11 @@
 //!    [`default_backoff`](ThrottleLayer::default_backoff) (1 s). No pause is ever longer
 //!    than [`max_pause`](ThrottleLayer::max_pause) (an hour), and a pause only ever
 //!    grows: a shorter answer does not cut a longer pause short.
+//! 6. With a [`feedback`](ThrottleLayer::feedback) set, it reports the answer to it
+//!    (throttled or not, and the limits the fields announce): how a
+//!    [`LearnedRate`](crate::adaptive::outbound::LearnedRate) learns the server's
+//!    rate and an [`SreThrottle`](crate::adaptive::outbound::SreThrottle) counts
+//!    what the server accepts.
 //!
 //! # A 429 is returned, not retried
 //!
@@ -117,6 +122,7 @@
 //! # Ok(()) }
 //! ```
 
+mod answer;
 mod error;
 mod future;
 mod layer;

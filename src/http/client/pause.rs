@@ -59,13 +59,17 @@ impl<P, C: Clock> Shared<P, C> {
             .fetch_max(until.as_u64(), Ordering::AcqRel);
     }
 
+    /// The current Unix time, on the clock.
+    pub(super) fn now_since_epoch(&self) -> Duration {
+        let clock = self.clock();
+        clock.unix_origin() + clock.now().as_duration()
+    }
+
     /// Pauses as `response` asks: for the longest of its `Retry-After`, exhausted
     /// `RateLimit` items and legacy reset, or for the default back-off after a 429 that
     /// names none; never longer than the maximum.
     pub(super) fn observe<B>(&self, response: &Response<B>, backoff_config: Backoff) {
-        let clock = self.clock();
-        let now_since_epoch = clock.unix_origin() + clock.now().as_duration();
-        let asked = match backoff(response.headers(), now_since_epoch) {
+        let asked = match backoff(response.headers(), self.now_since_epoch()) {
             Some(asked) => asked,
             None if response.status() == StatusCode::TOO_MANY_REQUESTS => backoff_config.default,
             None => return,

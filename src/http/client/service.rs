@@ -10,6 +10,7 @@ use tower_service::Service;
 use super::layer::Settings;
 use super::pause::Shared;
 use super::{Cost, ResponseFuture, ThrottleError};
+use crate::adaptive::outbound::{Answer, FeedbackHandle};
 use crate::permits::PermitSource;
 use crate::store::StoreError;
 use crate::sync::Arc;
@@ -48,6 +49,7 @@ pub struct Throttle<S, P, C = MonotonicClock> {
     pub(super) inner: S,
     pub(super) shared: Arc<Shared<P, C>>,
     pub(super) settings: Settings,
+    pub(super) feedback: Option<FeedbackHandle>,
 }
 
 impl<S, P, C: Clock> Throttle<S, P, C> {
@@ -120,6 +122,7 @@ impl<S: Clone, P, C> Clone for Throttle<S, P, C> {
             inner: self.inner.clone(),
             shared: Arc::clone(&self.shared),
             settings: self.settings,
+            feedback: self.feedback.clone(),
         }
     }
 }
@@ -158,6 +161,7 @@ where
         let mut inner = self.inner.clone();
         let shared = Arc::clone(&self.shared);
         let settings = self.settings;
+        let feedback = self.feedback.clone();
         let cost = request
             .extensions()
             .get::<Cost>()
@@ -173,6 +177,9 @@ where
                 .map_err(ThrottleError::Inner)?;
             let response = inner.call(request).await.map_err(ThrottleError::Inner)?;
             shared.observe(&response, settings.backoff);
+            if let Some(feedback) = &feedback {
+                feedback.on_answer(&Answer::from_response(&response, shared.now_since_epoch()));
+            }
             Ok(response)
         })
     }

@@ -1,0 +1,256 @@
+//! The outbound learners under the client layer: a tower service that answers 429
+//! when called faster than N a second (a GCRA on the same `ManualClock`), called
+//! back to back by one greedy client, each answer taking a millisecond.
+#![cfg(feature = "http")]
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use http::{Request, Response, StatusCode};
+use tower::{service_fn, Layer, Service};
+
+use tollgate::adaptive::outbound::{LearnedRate, LearningConfig, SreConfig, SreThrottle};
+use tollgate::algorithm::Gcra;
+use tollgate::http::client::{ThrottleError, ThrottleLayer};
+use tollgate::http::wire;
+use tollgate::time::{Clock, ManualClock};
+use tollgate::{Limiter, Quota};
+
+/// The partner's limit, in calls a second.
+const N: u32 = 20;
+
+/// What the partner saw: calls that reached it, and those it accepted.
+#[derive(Default)]
+struct Seen {
+    calls: AtomicU64,
+    accepted: AtomicU64,
+}
+
+/// A partner refusing calls beyond `N` a second (a burst of `N`), with a bare 429,
+/// or with the IETF fields when `announce` is set.
+fn partner(
+    clock: &ManualClock,
+    seen: &Arc<Seen>,
+    announce: bool,
+) -> impl Service<Request<()>, Response = Response<()>, Error = Infallible, Future = impl Send> + Clone
+{
+    let limiter = Limiter::with_clock(
+        Gcra::new(Quota::per_second(N.into()).unwrap()),
+        clock.clone(),
+    );
+    let seen = Arc::clone(seen);
+    service_fn(move |_: Request<()>| {
+        seen.calls.fetch_add(1, Ordering::Relaxed);
+        let decision = limiter.try_acquire(1);
+        let mut response = Response::new(());
+        match decision {
+            Ok(admitted) => {
+                seen.accepted.fetch_add(1, Ordering::Relaxed);
+                if announce {
+                    let headers = response.headers_mut();
+                    headers.insert(
+                        wire::RATELIMIT_POLICY,
+                        format!(r#""p";q={N};w=1"#).parse().unwrap(),
+                    );
+                    let t = wire::seconds_up(admitted.reset_after());
+                    let value = format!(r#""p";r={};t={t}"#, admitted.remaining());
+                    headers.insert(wire::RATELIMIT, value.parse().unwrap());
+                }
+            }
+            Err(_) => *response.status_mut() = StatusCode::TOO_MANY_REQUESTS,
+        }
+        std::future::ready(Ok::<_, Infallible>(response))
+    })
+}
+
+/// Runs one call to completion, moving the clock a millisecond whenever it waits.
+fn run<F: Future>(clock: &ManualClock, call: F) -> F::Output {
+    let mut call = Box::pin(call);
+    let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+    loop {
+        if let Poll::Ready(out) = call.as_mut().poll(&mut cx) {
+            return out;
+        }
+        clock.advance(Duration::from_millis(1));
+    }
+}
+
+/// Calls back to back for `seconds` of the clock; each answer takes a millisecond.
+/// Returns how many calls failed locally (never sent).
+fn greedy<S>(
+    clock: &ManualClock,
+    client: &mut S,
+    seconds: u64,
+    mut each_second: impl FnMut(u64),
+) -> u64
+where
+    S: Service<Request<()>, Response = Response<()>, Error = ThrottleError<Infallible>>,
+{
+    let mut local = 0;
+    let mut next_second = 1;
+    while clock.now().as_duration() < Duration::from_secs(seconds) {
+        match run(clock, client.call(Request::new(()))) {
+            Ok(_) => {}
+            Err(ThrottleError::TimedOut) => local += 1,
+            Err(e) => panic!("{e}"),
+        }
+        clock.advance(Duration::from_millis(1));
+        while clock.now().as_duration() >= Duration::from_secs(next_second) {
+            each_second(next_second);
+            next_second += 1;
+        }
+    }
+    local
+}
+
+#[test]
+fn cubic_learns_the_partners_rate() {
+    let clock = ManualClock::new();
+    let seen = Arc::new(Seen::default());
+    let rate = LearnedRate::with_clock(LearningConfig::new(), clock.clone());
+    // Bare 429s: no pause, only the learned rate.
+    let layer = ThrottleLayer::with_clock(rate.clone(), clock.clone())
+        .default_backoff(Duration::ZERO)
+        .feedback(rate.clone());
+    let mut client = layer.layer(partner(&clock, &seen, false));
+    let mut rates = Vec::new();
+    greedy(&clock, &mut client, 300, |s| {
+        if s > 100 {
+            rates.push(rate.rate().expect("throttled, so limiting"));
+        }
+    });
+    let mean = rates.iter().sum::<f64>() / rates.len() as f64;
+    let (low, high) = rates
+        .iter()
+        .fold((f64::MAX, 0.0f64), |(l, h), r| (l.min(*r), h.max(*r)));
+    let n = f64::from(N);
+    println!("learned rate over the last 200 s: mean {mean:.2}, min {low:.2}, max {high:.2}");
+    // Stated range: CUBIC saws around N, between about beta·N and a little above;
+    // measured here: mean 20.4, from 17.7 to 21.9.
+    assert!(mean > 0.8 * n && mean < 1.2 * n, "mean {mean}");
+    assert!(low > 0.6 * n && high < 1.5 * n, "{low}..{high}");
+    // Most calls go through: the client learned not to exceed the limit.
+    let (calls, accepted) = (
+        seen.calls.load(Ordering::Relaxed),
+        seen.accepted.load(Ordering::Relaxed),
+    );
+    println!("partner saw {calls} calls, accepted {accepted}");
+    assert!(
+        accepted as f64 > 0.95 * calls as f64,
+        "{accepted} of {calls}"
+    );
+}
+
+#[test]
+fn announced_limits_pace_the_client_before_it_is_refused() {
+    let clock = ManualClock::new();
+    let seen = Arc::new(Seen::default());
+    let rate = LearnedRate::with_clock(LearningConfig::new(), clock.clone());
+    let layer = ThrottleLayer::with_clock(rate.clone(), clock.clone()).feedback(rate.clone());
+    let mut client = layer.layer(partner(&clock, &seen, true));
+    greedy(&clock, &mut client, 60, |_| {});
+    let (calls, accepted) = (
+        seen.calls.load(Ordering::Relaxed),
+        seen.accepted.load(Ordering::Relaxed),
+    );
+    println!(
+        "partner saw {calls} calls, accepted {accepted}; rate {:?}",
+        rate.rate()
+    );
+    // The first call announces the policy: from then on the client paces at N a
+    // second, and is refused at most a handful of times.
+    assert!(calls - accepted <= 5, "{accepted} of {calls}");
+    assert!(accepted >= u64::from(N) * 55, "{accepted}");
+    assert!(rate.rate().unwrap() <= f64::from(N));
+}
+
+#[test]
+fn sre_throttle_refuses_locally_once_the_partner_refuses_most_calls() {
+    let clock = ManualClock::new();
+    let seen = Arc::new(Seen::default());
+    let sre = SreThrottle::with_clock(
+        SreConfig::new()
+            .window(Duration::from_secs(10), 10)
+            .unwrap()
+            .seed(7),
+        clock.clone(),
+    );
+    let layer = ThrottleLayer::with_clock(sre.clone(), clock.clone())
+        .default_backoff(Duration::ZERO)
+        .feedback(sre.clone());
+    let mut client = layer.layer(partner(&clock, &seen, false));
+    // About 500 attempts a second against a partner taking 20.
+    let local = greedy(&clock, &mut client, 60, |_| {});
+    let (calls, accepted) = (
+        seen.calls.load(Ordering::Relaxed),
+        seen.accepted.load(Ordering::Relaxed),
+    );
+    let attempts = calls + local;
+    println!("{attempts} attempts: {local} refused locally, {calls} sent, {accepted} accepted");
+    assert!(local > 0);
+    // Most attempts never leave the client; what does is near K · accepts.
+    assert!(
+        local as f64 > 0.8 * attempts as f64,
+        "{local} of {attempts}"
+    );
+    assert!(
+        (calls as f64) < 2.5 * accepted as f64 + 100.0,
+        "{calls} sent, {accepted} accepted"
+    );
+    assert!(sre.rejection_probability() > 0.5);
+}
+
+#[test]
+fn the_learners_work_as_plain_limiters_too() {
+    use tollgate::adaptive::outbound::Answer;
+    let clock = ManualClock::new();
+    let rate = LearnedRate::with_clock(LearningConfig::new(), clock.clone());
+    let sre = SreThrottle::with_clock(SreConfig::new().seed(3), clock.clone());
+    let partner = Limiter::with_clock(
+        Gcra::new(Quota::per_second(N.into()).unwrap()),
+        clock.clone(),
+    );
+    let (mut sent, mut refused) = (0u64, 0u64);
+    for _ in 0..120_000 {
+        clock.advance(Duration::from_millis(1));
+        if rate.try_acquire(1).is_err() || sre.try_acquire().is_err() {
+            continue;
+        }
+        sent += 1;
+        let answer = match partner.try_acquire(1) {
+            Ok(_) => Answer::accepted(),
+            Err(_) => {
+                refused += 1;
+                Answer::throttled()
+            }
+        };
+        rate.record(&answer);
+        sre.record(&answer);
+    }
+    println!("sent {sent}, refused {refused}, rate {:?}", rate.rate());
+    assert!(refused * 5 < sent, "{refused} of {sent}");
+    let learned = rate.rate().unwrap();
+    assert!(
+        learned > 0.4 * f64::from(N) && learned < 2.0 * f64::from(N),
+        "{learned}"
+    );
+}
+
+#[test]
+fn learners_and_their_futures_cross_threads() {
+    fn send_sync<T: Send + Sync>(_: &T) {}
+    fn send<T: Send>(_: &T) {}
+    let rate = LearnedRate::with_clock(LearningConfig::new(), ManualClock::new());
+    let sre = SreThrottle::new(SreConfig::new());
+    send_sync(&rate);
+    send_sync(&sre);
+    send(&rate.acquire(1, None));
+    send_sync(&tollgate::adaptive::outbound::FeedbackHandle::new((
+        rate.clone(),
+        sre,
+    )));
+}
