@@ -88,6 +88,7 @@ impl fmt::Display for Event<'_> {
             } => write!(f, "denied ({reason}), retry after {retry:?}"),
             EventKind::Denied { reason, .. } => write!(f, "denied ({reason})"),
             EventKind::Drained => f.write_str("drained"),
+            EventKind::WouldShed => f.write_str("admitted, would have been shed"),
         }
     }
 }
@@ -130,6 +131,10 @@ pub enum EventKind {
     /// (Resilience4j's `drainPermissions`, [`Limiter::drain`](crate::Limiter::drain));
     /// `permits` is how many were left.
     Drained,
+    /// Admitted by a load shedder in shadow mode that would have shed it
+    /// ([`Mode::Shadow`](crate::shed::Mode::Shadow)); the event's key is the
+    /// request's criticality class.
+    WouldShed,
 }
 
 impl EventKind {
@@ -190,7 +195,10 @@ impl EventKind {
 
     /// Whether the permits were granted (at once or after a wait).
     pub fn is_admitted(&self) -> bool {
-        matches!(self, EventKind::Admitted | EventKind::Waited { .. })
+        matches!(
+            self,
+            EventKind::Admitted | EventKind::Waited { .. } | EventKind::WouldShed
+        )
     }
 
     /// Whether the permits were refused.
@@ -229,16 +237,19 @@ pub enum DenyReason {
     TimedOut,
     /// A bounded queue was full.
     QueueFull,
+    /// A load shedder ([`shed`](crate::shed)) refused the request's criticality class.
+    Shed,
 }
 
 impl DenyReason {
     /// Every reason, in declaration order.
-    pub const ALL: [DenyReason; 5] = [
+    pub const ALL: [DenyReason; 6] = [
         DenyReason::Limited,
         DenyReason::Insufficient,
         DenyReason::Closed,
         DenyReason::TimedOut,
         DenyReason::QueueFull,
+        DenyReason::Shed,
     ];
 
     /// The reason in `snake_case`, as metrics label it.
@@ -249,6 +260,7 @@ impl DenyReason {
             DenyReason::Closed => "closed",
             DenyReason::TimedOut => "timed_out",
             DenyReason::QueueFull => "queue_full",
+            DenyReason::Shed => "shed",
         }
     }
 
@@ -261,6 +273,7 @@ impl DenyReason {
             DenyReason::Closed => 2,
             DenyReason::TimedOut => 3,
             DenyReason::QueueFull => 4,
+            DenyReason::Shed => 5,
         }
     }
 }

@@ -17,6 +17,9 @@ pub const WAITED_TOTAL: &str = "tollgate_waited_total";
 pub const WAIT_SECONDS: &str = "tollgate_wait_seconds";
 /// Drains ([`EventKind::Drained`]).
 pub const DRAINED_TOTAL: &str = "tollgate_drained_total";
+/// Requests a load shedder in shadow mode admitted but would have shed
+/// ([`EventKind::WouldShed`]; also counted as admitted).
+pub const WOULD_SHED_TOTAL: &str = "tollgate_would_shed_total";
 
 /// A [`Listener`] that counts events through the [`metrics`] facade, labelled
 /// `limiter = <name>`:
@@ -28,6 +31,7 @@ pub const DRAINED_TOTAL: &str = "tollgate_drained_total";
 /// | `tollgate_waited_total` | counter | requests granted after queueing |
 /// | `tollgate_wait_seconds` | histogram | how long each of those waited |
 /// | `tollgate_drained_total` | counter | drains |
+/// | `tollgate_would_shed_total` | counter | requests a shadow-mode shedder would have shed (also admitted) |
 ///
 /// Counters count requests, not permits. The labels are the recorder's name and the
 /// reason, never the key, so the number of series is bounded. The handles are
@@ -67,6 +71,7 @@ pub struct MetricsRecorder {
     waited: Counter,
     wait_seconds: Histogram,
     drained: Counter,
+    would_shed: Counter,
 }
 
 impl MetricsRecorder {
@@ -92,6 +97,7 @@ impl MetricsRecorder {
             waited: label(WAITED_TOTAL),
             wait_seconds: metrics::histogram!(WAIT_SECONDS, "limiter" => name.clone()),
             drained: label(DRAINED_TOTAL),
+            would_shed: label(WOULD_SHED_TOTAL),
             name,
         }
     }
@@ -120,6 +126,11 @@ fn describe() {
         "Time waited by requests that queued."
     );
     metrics::describe_counter!(DRAINED_TOTAL, Unit::Count, "Drains of every permit left.");
+    metrics::describe_counter!(
+        WOULD_SHED_TOTAL,
+        Unit::Count,
+        "Requests admitted in shadow mode that a load shedder would have shed."
+    );
 }
 
 impl Listener for MetricsRecorder {
@@ -133,6 +144,10 @@ impl Listener for MetricsRecorder {
             }
             EventKind::Denied { reason, .. } => self.denied[reason.index()].increment(1),
             EventKind::Drained => self.drained.increment(1),
+            EventKind::WouldShed => {
+                self.admitted.increment(1);
+                self.would_shed.increment(1);
+            }
         }
     }
 }

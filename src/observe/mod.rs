@@ -69,6 +69,7 @@ mod metrics;
 #[cfg(feature = "metrics")]
 pub use self::metrics::{
     MetricsRecorder, ADMITTED_TOTAL, DENIED_TOTAL, DRAINED_TOTAL, WAITED_TOTAL, WAIT_SECONDS,
+    WOULD_SHED_TOTAL,
 };
 pub use event::{DenyReason, Event, EventKind};
 pub use events::{Events, Listener, Subscription};
