@@ -40,10 +40,7 @@ fn fleet_refuses_non_critical_at_80_and_admits_critical_up_to_100() {
     assert_eq!(fill(&fleet, &classes.parse("sheddable"), &mut slots), 80);
     assert_eq!(fleet.in_flight(), 80);
     for name in ["sheddable", "sheddable_plus"] {
-        let shed = fleet
-            .decide(&classes.parse(name))
-            .into_slot()
-            .unwrap_err();
+        let shed = fleet.decide(&classes.parse(name)).into_slot().unwrap_err();
         assert_eq!(shed.reason(), ShedReason::Reserved);
         assert_eq!(shed.class().name(), name);
     }
@@ -77,7 +74,10 @@ fn fleet_lets_critical_use_all_100_when_otherwise_idle() {
     drop(slots);
     assert_eq!(fleet.in_flight(), 0);
     let mut slots = Vec::new();
-    assert_eq!(fill(&fleet, &classes.parse("critical_plus"), &mut slots), 100);
+    assert_eq!(
+        fill(&fleet, &classes.parse("critical_plus"), &mut slots),
+        100
+    );
 }
 
 #[test]
@@ -115,7 +115,11 @@ fn fleet_clones_share_one_count_across_threads() {
         .into_iter()
         .flat_map(|h| h.join().unwrap())
         .collect();
-    assert_eq!(held.len(), 80, "no check-then-act: exactly the shared limit");
+    assert_eq!(
+        held.len(),
+        80,
+        "no check-then-act: exactly the shared limit"
+    );
     drop(held);
     assert_eq!(fleet.in_flight(), 0);
 }
@@ -185,14 +189,13 @@ fn utilisation_escalates_then_de_escalates_at_exact_times() {
 fn utilisation_measured_in_flight_sheds_from_the_lowest_class() {
     let classes = Classes::google();
     let clock = ManualClock::new();
-    let shedder =
-        UtilisationShedder::builder(classes.clone(), Measure::InFlight { capacity: 10 })
-            .shed_above(0.8)
-            .recover_below(0.3)
-            .escalate_after(ms(10))
-            .deescalate_after(ms(100))
-            .build_with_clock(clock.clone())
-            .unwrap();
+    let shedder = UtilisationShedder::builder(classes.clone(), Measure::InFlight { capacity: 10 })
+        .shed_above(0.8)
+        .recover_below(0.3)
+        .escalate_after(ms(10))
+        .deescalate_after(ms(100))
+        .build_with_clock(clock.clone())
+        .unwrap();
     let critical = classes.parse("critical");
     let mut slots = Vec::new();
     for _ in 0..8 {
@@ -202,13 +205,12 @@ fn utilisation_measured_in_flight_sheds_from_the_lowest_class() {
     // Each decision reads utilisation; the hold started with the 9th request.
     assert!(shedder.decide(&classes.lowest()).is_admitted());
     clock.advance(ms(10));
-    let shed = shedder
-        .decide(&classes.lowest())
-        .into_slot()
-        .unwrap_err();
+    let shed = shedder.decide(&classes.lowest()).into_slot().unwrap_err();
     assert_eq!(shed.reason(), ShedReason::Utilisation);
     assert_eq!(shed.retry_after(), Some(ms(100)));
-    assert!(shedder.decide(&classes.parse("sheddable_plus")).is_admitted());
+    assert!(shedder
+        .decide(&classes.parse("sheddable_plus"))
+        .is_admitted());
     clock.advance(ms(10));
     assert_eq!(shed_now(&shedder), [false, false, true, true]);
 
@@ -235,7 +237,9 @@ fn utilisation_never_sheds_a_class_before_every_lower_one() {
     // A deterministic wandering load: shed classes are always a suffix of the set.
     let mut x: u64 = 12345;
     for _ in 0..5_000 {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         clock.advance(ms(x >> 62));
         shedder.report((x >> 33) % 101, 100).unwrap();
         let shed = shed_now(&shedder);
@@ -425,7 +429,11 @@ fn one_switch_turns_every_shedder_off() {
     switch.set(Mode::Off);
     assert!(matches!(utilisation.decide(&low), ShedDecision::Admit(_)));
     assert!(matches!(fleet.decide(&low), ShedDecision::Admit(_)));
-    assert_eq!(utilisation.level(), 1, "the level is still tracked while off");
+    assert_eq!(
+        utilisation.level(),
+        1,
+        "the level is still tracked while off"
+    );
 
     let retry_after = Some(Duration::from_secs(10)); // the default de-escalation hold
     assert_eq!(
@@ -560,6 +568,9 @@ fn a_12x_surge_keeps_critical_available_with_the_utilisation_shedder() {
     let (critical, sheddable) = simulate(&shedder, &clock);
     println!("utilisation: critical {critical:?}, sheddable {sheddable:?}");
     assert!(critical.availability() >= 0.994, "{critical:?}");
-    assert_eq!(critical.shed, 0, "critical is shed only after both lower classes");
+    assert_eq!(
+        critical.shed, 0,
+        "critical is shed only after both lower classes"
+    );
     assert!(sheddable.shed > 0);
 }

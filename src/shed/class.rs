@@ -109,7 +109,7 @@ impl Classes {
     /// use tollgate::shed::Classes;
     ///
     /// let classes = Classes::google();
-    /// let names: Vec<&str> = classes.iter().map(|c| c.name()).collect();
+    /// let names: Vec<&str> = classes.names().collect();
     /// assert_eq!(names, ["critical_plus", "critical", "sheddable_plus", "sheddable"]);
     /// assert_eq!(classes.default_class().name(), "critical");
     /// ```
@@ -224,6 +224,21 @@ impl Classes {
     /// The classes, most critical first.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = Class> + '_ {
         (0..self.names.len()).map(|index| self.at(index))
+    }
+
+    /// The names, most critical first.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::shed::Classes;
+    ///
+    /// let classes = Classes::new(["user", "prefetch"])?;
+    /// assert_eq!(classes.names().collect::<Vec<_>>(), ["user", "prefetch"]);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn names(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
+        self.names.iter().map(|name| &**name)
     }
 
     fn at(&self, index: usize) -> Class {
@@ -364,7 +379,10 @@ mod tests {
         );
         assert_eq!(Classes::new(["x", ""]).unwrap_err().parameter(), "classes");
         assert_eq!(
-            Classes::google().with_default("gold").unwrap_err().parameter(),
+            Classes::google()
+                .with_default("gold")
+                .unwrap_err()
+                .parameter(),
             "default_class"
         );
     }

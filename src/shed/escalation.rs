@@ -53,8 +53,7 @@ impl Escalation {
         if utilisation >= self.high {
             match self.trend {
                 Trend::Above(since) => {
-                    if self.level < self.max_level && now.saturating_since(since) >= self.up_after
-                    {
+                    if self.level < self.max_level && now.saturating_since(since) >= self.up_after {
                         self.level += 1;
                         self.trend = Trend::Above(now);
                     }

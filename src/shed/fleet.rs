@@ -85,7 +85,11 @@ impl FleetShedder {
     /// );
     /// # Ok::<(), ConfigError>(())
     /// ```
-    pub fn new(classes: Classes, capacity: u64, reserved: f64) -> Result<FleetShedder, ConfigError> {
+    pub fn new(
+        classes: Classes,
+        capacity: u64,
+        reserved: f64,
+    ) -> Result<FleetShedder, ConfigError> {
         FleetShedder::with_counter(classes, capacity, reserved, LocalUsage::new())
     }
 }

@@ -136,7 +136,9 @@ mod tests {
         let taken: u64 = (0..4)
             .map(|_| {
                 let usage = Arc::clone(&usage);
-                std::thread::spawn(move || (0..1000).filter(|_| usage.try_take(100).is_some()).count() as u64)
+                std::thread::spawn(move || {
+                    (0..1000).filter(|_| usage.try_take(100).is_some()).count() as u64
+                })
             })
             .collect::<Vec<_>>()
             .into_iter()

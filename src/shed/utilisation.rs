@@ -231,7 +231,11 @@ impl<C: Clock> Shedder for UtilisationShedder<C> {
         let decision = if !shed || mode == Mode::Off {
             ShedDecision::Admit(self.slot())
         } else {
-            let shed = Shed::new(class.clone(), ShedReason::Utilisation, Some(self.retry_after));
+            let shed = Shed::new(
+                class.clone(),
+                ShedReason::Utilisation,
+                Some(self.retry_after),
+            );
             if mode == Mode::Shadow {
                 ShedDecision::WouldShed {
                     slot: self.slot(),
@@ -370,7 +374,10 @@ impl UtilisationBuilder {
     ///     ConfigError::OutOfRange { parameter: "recover_below", expected: "below shed_above" }
     /// );
     /// ```
-    pub fn build_with_clock<C: Clock>(self, clock: C) -> Result<UtilisationShedder<C>, ConfigError> {
+    pub fn build_with_clock<C: Clock>(
+        self,
+        clock: C,
+    ) -> Result<UtilisationShedder<C>, ConfigError> {
         if self.classes.len() < 2 {
             return Err(ConfigError::OutOfRange {
                 parameter: "classes",
@@ -503,7 +510,10 @@ mod tests {
                 parameter: "shed_above"
             }
         );
-        assert_eq!(err(builder().recover_below(-0.1)).parameter(), "recover_below");
+        assert_eq!(
+            err(builder().recover_below(-0.1)).parameter(),
+            "recover_below"
+        );
         assert_eq!(
             err(builder().shed_above(0.7).recover_below(0.8)).parameter(),
             "recover_below"
@@ -543,14 +553,12 @@ mod tests {
     fn extremes_decide_without_panicking() {
         let classes = Classes::google();
         let clock = ManualClock::starting_at(crate::time::Nanos::MAX - Duration::from_secs(1));
-        let shedder = UtilisationShedder::builder(
-            classes.clone(),
-            Measure::InFlight { capacity: u64::MAX },
-        )
-        .escalate_after(Duration::MAX)
-        .deescalate_after(Duration::MAX)
-        .build_with_clock(clock.clone())
-        .unwrap();
+        let shedder =
+            UtilisationShedder::builder(classes.clone(), Measure::InFlight { capacity: u64::MAX })
+                .escalate_after(Duration::MAX)
+                .deescalate_after(Duration::MAX)
+                .build_with_clock(clock.clone())
+                .unwrap();
         let slot = shedder.decide(&classes.lowest());
         assert!(slot.is_admitted());
         clock.advance(Duration::MAX);
