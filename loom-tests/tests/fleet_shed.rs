@@ -6,14 +6,17 @@ use loom::thread;
 use tollgate::shed::{Classes, FleetShedder, Shedder};
 
 /// Two non-critical requests race for the last shared slot while a critical one
-/// takes from the reserve: exactly one of the two wins, the critical one always does.
+/// comes in: the critical one always gets a slot, and at most one of the two
+/// non-critical ones does (none if the critical one took the shared slot first).
 #[test]
 fn racing_requests_take_no_more_than_their_limits() {
     loom::model(|| {
         let classes = Classes::google();
-        // 3 slots, 1 reserved: 2 shared, of which one is taken.
-        let fleet = FleetShedder::new(classes.clone(), 3, 0.34).unwrap();
-        let held = fleet.decide(&classes.lowest()).into_slot().unwrap();
+        // 4 slots, 1 reserved: 3 shared, of which two are taken.
+        let fleet = FleetShedder::new(classes.clone(), 4, 0.25).unwrap();
+        let held: Vec<_> = (0..2)
+            .map(|_| fleet.decide(&classes.lowest()).into_slot().unwrap())
+            .collect();
         let racers: Vec<_> = (0..2)
             .map(|_| {
                 let fleet = fleet.clone();
@@ -27,8 +30,8 @@ fn racing_requests_take_no_more_than_their_limits() {
             .filter_map(|racer| racer.join().unwrap())
             .collect();
         assert!(critical.is_ok());
-        assert_eq!(won.len(), 1);
-        assert_eq!(fleet.in_flight(), 3);
+        assert!(won.len() <= 1);
+        assert_eq!(fleet.in_flight(), 3 + won.len() as u64);
         drop((held, won, critical));
         assert_eq!(fleet.in_flight(), 0);
     });
