@@ -46,6 +46,19 @@ pub enum ShedDecision<S> {
 
 impl<S> ShedDecision<S> {
     /// Whether the request may run (`Admit` or `WouldShed`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::shed::{Classes, FleetShedder, Mode, ModeSwitch, Shedder};
+    ///
+    /// let classes = Classes::google();
+    /// let fleet = FleetShedder::new(classes.clone(), 1, 1.0)?
+    ///     .with_mode(ModeSwitch::new(Mode::Shadow));
+    /// let decision = fleet.decide(&classes.lowest()); // all reserved: would shed
+    /// assert!(decision.is_admitted() && decision.would_shed());
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn is_admitted(&self) -> bool {
         !matches!(self, ShedDecision::Shed(_))
     }
@@ -88,6 +101,21 @@ impl<S> ShedDecision<S> {
     }
 
     /// The event a listener sees for this decision.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::observe::{DenyReason, EventKind};
+    /// use tollgate::shed::{Classes, FleetShedder, Shedder};
+    ///
+    /// let classes = Classes::google();
+    /// let fleet = FleetShedder::new(classes.clone(), 1, 1.0)?;
+    /// assert_eq!(
+    ///     fleet.decide(&classes.lowest()).event_kind(),
+    ///     EventKind::Denied { reason: DenyReason::Shed, retry_after: None },
+    /// );
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn event_kind(&self) -> EventKind {
         match self {
             ShedDecision::Admit(_) => EventKind::Admitted,
@@ -130,7 +158,18 @@ pub struct Shed {
 }
 
 impl Shed {
-    /// A refusal of `class` for `reason`, with a `retry_after` hint.
+    /// A refusal of `class` for `reason`, with a `retry_after` hint: for shedders
+    /// written outside this crate.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::shed::{Classes, Shed, ShedReason};
+    ///
+    /// let shed = Shed::new(Classes::google().lowest(), ShedReason::Utilisation, Some(Duration::from_secs(5)));
+    /// assert_eq!(shed.to_string(), "class sheddable shed (utilisation), retry after 5s");
+    /// ```
     pub fn new(class: Class, reason: ShedReason, retry_after: Option<Duration>) -> Shed {
         Shed {
             class,

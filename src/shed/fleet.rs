@@ -192,6 +192,26 @@ impl<U: UsageCounter> FleetShedder<U> {
 
     /// The same shedder, emitting one event per decision into `events`, keyed by
     /// the class name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use tollgate::observe::{Event, EventKind, Events};
+    /// use tollgate::shed::{Classes, FleetShedder, Shedder};
+    ///
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let events = Events::new("fleet");
+    /// let _subscription = events.subscribe({
+    ///     let seen = Arc::clone(&seen);
+    ///     move |e: &Event<'_>| seen.lock().unwrap().push((e.key.unwrap().to_owned(), e.kind))
+    /// });
+    /// let classes = Classes::google();
+    /// let fleet = FleetShedder::new(classes.clone(), 10, 0.2)?.with_events(events);
+    /// let _slot = fleet.decide(&classes.parse("critical"));
+    /// assert_eq!(*seen.lock().unwrap(), [("critical".to_owned(), EventKind::Admitted)]);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn with_events(self, events: Events) -> FleetShedder<U> {
         FleetShedder {
             events: Some(events),
@@ -201,6 +221,20 @@ impl<U: UsageCounter> FleetShedder<U> {
 
     /// The same shedder, hinting `retry_after` in its refusals (`None` by default:
     /// a slot comes back when a request ends, which the shedder cannot foresee).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::shed::{Classes, FleetShedder, Shedder};
+    ///
+    /// let classes = Classes::google();
+    /// let fleet = FleetShedder::new(classes.clone(), 1, 1.0)?
+    ///     .with_retry_after(Some(Duration::from_secs(2)));
+    /// let shed = fleet.decide(&classes.lowest()).into_slot().unwrap_err();
+    /// assert_eq!(shed.retry_after(), Some(Duration::from_secs(2)));
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn with_retry_after(self, retry_after: Option<Duration>) -> FleetShedder<U> {
         FleetShedder {
             retry_after,

@@ -124,6 +124,19 @@ impl UtilisationShedder {
 
 impl<C: Clock> UtilisationShedder<C> {
     /// The same shedder, following `mode` (shadow mode, kill switch).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::shed::{Classes, Measure, Mode, ModeSwitch, UtilisationShedder};
+    ///
+    /// let switch = ModeSwitch::new(Mode::Shadow);
+    /// let shedder = UtilisationShedder::builder(Classes::google(), Measure::Reported)
+    ///     .build()?
+    ///     .with_mode(switch.clone());
+    /// assert_eq!(shedder.mode().get(), Mode::Shadow);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn with_mode(self, mode: ModeSwitch) -> UtilisationShedder<C> {
         UtilisationShedder { mode, ..self }
     }
@@ -178,6 +191,18 @@ impl<C: Clock> UtilisationShedder<C> {
     }
 
     /// Utilisation now: in flight over capacity, or the last report (0 before any).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::shed::{Classes, Measure, Shedder, UtilisationShedder};
+    ///
+    /// let classes = Classes::google();
+    /// let shedder = UtilisationShedder::builder(classes.clone(), Measure::InFlight { capacity: 4 }).build()?;
+    /// let _slot = shedder.decide(&classes.highest());
+    /// assert_eq!(shedder.utilisation(), 0.25);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn utilisation(&self) -> f64 {
         match self.measure {
             Measure::InFlight { capacity } => self.in_flight() as f64 / capacity as f64,
