@@ -22,6 +22,8 @@
 //!   (module `config`, feature `config`).
 //! - **Shaping** ([`shape`]): streams throttled per item or by cost, and tokio /
 //!   futures-io readers and writers held to bytes per second.
+//! - **Load shedding** ([`shed`]): criticality classes, Stripe's fleet-usage and
+//!   worker-utilisation shedders, shadow mode and a kill switch.
 //! - **Observability** ([`observe`]): events to subscribe to, `metrics` counters
 //!   (feature `metrics`) and `tracing` spans.
 //!
@@ -67,6 +69,7 @@ mod permits;
 mod quota;
 pub mod semaphore;
 pub mod shape;
+pub mod shed;
 pub mod store;
 mod sync;
 mod table;

@@ -45,3 +45,20 @@ fn answers_are_send_and_sync() {
     send_sync::<Reservation>();
     send_sync::<ConfigError>();
 }
+
+#[test]
+fn shedders_slots_and_decisions_are_send_and_sync() {
+    use tollgate::shed::{
+        Classes, FleetShedder, FleetSlot, ModeSwitch, Shed, ShedDecision, UtilisationShedder,
+        UtilisationSlot,
+    };
+    send_sync::<Classes>();
+    send_sync::<ModeSwitch>();
+    send_sync::<FleetShedder>();
+    send_sync::<FleetSlot>();
+    send_sync::<UtilisationShedder>();
+    send_sync::<UtilisationShedder<ManualClock>>();
+    send_sync::<UtilisationSlot>();
+    send_sync::<ShedDecision<FleetSlot>>();
+    send_sync::<Shed>();
+}

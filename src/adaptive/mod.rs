@@ -38,9 +38,9 @@ mod acquire;
 pub mod limit;
 mod limiter;
 mod mode;
-mod permit;
-pub mod partition;
 pub mod outbound;
+pub mod partition;
+mod permit;
 mod sample;
 mod source;
 

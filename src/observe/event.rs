@@ -103,6 +103,7 @@ impl fmt::Display for Event<'_> {
                 f,
                 "finished ({outcome}) after {rtt:?}, {inflight} in flight"
             ),
+            EventKind::WouldShed => f.write_str("admitted, would have been shed"),
         }
     }
 }
@@ -163,6 +164,10 @@ pub enum EventKind {
         /// Requests still in flight once it gave its permit back.
         inflight: u64,
     },
+    /// Admitted by a load shedder in shadow mode that would have shed it
+    /// ([`Mode::Shadow`](crate::shed::Mode::Shadow)); the event's key is the
+    /// request's criticality class.
+    WouldShed,
 }
 
 impl EventKind {
@@ -223,7 +228,10 @@ impl EventKind {
 
     /// Whether the permits were granted (at once or after a wait).
     pub fn is_admitted(&self) -> bool {
-        matches!(self, EventKind::Admitted | EventKind::Waited { .. })
+        matches!(
+            self,
+            EventKind::Admitted | EventKind::Waited { .. } | EventKind::WouldShed
+        )
     }
 
     /// Whether the permits were refused.
@@ -315,16 +323,19 @@ pub enum DenyReason {
     TimedOut,
     /// A bounded queue was full.
     QueueFull,
+    /// A load shedder ([`shed`](crate::shed)) refused the request's criticality class.
+    Shed,
 }
 
 impl DenyReason {
     /// Every reason, in declaration order.
-    pub const ALL: [DenyReason; 5] = [
+    pub const ALL: [DenyReason; 6] = [
         DenyReason::Limited,
         DenyReason::Insufficient,
         DenyReason::Closed,
         DenyReason::TimedOut,
         DenyReason::QueueFull,
+        DenyReason::Shed,
     ];
 
     /// The reason in `snake_case`, as metrics label it.
@@ -335,6 +346,7 @@ impl DenyReason {
             DenyReason::Closed => "closed",
             DenyReason::TimedOut => "timed_out",
             DenyReason::QueueFull => "queue_full",
+            DenyReason::Shed => "shed",
         }
     }
 
@@ -347,6 +359,7 @@ impl DenyReason {
             DenyReason::Closed => 2,
             DenyReason::TimedOut => 3,
             DenyReason::QueueFull => 4,
+            DenyReason::Shed => 5,
         }
     }
 }

@@ -27,6 +27,9 @@ pub const FINISHED_TOTAL: &str = "tollgate_finished_total";
 /// How long each request that ended with a sample (success or drop) held its
 /// permit, in seconds.
 pub const RTT_SECONDS: &str = "tollgate_rtt_seconds";
+/// Requests a load shedder in shadow mode admitted but would have shed
+/// ([`EventKind::WouldShed`]; also counted as admitted).
+pub const WOULD_SHED_TOTAL: &str = "tollgate_would_shed_total";
 
 /// A [`Listener`] that counts events through the [`metrics`] facade, labelled
 /// `limiter = <name>`:
@@ -45,6 +48,7 @@ pub const RTT_SECONDS: &str = "tollgate_rtt_seconds";
 ///
 /// Rejections by an adaptive limiter are `tollgate_denied_total`, as for any
 /// limiter.
+/// | `tollgate_would_shed_total` | counter | requests a shadow-mode shedder would have shed (also admitted) |
 ///
 /// Counters count requests, not permits. The labels are the recorder's name and the
 /// reason, never the key, so the number of series is bounded. The handles are
@@ -88,6 +92,7 @@ pub struct MetricsRecorder {
     inflight: Gauge,
     finished: [Counter; Outcome::ALL.len()],
     rtt_seconds: Histogram,
+    would_shed: Counter,
 }
 
 impl MetricsRecorder {
@@ -119,6 +124,7 @@ impl MetricsRecorder {
                 metrics::counter!(FINISHED_TOTAL, "limiter" => name.clone(), "outcome" => outcome.as_str())
             }),
             rtt_seconds: metrics::histogram!(RTT_SECONDS, "limiter" => name.clone()),
+            would_shed: label(WOULD_SHED_TOTAL),
             name,
         }
     }
@@ -167,6 +173,11 @@ fn describe() {
         Unit::Seconds,
         "Time each request ending in success or drop held its permit."
     );
+    metrics::describe_counter!(
+        WOULD_SHED_TOTAL,
+        Unit::Count,
+        "Requests admitted in shadow mode that a load shedder would have shed."
+    );
 }
 
 impl Listener for MetricsRecorder {
@@ -192,6 +203,10 @@ impl Listener for MetricsRecorder {
                 if outcome != Outcome::Ignored {
                     self.rtt_seconds.record(rtt.as_secs_f64());
                 }
+            }
+            EventKind::WouldShed => {
+                self.admitted.increment(1);
+                self.would_shed.increment(1);
             }
         }
     }

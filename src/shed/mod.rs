@@ -1,0 +1,52 @@
+//! Load shedding: when the service is overloaded, refuse the least critical work
+//! first.
+//!
+//! - **Classes** ([`Classes`], [`Class`]): ordered criticality names, by default
+//!   Google's `critical_plus > critical > sheddable_plus > sheddable`, parsed from a
+//!   request's label with a documented default for missing or unknown ones.
+//! - **[`FleetShedder`]** (Stripe's fleet-usage shedder): a capacity with a share
+//!   reserved for critical classes, counted by a lock-free [`UsageCounter`].
+//! - **[`UtilisationShedder`]** (Stripe's worker-utilisation shedder): sheds the
+//!   least critical class first and one more after each hold while utilisation stays
+//!   high; recovers one class at a time, more slowly, below a lower threshold.
+//! - **[`system`]**: Sentinel's system rule, from CPU, load and in-flight readings.
+//! - **Modes** ([`ModeSwitch`]): every shedder can run in shadow mode (reports what it
+//!   would have shed, sheds nothing) and has a kill switch, both settable at run
+//!   time.
+//!
+//! Every shedder implements [`Shedder`]: `decide(&class)` answers a
+//! [`ShedDecision`] at once, without waiting, and an admitted request holds its slot
+//! until it finishes. Attach an [`Events`](crate::observe::Events) hub to see one
+//! event per decision, keyed by the class name: `Admitted`,
+//! `Denied { reason: Shed, .. }` or `WouldShed`.
+//!
+//! # Examples
+//!
+//! ```
+//! use tollgate::shed::{Classes, FleetShedder, ShedDecision, Shedder};
+//!
+//! let classes = Classes::google();
+//! let fleet = FleetShedder::new(classes.clone(), 100, 0.2)?;
+//! match fleet.decide(&classes.parse("sheddable")) {
+//!     ShedDecision::Admit(_slot) => { /* run the request while `_slot` lives */ }
+//!     ShedDecision::WouldShed { slot: _slot, .. } => { /* shadow mode: run it too */ }
+//!     ShedDecision::Shed(shed) => println!("503: {shed}"),
+//! }
+//! # Ok::<(), tollgate::ConfigError>(())
+//! ```
+
+mod class;
+mod decision;
+mod escalation;
+mod fleet;
+mod mode;
+pub mod system;
+mod usage;
+mod utilisation;
+
+pub use class::{Class, Classes};
+pub use decision::{Shed, ShedDecision, ShedReason, Shedder};
+pub use fleet::{FleetShedder, FleetSlot};
+pub use mode::{Mode, ModeSwitch};
+pub use usage::{LocalUsage, UsageCounter};
+pub use utilisation::{Measure, UtilisationBuilder, UtilisationShedder, UtilisationSlot};

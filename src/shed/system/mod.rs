@@ -1,0 +1,1 @@
+//! System adaptive protection (Sentinel's system rule).

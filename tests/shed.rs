@@ -1,0 +1,576 @@
+//! Load shedding: the fleet shedder's reserve at exact counts, the utilisation
+//! shedder's escalation and de-escalation at exact times on a manual clock, shadow
+//! mode and the kill switch, events per class, and a 12× surge of the least critical
+//! class against a service of fixed capacity, simulated tick by tick.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tollgate::observe::{DenyReason, Event, EventKind, Events};
+use tollgate::shed::{
+    Class, Classes, FleetShedder, Measure, Mode, ModeSwitch, ShedDecision, ShedReason, Shedder,
+    UtilisationShedder,
+};
+use tollgate::time::{ManualClock, Nanos};
+use tollgate::ConfigError;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Decides for `class` until refused; answers the slots taken.
+fn fill<S: Shedder>(shedder: &S, class: &Class, slots: &mut Vec<S::Slot>) -> usize {
+    let before = slots.len();
+    while let Ok(slot) = shedder.decide(class).into_slot() {
+        slots.push(slot);
+        assert!(slots.len() <= 1_000, "never refused");
+    }
+    slots.len() - before
+}
+
+// ---- Fleet-usage shedder -------------------------------------------------------
+
+#[test]
+fn fleet_refuses_non_critical_at_80_and_admits_critical_up_to_100() {
+    let classes = Classes::google();
+    let fleet = FleetShedder::new(classes.clone(), 100, 0.2).unwrap();
+    let mut slots = Vec::new();
+
+    assert_eq!(fill(&fleet, &classes.parse("sheddable"), &mut slots), 80);
+    assert_eq!(fleet.in_flight(), 80);
+    for name in ["sheddable", "sheddable_plus"] {
+        let shed = fleet.decide(&classes.parse(name)).into_slot().unwrap_err();
+        assert_eq!(shed.reason(), ShedReason::Reserved);
+        assert_eq!(shed.class().name(), name);
+    }
+    // The reserve: critical classes take the last 20.
+    assert_eq!(fill(&fleet, &classes.parse("critical"), &mut slots), 20);
+    assert_eq!(fleet.in_flight(), 100);
+    let shed = fleet
+        .decide(&classes.parse("critical_plus"))
+        .into_slot()
+        .unwrap_err();
+    assert_eq!(shed.reason(), ShedReason::Full);
+
+    // One non-critical request ends: still 99 in flight, above 80, so non-critical
+    // stays refused while critical gets the freed slot.
+    slots.truncate(99);
+    assert!(!fleet.decide(&classes.lowest()).is_admitted());
+    assert_eq!(fill(&fleet, &classes.parse("critical_plus"), &mut slots), 1);
+
+    // Back under 80: non-critical is admitted again, up to 80.
+    slots.truncate(70);
+    assert_eq!(fill(&fleet, &classes.lowest(), &mut slots), 10);
+}
+
+#[test]
+fn fleet_lets_critical_use_all_100_when_otherwise_idle() {
+    let classes = Classes::google();
+    let fleet = FleetShedder::new(classes.clone(), 100, 0.2).unwrap();
+    let mut slots = Vec::new();
+    assert_eq!(fill(&fleet, &classes.parse("critical"), &mut slots), 100);
+    assert!(!fleet.decide(&classes.lowest()).is_admitted());
+    drop(slots);
+    assert_eq!(fleet.in_flight(), 0);
+    let mut slots = Vec::new();
+    assert_eq!(
+        fill(&fleet, &classes.parse("critical_plus"), &mut slots),
+        100
+    );
+}
+
+#[test]
+fn fleet_critical_classes_are_configurable() {
+    let classes = Classes::google();
+    let fleet = FleetShedder::new(classes.clone(), 10, 0.5)
+        .unwrap()
+        .with_critical(["CRITICAL_PLUS"])
+        .unwrap();
+    let mut slots = Vec::new();
+    assert_eq!(fill(&fleet, &classes.parse("critical"), &mut slots), 5);
+    assert_eq!(fill(&fleet, &classes.parse("critical_plus"), &mut slots), 5);
+}
+
+#[test]
+fn fleet_clones_share_one_count_across_threads() {
+    let classes = Classes::google();
+    let fleet = FleetShedder::new(classes.clone(), 100, 0.2).unwrap();
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let fleet = fleet.clone();
+            let low = classes.lowest();
+            std::thread::spawn(move || {
+                let mut held = Vec::new();
+                for _ in 0..200 {
+                    if let Ok(slot) = fleet.decide(&low).into_slot() {
+                        held.push(slot);
+                    }
+                }
+                held
+            })
+        })
+        .collect();
+    let held: Vec<_> = handles
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    assert_eq!(
+        held.len(),
+        80,
+        "no check-then-act: exactly the shared limit"
+    );
+    drop(held);
+    assert_eq!(fleet.in_flight(), 0);
+}
+
+// ---- Worker-utilisation shedder ------------------------------------------------
+
+/// Which classes `shedder` sheds now, most critical first (probing with slots that
+/// are dropped at once).
+fn shed_now<S: Shedder>(shedder: &S) -> Vec<bool> {
+    let classes = shedder.classes().clone();
+    classes
+        .iter()
+        .map(|class| !shedder.decide(&class).is_admitted())
+        .collect()
+}
+
+#[test]
+fn utilisation_escalates_then_de_escalates_at_exact_times() {
+    let classes = Classes::google();
+    let clock = ManualClock::new();
+    let shedder = UtilisationShedder::builder(classes.clone(), Measure::Reported)
+        .shed_above(0.9)
+        .recover_below(0.5)
+        .escalate_after(ms(100))
+        .deescalate_after(ms(1_000))
+        .build_with_clock(clock.clone())
+        .unwrap();
+    let at = |t: u64| {
+        clock.set(Nanos::new(t * 1_000_000));
+    };
+    // (time in ms, busy out of 100, expected level after the report)
+    let timeline: &[(u64, u64, usize)] = &[
+        (0, 95, 0),
+        (99, 95, 0),
+        (100, 95, 1),
+        (150, 95, 1),
+        (199, 99, 1),
+        (200, 90, 2),
+        (300, 100, 3),
+        (400, 100, 3), // the most critical class is never shed
+        (450, 70, 3),  // between the thresholds: hold
+        (500, 50, 3),  // at the low threshold: the slow hold starts
+        (1_499, 10, 3),
+        (1_500, 10, 2),
+        (1_600, 60, 2), // a bump between the thresholds restarts the hold
+        (1_700, 10, 2),
+        (2_699, 10, 2),
+        (2_700, 10, 1),
+        (3_000, 95, 1), // high again: escalation starts over
+        (3_100, 95, 2),
+        (3_200, 40, 2),
+        (4_200, 40, 1),
+        (5_200, 40, 0),
+        (9_000, 0, 0),
+    ];
+    for &(t, busy, level) in timeline {
+        at(t);
+        shedder.report(busy, 100).unwrap();
+        assert_eq!(shedder.level(), level, "at {t} ms, {busy}% busy");
+        let shed = shed_now(&shedder);
+        let expected: Vec<bool> = (0..4).map(|i| i >= 4 - level).collect();
+        assert_eq!(shed, expected, "at {t} ms");
+    }
+}
+
+#[test]
+fn utilisation_measured_in_flight_sheds_from_the_lowest_class() {
+    let classes = Classes::google();
+    let clock = ManualClock::new();
+    let shedder = UtilisationShedder::builder(classes.clone(), Measure::InFlight { capacity: 10 })
+        .shed_above(0.8)
+        .recover_below(0.3)
+        .escalate_after(ms(10))
+        .deescalate_after(ms(100))
+        .build_with_clock(clock.clone())
+        .unwrap();
+    let critical = classes.parse("critical");
+    let mut slots = Vec::new();
+    for _ in 0..8 {
+        slots.push(shedder.decide(&critical).into_slot().unwrap());
+    }
+    assert_eq!(shedder.utilisation(), 0.8);
+    // Each decision reads utilisation; the hold started with the 9th request.
+    assert!(shedder.decide(&classes.lowest()).is_admitted());
+    clock.advance(ms(10));
+    let shed = shedder.decide(&classes.lowest()).into_slot().unwrap_err();
+    assert_eq!(shed.reason(), ShedReason::Utilisation);
+    assert_eq!(shed.retry_after(), Some(ms(100)));
+    assert!(shedder
+        .decide(&classes.parse("sheddable_plus"))
+        .is_admitted());
+    clock.advance(ms(10));
+    assert_eq!(shed_now(&shedder), [false, false, true, true]);
+
+    // Requests finish: 2 of 10 in flight, below 0.3.
+    slots.truncate(2);
+    assert_eq!(shed_now(&shedder), [false, false, true, true]);
+    clock.advance(ms(100));
+    assert_eq!(shed_now(&shedder), [false, false, false, true]);
+    clock.advance(ms(100));
+    assert_eq!(shed_now(&shedder), [false, false, false, false]);
+}
+
+#[test]
+fn utilisation_never_sheds_a_class_before_every_lower_one() {
+    let classes = Classes::new(["a", "b", "c", "d", "e", "f"]).unwrap();
+    let clock = ManualClock::new();
+    let shedder = UtilisationShedder::builder(classes.clone(), Measure::Reported)
+        .shed_above(0.8)
+        .recover_below(0.4)
+        .escalate_after(ms(3))
+        .deescalate_after(ms(7))
+        .build_with_clock(clock.clone())
+        .unwrap();
+    // A deterministic wandering load: shed classes are always a suffix of the set.
+    let mut x: u64 = 12345;
+    for _ in 0..5_000 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        clock.advance(ms(x >> 62));
+        shedder.report((x >> 33) % 101, 100).unwrap();
+        let shed = shed_now(&shedder);
+        let first = shed.iter().position(|&s| s).unwrap_or(shed.len());
+        assert!(shed[first..].iter().all(|&s| s), "{shed:?}");
+        assert!(!shed[0], "the most critical class is never shed");
+    }
+}
+
+#[test]
+fn utilisation_bad_input_and_extremes() {
+    let classes = Classes::google();
+    let b = || UtilisationShedder::builder(classes.clone(), Measure::Reported);
+    let clock = ManualClock::new();
+    assert_eq!(
+        b().escalate_after(Duration::ZERO)
+            .build_with_clock(clock.clone())
+            .unwrap_err(),
+        ConfigError::Zero {
+            parameter: "escalate_after"
+        }
+    );
+    assert_eq!(
+        b().shed_above(f64::NAN)
+            .build_with_clock(clock.clone())
+            .unwrap_err(),
+        ConfigError::NotANumber {
+            parameter: "shed_above"
+        }
+    );
+    assert_eq!(
+        b().shed_above(0.6)
+            .recover_below(0.6)
+            .build_with_clock(clock.clone())
+            .unwrap_err(),
+        ConfigError::OutOfRange {
+            parameter: "recover_below",
+            expected: "below shed_above"
+        }
+    );
+    let endless = b()
+        .escalate_after(Duration::MAX)
+        .deescalate_after(Duration::MAX)
+        .build_with_clock(clock.clone())
+        .unwrap();
+    endless.report(u64::MAX, u64::MAX).unwrap();
+    clock.advance(Duration::MAX);
+    endless.report(u64::MAX, 1).unwrap();
+    assert_eq!(endless.level(), 0);
+    assert!(endless.decide(&classes.lowest()).is_admitted());
+}
+
+#[test]
+fn fleet_bad_input_is_typed() {
+    let classes = Classes::google();
+    assert_eq!(
+        FleetShedder::new(classes.clone(), 100, f64::NAN).unwrap_err(),
+        ConfigError::NotANumber {
+            parameter: "reserved"
+        }
+    );
+    for bad in [-0.01, 1.01, f64::INFINITY] {
+        assert_eq!(
+            FleetShedder::new(classes.clone(), 100, bad)
+                .unwrap_err()
+                .parameter(),
+            "reserved"
+        );
+    }
+    assert!(Classes::new(Vec::<String>::new()).is_err());
+    assert!(Classes::new(["critical", "Critical"]).is_err());
+    // The extremes decide.
+    let huge = FleetShedder::new(classes.clone(), u64::MAX, 1.0).unwrap();
+    assert_eq!(huge.shared_limit(), 0);
+    assert!(!huge.decide(&classes.lowest()).is_admitted());
+    assert!(huge.decide(&classes.highest()).is_admitted());
+}
+
+// ---- Modes and events ----------------------------------------------------------
+
+#[derive(Clone, Default)]
+struct Log(Arc<Mutex<Vec<(String, EventKind)>>>);
+
+impl Log {
+    fn attach(&self, events: &Events) -> tollgate::observe::Subscription {
+        let log = self.clone();
+        events.subscribe(move |event: &Event<'_>| {
+            log.0
+                .lock()
+                .unwrap()
+                .push((event.key.unwrap_or("").to_owned(), event.kind));
+        })
+    }
+
+    fn take(&self) -> Vec<(String, EventKind)> {
+        std::mem::take(&mut self.0.lock().unwrap())
+    }
+}
+
+#[test]
+fn shadow_mode_sheds_nothing_and_reports_what_it_would_have() {
+    let classes = Classes::google();
+    let switch = ModeSwitch::new(Mode::Shadow);
+    let events = Events::new("fleet");
+    let log = Log::default();
+    let _subscription = log.attach(&events);
+    // 3 in flight at most, 2 of them reserved.
+    let fleet = FleetShedder::new(classes.clone(), 3, 0.5)
+        .unwrap()
+        .with_mode(switch.clone())
+        .with_events(events);
+    let low = classes.lowest();
+
+    let a = fleet.decide(&low);
+    let b = fleet.decide(&low);
+    let c = fleet.decide(&classes.highest());
+    assert!(matches!(a, ShedDecision::Admit(_)));
+    assert!(matches!(b, ShedDecision::WouldShed { .. }));
+    assert!(matches!(c, ShedDecision::Admit(_)));
+    let d = fleet.decide(&classes.highest());
+    assert!(d.is_admitted() && d.would_shed());
+    assert_eq!(d.shed().map(|s| s.reason()), Some(ShedReason::Full));
+    assert_eq!(fleet.in_flight(), 4, "shadow-admitted requests still count");
+    assert_eq!(
+        log.take(),
+        [
+            ("sheddable".to_owned(), EventKind::Admitted),
+            ("sheddable".to_owned(), EventKind::WouldShed),
+            ("critical_plus".to_owned(), EventKind::Admitted),
+            ("critical_plus".to_owned(), EventKind::WouldShed),
+        ]
+    );
+
+    // Enforcing: refused, with a `Denied { Shed }` event.
+    switch.set(Mode::Enforce);
+    assert!(!fleet.decide(&low).is_admitted());
+    // The kill switch: everything admitted, nothing reported as shed.
+    switch.set(Mode::Off);
+    let e = fleet.decide(&low);
+    assert!(matches!(e, ShedDecision::Admit(_)));
+    assert_eq!(
+        log.take(),
+        [
+            (
+                "sheddable".to_owned(),
+                EventKind::Denied {
+                    reason: DenyReason::Shed,
+                    retry_after: None
+                }
+            ),
+            ("sheddable".to_owned(), EventKind::Admitted),
+        ]
+    );
+    drop((a, b, c, d, e));
+    assert_eq!(fleet.in_flight(), 0);
+}
+
+#[test]
+fn one_switch_turns_every_shedder_off() {
+    let classes = Classes::google();
+    let clock = ManualClock::new();
+    let switch = ModeSwitch::default();
+    let events = Events::new("utilisation");
+    let log = Log::default();
+    let _subscription = log.attach(&events);
+    let utilisation = UtilisationShedder::builder(classes.clone(), Measure::Reported)
+        .escalate_after(ms(1))
+        .build_with_clock(clock.clone())
+        .unwrap()
+        .with_mode(switch.clone())
+        .with_events(events);
+    let fleet = FleetShedder::new(classes.clone(), 1, 1.0)
+        .unwrap()
+        .with_mode(switch.clone());
+    utilisation.report(100, 100).unwrap();
+    clock.advance(ms(1));
+    utilisation.report(100, 100).unwrap();
+    let low = classes.lowest();
+    assert!(!utilisation.decide(&low).is_admitted());
+    assert!(!fleet.decide(&low).is_admitted());
+
+    switch.set(Mode::Shadow);
+    let would = utilisation.decide(&low);
+    assert!(would.is_admitted() && would.would_shed());
+    drop(would);
+
+    switch.set(Mode::Off);
+    assert!(matches!(utilisation.decide(&low), ShedDecision::Admit(_)));
+    assert!(matches!(fleet.decide(&low), ShedDecision::Admit(_)));
+    assert_eq!(
+        utilisation.level(),
+        1,
+        "the level is still tracked while off"
+    );
+
+    let retry_after = Some(Duration::from_secs(10)); // the default de-escalation hold
+    assert_eq!(
+        log.take(),
+        [
+            (
+                "sheddable".to_owned(),
+                EventKind::Denied {
+                    reason: DenyReason::Shed,
+                    retry_after
+                }
+            ),
+            ("sheddable".to_owned(), EventKind::WouldShed),
+            ("sheddable".to_owned(), EventKind::Admitted),
+        ]
+    );
+}
+
+// ---- A 12× surge of the least critical class -----------------------------------
+
+/// Per-class counts from a simulated run.
+#[derive(Debug, Default)]
+struct Counts {
+    arrived: u64,
+    served: u64,
+    shed: u64,
+    /// Admitted by the shedder but refused by the saturated service.
+    failed: u64,
+}
+
+impl Counts {
+    fn availability(&self) -> f64 {
+        self.served as f64 / self.arrived as f64
+    }
+}
+
+/// A service running at most `CAPACITY` requests at once, each for `SERVICE` ms; a
+/// request that finds it full fails. Per millisecond, `CRITICAL_RATE` critical requests
+/// arrive and `SHEDDABLE_RATE` sheddable ones (12 times as many during `SURGE`), spread
+/// evenly over the millisecond; the clock is moved to each arrival.
+const CAPACITY: usize = 100;
+const SERVICE: u64 = 10;
+const CRITICAL_RATE: u64 = 1;
+const SHEDDABLE_RATE: u64 = 5;
+const TICKS: u64 = 12_000;
+const SURGE: std::ops::Range<u64> = 1_000..11_000;
+
+fn simulate<S: Shedder>(shedder: &S, clock: &ManualClock) -> (Counts, Counts) {
+    const US: u64 = 1_000;
+    let classes = shedder.classes().clone();
+    let critical = classes.parse("critical");
+    let sheddable = classes.parse("sheddable");
+    let (mut crit, mut shed) = (Counts::default(), Counts::default());
+    let mut running: VecDeque<(Nanos, S::Slot)> = VecDeque::new();
+    for tick in 0..TICKS {
+        let rate = if SURGE.contains(&tick) {
+            12 * SHEDDABLE_RATE
+        } else {
+            SHEDDABLE_RATE
+        };
+        // (offset in µs within the millisecond, class), in time order.
+        let mut arrivals: Vec<(u64, &Class)> = (0..rate)
+            .map(|i| (i * 1_000 / rate, &sheddable))
+            .chain((0..CRITICAL_RATE).map(|i| (i * 1_000 / CRITICAL_RATE + 500, &critical)))
+            .collect();
+        arrivals.sort_by_key(|(offset, _)| *offset);
+        for (offset, class) in arrivals {
+            let now = Nanos::new((tick * 1_000 + offset) * US);
+            clock.set(now);
+            while running.front().is_some_and(|(end, _)| *end <= now) {
+                running.pop_front();
+            }
+            let counts = if *class == critical {
+                &mut crit
+            } else {
+                &mut shed
+            };
+            counts.arrived += 1;
+            match shedder.decide(class).into_slot() {
+                Err(_) => counts.shed += 1,
+                Ok(_) if running.len() >= CAPACITY => counts.failed += 1,
+                Ok(slot) => {
+                    counts.served += 1;
+                    running.push_back((now + ms(SERVICE), slot));
+                }
+            }
+        }
+    }
+    (crit, shed)
+}
+
+#[test]
+fn without_shedding_the_surge_starves_critical_work() {
+    let classes = Classes::google();
+    let clock = ManualClock::new();
+    let off = FleetShedder::new(classes, CAPACITY as u64, 0.2)
+        .unwrap()
+        .with_mode(ModeSwitch::new(Mode::Off));
+    let (critical, _) = simulate(&off, &clock);
+    println!("no shedding: critical {critical:?}");
+    assert!(critical.availability() < 0.5, "{critical:?}");
+}
+
+#[test]
+fn a_12x_surge_keeps_critical_available_with_the_fleet_shedder() {
+    let classes = Classes::google();
+    let clock = ManualClock::new();
+    let fleet = FleetShedder::new(classes, CAPACITY as u64, 0.2).unwrap();
+    let (critical, sheddable) = simulate(&fleet, &clock);
+    println!("fleet: critical {critical:?}, sheddable {sheddable:?}");
+    assert!(critical.availability() >= 0.994, "{critical:?}");
+    assert_eq!(critical.arrived, TICKS * CRITICAL_RATE);
+    assert!(sheddable.shed > 0);
+}
+
+#[test]
+fn a_12x_surge_keeps_critical_available_with_the_utilisation_shedder() {
+    let classes = Classes::google();
+    let clock = ManualClock::new();
+    let shedder = UtilisationShedder::builder(
+        classes,
+        Measure::InFlight {
+            capacity: CAPACITY as u64,
+        },
+    )
+    .shed_above(0.8)
+    .recover_below(0.5)
+    .escalate_after(ms(SERVICE))
+    .deescalate_after(Duration::from_secs(5))
+    .build_with_clock(clock.clone())
+    .unwrap();
+    let (critical, sheddable) = simulate(&shedder, &clock);
+    println!("utilisation: critical {critical:?}, sheddable {sheddable:?}");
+    assert!(critical.availability() >= 0.994, "{critical:?}");
+    assert_eq!(
+        critical.shed, 0,
+        "critical is shed only after both lower classes"
+    );
+    assert!(sheddable.shed > 0);
+}
