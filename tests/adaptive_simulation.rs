@@ -10,11 +10,15 @@
 //! - settle near the knee: its mean limit after warm-up within a range per
 //!   algorithm (below);
 //! - keep in-flight requests within the service's limit M, up to a documented
-//!   margin, and keep in flight within its own limit up to the last decrease;
+//!   margin (M + 5 for Vegas and Gradient, whose limits pass M now and then, with
+//!   at most 1% dropped; 1.5 M for AIMD, which learns M only from drops), and keep
+//!   in flight within its own limit up to the last decrease (the limiter never
+//!   admits past its limit: only a lowered limit leaves more in flight);
 //! - hold p99 latency under a ramp from half to three times the capacity, where the
 //!   unlimited service's p99 reaches the client's timeout.
 //!
-//! Measured with seeds 1 and 2 (fail fast; 3 as well while tuning) and 7 (FIFO); the ranges leave room for
+//! Measured with seeds 1 and 2 (fail fast), 7 (FIFO) and 11 (ramp); the ranges also
+//! held for seeds 3 to 6, 8 to 10, 12 and 13 when tuned. They leave room for
 //! other seeds, not for a different behaviour. Run with `--nocapture` to see the
 //! reports.
 //!
@@ -133,14 +137,14 @@ fn gradient2() -> Gradient2Limit {
         .unwrap()
 }
 
-/// Twice the capacity for 6 s; statistics over the last 3 s.
+/// Twice the capacity for 5 s; statistics over the last 3 s.
 fn steady(which: Algorithm, mode: Mode, seed: u64) -> Report {
     let clock = ManualClock::new();
     let limiter = limiter(algorithm(which, &clock), mode, &clock);
     let run = Run {
-        length: Duration::from_secs(6),
+        length: Duration::from_secs(5),
         load: Load::Constant(2.0 * SERVICE.capacity()),
-        warm_up: Duration::from_secs(3),
+        warm_up: Duration::from_secs(2),
         tick: Duration::from_millis(10),
         seed,
     };
@@ -258,7 +262,8 @@ fn vegas_settles_near_the_knee() {
     check(Expect {
         which: Algorithm::Vegas,
         mean: (1.0, 2.5),
-        inflight: 40,
+        // M + 3 seen with FIFO waiters: Vegas's probe lifts the limit past M at times.
+        inflight: 45,
         over_limit: 5,
         drops: 0.01,
         p99: 7.0,
@@ -331,4 +336,24 @@ fn without_a_limit_p99_reaches_the_timeout() {
         rejecting.p99 >= SERVICE.latency_at(SERVICE.max_inflight),
         "{rejecting}"
     );
+}
+
+/// The simulation is reproducible: the same seed gives the same run, to the
+/// nanosecond; another seed gives another.
+#[test]
+fn the_same_seed_gives_the_same_run() {
+    let run = |seed| {
+        let clock = ManualClock::new();
+        let limiter = limiter(algorithm(Algorithm::Vegas, &clock), Mode::FailFast, &clock);
+        let run = Run {
+            length: Duration::from_millis(500),
+            load: Load::Constant(SERVICE.capacity()),
+            warm_up: Duration::ZERO,
+            tick: Duration::from_millis(10),
+            seed,
+        };
+        simulate(SERVICE, run, Some(limiter)).to_string()
+    };
+    assert_eq!(run(5), run(5));
+    assert_ne!(run(5), run(6));
 }
