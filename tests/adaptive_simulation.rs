@@ -32,7 +32,7 @@
 //! - Vegas, Gradient2 and Windowed(Gradient2) settle between N and 2.5 N: they
 //!   tolerate a queue (Vegas's alpha–beta of 3–6; Gradient2's RTT tolerance of 1.5).
 //! - Gradient (v1) is run without its probe: the probe resets the no-load RTT every
-//!   1,000 samples and, under overload, the limit then climbs to 150 before the
+//!   1,000 samples and, under overload, the limit then climbed to 144 before the
 //!   new baseline is learnt (seen here with upstream's default).
 //! - Envoy's gradient controller pins concurrency at its `min_concurrency` (3) while
 //!   it re-measures the minimum RTT every 2 s, then settles just past the knee.
