@@ -120,7 +120,8 @@ async fn main() -> Result<(), Error> {
     let answered = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
     let ok = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
     for class in classes.iter() {
-        let (client, uri, answered, ok) = (client.clone(), uri.clone(), answered.clone(), ok.clone());
+        let (client, uri, answered, ok) =
+            (client.clone(), uri.clone(), answered.clone(), ok.clone());
         tokio::spawn(async move {
             generate(class, start, client, uri, answered, ok).await;
         });
@@ -155,8 +156,15 @@ async fn main() -> Result<(), Error> {
     for class in classes.iter() {
         let i = class.index();
         let (admitted, shed) = counts.read()[i];
-        let (n, good) = (answered[i].load(Ordering::Relaxed), ok[i].load(Ordering::Relaxed));
-        let availability = if n == 0 { 100.0 } else { 100.0 * good as f64 / n as f64 };
+        let (n, good) = (
+            answered[i].load(Ordering::Relaxed),
+            ok[i].load(Ordering::Relaxed),
+        );
+        let availability = if n == 0 {
+            100.0
+        } else {
+            100.0 * good as f64 / n as f64
+        };
         println!(
             "{:<9} admitted {admitted:>5}, shed {shed:>5}; clients got 200 for {availability:.1} %",
             class.name()
@@ -175,8 +183,10 @@ async fn generate<S>(
     answered: Arc<[AtomicU64; 2]>,
     ok: Arc<[AtomicU64; 2]>,
 ) where
-    S: tower::Service<http::Request<Empty<Bytes>>, Response = http::Response<hyper::body::Incoming>>
-        + Clone
+    S: tower::Service<
+            http::Request<Empty<Bytes>>,
+            Response = http::Response<hyper::body::Incoming>,
+        > + Clone
         + Send
         + 'static,
     S::Error: Send,
@@ -187,13 +197,18 @@ async fn generate<S>(
     let mut next = Duration::ZERO;
     while next < end {
         let in_surge = surges && (SURGE_SECS.0..SURGE_SECS.1).contains(&next.as_secs());
-        let rate = if in_surge { BASE_RATE * SURGE } else { BASE_RATE };
+        let rate = if in_surge {
+            BASE_RATE * SURGE
+        } else {
+            BASE_RATE
+        };
         next += Duration::from_secs(1) / rate as u32;
         tokio::time::sleep_until(tokio::time::Instant::from_std(start + next)).await;
         let mut request = http::Request::get(uri.clone()).body(Empty::new()).unwrap();
         // The class travels in the extensions; `PropagateClassLayer` writes the header.
         request.extensions_mut().insert(class.clone());
-        let (client, answered, ok, i) = (client.clone(), answered.clone(), ok.clone(), class.index());
+        let (client, answered, ok, i) =
+            (client.clone(), answered.clone(), ok.clone(), class.index());
         tokio::spawn(async move {
             if let Ok(response) = client.oneshot(request).await {
                 answered[i].fetch_add(1, Ordering::Relaxed);

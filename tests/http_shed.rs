@@ -47,7 +47,10 @@ fn get(path: &str) -> Request<()> {
 }
 
 fn labelled(class: &str) -> Request<()> {
-    Request::get("/").header("x-criticality", class).body(()).unwrap()
+    Request::get("/")
+        .header("x-criticality", class)
+        .body(())
+        .unwrap()
 }
 
 async fn body_of<B: http_body::Body>(response: Response<B>) -> String
@@ -99,7 +102,10 @@ fn another_header_can_carry_the_class() {
             .header("x-criticality", "critical_plus")
             .body(())
             .unwrap();
-        assert_eq!(body_of(service.oneshot(request).await.unwrap()).await, "sheddable");
+        assert_eq!(
+            body_of(service.oneshot(request).await.unwrap()).await,
+            "sheddable"
+        );
     });
 }
 
@@ -139,7 +145,9 @@ fn methods_class_by_table_and_others_take_the_default() {
             .method(Method::OPTIONS, "sheddable")
             .unwrap();
         let shedder = FleetShedder::new(classes, 10, 0.0).unwrap();
-        let service = ShedLayer::new(shedder).classify(methods).layer(echo_class());
+        let service = ShedLayer::new(shedder)
+            .classify(methods)
+            .layer(echo_class());
         for (method, class) in [
             (Method::GET, "sheddable_plus"),
             (Method::OPTIONS, "sheddable"),
@@ -175,7 +183,9 @@ fn a_closure_classes_requests() {
 fn bad_tables_and_settings_are_typed_errors() {
     let classes = Classes::google();
     assert_eq!(
-        ClassByRoute::new(&classes).route("api", "critical").unwrap_err(),
+        ClassByRoute::new(&classes)
+            .route("api", "critical")
+            .unwrap_err(),
         ConfigError::OutOfRange {
             parameter: "route",
             expected: "a path prefix starting with '/'"
@@ -228,7 +238,11 @@ fn a_shed_request_gets_503_with_retry_after_rounded_up_and_a_json_body() {
         // All reserved: only critical classes are admitted.
         let shedder = fleet(10, 1.0).with_retry_after(Some(Duration::from_millis(2_500)));
         let service = ShedLayer::new(shedder).layer(inner);
-        let response = service.clone().oneshot(labelled("sheddable")).await.unwrap();
+        let response = service
+            .clone()
+            .oneshot(labelled("sheddable"))
+            .await
+            .unwrap();
         assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(response.headers()["retry-after"], "3");
         assert_eq!(response.headers()["content-type"], "application/json");
@@ -237,7 +251,11 @@ fn a_shed_request_gets_503_with_retry_after_rounded_up_and_a_json_body() {
             body_of(response).await,
             r#"{"error":"shed","message":"the server is overloaded: sheddable requests are shed (reserved), retry after 3 s","class":"sheddable","reason":"reserved","retry_after":3}"#
         );
-        assert_eq!(*calls.lock().unwrap(), 0, "the inner service saw the shed request");
+        assert_eq!(
+            *calls.lock().unwrap(),
+            0,
+            "the inner service saw the shed request"
+        );
         let response = service.oneshot(labelled("critical")).await.unwrap();
         assert_eq!(response.status(), StatusCode::OK);
         assert_eq!(*calls.lock().unwrap(), 1);
@@ -266,7 +284,11 @@ fn the_status_is_configurable_and_retry_after_capped() {
             .max_retry_after(Duration::from_secs(30))
             .unwrap()
             .layer(echo_class());
-        let response = service.clone().oneshot(labelled("sheddable")).await.unwrap();
+        let response = service
+            .clone()
+            .oneshot(labelled("sheddable"))
+            .await
+            .unwrap();
         assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(response.headers()["retry-after"], "30");
 
@@ -293,7 +315,11 @@ fn the_utilisation_shedder_hints_its_recovery_hold_on_a_manual_clock() {
         clock.advance(Duration::from_secs(1));
         shedder.report(100, 100).unwrap();
         assert_eq!(shedder.level(), 1);
-        let response = service.clone().oneshot(labelled("sheddable")).await.unwrap();
+        let response = service
+            .clone()
+            .oneshot(labelled("sheddable"))
+            .await
+            .unwrap();
         assert_eq!(response.status(), 503);
         assert_eq!(response.headers()["retry-after"], "8");
         let response = service.oneshot(labelled("sheddable_plus")).await.unwrap();
@@ -329,7 +355,8 @@ fn the_slot_is_held_until_the_response_body_ends() {
 #[test]
 fn a_dropped_response_future_releases_its_slot() {
     let shedder = fleet(1, 0.0);
-    let never = service_fn(|_: Request<()>| std::future::pending::<Result<Response<Body>, Infallible>>());
+    let never =
+        service_fn(|_: Request<()>| std::future::pending::<Result<Response<Body>, Infallible>>());
     let mut service = ShedLayer::new(shedder.clone()).layer(never);
     let mut pending = service.call(get("/"));
     assert_eq!(shedder.in_flight(), 1);
@@ -364,17 +391,29 @@ fn shadow_mode_passes_what_it_would_shed_and_reports_it_by_class() {
         let events = Events::new("shed");
         let _subscription = events.subscribe({
             let seen = Arc::clone(&seen);
-            move |e: &Event<'_>| seen.lock().unwrap().push((e.key.unwrap().to_owned(), e.kind))
+            move |e: &Event<'_>| {
+                seen.lock()
+                    .unwrap()
+                    .push((e.key.unwrap().to_owned(), e.kind))
+            }
         });
         let mode = ModeSwitch::new(Mode::Shadow);
         let shedder = fleet(1, 1.0).with_mode(mode.clone()).with_events(events);
         let service = ShedLayer::new(shedder.clone()).layer(echo_class());
-        let response = service.clone().oneshot(labelled("sheddable")).await.unwrap();
+        let response = service
+            .clone()
+            .oneshot(labelled("sheddable"))
+            .await
+            .unwrap();
         assert_eq!(response.status(), 200);
         assert_eq!(body_of(response).await, "sheddable");
 
         mode.set(Mode::Enforce);
-        let response = service.clone().oneshot(labelled("sheddable")).await.unwrap();
+        let response = service
+            .clone()
+            .oneshot(labelled("sheddable"))
+            .await
+            .unwrap();
         assert_eq!(response.status(), 503);
         let response = service.clone().oneshot(labelled("critical")).await.unwrap();
         assert_eq!(response.status(), 200);
@@ -432,7 +471,9 @@ fn the_class_travels_from_the_server_layer_to_an_outbound_header() {
         let routes = ClassByRoute::new(&classes)
             .route("/prefetch", "sheddable")
             .unwrap();
-        let service = ShedLayer::new(fleet(10, 0.0)).classify(routes).layer(handler);
+        let service = ShedLayer::new(fleet(10, 0.0))
+            .classify(routes)
+            .layer(handler);
         let response = service.clone().oneshot(get("/prefetch/a")).await.unwrap();
         assert_eq!(body_of(response).await, "sheddable");
         let response = service.oneshot(get("/other")).await.unwrap();
@@ -451,9 +492,7 @@ fn an_explicit_outbound_header_wins_and_no_class_sends_none() {
             .header("x-criticality", "critical_plus")
             .body(())
             .unwrap();
-        explicit
-            .extensions_mut()
-            .insert(Classes::google().lowest());
+        explicit.extensions_mut().insert(Classes::google().lowest());
         let mut echo = PropagateClassLayer::new().layer(service_fn(|r: Request<()>| async move {
             Ok::<_, Infallible>(r.headers()[CLASS_HEADER].clone())
         }));

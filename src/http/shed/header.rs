@@ -101,10 +101,9 @@ mod tests {
     fn parts(values: &[&[u8]]) -> Parts {
         let mut request = http::Request::get("/").body(()).unwrap();
         for value in values {
-            request.headers_mut().append(
-                CLASS_HEADER,
-                http::HeaderValue::from_bytes(value).unwrap(),
-            );
+            request
+                .headers_mut()
+                .append(CLASS_HEADER, http::HeaderValue::from_bytes(value).unwrap());
         }
         request.into_parts().0
     }

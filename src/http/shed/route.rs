@@ -175,7 +175,9 @@ mod tests {
         );
         let (parts, ()) = http::Request::get("/api/x").body(()).unwrap().into_parts();
         assert_eq!(routes.classify(&parts, &classes).name(), "sheddable");
-        let root = ClassByRoute::new(&classes).route("///", "sheddable").unwrap();
+        let root = ClassByRoute::new(&classes)
+            .route("///", "sheddable")
+            .unwrap();
         assert_eq!(root.classify(&parts, &classes).name(), "sheddable");
     }
 }
