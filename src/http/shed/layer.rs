@@ -187,12 +187,34 @@ impl<S: Shedder + ?Sized, C: Classify> ShedLayer<S, C> {
         Ok(self)
     }
 
-    /// The shedder.
+    /// The shedder, shared by every clone of the layer and every service it makes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::http::shed::ShedLayer;
+    /// use tollgate::shed::{Classes, FleetShedder};
+    ///
+    /// let layer = ShedLayer::new(FleetShedder::new(Classes::google(), 100, 0.2)?);
+    /// assert_eq!(layer.shedder().in_flight(), 0);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn shedder(&self) -> &Arc<S> {
         &self.shedder
     }
 
     /// The classifier.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::http::shed::ShedLayer;
+    /// use tollgate::shed::{Classes, FleetShedder};
+    ///
+    /// let layer = ShedLayer::new(FleetShedder::new(Classes::google(), 100, 0.2)?);
+    /// assert_eq!(layer.classifier().name(), "x-criticality");
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn classifier(&self) -> &Arc<C> {
         &self.classifier
     }

@@ -75,6 +75,14 @@ impl PropagateClassLayer {
     }
 
     /// The header set.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::http::shed::{PropagateClassLayer, CLASS_HEADER};
+    ///
+    /// assert_eq!(PropagateClassLayer::default().header(), CLASS_HEADER);
+    /// ```
     pub fn header(&self) -> &HeaderName {
         &self.header
     }
@@ -116,6 +124,15 @@ pub struct PropagateClass<S> {
 
 impl<S> PropagateClass<S> {
     /// The inner service.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::http::shed::PropagateClassLayer;
+    /// use tower::Layer;
+    ///
+    /// assert_eq!(*PropagateClassLayer::new().layer("client").get_ref(), "client");
+    /// ```
     pub fn get_ref(&self) -> &S {
         &self.inner
     }

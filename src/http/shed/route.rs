@@ -13,6 +13,9 @@ use crate::sync::Arc;
 /// A prefix matches whole segments: `/api` matches `/api` and `/api/orders`, not
 /// `/apix`; `/` matches every path. The query is not part of the path.
 ///
+/// Build the table against the shedder's own [`Classes`]: a class is known by its
+/// position in its set, so a class from another set would be ranked by that position.
+///
 /// Clones share the table.
 ///
 /// # Examples
@@ -108,7 +111,7 @@ impl ClassByRoute {
         })?;
         let mut routes = self.routes.to_vec();
         routes.push((Arc::from(prefix), class));
-        routes.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        routes.sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
         Ok(ClassByRoute {
             classes: self.classes,
             routes: Arc::from(routes),

@@ -84,6 +84,20 @@ impl<I, S: ?Sized, C> ShedService<I, S, C> {
     }
 
     /// The shedder, shared with the layer and every clone.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::http::shed::ShedLayer;
+    /// use tollgate::shed::{Classes, FleetShedder};
+    /// use tower::Layer;
+    ///
+    /// let layer = ShedLayer::new(FleetShedder::new(Classes::google(), 10, 0.2)?);
+    /// let service = layer.layer(());
+    /// assert!(Arc::ptr_eq(service.shedder(), layer.shedder()));
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn shedder(&self) -> &Arc<S> {
         &self.shedder
     }
