@@ -9,11 +9,16 @@
 //! the rules of a config file (feature `config`). Keys come from a
 //! [`KeyExtractor`]: [`ClientIp`] (behind trusted proxies only), [`HeaderKey`],
 //! [`Global`], or a closure. [`wire`] reads and writes the rate-limit fields.
+//!
+//! [`shed`] is load shedding by criticality class: a server layer answering 503 with
+//! `Retry-After` to the classes a [`Shedder`](crate::shed::Shedder) sheds, and a
+//! client layer passing a request's class on to the calls it makes.
 
 pub mod client;
 mod key;
 mod limits;
 pub mod server;
+pub mod shed;
 pub mod wire;
 
 pub use key::{
