@@ -35,6 +35,7 @@
 //! ```
 
 mod acquire;
+mod feedback;
 pub mod limit;
 mod limiter;
 mod mode;
