@@ -11,7 +11,7 @@ use std::time::Duration;
 use tollgate::adaptive::limit::{AimdLimit, LimitAlgorithm};
 use tollgate::adaptive::partition::PartitionMode;
 use tollgate::adaptive::{PartitionedLimiter, PartitionedPermit, Sample};
-use tollgate::observe::Outcome;
+use tollgate::observe::{DenyReason, Event, EventKind, Events, Outcome};
 use tollgate::time::{ManualClock, Nanos};
 use tollgate::{AcquireError, ConfigError, PermitSource};
 
@@ -260,6 +260,64 @@ fn netflix_compatible_admits_batch_10_and_live_7_against_a_limit_of_10() {
     assert!(strict.try_acquire("batch").is_err());
     let _live = take(&strict, "live", 7);
     assert_eq!(strict.in_flight(), 10);
+}
+
+#[test]
+fn events_report_admissions_refusals_limit_changes_and_ends() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let events = Events::new("backend");
+    let _subscription = events.subscribe({
+        let seen = Arc::clone(&seen);
+        move |event: &Event<'_>| {
+            let key = event.key.map(String::from);
+            seen.lock().unwrap().push((key, event.permits, event.kind));
+        }
+    });
+    let limiter = PartitionedLimiter::builder(aimd(2))
+        .partition("a", 0.5)
+        .partition("b", 0.5)
+        .clock(ManualClock::new())
+        .bypass(|name: &str| name == "health")
+        .events(events)
+        .build()
+        .unwrap();
+    let a = limiter.try_acquire("a").unwrap();
+    assert!(limiter.try_acquire("a").is_err());
+    drop(limiter.try_acquire("health").unwrap());
+    limiter.clock().advance(Duration::from_millis(4));
+    a.dropped();
+    let key = |name: &str| Some(name.to_string());
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            (key("a"), 1, EventKind::Admitted),
+            (
+                key("a"),
+                1,
+                EventKind::Denied {
+                    reason: DenyReason::Limited,
+                    retry_after: None
+                }
+            ),
+            (
+                None,
+                0,
+                EventKind::LimitChanged {
+                    previous: 2,
+                    limit: 1
+                }
+            ),
+            (
+                None,
+                1,
+                EventKind::Finished {
+                    outcome: Outcome::Dropped,
+                    rtt: Duration::from_millis(4),
+                    inflight: 0
+                }
+            ),
+        ]
+    );
 }
 
 #[test]

@@ -8,6 +8,7 @@ use crate::adaptive::feedback::Feedback;
 use crate::adaptive::partition::{PartitionMode, Partitions, PartitionsBuilder};
 use crate::adaptive::LimitAlgorithm;
 use crate::error::ConfigError;
+use crate::observe::Events;
 use crate::sync::Arc;
 use crate::time::{Clock, MonotonicClock};
 
@@ -41,6 +42,7 @@ pub struct PartitionedLimiterBuilder<
     partitions: PartitionsBuilder,
     resolve: Box<Resolve<Ctx>>,
     bypass: Option<Box<Bypass<Ctx>>>,
+    events: Option<Events>,
     /// A partition was given the name a `None` from the resolver stands for.
     empty_name: bool,
     /// A bypass predicate was set for the contexts a later resolver replaced.
@@ -56,6 +58,7 @@ impl<L: LimitAlgorithm> PartitionedLimiterBuilder<L> {
             partitions: Partitions::builder(limit),
             resolve: Box::new(|name: &str| Some(name)),
             bypass: None,
+            events: None,
             empty_name: false,
             bypass_lost: false,
         }
@@ -138,6 +141,7 @@ impl<L: LimitAlgorithm, C: Clock, Ctx: ?Sized + 'static> PartitionedLimiterBuild
             partitions: self.partitions,
             resolve: self.resolve,
             bypass: self.bypass,
+            events: self.events,
             empty_name: self.empty_name,
             bypass_lost: self.bypass_lost,
         }
@@ -176,6 +180,7 @@ impl<L: LimitAlgorithm, C: Clock, Ctx: ?Sized + 'static> PartitionedLimiterBuild
             partitions: self.partitions,
             resolve: Box::new(resolve),
             bypass: None,
+            events: self.events,
             empty_name: self.empty_name,
             bypass_lost: self.bypass_lost || self.bypass.is_some(),
         }
@@ -206,6 +211,46 @@ impl<L: LimitAlgorithm, C: Clock, Ctx: ?Sized + 'static> PartitionedLimiterBuild
         F: Fn(&Ctx) -> bool + Send + Sync + 'static,
     {
         self.bypass = Some(Box::new(bypass));
+        self
+    }
+
+    /// Reports to `events`: admissions and refusals keyed by the partition's name
+    /// ([`EventKind::Admitted`](crate::observe::EventKind::Admitted),
+    /// [`EventKind::Denied`](crate::observe::EventKind::Denied)), every change of the
+    /// limit ([`EventKind::LimitChanged`](crate::observe::EventKind::LimitChanged))
+    /// and every request that ends
+    /// ([`EventKind::Finished`](crate::observe::EventKind::Finished)), as an
+    /// [`AdaptiveLimiter`](crate::adaptive::AdaptiveLimiter) reports them. Bypassed
+    /// requests are counted nowhere, events included.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::PartitionedLimiter;
+    /// use tollgate::observe::{Event, EventKind, Events};
+    ///
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let events = Events::new("backend");
+    /// let _subscription = events.subscribe({
+    ///     let seen = Arc::clone(&seen);
+    ///     move |event: &Event<'_>| seen.lock().unwrap().push((event.key.map(String::from), event.kind))
+    /// });
+    /// let aimd = AimdLimit::builder().min_limit(1).build()?; // starts at 20
+    /// let limiter = PartitionedLimiter::builder(aimd)
+    ///     .partition("live", 0.5)
+    ///     .events(events)
+    ///     .build()?;
+    /// limiter.try_acquire("live")?.dropped();
+    /// let seen = seen.lock().unwrap();
+    /// assert_eq!(seen[0], (Some("live".to_string()), EventKind::Admitted));
+    /// assert_eq!(seen[1].1, EventKind::LimitChanged { previous: 20, limit: 18 });
+    /// assert!(matches!(seen[2].1, EventKind::Finished { .. }));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn events(mut self, events: Events) -> PartitionedLimiterBuilder<L, C, Ctx> {
+        self.events = Some(events);
         self
     }
 
@@ -256,6 +301,7 @@ impl<L: LimitAlgorithm, C: Clock, Ctx: ?Sized + 'static> PartitionedLimiterBuild
                 partitions,
                 feedback: Feedback::new(self.algorithm),
                 clock: self.clock,
+                events: self.events,
             }),
             resolve: self.resolve,
             bypass: self.bypass,

@@ -5,7 +5,7 @@ use std::fmt;
 use super::feedback::Feedback;
 use super::partition::{PartitionDenied, PartitionMode, Partitions};
 use super::LimitAlgorithm;
-use crate::observe::Outcome;
+use crate::observe::{EventKind, Events, Outcome};
 use crate::sync::Arc;
 use crate::time::{Clock, MonotonicClock, Nanos};
 
@@ -67,6 +67,13 @@ type Bypass<Ctx> = dyn Fn(&Ctx) -> bool + Send + Sync;
 /// [`try_acquire_partition`](Self::try_acquire_partition) names the partition
 /// directly, skipping both.
 ///
+/// # Events
+///
+/// With [`events`](PartitionedLimiterBuilder::events): admissions and refusals
+/// keyed by the partition's name, plus
+/// [`LimitChanged`](EventKind::LimitChanged) and [`Finished`](EventKind::Finished),
+/// as an [`AdaptiveLimiter`](super::AdaptiveLimiter) reports them.
+///
 /// # Fail fast
 ///
 /// Partitioned admission never waits: a request refused now is refused, as
@@ -115,6 +122,7 @@ struct Shared<L, C> {
     partitions: Arc<Partitions>,
     feedback: Feedback<L>,
     clock: C,
+    events: Option<Events>,
 }
 
 impl<L: LimitAlgorithm> PartitionedLimiter<L> {
@@ -217,8 +225,15 @@ impl<L: LimitAlgorithm, C: Clock, Ctx: ?Sized + 'static> PartitionedLimiter<L, C
         &self,
         partition: &str,
     ) -> Result<PartitionedPermit<L, C>, PartitionDenied> {
-        let permit = self.shared.partitions.try_acquire_owned(partition)?;
-        Ok(PartitionedPermit::new(Arc::clone(&self.shared), permit))
+        let admitted = self.shared.partitions.try_acquire_owned(partition);
+        if let Some(events) = &self.shared.events {
+            let kind = match &admitted {
+                Ok(_) => EventKind::Admitted,
+                Err(denied) => EventKind::of_denied(&source::limited(*denied)),
+            };
+            events.emit_keyed(partition, 1, kind);
+        }
+        Ok(PartitionedPermit::new(Arc::clone(&self.shared), admitted?))
     }
 
     /// Lets the algorithm see the time without a request ending
@@ -238,7 +253,8 @@ impl<L: LimitAlgorithm, C: Clock, Ctx: ?Sized + 'static> PartitionedLimiter<L, C
     /// ```
     pub fn tick(&self) -> u64 {
         let now = self.shared.clock.now();
-        self.shared.feedback.tick(now, |limit| self.shared.apply(limit));
+        let changed = self.shared.feedback.tick(now, |limit| self.shared.apply(limit));
+        self.shared.report_change(changed);
         self.limit()
     }
 }
@@ -300,17 +316,40 @@ impl<L: LimitAlgorithm, C: Clock> Shared<L, C> {
         permit: super::partition::OwnedPartitionPermit,
     ) {
         let now = self.clock.now();
-        self.feedback
+        let changed = self
+            .feedback
             .record(outcome, start, now, permit.in_flight(), |limit| {
                 self.apply(limit)
             });
         drop(permit);
+        self.report_change(changed);
+        if let Some(events) = &self.events {
+            let kind = EventKind::Finished {
+                outcome,
+                rtt: now.saturating_since(start),
+                inflight: self.partitions.in_flight(),
+            };
+            events.emit(1, kind);
+        }
     }
 
-    /// Under the algorithm's lock, so limits are applied in the order computed.
-    fn apply(&self, limit: u64) {
-        // `limit` is at least 1, the one value `set_limit` refuses being 0.
-        let _ = self.partitions.set_limit(limit);
+    /// Gives `limit` (at least 1) to the partitions; returns the change. Called under
+    /// the algorithm's lock, so limits are applied in the order computed, and
+    /// nothing else changes the limit between the read and the write.
+    fn apply(&self, limit: u64) -> Option<(u64, u64)> {
+        let previous = self.partitions.limit();
+        if limit == previous {
+            return None;
+        }
+        // Refuses only 0, and `limit` is at least 1.
+        self.partitions.set_limit(limit).ok()?;
+        Some((previous, limit))
+    }
+
+    fn report_change(&self, changed: Option<(u64, u64)>) {
+        if let (Some((previous, limit)), Some(events)) = (changed, &self.events) {
+            events.emit(0, EventKind::LimitChanged { previous, limit });
+        }
     }
 }
 

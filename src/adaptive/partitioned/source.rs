@@ -108,7 +108,7 @@ impl<L: LimitAlgorithm, C: Clock, Ctx: ?Sized + 'static> PartitionedLimiter<L, C
 }
 
 /// A refusal waits for requests to end.
-fn limited(denied: PartitionDenied) -> Denied {
+pub(super) fn limited(denied: PartitionDenied) -> Denied {
     let remaining = denied.limit().saturating_sub(denied.in_flight());
     Denied::Limited(Limited::on_release(denied.limit(), remaining))
 }
