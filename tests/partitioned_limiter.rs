@@ -64,7 +64,10 @@ fn shares_are_honoured() {
     assert_eq!(limiter.partition_limit("live"), 7);
     let batch = take(&limiter, "batch", 3);
     let denied = limiter.try_acquire("batch").unwrap_err();
-    assert!(denied.is_reserved(), "live's 7 stay reserved while it idles");
+    assert!(
+        denied.is_reserved(),
+        "live's 7 stay reserved while it idles"
+    );
     let live = take(&limiter, "live", 7);
     assert_eq!(limiter.in_flight(), 10);
     assert!(!limiter.try_acquire("live").unwrap_err().is_reserved());
@@ -108,7 +111,9 @@ fn bypassed_requests_take_no_room_and_feed_nothing() {
     let health: Vec<_> = (0..5)
         .map(|_| limiter.try_acquire("health/ready").unwrap())
         .collect();
-    assert!(health.iter().all(|permit| permit.is_bypass() && permit.inflight() == 0));
+    assert!(health
+        .iter()
+        .all(|permit| permit.is_bypass() && permit.inflight() == 0));
     assert_eq!(limiter.in_flight(), 1);
     limiter.clock().advance(Duration::from_secs(60)); // a timeout, were it counted
     for permit in health {
@@ -426,7 +431,10 @@ fn a_panicking_algorithm_still_gives_the_request_back() {
     let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| permit.success()));
     assert!(unwound.is_err());
     assert_eq!(limiter.in_flight(), 0);
-    assert!(limiter.try_acquire("a").is_ok(), "the lock shrugs off the poison");
+    assert!(
+        limiter.try_acquire("a").is_ok(),
+        "the lock shrugs off the poison"
+    );
 }
 
 #[test]
@@ -437,7 +445,12 @@ fn a_permit_source_keyed_by_partition_name() {
     assert_eq!(granted.admitted().remaining(), 1);
     let refused = limiter.decide_now("a", 1).unwrap().unwrap().unwrap_err();
     assert!(refused.is_limited());
-    assert!(limiter.decide_now("a", 2).unwrap().unwrap().unwrap_err().is_never());
+    assert!(limiter
+        .decide_now("a", 2)
+        .unwrap()
+        .unwrap()
+        .unwrap_err()
+        .is_never());
     let none = limiter.decide_now("a", 0).unwrap().unwrap().unwrap();
     assert_eq!(limiter.in_flight(), 1);
     drop(none);
@@ -510,13 +523,12 @@ fn hammer<L: LimitAlgorithm>(
             scope.spawn(move || {
                 let mut held = VecDeque::new();
                 let mut seed = 0x9e37_79b9_7f4a_7c15_u64 ^ t as u64;
-                let end = |permit: PartitionedPermit<L, ManualClock>, seed: u64| {
-                    match (seed >> 40) % 4 {
+                let end =
+                    |permit: PartitionedPermit<L, ManualClock>, seed: u64| match (seed >> 40) % 4 {
                         0 => permit.dropped(),
                         1 => drop(permit),
                         _ => permit.success(),
-                    }
-                };
+                    };
                 start.wait();
                 for _ in 0..cycles {
                     seed = seed
@@ -601,7 +613,10 @@ fn strict_aimd_under_threads_stays_within_its_maximum_and_gives_everything_back(
     let high = hammer(&limiter, 4, 20_000, 6, |permit, _| {
         assert!(permit.inflight() <= 16);
     });
-    assert!(high <= 16, "in flight reached {high} against a maximum limit of 16");
+    assert!(
+        high <= 16,
+        "in flight reached {high} against a maximum limit of 16"
+    );
     assert_eq!(limiter.in_flight(), 0);
     assert!((2..=16).contains(&limiter.limit()));
 }

@@ -253,7 +253,10 @@ impl<L: LimitAlgorithm, C: Clock, Ctx: ?Sized + 'static> PartitionedLimiter<L, C
     /// ```
     pub fn tick(&self) -> u64 {
         let now = self.shared.clock.now();
-        let changed = self.shared.feedback.tick(now, |limit| self.shared.apply(limit));
+        let changed = self
+            .shared
+            .feedback
+            .tick(now, |limit| self.shared.apply(limit));
         self.shared.report_change(changed);
         self.limit()
     }

@@ -42,10 +42,8 @@ use crate::time::{Clock, MonotonicClock, Nanos};
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[must_use = "the request is given back, as ignored, as soon as the permit is dropped"]
-pub struct PartitionedPermit<
-    L: LimitAlgorithm = Box<dyn LimitAlgorithm>,
-    C: Clock = MonotonicClock,
-> {
+pub struct PartitionedPermit<L: LimitAlgorithm = Box<dyn LimitAlgorithm>, C: Clock = MonotonicClock>
+{
     shared: Arc<Shared<L, C>>,
     /// `None` once ended, or for a grant of zero permits.
     permit: Option<OwnedPartitionPermit>,

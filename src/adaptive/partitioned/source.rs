@@ -78,10 +78,7 @@ where
         n: u64,
         _: Option<Duration>,
     ) -> PermitFuture<Result<PartitionedPermit<L, C>, AcquireError>> {
-        let outcome = self
-            .grant(ctx, n)
-            .map(Grant::into_permit)
-            .map_err(refused);
+        let outcome = self.grant(ctx, n).map(Grant::into_permit).map_err(refused);
         Box::pin(std::future::ready(outcome))
     }
 
