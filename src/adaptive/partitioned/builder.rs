@@ -37,7 +37,7 @@ pub struct PartitionedLimiterBuilder<
     C: Clock = MonotonicClock,
     Ctx: ?Sized + 'static = str,
 > {
-    algorithm: L,
+    feedback: Feedback<L>,
     clock: C,
     partitions: PartitionsBuilder,
     resolve: Box<Resolve<Ctx>>,
@@ -51,11 +51,11 @@ pub struct PartitionedLimiterBuilder<
 
 impl<L: LimitAlgorithm> PartitionedLimiterBuilder<L> {
     pub(super) fn new(algorithm: L) -> PartitionedLimiterBuilder<L> {
-        let limit = algorithm.limit().max(1);
+        let feedback = Feedback::new(algorithm);
         PartitionedLimiterBuilder {
-            algorithm,
             clock: MonotonicClock::new(),
-            partitions: Partitions::builder(limit),
+            partitions: Partitions::builder(feedback.limit()),
+            feedback,
             resolve: Box::new(|name: &str| Some(name)),
             bypass: None,
             events: None,
@@ -136,7 +136,7 @@ impl<L: LimitAlgorithm, C: Clock, Ctx: ?Sized + 'static> PartitionedLimiterBuild
     /// ```
     pub fn clock<C2: Clock>(self, clock: C2) -> PartitionedLimiterBuilder<L, C2, Ctx> {
         PartitionedLimiterBuilder {
-            algorithm: self.algorithm,
+            feedback: self.feedback,
             clock,
             partitions: self.partitions,
             resolve: self.resolve,
@@ -175,7 +175,7 @@ impl<L: LimitAlgorithm, C: Clock, Ctx: ?Sized + 'static> PartitionedLimiterBuild
         F: for<'a> Fn(&'a Ctx2) -> Option<&'a str> + Send + Sync + 'static,
     {
         PartitionedLimiterBuilder {
-            algorithm: self.algorithm,
+            feedback: self.feedback,
             clock: self.clock,
             partitions: self.partitions,
             resolve: Box::new(resolve),
@@ -299,7 +299,7 @@ impl<L: LimitAlgorithm, C: Clock, Ctx: ?Sized + 'static> PartitionedLimiterBuild
         Ok(PartitionedLimiter {
             shared: Arc::new(Shared {
                 partitions,
-                feedback: Feedback::new(self.algorithm),
+                feedback: self.feedback,
                 clock: self.clock,
                 events: self.events,
             }),
