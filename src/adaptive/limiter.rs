@@ -4,14 +4,15 @@ use std::fmt;
 use std::time::Duration;
 
 use super::acquire::AdaptiveAcquire;
+use super::feedback::Feedback;
 use super::mode::Mode;
 use super::permit::AdaptivePermit;
-use super::{LimitAlgorithm, Sample};
+use super::LimitAlgorithm;
 use crate::decision::Denied;
 use crate::error::{AcquireError, ConfigError};
 use crate::observe::{EventKind, Events, Outcome};
 use crate::semaphore::Semaphore;
-use crate::sync::{Arc, Mutex};
+use crate::sync::Arc;
 use crate::time::{Clock, MonotonicClock, Nanos};
 use crate::wait::future::WaitFor;
 
@@ -60,7 +61,7 @@ pub struct AdaptiveLimiter<L: LimitAlgorithm = Box<dyn LimitAlgorithm>, C: Clock
     permits: Semaphore<C>,
     /// Locked only to record an outcome; the limit it answers is applied under it,
     /// so that limits are applied in the order they were computed.
-    algorithm: Mutex<L>,
+    feedback: Feedback<L>,
     mode: Mode,
 }
 
@@ -116,7 +117,8 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
         clock: C,
     ) -> Result<AdaptiveLimiter<L, C>, ConfigError> {
         mode.check()?;
-        let permits = Semaphore::with_clock(algorithm.limit().max(1), clock)?;
+        let feedback = Feedback::new(algorithm);
+        let permits = Semaphore::with_clock(feedback.limit(), clock)?;
         if let Mode::Lifo { backlog, .. } = mode {
             let waiting = permits.waiting();
             waiting.set_lifo(true);
@@ -124,7 +126,7 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
         }
         Ok(AdaptiveLimiter {
             permits,
-            algorithm: Mutex::new(algorithm),
+            feedback,
             mode,
         })
     }
@@ -224,11 +226,7 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
     /// ```
     pub fn tick(&self) -> u64 {
         let now = self.clock().now();
-        let changed = {
-            let mut algorithm = self.algorithm.lock();
-            let limit = algorithm.on_time(now);
-            self.apply(limit)
-        };
+        let changed = self.feedback.tick(now, |limit| self.apply(limit));
         self.report_change(changed);
         self.limit()
     }
@@ -378,16 +376,9 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
         let rtt = now.saturating_since(start);
         // Given back even if the algorithm panics.
         let release = Release(&self.permits);
-        let changed = {
-            let mut algorithm = self.algorithm.lock();
-            let limit = match outcome {
-                Outcome::Success => algorithm.on_sample(Sample::new(start, rtt, inflight, false)),
-                Outcome::Dropped => algorithm.on_sample(Sample::new(start, rtt, inflight, true)),
-                // No sample; the time still passes for the algorithm's timers.
-                _ => algorithm.on_time(now),
-            };
-            self.apply(limit)
-        };
+        let changed = self
+            .feedback
+            .record(outcome, start, now, inflight, |limit| self.apply(limit));
         drop(release);
         self.report_change(changed);
         if let Some(events) = self.permits.events() {
@@ -405,7 +396,6 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
 
     /// Enforces `limit` (at least 1), under the algorithm's lock; returns the change.
     fn apply(&self, limit: u64) -> Option<(u64, u64)> {
-        let limit = limit.max(1);
         let previous = self.permits.max_permits();
         if limit == previous {
             return None;
@@ -444,6 +434,8 @@ impl<L: LimitAlgorithm, C: Clock> fmt::Debug for AdaptiveLimiter<L, C> {
 mod tests {
     use super::*;
     use crate::adaptive::limit::AimdLimit;
+    use crate::adaptive::Sample;
+    use crate::sync::Mutex;
     use crate::time::ManualClock;
 
     /// A limit set from outside, as Netflix's `SettableLimit`: applied by the next

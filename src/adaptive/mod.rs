@@ -10,7 +10,8 @@
 //! and ends it as a success, a drop or ignored; the limiter feeds the algorithm and
 //! applies the limit it answers. When every permit is held, the [`Mode`] says what
 //! a request does: fail fast, wait in arrival order, or wait in a bounded LIFO
-//! backlog (Netflix's `LifoBlockingLimiter`).
+//! backlog (Netflix's `LifoBlockingLimiter`). A [`PartitionedLimiter`] enforces
+//! one shared by named [`partition`]s, each guaranteed a share of the limit.
 //!
 //! Little's law links a concurrency limit to a rate limit: concurrency = rate ×
 //! latency. A concurrency limit that follows latency keeps queues short without
@@ -35,11 +36,13 @@
 //! ```
 
 mod acquire;
+mod feedback;
 pub mod limit;
 mod limiter;
 mod mode;
 pub mod outbound;
 pub mod partition;
+mod partitioned;
 mod permit;
 mod sample;
 mod source;
@@ -48,5 +51,6 @@ pub use acquire::AdaptiveAcquire;
 pub use limit::LimitAlgorithm;
 pub use limiter::AdaptiveLimiter;
 pub use mode::Mode;
+pub use partitioned::{PartitionedLimiter, PartitionedLimiterBuilder, PartitionedPermit};
 pub use permit::AdaptivePermit;
 pub use sample::Sample;
