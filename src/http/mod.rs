@@ -9,7 +9,9 @@
 //! the rules of a config file (feature `config`). Keys come from a
 //! [`KeyExtractor`]: [`ClientIp`] (behind trusted proxies only), [`HeaderKey`],
 //! [`Global`], or a closure. [`wire`] reads and writes the rate-limit fields.
+//! [`adaptive`] holds server and client layers to an adaptive concurrency limit.
 
+pub mod adaptive;
 pub mod client;
 mod key;
 mod limits;
