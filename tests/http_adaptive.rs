@@ -18,8 +18,8 @@ use http_body_util::{BodyExt, Empty, Full, StreamBody};
 use tollgate::adaptive::limit::AimdLimit;
 use tollgate::adaptive::{AdaptiveLimiter, Mode};
 use tollgate::http::adaptive::{
-    classify_fn, AdaptiveClientLayer, AdaptiveLayer, Classify, ClientError, GrpcStatus,
-    HttpStatus, RejectStatus,
+    classify_fn, AdaptiveClientLayer, AdaptiveLayer, Classify, ClientError, GrpcStatus, HttpStatus,
+    RejectStatus,
 };
 use tollgate::observe::Outcome;
 use tollgate::time::ManualClock;
@@ -80,9 +80,21 @@ fn fail_fast_refuses_with_503_and_no_retry_after_by_default() {
     let calls = Arc::new(AtomicUsize::new(0));
     let mut service = AdaptiveLayer::new(Arc::clone(&limiter)).layer(status_service(200, &calls));
     block_on(async {
-        let held = service.ready().await.unwrap().call(Request::new(())).await.unwrap();
+        let held = service
+            .ready()
+            .await
+            .unwrap()
+            .call(Request::new(()))
+            .await
+            .unwrap();
         assert_eq!(limiter.inflight(), 1, "the body holds the permit");
-        let refused = service.ready().await.unwrap().call(Request::new(())).await.unwrap();
+        let refused = service
+            .ready()
+            .await
+            .unwrap()
+            .call(Request::new(()))
+            .await
+            .unwrap();
         assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert!(refused.headers().get("retry-after").is_none());
         assert_eq!(refused.headers()["content-type"], "application/json");
@@ -92,7 +104,11 @@ fn fail_fast_refuses_with_503_and_no_retry_after_by_default() {
             body,
             r#"{"error":"overloaded","message":"concurrency limit reached"}"#
         );
-        assert_eq!(calls.load(Ordering::SeqCst), 1, "the refused request was not sent");
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            1,
+            "the refused request was not sent"
+        );
         // The refusal itself is not a sample.
         assert_eq!(limiter.limit(), 1);
         assert_eq!(held.into_body().collect().await.unwrap().to_bytes(), "body");
@@ -110,8 +126,20 @@ fn refusals_can_be_429_with_retry_after_rounded_up() {
         .unwrap();
     let mut service = layer.layer(status_service(200, &calls));
     block_on(async {
-        let _held = service.ready().await.unwrap().call(Request::new(())).await.unwrap();
-        let refused = service.ready().await.unwrap().call(Request::new(())).await.unwrap();
+        let _held = service
+            .ready()
+            .await
+            .unwrap()
+            .call(Request::new(()))
+            .await
+            .unwrap();
+        let refused = service
+            .ready()
+            .await
+            .unwrap()
+            .call(Request::new(()))
+            .await
+            .unwrap();
         assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(refused.headers()["retry-after"], "2");
     });
@@ -162,10 +190,18 @@ fn a_closed_limiter_is_503_whatever_the_reject_status() {
 /// 429, 503 and 504 cut the AIMD limit by 10 %; a 500 and a 404 are successes.
 #[test]
 fn overload_statuses_reach_the_algorithm_as_drops() {
-    for (status, limit) in [(503, 9), (429, 9), (504, 9), (500, 10), (404, 10), (200, 10)] {
+    for (status, limit) in [
+        (503, 9),
+        (429, 9),
+        (504, 9),
+        (500, 10),
+        (404, 10),
+        (200, 10),
+    ] {
         let (limiter, _) = limiter(10, Mode::FailFast);
         let calls = Arc::new(AtomicUsize::new(0));
-        let service = AdaptiveLayer::new(Arc::clone(&limiter)).layer(status_service(status, &calls));
+        let service =
+            AdaptiveLayer::new(Arc::clone(&limiter)).layer(status_service(status, &calls));
         let response = block_on(service.oneshot(Request::new(()))).unwrap();
         assert_eq!(response.status(), status);
         block_on(response.into_body().collect()).unwrap();
@@ -183,7 +219,13 @@ fn repeated_drops_shrink_the_limit_to_its_minimum() {
     block_on(async {
         let mut limits = Vec::new();
         for _ in 0..4 {
-            let response = service.ready().await.unwrap().call(Request::new(())).await.unwrap();
+            let response = service
+                .ready()
+                .await
+                .unwrap()
+                .call(Request::new(()))
+                .await
+                .unwrap();
             response.into_body().collect().await.unwrap();
             limits.push(limiter.limit());
         }
@@ -225,7 +267,8 @@ fn a_body_dropped_early_keeps_only_a_drop() {
     for (status, limit) in [(200, 2), (503, 1)] {
         let (limiter, _) = limiter(2, Mode::FailFast);
         let calls = Arc::new(AtomicUsize::new(0));
-        let service = AdaptiveLayer::new(Arc::clone(&limiter)).layer(status_service(status, &calls));
+        let service =
+            AdaptiveLayer::new(Arc::clone(&limiter)).layer(status_service(status, &calls));
         let response = block_on(service.oneshot(Request::new(()))).unwrap();
         assert_eq!(limiter.inflight(), 1);
         drop(response);
@@ -355,7 +398,9 @@ fn a_boxed_error_such_as_a_tower_timeout_is_a_drop() {
 #[test]
 fn dropping_a_response_future_during_the_call_gives_the_permit_back() {
     let (limiter, _) = limiter(2, Mode::FailFast);
-    let never = service_fn(|_: ()| futures::future::pending::<Result<Response<Empty<Bytes>>, Infallible>>());
+    let never = service_fn(|_: ()| {
+        futures::future::pending::<Result<Response<Empty<Bytes>>, Infallible>>()
+    });
     let mut service = AdaptiveLayer::new(Arc::clone(&limiter)).layer(never);
     block_on(async {
         let mut call = Box::pin(service.ready().await.unwrap().call(()));
@@ -383,7 +428,13 @@ fn a_waiting_request_is_admitted_when_a_body_ends_and_leaves_the_queue_when_drop
     let calls = Arc::new(AtomicUsize::new(0));
     let mut service = AdaptiveLayer::new(Arc::clone(&limiter)).layer(status_service(200, &calls));
     block_on(async {
-        let held = service.ready().await.unwrap().call(Request::new(())).await.unwrap();
+        let held = service
+            .ready()
+            .await
+            .unwrap()
+            .call(Request::new(()))
+            .await
+            .unwrap();
         let mut waiting = Box::pin(service.ready().await.unwrap().call(Request::new(())));
         assert!(poll!(waiting.as_mut()).is_pending());
         assert_eq!(limiter.waiters(), 1);
@@ -411,7 +462,13 @@ fn a_waiting_request_is_admitted_when_a_body_ends_and_leaves_the_queue_when_drop
         assert_eq!(limiter.available_permits(), limiter.limit());
 
         // A wait that times out is refused.
-        let _held = service.ready().await.unwrap().call(Request::new(())).await.unwrap();
+        let _held = service
+            .ready()
+            .await
+            .unwrap()
+            .call(Request::new(()))
+            .await
+            .unwrap();
         let mut late = Box::pin(service.ready().await.unwrap().call(Request::new(())));
         assert!(poll!(late.as_mut()).is_pending());
         clock.advance(Duration::from_secs(10));
@@ -425,10 +482,22 @@ fn a_full_lifo_backlog_is_refused_at_once() {
     let calls = Arc::new(AtomicUsize::new(0));
     let mut service = AdaptiveLayer::new(Arc::clone(&limiter)).layer(status_service(200, &calls));
     block_on(async {
-        let _held = service.ready().await.unwrap().call(Request::new(())).await.unwrap();
+        let _held = service
+            .ready()
+            .await
+            .unwrap()
+            .call(Request::new(()))
+            .await
+            .unwrap();
         let mut waiting = Box::pin(service.ready().await.unwrap().call(Request::new(())));
         assert!(poll!(waiting.as_mut()).is_pending());
-        let refused = service.ready().await.unwrap().call(Request::new(())).await.unwrap();
+        let refused = service
+            .ready()
+            .await
+            .unwrap()
+            .call(Request::new(()))
+            .await
+            .unwrap();
         assert_eq!(refused.status(), 503);
     });
 }
@@ -437,9 +506,16 @@ fn a_full_lifo_backlog_is_refused_at_once() {
 fn the_client_layer_refuses_with_a_typed_error_and_sends_nothing() {
     let (limiter, _) = limiter(1, Mode::FailFast);
     let calls = Arc::new(AtomicUsize::new(0));
-    let mut client = AdaptiveClientLayer::new(Arc::clone(&limiter)).layer(status_service(200, &calls));
+    let mut client =
+        AdaptiveClientLayer::new(Arc::clone(&limiter)).layer(status_service(200, &calls));
     block_on(async {
-        let held = client.ready().await.unwrap().call(Request::new(())).await.unwrap();
+        let held = client
+            .ready()
+            .await
+            .unwrap()
+            .call(Request::new(()))
+            .await
+            .unwrap();
         let error = client
             .ready()
             .await
@@ -447,7 +523,10 @@ fn the_client_layer_refuses_with_a_typed_error_and_sends_nothing() {
             .call(Request::new(()))
             .await
             .unwrap_err();
-        assert!(matches!(error, ClientError::Refused(AcquireError::TimedOut)));
+        assert!(matches!(
+            error,
+            ClientError::Refused(AcquireError::TimedOut)
+        ));
         assert_eq!(calls.load(Ordering::SeqCst), 1);
         drop(held);
     });
@@ -461,16 +540,23 @@ fn the_client_layer_learns_from_the_partners_answers() {
     let (limiter, _) = limiter(10, Mode::FailFast);
     let calls = Arc::new(AtomicUsize::new(0));
     for status in [503, 429, 200] {
-        let client = AdaptiveClientLayer::new(Arc::clone(&limiter)).layer(status_service(status, &calls));
+        let client =
+            AdaptiveClientLayer::new(Arc::clone(&limiter)).layer(status_service(status, &calls));
         let response = block_on(client.oneshot(Request::new(()))).unwrap();
         block_on(response.into_body().collect()).unwrap();
     }
-    assert_eq!(limiter.limit(), 8, "10 × 0.9 = 9, × 0.9 = 8, then unchanged");
+    assert_eq!(
+        limiter.limit(),
+        8,
+        "10 × 0.9 = 9, × 0.9 = 8, then unchanged"
+    );
 
     // A gRPC partner: UNAVAILABLE is a drop; a timed-out call (an error) too.
     let client = AdaptiveClientLayer::new(Arc::clone(&limiter))
         .classify(GrpcStatus::new())
-        .layer(service_fn(|_: ()| async { Ok::<_, Infallible>(grpc_head("14")) }));
+        .layer(service_fn(|_: ()| async {
+            Ok::<_, Infallible>(grpc_head("14"))
+        }));
     block_on(client.oneshot(())).unwrap();
     assert_eq!(limiter.limit(), 7);
     let client = AdaptiveClientLayer::new(Arc::clone(&limiter)).layer(service_fn(|_: ()| async {
@@ -483,7 +569,11 @@ fn the_client_layer_learns_from_the_partners_answers() {
 
 #[test]
 fn the_classifiers_are_usable_alone() {
-    let (parts, ()) = Response::builder().status(503).body(()).unwrap().into_parts();
+    let (parts, ()) = Response::builder()
+        .status(503)
+        .body(())
+        .unwrap()
+        .into_parts();
     assert_eq!(HttpStatus::new().classify(&parts), Outcome::Dropped);
     assert_eq!(GrpcStatus::new().classify(&parts), Outcome::Dropped);
 }

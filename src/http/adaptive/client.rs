@@ -101,6 +101,19 @@ impl<L: LimitAlgorithm, C: Clock, K> AdaptiveClientLayer<L, C, K> {
     }
 
     /// The limiter, shared with every service the layer makes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, Mode};
+    /// use tollgate::http::adaptive::AdaptiveClientLayer;
+    ///
+    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?);
+    /// let layer = AdaptiveClientLayer::new(Arc::clone(&limiter));
+    /// assert!(Arc::ptr_eq(layer.limiter(), &limiter));
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn limiter(&self) -> &Arc<AdaptiveLimiter<L, C>> {
         &self.limiter
     }
@@ -176,11 +189,39 @@ pub struct AdaptiveClient<
 
 impl<S, L: LimitAlgorithm, C: Clock, K> AdaptiveClient<S, L, C, K> {
     /// The inner service.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tower::Layer;
+    /// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, Mode};
+    /// use tollgate::http::adaptive::AdaptiveClientLayer;
+    ///
+    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?);
+    /// let client = AdaptiveClientLayer::new(limiter).layer("partner");
+    /// assert_eq!(*client.get_ref(), "partner");
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn get_ref(&self) -> &S {
         &self.inner
     }
 
     /// The limiter, shared with the layer and every clone.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tower::Layer;
+    /// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, Mode};
+    /// use tollgate::http::adaptive::AdaptiveClientLayer;
+    ///
+    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?);
+    /// let client = AdaptiveClientLayer::new(Arc::clone(&limiter)).layer(());
+    /// assert!(Arc::ptr_eq(client.limiter(), &limiter));
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn limiter(&self) -> &Arc<AdaptiveLimiter<L, C>> {
         &self.limiter
     }

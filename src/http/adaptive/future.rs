@@ -135,7 +135,9 @@ where
                             permit: Some(permit),
                         },
                         (Err(error), _) => State::Refused { error: Some(error) },
-                        (Ok(_), None) => panic!("adaptive ResponseFuture polled after it completed"),
+                        (Ok(_), None) => {
+                            panic!("adaptive ResponseFuture polled after it completed")
+                        }
                     };
                     this.state.set(next);
                 }
@@ -151,7 +153,10 @@ where
                             let (parts, body) = response.into_parts();
                             let outcome = this.classify.classify(&parts);
                             let end = End::new(permit, Arc::clone(this.classify), outcome);
-                            Ok(Response::from_parts(parts, AdaptiveBody::admitted(body, end)))
+                            Ok(Response::from_parts(
+                                parts,
+                                AdaptiveBody::admitted(body, end),
+                            ))
                         }
                         Err(error) => {
                             permit.finish(this.classify.classify_error(&error));

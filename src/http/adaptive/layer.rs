@@ -159,6 +159,19 @@ impl<L: LimitAlgorithm, C: Clock, K> AdaptiveLayer<L, C, K> {
     }
 
     /// The limiter, shared with every service the layer makes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, Mode};
+    /// use tollgate::http::adaptive::AdaptiveLayer;
+    ///
+    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?);
+    /// let layer = AdaptiveLayer::new(Arc::clone(&limiter));
+    /// assert!(Arc::ptr_eq(layer.limiter(), &limiter));
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn limiter(&self) -> &Arc<AdaptiveLimiter<L, C>> {
         &self.limiter
     }

@@ -87,7 +87,9 @@ mod response;
 mod service;
 
 pub use body::AdaptiveBody;
-pub use classify::{classify_fn, Classify, ClassifyError, ClassifyFn, GrpcStatus, HttpStatus, OnError};
+pub use classify::{
+    classify_fn, Classify, ClassifyError, ClassifyFn, GrpcStatus, HttpStatus, OnError,
+};
 pub use client::{AdaptiveClient, AdaptiveClientLayer};
 pub use error::ClientError;
 pub use future::{ClientFuture, ResponseFuture};

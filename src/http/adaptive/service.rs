@@ -71,11 +71,39 @@ impl<S, L: LimitAlgorithm, C: Clock, K> AdaptiveService<S, L, C, K> {
     }
 
     /// The inner service.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tower::Layer;
+    /// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, Mode};
+    /// use tollgate::http::adaptive::AdaptiveLayer;
+    ///
+    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?);
+    /// let service = AdaptiveLayer::new(limiter).layer(42);
+    /// assert_eq!(*service.get_ref(), 42);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn get_ref(&self) -> &S {
         &self.inner
     }
 
     /// The limiter, shared with the layer and every clone.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tower::Layer;
+    /// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, Mode};
+    /// use tollgate::http::adaptive::AdaptiveLayer;
+    ///
+    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?);
+    /// let service = AdaptiveLayer::new(Arc::clone(&limiter)).layer(());
+    /// assert!(Arc::ptr_eq(service.limiter(), &limiter));
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn limiter(&self) -> &Arc<AdaptiveLimiter<L, C>> {
         &self.limiter
     }
