@@ -277,6 +277,32 @@ fn a_body_dropped_early_keeps_only_a_drop() {
     }
 }
 
+/// A body that fails half way is a drop, whatever its head said; a streamed body
+/// without trailers keeps the head's outcome, recorded at its end.
+#[test]
+fn a_body_that_fails_is_a_drop() {
+    for (fails, limit) in [(true, 1), (false, 3)] {
+        let (limiter, clock) = limiter(2, Mode::FailFast);
+        let service =
+            AdaptiveLayer::new(Arc::clone(&limiter)).layer(service_fn(move |_: ()| async move {
+                let last = match fails {
+                    true => Err(io::Error::from(io::ErrorKind::ConnectionReset)),
+                    false => Ok(Frame::data(Bytes::from_static(b"two"))),
+                };
+                let frames = vec![Ok(Frame::data(Bytes::from_static(b"one"))), last];
+                Ok::<_, Infallible>(Response::new(StreamBody::new(futures::stream::iter(
+                    frames,
+                ))))
+            }));
+        let response = block_on(service.oneshot(())).unwrap();
+        clock.advance(Duration::from_millis(10));
+        let collected = block_on(response.into_body().collect());
+        assert_eq!(collected.is_err(), fails);
+        assert_eq!(limiter.inflight(), 0);
+        assert_eq!(limiter.limit(), limit, "fails: {fails}");
+    }
+}
+
 #[test]
 fn grpc_status_in_the_head_of_a_trailers_only_response() {
     // AIMD from 2, one call in flight: a success grows the limit to 3, a drop cuts

@@ -113,7 +113,9 @@ pub trait ClassifyError<E> {
 /// the limit is too high. Other server errors are successes by default, as
 /// Netflix's servlet filter counts every response it sees: a 500 is usually a bug,
 /// not load, and its latency is still a sample. [`outcome`](HttpStatus::outcome)
-/// overrides any one status. Errors of the inner service are drops.
+/// overrides any one status. Errors of the inner service are drops (Netflix's
+/// filter ignores exceptions; here the common error is a timeout, which is load:
+/// see [`Classify::on_error`] to ignore the others).
 ///
 /// # Examples
 ///
@@ -232,7 +234,8 @@ impl<E> ClassifyError<E> for HttpStatus {
     }
 }
 
-/// A gRPC status code, as sent in `grpc-status`.
+/// gRPC status codes, as sent in `grpc-status`.
+const OK: u32 = 0;
 const CANCELLED: u32 = 1;
 const DEADLINE_EXCEEDED: u32 = 4;
 const RESOURCE_EXHAUSTED: u32 = 8;
@@ -249,14 +252,20 @@ const UNKNOWN: u32 = 2;
 /// |---|---|
 /// | 14 `UNAVAILABLE`, 4 `DEADLINE_EXCEEDED`, 8 `RESOURCE_EXHAUSTED` | dropped |
 /// | 1 `CANCELLED` | ignored (the caller gave up: no latency to learn from) |
-/// | any other code, `OK` included | success |
+/// | 0 `OK` | success |
+/// | any other code | [`other_errors`](GrpcStatus::other_errors): success by default |
 /// | not a number | ignored |
 ///
 /// A response with no `grpc-status` in its head is read by its HTTP status, as a
 /// gRPC client does: 200 is a success until the trailers say otherwise; 429, 502,
-/// 503 and 504 are `UNAVAILABLE` (dropped); anything else is `UNKNOWN` (success).
-/// Errors of the inner service are drops. Reading the status needs no gRPC crate:
-/// it is a header.
+/// 503 and 504 are `UNAVAILABLE` (dropped); anything else is `UNKNOWN`. Errors of
+/// the inner service are drops. Reading the status needs no gRPC crate: it is a
+/// header.
+///
+/// Netflix's interceptors differ from each other: the client's drops only
+/// `UNAVAILABLE` and ignores every other error; the server's drops `CANCELLED` and
+/// `DEADLINE_EXCEEDED` and counts the rest as successes. Both are a few
+/// [`outcome`](GrpcStatus::outcome) calls away.
 ///
 /// # Examples
 ///
@@ -275,10 +284,25 @@ const UNKNOWN: u32 = 2;
 /// let mut trailers = http::HeaderMap::new();
 /// trailers.insert("grpc-status", "4".parse().unwrap());
 /// assert_eq!(grpc.classify_trailers(&trailers), Some(Outcome::Dropped));
+///
+/// // Netflix's client interceptor: only UNAVAILABLE is a drop, other errors are ignored.
+/// let netflix_client = GrpcStatus::new()
+///     .other_errors(Outcome::Ignored)
+///     .outcome(4, Outcome::Ignored)
+///     .outcome(8, Outcome::Ignored);
+/// assert_eq!(netflix_client.code(4), Outcome::Ignored);
+/// assert_eq!(netflix_client.code(14), Outcome::Dropped);
 /// ```
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct GrpcStatus {
-    _private: (),
+    other_errors: Outcome,
+    overrides: Vec<(u32, Outcome)>,
+}
+
+impl Default for GrpcStatus {
+    fn default() -> Self {
+        GrpcStatus::new()
+    }
 }
 
 impl GrpcStatus {
@@ -293,7 +317,48 @@ impl GrpcStatus {
     /// assert_eq!(GrpcStatus::new().code(14), Outcome::Dropped);
     /// ```
     pub fn new() -> GrpcStatus {
-        GrpcStatus { _private: () }
+        GrpcStatus {
+            other_errors: Outcome::Success,
+            overrides: Vec::new(),
+        }
+    }
+
+    /// What codes other than `OK` and the four above count as (success by
+    /// default: an error such as `NOT_FOUND` is the request's, and its latency is
+    /// still a sample).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::http::adaptive::GrpcStatus;
+    /// use tollgate::observe::Outcome;
+    ///
+    /// let grpc = GrpcStatus::new().other_errors(Outcome::Ignored);
+    /// assert_eq!(grpc.code(5), Outcome::Ignored); // NOT_FOUND
+    /// assert_eq!(grpc.code(0), Outcome::Success);
+    /// ```
+    pub fn other_errors(mut self, outcome: Outcome) -> GrpcStatus {
+        self.other_errors = outcome;
+        self
+    }
+
+    /// What `code` counts as, whatever the rules above say (the last call for a
+    /// code wins).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::http::adaptive::GrpcStatus;
+    /// use tollgate::observe::Outcome;
+    ///
+    /// // Netflix's server interceptor: a cancelled call is a drop.
+    /// let grpc = GrpcStatus::new().outcome(1, Outcome::Dropped);
+    /// assert_eq!(grpc.code(1), Outcome::Dropped);
+    /// ```
+    pub fn outcome(mut self, code: u32, outcome: Outcome) -> GrpcStatus {
+        self.overrides.retain(|(c, _)| *c != code);
+        self.overrides.push((code, outcome));
+        self
     }
 
     /// The outcome of a call that ended with status `code`.
@@ -308,10 +373,14 @@ impl GrpcStatus {
     /// assert_eq!(GrpcStatus::new().code(5), Outcome::Success); // NOT_FOUND
     /// ```
     pub fn code(&self, code: u32) -> Outcome {
+        if let Some((_, outcome)) = self.overrides.iter().find(|(c, _)| *c == code) {
+            return *outcome;
+        }
         match code {
+            OK => Outcome::Success,
             UNAVAILABLE | DEADLINE_EXCEEDED | RESOURCE_EXHAUSTED => Outcome::Dropped,
             CANCELLED => Outcome::Ignored,
-            _ => Outcome::Success,
+            _ => self.other_errors,
         }
     }
 
@@ -332,7 +401,7 @@ impl Classify for GrpcStatus {
             return outcome;
         }
         let code = match response.status {
-            StatusCode::OK => return Outcome::Success,
+            StatusCode::OK => OK,
             StatusCode::TOO_MANY_REQUESTS
             | StatusCode::BAD_GATEWAY
             | StatusCode::SERVICE_UNAVAILABLE
@@ -518,5 +587,14 @@ mod tests {
         assert_eq!(c.classify(&head(502, None)), Outcome::Dropped);
         assert_eq!(c.classify(&head(500, None)), Outcome::Success);
         assert_eq!(c.classify_trailers(&HeaderMap::new()), None);
+        // Overrides apply in the head, the trailers and by HTTP status.
+        let c = c
+            .outcome(14, Outcome::Ignored)
+            .other_errors(Outcome::Dropped);
+        assert_eq!(c.classify(&head(200, Some("14"))), Outcome::Ignored);
+        assert_eq!(c.classify(&head(503, None)), Outcome::Ignored);
+        assert_eq!(c.classify(&head(500, None)), Outcome::Dropped, "UNKNOWN");
+        assert_eq!(c.classify(&head(200, Some("0"))), Outcome::Success);
+        assert_eq!(c.classify(&head(200, Some("x"))), Outcome::Ignored);
     }
 }

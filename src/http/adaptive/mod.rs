@@ -28,7 +28,7 @@
 //! | Classifier | Drops | Ignored |
 //! |---|---|---|
 //! | [`HttpStatus`] (default) | 429, 503, 504; other 5xx if configured | — |
-//! | [`GrpcStatus`] | `UNAVAILABLE`, `DEADLINE_EXCEEDED`, `RESOURCE_EXHAUSTED` (head or trailers); HTTP 429, 502, 503, 504 | `CANCELLED`, an unreadable status |
+//! | [`GrpcStatus`] | `UNAVAILABLE`, `DEADLINE_EXCEEDED`, `RESOURCE_EXHAUSTED` (head or trailers); HTTP 429, 502, 503, 504; any code if configured | `CANCELLED`, an unreadable status |
 //! | [`classify_fn`] | whatever the closure says | |
 //!
 //! Every one counts an error of the inner service as a drop.
