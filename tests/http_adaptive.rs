@@ -683,3 +683,84 @@ async fn over_http_the_layer_refuses_past_the_limit_and_learns_from_503s() {
     assert!(limiter_before >= 2, "the slow success grew it");
     assert!(limiter.limit() < limiter_before, "the 503 cut it");
 }
+
+/// Each request is one decision in the limiter's events, in the waiting modes too
+/// (the layer does not try, fail, then wait), and each admitted one ends once,
+/// with the outcome its response was read as.
+#[test]
+fn the_limiters_events_count_each_request_once() {
+    use std::sync::Mutex;
+    use tollgate::observe::{Event, EventKind, Events};
+
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let events = Events::new("backend");
+    let _subscription = events.subscribe({
+        let seen = Arc::clone(&seen);
+        move |event: &Event<'_>| seen.lock().unwrap().push(event.kind)
+    });
+    let clock = ManualClock::new();
+    let aimd = AimdLimit::builder()
+        .min_limit(1)
+        .initial_limit(1)
+        .max_limit(1)
+        .build()
+        .unwrap();
+    let mode = Mode::fifo(Duration::from_secs(1)).unwrap();
+    let limiter = Arc::new(
+        AdaptiveLimiter::with_clock(aimd, mode, clock.clone())
+            .unwrap()
+            .with_events(events),
+    );
+    let calls = Arc::new(AtomicUsize::new(0));
+    let mut service = AdaptiveLayer::new(Arc::clone(&limiter)).layer(status_service(503, &calls));
+    block_on(async {
+        let first = service
+            .ready()
+            .await
+            .unwrap()
+            .call(Request::new(()))
+            .await
+            .unwrap();
+        let mut second = Box::pin(service.ready().await.unwrap().call(Request::new(())));
+        assert!(poll!(second.as_mut()).is_pending());
+        clock.advance(Duration::from_millis(300));
+        first.into_body().collect().await.unwrap();
+        let second = second.await.unwrap();
+        let mut third = Box::pin(service.ready().await.unwrap().call(Request::new(())));
+        assert!(poll!(third.as_mut()).is_pending());
+        clock.advance(Duration::from_secs(1));
+        assert_eq!(third.await.unwrap().status(), 503);
+        drop(second);
+    });
+    let seen = seen.lock().unwrap();
+    let decisions: Vec<_> = seen
+        .iter()
+        .filter(|k| {
+            matches!(
+                k,
+                EventKind::Admitted | EventKind::Waited { .. } | EventKind::Denied { .. }
+            )
+        })
+        .collect();
+    assert_eq!(decisions.len(), 3, "{seen:?}");
+    assert!(matches!(decisions[0], EventKind::Admitted));
+    assert!(
+        matches!(decisions[1], EventKind::Waited { wait } if *wait == Duration::from_millis(300))
+    );
+    assert!(matches!(decisions[2], EventKind::Denied { .. }));
+    let finished: Vec<_> = seen
+        .iter()
+        .filter_map(|k| match k {
+            EventKind::Finished { outcome, rtt, .. } => Some((*outcome, *rtt)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        finished,
+        [
+            (Outcome::Dropped, Duration::from_millis(300)),
+            (Outcome::Dropped, Duration::from_secs(1)),
+        ],
+        "the second's body was dropped early after a 503 head: still a drop"
+    );
+}

@@ -150,10 +150,10 @@ impl<S, L: LimitAlgorithm, C: Clock, K> Layer<S> for AdaptiveClientLayer<L, C, K
 
 /// The client service an [`AdaptiveClientLayer`] wraps around `S`.
 ///
-/// `call` takes a permit if one is free and calls the inner service at once; when
-/// none is, it refuses at once when failing fast, or the [`ClientFuture`] waits
-/// holding the inner service `poll_ready` made ready (a clone left in its place,
-/// so `S: Clone`).
+/// When the limiter fails fast, `call` takes a permit and calls the inner service
+/// at once, or refuses. In the waiting modes the [`ClientFuture`] takes or waits
+/// for the permit when polled, holding the inner service `poll_ready` made ready
+/// (a clone left in its place, so `S: Clone`).
 ///
 /// # Examples
 ///

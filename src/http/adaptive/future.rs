@@ -57,9 +57,10 @@ pin_project! {
 }
 
 impl<S: Service<Req>, Req, L: LimitAlgorithm, C: Clock, K> Call<S, Req, L, C, K> {
-    /// Takes a permit if one is free and calls `inner` at once; refuses at once when
-    /// the limiter fails fast or is closed; otherwise waits, holding `inner` (the
-    /// service `poll_ready` made ready, a clone left in its place).
+    /// Failing fast, takes a permit and calls `inner` at once, or refuses. In the
+    /// waiting modes, the future takes or waits for the permit when polled, holding
+    /// `inner` (the service `poll_ready` made ready, a clone left in its place):
+    /// one attempt per request, so the limiter's events count each request once.
     fn start(
         inner: &mut S,
         limiter: &Arc<AdaptiveLimiter<L, C>>,
@@ -69,26 +70,27 @@ impl<S: Service<Req>, Req, L: LimitAlgorithm, C: Clock, K> Call<S, Req, L, C, K>
     where
         S: Clone,
     {
-        let state = match limiter.try_acquire() {
-            Ok(permit) => State::Calling {
-                future: inner.call(request),
-                permit: Some(permit),
-            },
-            Err(Denied::Limited(_)) if !matches!(limiter.mode(), Mode::FailFast) => {
-                let clone = inner.clone();
-                let ready = std::mem::replace(inner, clone);
-                State::Waiting {
-                    acquire: limiter.acquire(),
-                    pending: Some((ready, request)),
-                }
+        let state = if matches!(limiter.mode(), Mode::FailFast) {
+            match limiter.try_acquire() {
+                Ok(permit) => State::Calling {
+                    future: inner.call(request),
+                    permit: Some(permit),
+                },
+                Err(denied) => State::Refused {
+                    error: Some(match denied {
+                        Denied::Limited(_) => AcquireError::TimedOut,
+                        Denied::Insufficient(i) => AcquireError::Insufficient(i),
+                        Denied::Closed => AcquireError::Closed,
+                    }),
+                },
             }
-            Err(denied) => State::Refused {
-                error: Some(match denied {
-                    Denied::Limited(_) => AcquireError::TimedOut,
-                    Denied::Insufficient(i) => AcquireError::Insufficient(i),
-                    Denied::Closed => AcquireError::Closed,
-                }),
-            },
+        } else {
+            let clone = inner.clone();
+            let ready = std::mem::replace(inner, clone);
+            State::Waiting {
+                acquire: limiter.acquire(),
+                pending: Some((ready, request)),
+            }
         };
         Call {
             state,

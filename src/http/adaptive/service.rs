@@ -16,11 +16,11 @@ use crate::time::{Clock, MonotonicClock};
 
 /// The service an [`AdaptiveLayer`](super::AdaptiveLayer) wraps around `S`.
 ///
-/// `call` takes a permit if one is free and calls the inner service at once. When
-/// none is, it refuses at once in [`Mode::FailFast`](crate::adaptive::Mode::FailFast);
-/// in the waiting modes the [`ResponseFuture`] waits, holding the inner service
-/// `poll_ready` made ready and leaving a clone in its place (so `S: Clone`, as
-/// tower's guide advises).
+/// In [`Mode::FailFast`](crate::adaptive::Mode::FailFast), `call` takes a permit
+/// and calls the inner service at once, or refuses. In the waiting modes the
+/// [`ResponseFuture`] takes or waits for the permit when polled, holding the inner
+/// service `poll_ready` made ready and leaving a clone in its place (so
+/// `S: Clone`, as tower's guide advises).
 ///
 /// # Examples
 ///
