@@ -13,7 +13,9 @@
 //! [`shed`] is load shedding by criticality class: a server layer answering 503 with
 //! `Retry-After` to the classes a [`Shedder`](crate::shed::Shedder) sheds, and a
 //! client layer passing a request's class on to the calls it makes.
+//! [`adaptive`] holds server and client layers to an adaptive concurrency limit.
 
+pub mod adaptive;
 pub mod client;
 mod key;
 mod limits;
