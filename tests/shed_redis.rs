@@ -82,10 +82,22 @@ async fn two_shedders_share_the_fleet_capacity_and_its_reserve() {
 
     let mut held = Vec::new();
     for _ in 0..5 {
-        held.push(a.decide_async(&sheddable).await.unwrap().into_slot().unwrap());
+        held.push(
+            a.decide_async(&sheddable)
+                .await
+                .unwrap()
+                .into_slot()
+                .unwrap(),
+        );
     }
     for _ in 0..3 {
-        held.push(b.decide_async(&sheddable).await.unwrap().into_slot().unwrap());
+        held.push(
+            b.decide_async(&sheddable)
+                .await
+                .unwrap()
+                .into_slot()
+                .unwrap(),
+        );
     }
     // 8 of 10 in flight across both: the rest is reserved for critical work.
     let refused = b.decide_async(&sheddable).await.unwrap();
@@ -93,7 +105,13 @@ async fn two_shedders_share_the_fleet_capacity_and_its_reserve() {
     let refused = a.decide_async(&classes.lowest()).await.unwrap();
     assert_eq!(reason(&refused), Some(ShedReason::Reserved));
     for _ in 0..2 {
-        held.push(a.decide_async(&critical).await.unwrap().into_slot().unwrap());
+        held.push(
+            a.decide_async(&critical)
+                .await
+                .unwrap()
+                .into_slot()
+                .unwrap(),
+        );
     }
     let full = b.decide_async(&critical).await.unwrap();
     assert_eq!(reason(&full), Some(ShedReason::Full));
@@ -102,7 +120,12 @@ async fn two_shedders_share_the_fleet_capacity_and_its_reserve() {
 
     // One given back by `a` is one more for `b`.
     assert!(held.pop().unwrap().release().await.unwrap());
-    let slot = b.decide_async(&critical).await.unwrap().into_slot().unwrap();
+    let slot = b
+        .decide_async(&critical)
+        .await
+        .unwrap()
+        .into_slot()
+        .unwrap();
     assert_eq!(b.counter().in_use().await.unwrap(), 10);
 
     // Dropped slots are given back by spawned tasks.
@@ -161,9 +184,16 @@ async fn shadow_mode_takes_the_slot_and_off_admits_everything() {
     assert_eq!(fleet.counter().in_use().await.unwrap(), 3);
 
     switch.set(Mode::Enforce);
-    let refused = fleet.decide_async(&Classes::google().highest()).await.unwrap();
+    let refused = fleet
+        .decide_async(&Classes::google().highest())
+        .await
+        .unwrap();
     assert_eq!(reason(&refused), Some(ShedReason::Full));
-    assert_eq!(fleet.counter().in_use().await.unwrap(), 3, "a refusal took a slot");
+    assert_eq!(
+        fleet.counter().in_use().await.unwrap(),
+        3,
+        "a refusal took a slot"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -188,7 +218,10 @@ async fn leases_renew_until_given_back_and_the_key_expires_with_the_last() {
     assert!(usage.renew(first).await.unwrap());
     assert!(usage.give_back(first).await.unwrap());
     assert!(!usage.give_back(first).await.unwrap(), "given back twice");
-    assert!(!usage.renew(first).await.unwrap(), "renewed after its give-back");
+    assert!(
+        !usage.renew(first).await.unwrap(),
+        "renewed after its give-back"
+    );
     assert!(usage.give_back(second).await.unwrap());
     let exists: bool = raw.exists(usage.key()).await.unwrap();
     assert!(!exists, "an empty set outlived its leases");
@@ -207,29 +240,75 @@ async fn bad_configuration_is_a_typed_error() {
         other => panic!("{other:?}"),
     };
     let lease = |d| config(RedisUsage::new(&store, "fleet", d));
-    assert_eq!(lease(Duration::ZERO), ConfigError::Zero { parameter: "lease" });
+    assert_eq!(
+        lease(Duration::ZERO),
+        ConfigError::Zero { parameter: "lease" }
+    );
     for huge in [Duration::MAX, Duration::from_micros((1 << 52) + 1)] {
         let e = lease(huge);
         assert!(
-            matches!(e, ConfigError::TooLong { parameter: "lease", .. }),
+            matches!(
+                e,
+                ConfigError::TooLong {
+                    parameter: "lease",
+                    ..
+                }
+            ),
             "{e:?}"
         );
     }
     let e = lease(Duration::from_nanos(1_500));
-    assert!(matches!(e, ConfigError::OutOfRange { parameter: "lease", .. }), "{e:?}");
+    assert!(
+        matches!(
+            e,
+            ConfigError::OutOfRange {
+                parameter: "lease",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
     for name in ["", "a{b", "b}"] {
         let e = config(RedisUsage::new(&store, name, Duration::from_secs(1)));
-        assert!(matches!(e, ConfigError::OutOfRange { parameter: "name", .. }), "{e:?}");
+        assert!(
+            matches!(
+                e,
+                ConfigError::OutOfRange {
+                    parameter: "name",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
     }
     let usage = || RedisUsage::new(&store, "fleet", Duration::from_secs(1)).unwrap();
     for reserved in [-0.1, 1.5, f64::INFINITY] {
         let e = FleetShedder::with_counter(Classes::google(), 10, reserved, usage()).unwrap_err();
-        assert!(matches!(e, ConfigError::OutOfRange { parameter: "reserved", .. }), "{e:?}");
+        assert!(
+            matches!(
+                e,
+                ConfigError::OutOfRange {
+                    parameter: "reserved",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
     }
     let e = FleetShedder::with_counter(Classes::google(), 10, f64::NAN, usage()).unwrap_err();
-    assert_eq!(e, ConfigError::NotANumber { parameter: "reserved" });
+    assert_eq!(
+        e,
+        ConfigError::NotANumber {
+            parameter: "reserved"
+        }
+    );
     let e = FleetShedder::with_counter(Classes::google(), 0, 0.2, usage()).unwrap_err();
-    assert_eq!(e, ConfigError::Zero { parameter: "capacity" });
+    assert_eq!(
+        e,
+        ConfigError::Zero {
+            parameter: "capacity"
+        }
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -303,8 +382,16 @@ async fn a_killed_process_s_slots_come_back_after_its_lease() {
     // Its slots still count: only critical work fits, in the reserve.
     let refused = fleet.decide_async(&low).await.unwrap();
     assert_eq!(reason(&refused), Some(ShedReason::Reserved));
-    let last = fleet.decide_async(&critical).await.unwrap().into_slot().unwrap();
-    assert_eq!(reason(&fleet.decide_async(&critical).await.unwrap()), Some(ShedReason::Full));
+    let last = fleet
+        .decide_async(&critical)
+        .await
+        .unwrap()
+        .into_slot()
+        .unwrap();
+    assert_eq!(
+        reason(&fleet.decide_async(&critical).await.unwrap()),
+        Some(ShedReason::Full)
+    );
     last.release().await.unwrap();
 
     // Within one lease of the kill (plus margin), every slot is back.
@@ -314,6 +401,13 @@ async fn a_killed_process_s_slots_come_back_after_its_lease() {
     for _ in 0..3 {
         held.push(fleet.decide_async(&low).await.unwrap().into_slot().unwrap());
     }
-    held.push(fleet.decide_async(&critical).await.unwrap().into_slot().unwrap());
+    held.push(
+        fleet
+            .decide_async(&critical)
+            .await
+            .unwrap()
+            .into_slot()
+            .unwrap(),
+    );
     assert_eq!(fleet.counter().in_use().await.unwrap(), CAPACITY);
 }

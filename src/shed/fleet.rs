@@ -27,9 +27,8 @@ use crate::sync::Arc;
 ///
 /// Counting is one compare-and-swap on a [`UsageCounter`]: [`LocalUsage`] in
 /// process, or any counter shared by a fleet. Clones share the counter. Across a
-/// fleet through Redis (feature `redis`), the counter is a
-/// [`RedisUsage`](super::RedisUsage) and decisions are asynchronous:
-/// [`decide_async`](FleetShedder::decide_async).
+/// fleet through Redis (feature `redis`), the counter is a `RedisUsage` and
+/// decisions are asynchronous: `decide_async`.
 ///
 /// # Examples
 ///

@@ -48,11 +48,11 @@ pub mod system;
 mod usage;
 mod utilisation;
 
+#[cfg(feature = "redis")]
+pub use self::redis::{RedisLease, RedisSlot, RedisUsage};
 pub use class::{Class, Classes};
 pub use decision::{Shed, ShedDecision, ShedReason, Shedder};
 pub use fleet::{FleetShedder, FleetSlot};
 pub use mode::{Mode, ModeSwitch};
-#[cfg(feature = "redis")]
-pub use self::redis::{RedisLease, RedisSlot, RedisUsage};
 pub use usage::{LocalUsage, UsageCounter};
 pub use utilisation::{Measure, UtilisationBuilder, UtilisationShedder, UtilisationSlot};

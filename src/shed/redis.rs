@@ -194,7 +194,11 @@ where
     /// Dropping the future leaves the lease renewed or not.
     pub async fn renew(&self, lease: RedisLease) -> Result<bool, StoreError> {
         let reply: i64 = self
-            .call(&["renew", &lease.id.to_string(), &self.lease_micros.to_string()])
+            .call(&[
+                "renew",
+                &lease.id.to_string(),
+                &self.lease_micros.to_string(),
+            ])
             .await?;
         Ok(reply == 1)
     }
@@ -242,10 +246,9 @@ where
             .await?;
         match reply[..] {
             [0, _, 0] => Ok((None, false)),
-            [id, _, within @ (0 | 1)] if id > 0 => Ok((
-                Some(RedisLease { id: id as u64 }),
-                within == 1,
-            )),
+            [id, _, within @ (0 | 1)] if id > 0 => {
+                Ok((Some(RedisLease { id: id as u64 }), within == 1))
+            }
             _ => Err(StoreError::Protocol(format!("take answered {reply:?}"))),
         }
     }
@@ -448,15 +451,24 @@ mod tests {
         );
         assert_eq!(
             lease_micros(Duration::MAX),
-            Err(crate::algorithm::script::too_long("lease", MAX_SCRIPT_MICROS))
+            Err(crate::algorithm::script::too_long(
+                "lease",
+                MAX_SCRIPT_MICROS
+            ))
         );
         assert_eq!(
             lease_micros(Duration::from_micros(MAX_SCRIPT_MICROS + 1)),
-            Err(crate::algorithm::script::too_long("lease", MAX_SCRIPT_MICROS))
+            Err(crate::algorithm::script::too_long(
+                "lease",
+                MAX_SCRIPT_MICROS
+            ))
         );
         assert!(matches!(
             lease_micros(Duration::from_nanos(1_500)),
-            Err(ConfigError::OutOfRange { parameter: "lease", .. })
+            Err(ConfigError::OutOfRange {
+                parameter: "lease",
+                ..
+            })
         ));
         assert_eq!(lease_micros(Duration::from_millis(1_500)), Ok(1_500_000));
         assert_eq!(
