@@ -12,11 +12,12 @@ mod common;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::redis::{require_redis, RedisServer};
+use common::redis::{require_redis, RedisCluster, RedisServer};
 use redis::aio::ConnectionManager;
+use redis::cluster_async::ClusterConnection;
 use redis::AsyncCommands;
 use tollgate::shed::{
-    Classes, FleetShedder, Mode, ModeSwitch, RedisUsage, ShedDecision, ShedReason,
+    Classes, FleetShedder, Mode, ModeSwitch, RedisSlot, RedisUsage, ShedDecision, ShedReason,
 };
 use tollgate::store::{RedisStore, StoreError};
 use tollgate::ConfigError;
@@ -309,6 +310,52 @@ async fn bad_configuration_is_a_typed_error() {
             parameter: "capacity"
         }
     );
+}
+
+/// Services hold these across `.await`s and in tasks.
+#[test]
+fn the_fleet_types_and_the_decision_future_are_send() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>(_: &T) {}
+    send_sync::<RedisUsage>();
+    send_sync::<RedisSlot>();
+    send_sync::<FleetShedder<RedisUsage<ClusterConnection>>>();
+    // Never polled: no runtime, no connection needed.
+    let _ = |fleet: &FleetShedder<RedisUsage>| send(&decide_and_release(fleet));
+}
+
+async fn decide_and_release(fleet: &FleetShedder<RedisUsage>) -> Result<(), StoreError> {
+    let class = Classes::google().lowest();
+    if let Ok(slot) = fleet.decide_async(&class).await?.into_slot() {
+        slot.renew().await?;
+        slot.release().await?;
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_each_fleet_s_keys_share_its_slot() {
+    let Some(()) = require_redis() else { return };
+    let cluster = RedisCluster::start(3);
+    let urls = cluster.urls();
+    let seeds: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let store = RedisStore::connect_cluster(&seeds, "shed").await.unwrap();
+    let classes = Classes::google();
+    // Several fleets, each on the master its name hashes to.
+    for name in ["api", "search", "checkout", "images"] {
+        let usage = RedisUsage::new(&store, name, Duration::from_secs(30)).unwrap();
+        let fleet = FleetShedder::with_counter(classes.clone(), 2, 0.5, usage).unwrap();
+        let slot = fleet
+            .decide_async(&classes.lowest())
+            .await
+            .unwrap()
+            .into_slot()
+            .unwrap();
+        let refused = fleet.decide_async(&classes.lowest()).await.unwrap();
+        assert_eq!(reason(&refused), Some(ShedReason::Reserved), "{name}");
+        assert_eq!(fleet.counter().in_use().await.unwrap(), 1, "{name}");
+        assert!(slot.release().await.unwrap(), "{name}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

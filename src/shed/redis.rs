@@ -10,7 +10,7 @@ use redis::Script;
 use super::class::Class;
 use super::decision::ShedDecision;
 use super::fleet::FleetShedder;
-use crate::algorithm::script::{whole_micros, MAX_SCRIPT_MICROS};
+use crate::algorithm::script::whole_micros;
 use crate::error::ConfigError;
 use crate::store::{RedisStore, StoreError};
 use crate::sync::unmodeled::OnceLock;
@@ -238,8 +238,9 @@ where
         limit: u64,
         anyway: bool,
     ) -> Result<(Option<RedisLease>, bool), StoreError> {
-        // Counts never reach 2^52; a larger limit is the same as no limit.
-        let limit = limit.min(MAX_SCRIPT_MICROS).to_string();
+        // Counts never reach 2^52, so a larger limit is the same as none, and the
+        // script's doubles hold the rest exactly.
+        let limit = limit.min(1 << 52).to_string();
         let anyway = if anyway { "1" } else { "0" };
         let reply: Vec<i64> = self
             .call(&["take", &limit, anyway, &self.lease_micros.to_string()])
@@ -442,6 +443,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::algorithm::script::MAX_SCRIPT_MICROS;
 
     #[test]
     fn leases_the_script_cannot_add_exactly_are_errors() {
