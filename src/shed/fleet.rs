@@ -344,7 +344,7 @@ impl<U: UsageCounter> FleetShedder<U> {
 
     fn slot(&self, lease: U::Lease) -> FleetSlot<U> {
         FleetSlot {
-            counter: Arc::clone(&self.counter),
+            counter: self.shared_counter(),
             lease: Some(lease),
         }
     }
