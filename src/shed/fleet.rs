@@ -26,7 +26,9 @@ use crate::sync::Arc;
 /// set, whose index this set does not have, counts as non-critical.
 ///
 /// Counting is one compare-and-swap on a [`UsageCounter`]: [`LocalUsage`] in
-/// process, or any counter shared by a fleet. Clones share the counter.
+/// process, or any counter shared by a fleet. Clones share the counter. Across a
+/// fleet through Redis (feature `redis`), the counter is a `RedisUsage` and
+/// decisions are asynchronous: `decide_async`.
 ///
 /// # Examples
 ///
@@ -51,7 +53,7 @@ use crate::sync::Arc;
 /// assert_eq!(fleet.in_flight(), 0);
 /// # Ok::<(), tollgate::ConfigError>(())
 /// ```
-pub struct FleetShedder<U: UsageCounter = LocalUsage> {
+pub struct FleetShedder<U = LocalUsage> {
     classes: Classes,
     critical: Arc<[bool]>,
     capacity: u64,
@@ -94,7 +96,7 @@ impl FleetShedder {
     }
 }
 
-impl<U: UsageCounter> FleetShedder<U> {
+impl<U> FleetShedder<U> {
     /// As [`new`](FleetShedder::new), counting with `counter` (one shared by a
     /// fleet, for example).
     ///
@@ -258,19 +260,91 @@ impl<U: UsageCounter> FleetShedder<U> {
         self.shared_limit
     }
 
-    /// The requests in flight now.
-    pub fn in_flight(&self) -> u64 {
-        self.counter.in_use()
-    }
-
     /// The mode switch this shedder follows.
     pub fn mode(&self) -> &ModeSwitch {
         &self.mode
     }
 
+    /// The counter, shared by clones.
+    pub fn counter(&self) -> &U {
+        &self.counter
+    }
+
+    /// The counter, for a slot to keep.
+    pub(super) fn shared_counter(&self) -> Arc<U> {
+        Arc::clone(&self.counter)
+    }
+
+    /// What `class` asks of the counter now: its limit, and whether a slot is to be
+    /// taken even past it (shadow mode, shedding off).
+    pub(super) fn plan(&self, class: &Class) -> Plan {
+        let critical = self.is_critical(class);
+        let limit = if critical {
+            self.capacity
+        } else {
+            self.shared_limit
+        };
+        Plan {
+            critical,
+            limit,
+            mode: self.mode.get(),
+        }
+    }
+
+    /// The decision for `class` once the counter answered: `slot` if it took one,
+    /// `within` if that was within the plan's limit. Reported to the events.
+    pub(super) fn settle<S>(
+        &self,
+        class: &Class,
+        plan: Plan,
+        slot: Option<S>,
+        within: bool,
+    ) -> ShedDecision<S> {
+        let refusal = || {
+            let reason = if plan.critical || self.shared_limit == self.capacity {
+                ShedReason::Full
+            } else {
+                ShedReason::Reserved
+            };
+            Shed::new(class.clone(), reason, self.retry_after)
+        };
+        let decision = match slot {
+            Some(slot) if within || plan.mode == Mode::Off => ShedDecision::Admit(slot),
+            Some(slot) => ShedDecision::WouldShed {
+                slot,
+                shed: refusal(),
+            },
+            None => ShedDecision::Shed(refusal()),
+        };
+        decision.report(self.events.as_ref(), class)
+    }
+}
+
+/// What one decision asks of the counter.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Plan {
+    critical: bool,
+    /// The most slots in use after taking one within the limit.
+    pub(super) limit: u64,
+    pub(super) mode: Mode,
+}
+
+impl Plan {
+    /// Whether a slot is taken even past the limit: the request runs anyway.
+    pub(super) fn takes_anyway(&self) -> bool {
+        self.mode != Mode::Enforce
+    }
+}
+
+impl<U: UsageCounter> FleetShedder<U> {
+    /// The requests in flight now.
+    pub fn in_flight(&self) -> u64 {
+        self.counter.in_use()
+    }
+
     fn slot(&self, lease: U::Lease) -> FleetSlot<U> {
         FleetSlot {
-            counter: Arc::clone(&self.counter),
+            counter: self.shared_counter(),
             lease: Some(lease),
         }
     }
@@ -282,34 +356,17 @@ impl<U: UsageCounter> Shedder for FleetShedder<U> {
     /// Admits `class` if fewer than its limit are in flight (the whole capacity for
     /// a critical class, the shared limit for others), in one atomic step.
     fn decide(&self, class: &Class) -> ShedDecision<FleetSlot<U>> {
-        let critical = self.is_critical(class);
-        let limit = if critical {
-            self.capacity
+        let plan = self.plan(class);
+        let (lease, within) = if plan.mode == Mode::Off {
+            (Some(self.counter.take()), false)
         } else {
-            self.shared_limit
-        };
-        let mode = self.mode.get();
-        let decision = if mode == Mode::Off {
-            ShedDecision::Admit(self.slot(self.counter.take()))
-        } else if let Some(lease) = self.counter.try_take(limit) {
-            ShedDecision::Admit(self.slot(lease))
-        } else {
-            let reason = if critical || self.shared_limit == self.capacity {
-                ShedReason::Full
-            } else {
-                ShedReason::Reserved
-            };
-            let shed = Shed::new(class.clone(), reason, self.retry_after);
-            if mode == Mode::Shadow {
-                ShedDecision::WouldShed {
-                    slot: self.slot(self.counter.take()),
-                    shed,
-                }
-            } else {
-                ShedDecision::Shed(shed)
+            match self.counter.try_take(plan.limit) {
+                Some(lease) => (Some(lease), true),
+                None if plan.takes_anyway() => (Some(self.counter.take()), false),
+                None => (None, false),
             }
         };
-        decision.report(self.events.as_ref(), class)
+        self.settle(class, plan, lease.map(|l| self.slot(l)), within)
     }
 
     fn classes(&self) -> &Classes {
@@ -317,7 +374,7 @@ impl<U: UsageCounter> Shedder for FleetShedder<U> {
     }
 }
 
-impl<U: UsageCounter> Clone for FleetShedder<U> {
+impl<U> Clone for FleetShedder<U> {
     fn clone(&self) -> FleetShedder<U> {
         FleetShedder {
             classes: self.classes.clone(),
@@ -332,7 +389,7 @@ impl<U: UsageCounter> Clone for FleetShedder<U> {
     }
 }
 
-impl<U: UsageCounter + fmt::Debug> fmt::Debug for FleetShedder<U> {
+impl<U: fmt::Debug> fmt::Debug for FleetShedder<U> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FleetShedder")
             .field("classes", &self.classes)

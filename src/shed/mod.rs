@@ -5,7 +5,9 @@
 //!   Google's `critical_plus > critical > sheddable_plus > sheddable`, parsed from a
 //!   request's label with a documented default for missing or unknown ones.
 //! - **[`FleetShedder`]** (Stripe's fleet-usage shedder): a capacity with a share
-//!   reserved for critical classes, counted by a lock-free [`UsageCounter`].
+//!   reserved for critical classes, counted by a lock-free [`UsageCounter`] in
+//!   process, or across a fleet by `RedisUsage` (feature `redis`): leases in Redis
+//!   that run out unless renewed, so a crashed process's slots come back.
 //! - **[`UtilisationShedder`]** (Stripe's worker-utilisation shedder): sheds the
 //!   least critical class first and one more after each hold while utilisation stays
 //!   high; recovers one class at a time, more slowly, below a lower threshold.
@@ -40,10 +42,14 @@ mod decision;
 mod escalation;
 mod fleet;
 mod mode;
+#[cfg(feature = "redis")]
+mod redis;
 pub mod system;
 mod usage;
 mod utilisation;
 
+#[cfg(feature = "redis")]
+pub use self::redis::{RedisLease, RedisSlot, RedisUsage};
 pub use class::{Class, Classes};
 pub use decision::{Shed, ShedDecision, ShedReason, Shedder};
 pub use fleet::{FleetShedder, FleetSlot};

@@ -38,6 +38,8 @@ mod rule;
 mod share;
 
 #[cfg(feature = "redis")]
+pub(crate) use self::redis::from_redis;
+#[cfg(feature = "redis")]
 pub use self::redis::RedisStore;
 pub use error::StoreError;
 #[cfg(feature = "redis")]

@@ -1,0 +1,481 @@
+//! [`RedisUsage`]: the requests in flight across a fleet, as leases in Redis that a
+//! crashed process cannot leak; and the asynchronous [`FleetShedder`] over it.
+
+use std::fmt;
+use std::time::Duration;
+
+use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::Script;
+
+use super::class::Class;
+use super::decision::ShedDecision;
+use super::fleet::FleetShedder;
+use crate::algorithm::script::whole_micros;
+use crate::error::ConfigError;
+use crate::store::{RedisStore, StoreError};
+use crate::sync::unmodeled::OnceLock;
+use crate::sync::Arc;
+
+/// The in-flight count of a fleet, in Redis: each slot is a lease that runs out unless
+/// renewed, so the slots of a process that dies come back after one lease.
+///
+/// The leases of one counter are the members of one sorted set, each scored by the
+/// instant it runs out; a Lua script takes, renews and gives them back, dropping the
+/// run-out ones first. Taking checks the count and adds the lease in that one call,
+/// so processes never admit on a count another changed meanwhile.
+///
+/// Why not the [`Leased`](crate::algorithm::Leased) rule of the stores: it renews all
+/// its permits together on every acquire or release, so under steady traffic from
+/// the rest of the fleet, a dead process's permits would never run out. Here each
+/// lease runs out on its own.
+///
+/// **Time.** Leases run on the Redis server's clock (`TIME`), not on a
+/// [`Clock`](crate::time::Clock) of this process: they must run out while this
+/// process is dead. Choose a lease longer than any request, or keep long requests
+/// alive with [`RedisSlot::renew`] (a heartbeat) at a fraction of the lease.
+///
+/// **Keys.** Two keys under the store's prefix, with `name` as their Redis Cluster
+/// hash tag: `{prefix}:{name}`, the set (it expires with its last lease), and
+/// `{prefix}:{name}:ids`, the counter naming leases (it is kept, so that a lease id is
+/// never reused).
+///
+/// Unlike [`LocalUsage`](super::LocalUsage) this is not a
+/// [`UsageCounter`](super::UsageCounter): every call is a round trip, so it is
+/// asynchronous, and a shedder over it decides with
+/// [`decide_async`](FleetShedder::decide_async).
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tollgate::shed::RedisUsage;
+/// use tollgate::store::RedisStore;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = RedisStore::connect("redis://127.0.0.1/", "api").await?;
+/// let usage = RedisUsage::new(&store, "fleet", Duration::from_secs(30))?;
+/// if let Some(lease) = usage.try_take(100).await? {
+///     // ... the request runs ...
+///     usage.give_back(lease).await?;
+/// }
+/// println!("{} in flight across the fleet", usage.in_use().await?);
+/// # Ok(())
+/// # }
+/// ```
+pub struct RedisUsage<C = ConnectionManager> {
+    connection: C,
+    set: String,
+    ids: String,
+    lease: Duration,
+    lease_micros: u64,
+}
+
+/// One slot taken from a [`RedisUsage`], to renew or give back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RedisLease {
+    id: u64,
+}
+
+impl RedisLease {
+    /// The lease's member in the sorted set, unique to its counter.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+}
+
+impl<C> RedisUsage<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// A counter named `name` on `store`'s connection and under its prefix, whose
+    /// slots run out after `lease` unless renewed.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Config`] with
+    /// - [`ConfigError::Zero`] for a zero `lease`;
+    /// - [`ConfigError::TooLong`] for a lease beyond 2^52 µs (about 142 years), which
+    ///   the script's doubles could not add to the time exactly;
+    /// - [`ConfigError::OutOfRange`] for a lease that is not a whole number of
+    ///   microseconds, or a `name` that is empty or holds a brace (it is the Cluster
+    ///   hash tag).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use tollgate::ConfigError;
+    /// use tollgate::shed::RedisUsage;
+    /// use tollgate::store::{RedisStore, StoreError};
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = RedisStore::connect("redis://127.0.0.1/", "api").await?;
+    /// assert!(matches!(
+    ///     RedisUsage::new(&store, "fleet", Duration::ZERO),
+    ///     Err(StoreError::Config(ConfigError::Zero { parameter: "lease" }))
+    /// ));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn new(
+        store: &RedisStore<C>,
+        name: &str,
+        lease: Duration,
+    ) -> Result<RedisUsage<C>, StoreError> {
+        let lease_micros = lease_micros(lease)?;
+        if name.is_empty() || name.contains(['{', '}']) {
+            return Err(ConfigError::OutOfRange {
+                parameter: "name",
+                expected: "not empty, no '{' or '}' (it is the Cluster hash tag)",
+            }
+            .into());
+        }
+        Ok(RedisUsage {
+            connection: store.connection().clone(),
+            set: store.redis_key(name, ""),
+            ids: store.redis_key(name, "ids"),
+            lease,
+            lease_micros,
+        })
+    }
+
+    /// How long a slot stays taken without renewal.
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    /// The Redis key of the sorted set of leases.
+    pub fn key(&self) -> &str {
+        &self.set
+    }
+
+    /// Takes one slot if fewer than `limit` are in use across the fleet.
+    ///
+    /// # Errors
+    ///
+    /// A [`StoreError`] when Redis could not answer; whether a slot was taken is then
+    /// unknown (if it was, its lease runs out).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future may leave a slot taken in Redis; its lease runs out.
+    pub async fn try_take(&self, limit: u64) -> Result<Option<RedisLease>, StoreError> {
+        let (lease, _) = self.take_within(limit, false).await?;
+        Ok(lease)
+    }
+
+    /// Takes one slot whatever the count: for requests that run anyway (shadow mode,
+    /// shedding off) and still load the fleet.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_take`](RedisUsage::try_take).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`try_take`](RedisUsage::try_take).
+    pub async fn take(&self) -> Result<RedisLease, StoreError> {
+        match self.take_within(0, true).await? {
+            (Some(lease), _) => Ok(lease),
+            (None, _) => Err(StoreError::Protocol("no lease taken past the limit".into())),
+        }
+    }
+
+    /// Renews `lease` for another [lease](RedisUsage::lease) from now, on the
+    /// server's clock: `false` if it had already run out (its slot was counted free
+    /// and may be someone else's).
+    ///
+    /// # Errors
+    ///
+    /// A [`StoreError`] when Redis could not answer.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future leaves the lease renewed or not.
+    pub async fn renew(&self, lease: RedisLease) -> Result<bool, StoreError> {
+        let reply: i64 = self
+            .call(&[
+                "renew",
+                &lease.id.to_string(),
+                &self.lease_micros.to_string(),
+            ])
+            .await?;
+        Ok(reply == 1)
+    }
+
+    /// Gives `lease` back: `false` if it had already run out.
+    ///
+    /// # Errors
+    ///
+    /// A [`StoreError`] when Redis could not answer; the lease then runs out.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future leaves the lease given back or running out.
+    pub async fn give_back(&self, lease: RedisLease) -> Result<bool, StoreError> {
+        let reply: i64 = self.call(&["give_back", &lease.id.to_string()]).await?;
+        Ok(reply == 1)
+    }
+
+    /// The slots in use across the fleet: leases not run out.
+    ///
+    /// # Errors
+    ///
+    /// A [`StoreError`] when Redis could not answer.
+    ///
+    /// # Cancel safety
+    ///
+    /// Reads only: cancel at will.
+    pub async fn in_use(&self) -> Result<u64, StoreError> {
+        let reply: u64 = self.call(&["count"]).await?;
+        Ok(reply)
+    }
+
+    /// One slot if fewer than `limit` are in use, or past it if `anyway`; and whether
+    /// it was within the limit.
+    async fn take_within(
+        &self,
+        limit: u64,
+        anyway: bool,
+    ) -> Result<(Option<RedisLease>, bool), StoreError> {
+        // Counts never reach 2^52, so a larger limit is the same as none, and the
+        // script's doubles hold the rest exactly.
+        let limit = limit.min(1 << 52).to_string();
+        let anyway = if anyway { "1" } else { "0" };
+        let reply: Vec<i64> = self
+            .call(&["take", &limit, anyway, &self.lease_micros.to_string()])
+            .await?;
+        match reply[..] {
+            [0, _, 0] => Ok((None, false)),
+            [id, _, within @ (0 | 1)] if id > 0 => {
+                Ok((Some(RedisLease { id: id as u64 }), within == 1))
+            }
+            _ => Err(StoreError::Protocol(format!("take answered {reply:?}"))),
+        }
+    }
+
+    async fn call<T: redis::FromRedisValue>(&self, args: &[&str]) -> Result<T, StoreError> {
+        let mut invocation = script().key(&self.set);
+        invocation.key(&self.ids);
+        for arg in args {
+            invocation.arg(*arg);
+        }
+        let mut connection = self.connection.clone();
+        // `invoke_async` loads the script again after NOSCRIPT (a restart, a failover).
+        invocation
+            .invoke_async(&mut connection)
+            .await
+            .map_err(crate::store::from_redis)
+    }
+}
+
+impl<C> fmt::Debug for RedisUsage<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisUsage")
+            .field("key", &self.set)
+            .field("lease", &self.lease)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The lease in whole microseconds, as the script adds it to the time.
+fn lease_micros(lease: Duration) -> Result<u64, ConfigError> {
+    if lease.is_zero() {
+        return Err(ConfigError::Zero { parameter: "lease" });
+    }
+    whole_micros(lease, "lease")
+}
+
+fn script() -> &'static Script {
+    static SCRIPT: OnceLock<Script> = OnceLock::new();
+    SCRIPT.get_or_init(|| Script::new(include_str!("fleet_usage.lua")))
+}
+
+/// # Across a fleet, through Redis
+impl<C> FleetShedder<RedisUsage<C>>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// Admits `class` if fewer than its limit are in flight across the fleet (the
+    /// whole capacity for a critical class, the shared limit for others): one call
+    /// of one script, which counts and takes together.
+    ///
+    /// In shadow mode or with shedding off, the slot is taken past the limit in the
+    /// same call.
+    ///
+    /// # Errors
+    ///
+    /// A [`StoreError`] when Redis could not answer. Whether to admit then (fail
+    /// open) or refuse (fail closed) is the caller's choice.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future may leave a slot taken in Redis, which its lease returns.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use tollgate::shed::{Classes, FleetShedder, RedisUsage};
+    /// use tollgate::store::RedisStore;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = RedisStore::connect("redis://127.0.0.1/", "api").await?;
+    /// let usage = RedisUsage::new(&store, "fleet", Duration::from_secs(30))?;
+    /// let classes = Classes::google();
+    /// let fleet = FleetShedder::with_counter(classes.clone(), 1_000, 0.2, usage)?;
+    /// match fleet.decide_async(&classes.parse("sheddable")).await?.into_slot() {
+    ///     Ok(slot) => {
+    ///         // ... the request runs; for a long one, `slot.renew().await?` now and then ...
+    ///         slot.release().await?;
+    ///     }
+    ///     Err(shed) => println!("503: {shed}"),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn decide_async(
+        &self,
+        class: &Class,
+    ) -> Result<ShedDecision<RedisSlot<C>>, StoreError> {
+        let plan = self.plan(class);
+        let (lease, within) = self
+            .counter()
+            .take_within(plan.limit, plan.takes_anyway())
+            .await?;
+        let slot = lease.map(|lease| RedisSlot {
+            usage: self.shared_counter(),
+            lease,
+            held: true,
+        });
+        Ok(self.settle(class, plan, slot, within))
+    }
+}
+
+/// A request's slot in a fleet counted by a [`RedisUsage`].
+///
+/// [`release`](RedisSlot::release) gives it back and says whether that worked.
+/// Dropped without it, the slot is given back by a task spawned on the current tokio
+/// runtime, best effort: with no runtime, or if Redis does not answer, its lease runs
+/// out instead, and the slot is back after at most one lease.
+#[must_use = "the slot is given back as soon as it is dropped"]
+pub struct RedisSlot<C = ConnectionManager>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    usage: Arc<RedisUsage<C>>,
+    lease: RedisLease,
+    /// Until given back: a drop gives back a slot still held.
+    held: bool,
+}
+
+impl<C> RedisSlot<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// The lease this slot holds.
+    pub fn lease(&self) -> RedisLease {
+        self.lease
+    }
+
+    /// Renews the slot's lease (a heartbeat, for a request that may outlast it):
+    /// `false` if it had already run out, so that the fleet may have counted it free.
+    ///
+    /// # Errors
+    ///
+    /// A [`StoreError`] when Redis could not answer.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future leaves the lease renewed or not.
+    pub async fn renew(&self) -> Result<bool, StoreError> {
+        self.usage.renew(self.lease()).await
+    }
+
+    /// Gives the slot back now: `false` if its lease had already run out.
+    ///
+    /// # Errors
+    ///
+    /// A [`StoreError`] when Redis could not answer; the lease then runs out.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future gives the slot back as dropping the slot does.
+    pub async fn release(mut self) -> Result<bool, StoreError> {
+        let given_back = self.usage.give_back(self.lease).await;
+        // Failing, the lease runs out: no second try.
+        self.held = false;
+        given_back
+    }
+}
+
+impl<C> Drop for RedisSlot<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn drop(&mut self) {
+        if !self.held {
+            return;
+        }
+        let lease = self.lease;
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let usage = Arc::clone(&self.usage);
+            runtime.spawn(async move {
+                // Failing, the lease runs out instead.
+                let _ = usage.give_back(lease).await;
+            });
+        }
+    }
+}
+
+impl<C> fmt::Debug for RedisSlot<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisSlot")
+            .field("key", &self.usage.set)
+            .field("lease", &self.lease)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algorithm::script::MAX_SCRIPT_MICROS;
+
+    #[test]
+    fn leases_the_script_cannot_add_exactly_are_errors() {
+        assert_eq!(
+            lease_micros(Duration::ZERO),
+            Err(ConfigError::Zero { parameter: "lease" })
+        );
+        assert_eq!(
+            lease_micros(Duration::MAX),
+            Err(crate::algorithm::script::too_long(
+                "lease",
+                MAX_SCRIPT_MICROS
+            ))
+        );
+        assert_eq!(
+            lease_micros(Duration::from_micros(MAX_SCRIPT_MICROS + 1)),
+            Err(crate::algorithm::script::too_long(
+                "lease",
+                MAX_SCRIPT_MICROS
+            ))
+        );
+        assert!(matches!(
+            lease_micros(Duration::from_nanos(1_500)),
+            Err(ConfigError::OutOfRange {
+                parameter: "lease",
+                ..
+            })
+        ));
+        assert_eq!(lease_micros(Duration::from_millis(1_500)), Ok(1_500_000));
+        assert_eq!(
+            lease_micros(Duration::from_micros(MAX_SCRIPT_MICROS)),
+            Ok(MAX_SCRIPT_MICROS)
+        );
+    }
+}
