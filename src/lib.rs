@@ -67,6 +67,7 @@ mod permits;
 mod quota;
 pub mod semaphore;
 pub mod shape;
+pub mod shed;
 pub mod store;
 mod sync;
 mod table;

@@ -1,0 +1,3 @@
+//! Load shedding.
+
+pub mod system;
