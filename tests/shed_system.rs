@@ -10,7 +10,7 @@ use tollgate::shed::system::{
     LoadCheck, ManualReadings, Mode, ReadingError, SystemPermit, SystemProtection, SystemRule,
     Threshold,
 };
-use tollgate::time::{ManualClock, Nanos};
+use tollgate::time::{Clock, ManualClock, Nanos};
 
 type Protection = SystemProtection<ManualReadings, ManualClock>;
 type Permit = SystemPermit<ManualReadings, ManualClock>;
