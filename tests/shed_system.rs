@@ -178,10 +178,10 @@ fn combined_thresholds_name_the_first_in_sentinels_order() {
     clock.advance(ms(40));
     drop(held);
     readings.set_cpu_usage(0.9);
-    clock.advance(ms(60)); // the next reading
+    clock.advance(ms(60)); // the next reading is due, taken by the next request
+    assert_eq!(shed_by(&protection), Some(Threshold::Rt));
     let status = protection.status();
     assert_eq!((status.avg_rt, status.cpu_usage), (ms(40), Some(0.9)));
-    assert_eq!(shed_by(&protection), Some(Threshold::Rt));
 
     // In shadow mode the window fills to 20 passes; then QPS comes first of all.
     protection.set_mode(Mode::Shadow);
