@@ -77,7 +77,10 @@ fn rt_trips_and_untrips() {
 
 #[test]
 fn cpu_trips_and_untrips_on_the_next_reading() {
-    let rule = SystemRule::builder().highest_cpu_usage(0.8).build().unwrap();
+    let rule = SystemRule::builder()
+        .highest_cpu_usage(0.8)
+        .build()
+        .unwrap();
     let (protection, readings, clock) = protection(rule);
     readings.set_cpu_usage(0.9);
     assert_eq!(shed_by(&protection), Some(Threshold::Cpu));
@@ -130,7 +133,7 @@ fn bbr_sheds_beyond_what_the_window_shows_it_can_finish() {
 
     readings.set_load_average(4.0);
     clock.advance(Duration::from_secs(1) - ms(10)); // the next reading
-    // The window slid: its completions are gone, so capacity is 2 × 5 s = 10.
+                                                    // The window slid: its completions are gone, so capacity is 2 × 5 s = 10.
     let held: Vec<Permit> = (0..11).map(|_| protection.enter().unwrap()).collect();
     assert_eq!(shed_by(&protection), Some(Threshold::Bbr));
     drop(held);
@@ -207,7 +210,10 @@ fn combined_thresholds_name_the_first_in_sentinels_order() {
 
 #[test]
 fn shadow_mode_reports_and_sheds_nothing() {
-    let rule = SystemRule::builder().highest_cpu_usage(0.5).build().unwrap();
+    let rule = SystemRule::builder()
+        .highest_cpu_usage(0.5)
+        .build()
+        .unwrap();
     let (protection, readings, _) = protection(rule);
     readings.set_cpu_usage(0.9);
     protection.set_mode(Mode::Shadow);
@@ -267,7 +273,10 @@ fn readings_are_taken_at_most_once_per_interval() {
 
 #[test]
 fn a_failed_reading_keeps_the_last_good_one() {
-    let rule = SystemRule::builder().highest_cpu_usage(0.5).build().unwrap();
+    let rule = SystemRule::builder()
+        .highest_cpu_usage(0.5)
+        .build()
+        .unwrap();
     let (protection, readings, clock) = protection(rule);
     readings.set_cpu_usage(0.9);
     assert_eq!(shed_by(&protection), Some(Threshold::Cpu));
@@ -343,7 +352,7 @@ fn at_the_clocks_end() {
     drop(permit);
     assert_eq!(protection.status().avg_rt, ms(5));
     assert_eq!(shed_by(&protection), None); // 5 ms is under 10 ms
-    // Time no longer moves: no reading is ever due again.
+                                            // Time no longer moves: no reading is ever due again.
     readings.set_cpu_usage(0.9);
     let reads = readings.reads();
     for _ in 0..10 {

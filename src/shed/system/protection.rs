@@ -450,10 +450,7 @@ impl<R: SystemReadings, C: Clock> Drop for SystemPermit<R, C> {
     fn drop(&mut self) {
         let now = self.shared.clock.now();
         let rt = self.elapsed(now);
-        self.shared
-            .window
-            .lock()
-            .add_completion(now.as_u64(), rt);
+        self.shared.window.lock().add_completion(now.as_u64(), rt);
         self.shared.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }

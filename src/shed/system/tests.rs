@@ -185,7 +185,10 @@ fn settings_out_of_range_are_refused() {
     // Zero is a threshold Sentinel accepts (its CPU test uses 0), and so is the longest RT.
     assert!(base().highest_cpu_usage(0.0).build().is_ok());
     assert!(base().max_in_flight(0).build().is_ok());
-    assert!(base().avg_rt(Duration::from_nanos(u64::MAX)).build().is_ok());
+    assert!(base()
+        .avg_rt(Duration::from_nanos(u64::MAX))
+        .build()
+        .is_ok());
     assert!(base().max_in_flight(u64::MAX).build().is_ok());
 }
 
@@ -294,7 +297,10 @@ fn each_threshold_alone() {
     assert_eq!(check(&qps, &at(19.5)), Some(Threshold::Qps));
 
     let in_flight = rule(|b| b.max_in_flight(10));
-    let at = |in_flight| SystemStatus { in_flight, ..idle() };
+    let at = |in_flight| SystemStatus {
+        in_flight,
+        ..idle()
+    };
     assert_eq!(check(&in_flight, &at(10)), None);
     assert_eq!(check(&in_flight, &at(11)), Some(Threshold::InFlight));
 
@@ -316,7 +322,10 @@ fn each_threshold_alone() {
     assert_eq!(check(&load, &at(Some(3.01))), Some(Threshold::Load));
 
     let cpu = rule(|b| b.highest_cpu_usage(0.6));
-    let at = |cpu_usage| SystemStatus { cpu_usage, ..idle() };
+    let at = |cpu_usage| SystemStatus {
+        cpu_usage,
+        ..idle()
+    };
     assert_eq!(check(&cpu, &at(Some(0.6))), None);
     assert_eq!(check(&cpu, &at(None)), None);
     assert_eq!(check(&cpu, &at(Some(0.61))), Some(Threshold::Cpu));
