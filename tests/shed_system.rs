@@ -1,0 +1,370 @@
+//! System adaptive protection through its public API, on a `ManualClock` with
+//! injected readings: each Sentinel threshold trips and un-trips alone, together,
+//! the BBR check on real window statistics, shadow mode and the kill switch.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tollgate::observe::{DenyReason, Event, EventKind, Events};
+use tollgate::shed::system::{
+    LoadCheck, ManualReadings, Mode, ReadingError, SystemPermit, SystemProtection, SystemRule,
+    Threshold,
+};
+use tollgate::time::{Clock, ManualClock, Nanos};
+
+type Protection = SystemProtection<ManualReadings, ManualClock>;
+type Permit = SystemPermit<ManualReadings, ManualClock>;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn protection(rule: SystemRule) -> (Protection, ManualReadings, ManualClock) {
+    let readings = ManualReadings::new();
+    let clock = ManualClock::new();
+    let protection = SystemProtection::with_clock(rule, readings.clone(), clock.clone());
+    (protection, readings, clock)
+}
+
+fn shed_by(protection: &Protection) -> Option<Threshold> {
+    protection.enter().err().map(|shed| shed.threshold())
+}
+
+#[test]
+fn qps_trips_and_untrips() {
+    let rule = SystemRule::builder().qps(3.0).build().unwrap();
+    let (protection, _, clock) = protection(rule);
+    for _ in 0..3 {
+        protection.enter().unwrap().exit();
+    }
+    // 3 passed + this one > 3.
+    assert_eq!(shed_by(&protection), Some(Threshold::Qps));
+    assert_eq!(protection.status().pass_qps, 3.0);
+    // A shed request is not a pass: the window still holds 3.
+    clock.advance(ms(999));
+    assert_eq!(shed_by(&protection), Some(Threshold::Qps));
+    clock.advance(ms(1));
+    assert!(protection.enter().is_ok());
+}
+
+#[test]
+fn in_flight_trips_and_untrips() {
+    let rule = SystemRule::builder().max_in_flight(2).build().unwrap();
+    let (protection, _, _) = protection(rule);
+    // Sentinel's `currentThread > maxThread` counts those already in: 3 run at once.
+    let held: Vec<Permit> = (0..3).map(|_| protection.enter().unwrap()).collect();
+    assert_eq!(shed_by(&protection), Some(Threshold::InFlight));
+    assert_eq!(protection.status().in_flight, 3);
+    drop(held);
+    assert_eq!(protection.status().in_flight, 0);
+    assert!(protection.enter().is_ok());
+}
+
+#[test]
+fn rt_trips_and_untrips() {
+    let rule = SystemRule::builder().avg_rt(ms(10)).build().unwrap();
+    let (protection, _, clock) = protection(rule);
+    let slow = protection.enter().unwrap();
+    clock.advance(ms(50));
+    slow.exit();
+    assert_eq!(protection.status().avg_rt, ms(50));
+    assert_eq!(shed_by(&protection), Some(Threshold::Rt));
+    // The slow completion leaves the 1 s window (its bucket began at 0).
+    clock.advance(ms(950));
+    assert_eq!(protection.status().avg_rt, Duration::ZERO);
+    assert!(protection.enter().is_ok());
+}
+
+#[test]
+fn cpu_trips_and_untrips_on_the_next_reading() {
+    let rule = SystemRule::builder()
+        .highest_cpu_usage(0.8)
+        .build()
+        .unwrap();
+    let (protection, readings, clock) = protection(rule);
+    readings.set_cpu_usage(0.9);
+    assert_eq!(shed_by(&protection), Some(Threshold::Cpu));
+    // The reading is cached for a second: the drop is seen at the next one.
+    readings.set_cpu_usage(0.3);
+    clock.advance(ms(999));
+    assert_eq!(shed_by(&protection), Some(Threshold::Cpu));
+    clock.advance(ms(1));
+    assert!(protection.enter().is_ok());
+    assert_eq!(protection.status().cpu_usage, Some(0.3));
+    assert_eq!(readings.reads(), 2);
+}
+
+#[test]
+fn load_alone_trips_and_untrips() {
+    let rule = SystemRule::builder()
+        .highest_system_load(2.0)
+        .load_check(LoadCheck::Alone)
+        .build()
+        .unwrap();
+    let (protection, readings, clock) = protection(rule);
+    readings.set_load_average(2.5);
+    assert_eq!(shed_by(&protection), Some(Threshold::Load));
+    readings.set_load_average(1.5);
+    clock.advance(Duration::from_secs(1));
+    assert!(protection.enter().is_ok());
+}
+
+/// BBR on window statistics built by real requests: 4 completions of 10 ms in one
+/// 500 ms bucket make max success QPS 4 × 2 / 1 s = 8 and min RT 10 ms, so the
+/// capacity is 0.08; Sentinel still admits while at most one request is in flight.
+#[test]
+fn bbr_sheds_beyond_what_the_window_shows_it_can_finish() {
+    let rule = SystemRule::builder()
+        .highest_system_load(3.0)
+        .build()
+        .unwrap();
+    let (protection, readings, clock) = protection(rule);
+    readings.set_load_average(1.0);
+    let batch: Vec<Permit> = (0..4).map(|_| protection.enter().unwrap()).collect();
+    clock.advance(ms(10));
+    drop(batch);
+    let status = protection.status();
+    assert_eq!(status.max_success_qps, 8.0);
+    assert_eq!(status.min_rt, ms(10));
+
+    // Not loaded: nothing is shed however many are in flight.
+    let calm: Vec<Permit> = (0..5).map(|_| protection.enter().unwrap()).collect();
+    drop(calm);
+
+    readings.set_load_average(4.0);
+    clock.advance(Duration::from_secs(1) - ms(10)); // the next reading
+                                                    // The window slid: its completions are gone, so capacity is 2 × 5 s = 10.
+    let held: Vec<Permit> = (0..11).map(|_| protection.enter().unwrap()).collect();
+    assert_eq!(shed_by(&protection), Some(Threshold::Bbr));
+    drop(held);
+    clock.advance(Duration::from_secs(1)); // their zero RTs leave the window
+
+    // Fill the window again with fast completions: capacity 8 × 10 ms = 0.08.
+    let batch: Vec<Permit> = (0..4).map(|_| protection.enter().unwrap()).collect();
+    clock.advance(ms(10));
+    drop(batch);
+    let first = protection.enter().unwrap(); // 0 in flight
+    let second = protection.enter().unwrap(); // 1 in flight: never refused
+    assert_eq!(shed_by(&protection), Some(Threshold::Bbr)); // 2 > 0.08
+    assert_eq!(protection.status().shed, 2);
+
+    // The load falls: BBR no longer applies.
+    readings.set_load_average(2.0);
+    clock.advance(Duration::from_secs(1));
+    assert!(protection.enter().is_ok());
+    drop((first, second));
+}
+
+/// Sentinel's SystemGuardDemo rule, with several thresholds exceeded at once: the
+/// refusal names the first in checkSystem's order (QPS, in-flight, RT, load, CPU),
+/// and clearing it uncovers the next.
+#[test]
+fn combined_thresholds_name_the_first_in_sentinels_order() {
+    let rule = SystemRule::builder()
+        .highest_system_load(3.0)
+        .highest_cpu_usage(0.6)
+        .avg_rt(ms(10))
+        .qps(20.0)
+        .max_in_flight(10)
+        .sample_every(ms(100))
+        .build()
+        .unwrap();
+    let (protection, readings, clock) = protection(rule);
+    readings.set_cpu_usage(0.1);
+    readings.set_load_average(1.0);
+
+    // 11 run at once; the 12th sees 11 in flight.
+    let held: Vec<Permit> = (0..11).map(|_| protection.enter().unwrap()).collect();
+    assert_eq!(shed_by(&protection), Some(Threshold::InFlight));
+
+    // They finish slowly while the CPU heats up: RT is named before CPU.
+    clock.advance(ms(40));
+    drop(held);
+    readings.set_cpu_usage(0.9);
+    clock.advance(ms(60)); // the next reading is due, taken by the next request
+    assert_eq!(shed_by(&protection), Some(Threshold::Rt));
+    let status = protection.status();
+    assert_eq!((status.avg_rt, status.cpu_usage), (ms(40), Some(0.9)));
+
+    // In shadow mode the window fills to 20 passes; then QPS comes first of all.
+    protection.set_mode(Mode::Shadow);
+    let shadowed: Vec<Permit> = (0..9).map(|_| protection.enter().unwrap()).collect();
+    assert!(shadowed
+        .iter()
+        .all(|p| p.would_shed() == Some(Threshold::Rt)));
+    assert_eq!(
+        protection.enter().unwrap().would_shed(),
+        Some(Threshold::Qps)
+    );
+    drop(shadowed);
+    protection.set_mode(Mode::Enforce);
+    assert_eq!(shed_by(&protection), Some(Threshold::Qps));
+
+    // A second later the window is empty: CPU alone remains.
+    clock.advance(ms(900));
+    assert_eq!(shed_by(&protection), Some(Threshold::Cpu));
+    readings.set_cpu_usage(0.1);
+    clock.advance(ms(100));
+    assert!(protection.enter().is_ok());
+}
+
+#[test]
+fn shadow_mode_reports_and_sheds_nothing() {
+    let rule = SystemRule::builder()
+        .highest_cpu_usage(0.5)
+        .build()
+        .unwrap();
+    let (protection, readings, _) = protection(rule);
+    readings.set_cpu_usage(0.9);
+    protection.set_mode(Mode::Shadow);
+    for _ in 0..3 {
+        let permit = protection.enter().unwrap();
+        assert_eq!(permit.would_shed(), Some(Threshold::Cpu));
+    }
+    let status = protection.status();
+    assert_eq!((status.shed, status.would_shed), (0, 3));
+    assert_eq!(status.pass_qps, 3.0);
+    protection.set_mode(Mode::Enforce);
+    assert_eq!(shed_by(&protection), Some(Threshold::Cpu));
+    assert_eq!(protection.status().shed, 1);
+}
+
+#[test]
+fn kill_switch_admits_everything_and_reads_nothing() {
+    let rule = SystemRule::builder().max_in_flight(0).build().unwrap();
+    let (protection, readings, _) = protection(rule);
+    let clone = protection.clone();
+    let _held = protection.enter().unwrap();
+    assert_eq!(shed_by(&protection), Some(Threshold::InFlight));
+    let reads = readings.reads();
+
+    clone.set_mode(Mode::Disabled); // switched on a clone, seen by all
+    assert_eq!(protection.mode(), Mode::Disabled);
+    let admitted: Vec<Permit> = (0..100).map(|_| protection.enter().unwrap()).collect();
+    assert!(admitted.iter().all(|p| p.would_shed().is_none()));
+    assert_eq!(readings.reads(), reads);
+    // Statistics were still kept.
+    assert_eq!(protection.status().in_flight, 101);
+
+    protection.set_mode(Mode::Enforce);
+    assert_eq!(shed_by(&protection), Some(Threshold::InFlight));
+}
+
+#[test]
+fn readings_are_taken_at_most_once_per_interval() {
+    let rule = SystemRule::builder()
+        .highest_cpu_usage(0.9)
+        .sample_every(ms(250))
+        .build()
+        .unwrap();
+    let (protection, readings, clock) = protection(rule);
+    for _ in 0..1000 {
+        protection.enter().unwrap().exit();
+    }
+    assert_eq!(readings.reads(), 1);
+    clock.advance(ms(249));
+    protection.enter().unwrap().exit();
+    assert_eq!(readings.reads(), 1);
+    clock.advance(ms(1));
+    protection.enter().unwrap().exit();
+    protection.enter().unwrap().exit();
+    assert_eq!(readings.reads(), 2);
+}
+
+#[test]
+fn a_failed_reading_keeps_the_last_good_one() {
+    let rule = SystemRule::builder()
+        .highest_cpu_usage(0.5)
+        .build()
+        .unwrap();
+    let (protection, readings, clock) = protection(rule);
+    readings.set_cpu_usage(0.9);
+    assert_eq!(shed_by(&protection), Some(Threshold::Cpu));
+    readings.fail(ReadingError::Unsupported);
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(shed_by(&protection), Some(Threshold::Cpu));
+    assert_eq!(protection.status().read_errors, 1);
+    assert_eq!(
+        protection.last_read_error(),
+        Some(ReadingError::Unsupported)
+    );
+}
+
+#[test]
+fn without_any_reading_cpu_and_load_do_not_trip() {
+    let rule = SystemRule::builder()
+        .highest_cpu_usage(0.0)
+        .highest_system_load(0.0)
+        .load_check(LoadCheck::Alone)
+        .build()
+        .unwrap();
+    let (protection, readings, _) = protection(rule);
+    readings.fail(ReadingError::Unsupported);
+    assert!(protection.enter().is_ok());
+    assert_eq!(protection.status().cpu_usage, None);
+}
+
+#[test]
+fn events_name_the_threshold() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let events = Events::new("system");
+    let _subscription = events.subscribe({
+        let log = Arc::clone(&log);
+        move |event: &Event<'_>| {
+            log.lock()
+                .unwrap()
+                .push((event.kind, event.key.map(str::to_owned)))
+        }
+    });
+    let rule = SystemRule::builder().max_in_flight(0).build().unwrap();
+    let (protection, _, _) = protection(rule);
+    let protection = protection.with_events(events);
+    let _held = protection.enter().unwrap();
+    assert!(protection.enter().is_err());
+    assert_eq!(
+        *log.lock().unwrap(),
+        [
+            (EventKind::Admitted, None),
+            (
+                EventKind::Denied {
+                    reason: DenyReason::Limited,
+                    retry_after: None
+                },
+                Some("in_flight".to_owned())
+            ),
+        ]
+    );
+}
+
+#[test]
+fn at_the_clocks_end() {
+    let rule = SystemRule::builder()
+        .avg_rt(ms(10))
+        .highest_cpu_usage(0.5)
+        .build()
+        .unwrap();
+    let readings = ManualReadings::new();
+    let clock = ManualClock::starting_at(Nanos::MAX - Duration::from_millis(5));
+    let protection = SystemProtection::with_clock(rule, readings.clone(), clock.clone());
+    let permit = protection.enter().unwrap();
+    clock.advance(Duration::from_secs(3600)); // saturates at the end
+    assert_eq!(clock.now(), Nanos::MAX);
+    drop(permit);
+    assert_eq!(protection.status().avg_rt, ms(5));
+    assert_eq!(shed_by(&protection), None); // 5 ms is under 10 ms
+                                            // Time no longer moves: no reading is ever due again.
+    readings.set_cpu_usage(0.9);
+    let reads = readings.reads();
+    for _ in 0..10 {
+        let _ = protection.enter();
+    }
+    assert_eq!(readings.reads(), reads);
+}
+
+#[test]
+fn protection_and_permit_are_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<Protection>();
+    check::<Permit>();
+    check::<tollgate::shed::system::Shed>();
+}
