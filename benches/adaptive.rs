@@ -157,6 +157,13 @@ fn single_thread(c: &mut Criterion) {
     bench_single_thread(&mut group, "congestion_limiter.aimd", "success", |_| {
         now(limiter.try_acquire()).map(|token| now(limiter.release(token, Some(Outcome::Success))))
     });
+    // tollgate's own semaphore, the permits under the adaptive limiter: the part of
+    // its cost that is not the sample.
+    let semaphore = tollgate::Semaphore::new(LIMIT).expect("valid");
+    check(|| semaphore.try_acquire(1).is_ok());
+    bench_single_thread(&mut group, "tollgate.semaphore", "success", |_| {
+        semaphore.try_acquire(1).is_ok()
+    });
     let semaphore = tokio_semaphore();
     bench_single_thread(&mut group, "tokio", "success", |_| {
         semaphore.try_acquire().is_ok()
