@@ -66,16 +66,35 @@ pub fn bench_threads<R>(
     threads: u64,
     op: impl Fn(u64) -> R + Sync,
 ) {
+    let op = |_thread: u64, index: u64| op(index);
     group.bench_function(BenchmarkId::new(peer, scenario), |b| {
         b.iter_custom(|iters| split_across_threads(iters, threads, &op))
     });
 }
 
-/// Runs calls `0..iters` of `op`, a contiguous share on each of `threads` threads
-/// (so keyed benchmarks see distinct keys per thread), and returns the time from the
-/// first thread's start to the last one's end. Thread start-up is not counted: the
-/// threads wait at a barrier and time themselves.
-fn split_across_threads<R>(iters: u64, threads: u64, op: &(impl Fn(u64) -> R + Sync)) -> Duration {
+/// As [`bench_two_threads`], with `op` told which thread calls it (0 or 1) besides
+/// the call's index, so that each thread can work on something of its own (its own
+/// partition, say).
+pub fn bench_two_threads_each<R>(
+    group: &mut Group<'_>,
+    peer: &str,
+    scenario: &str,
+    op: impl Fn(u64, u64) -> R + Sync,
+) {
+    group.bench_function(BenchmarkId::new(peer, scenario), |b| {
+        b.iter_custom(|iters| split_across_threads(iters, 2, &op))
+    });
+}
+
+/// Runs calls `0..iters` of `op(thread, index)`, a contiguous share on each of
+/// `threads` threads (so keyed benchmarks see distinct keys per thread), and returns
+/// the time from the first thread's start to the last one's end. Thread start-up is
+/// not counted: the threads wait at a barrier and time themselves.
+fn split_across_threads<R>(
+    iters: u64,
+    threads: u64,
+    op: &(impl Fn(u64, u64) -> R + Sync),
+) -> Duration {
     let barrier = Barrier::new(threads as usize);
     let share = |t: u64| (u128::from(iters) * u128::from(t) / u128::from(threads)) as u64;
     let spans: Vec<(Instant, Instant)> = thread::scope(|scope| {
@@ -87,7 +106,7 @@ fn split_across_threads<R>(iters: u64, threads: u64, op: &(impl Fn(u64) -> R + S
                     barrier.wait();
                     let start = Instant::now();
                     for index in calls {
-                        let result = op(index);
+                        let result = op(t, index);
                         black_box(&result);
                     }
                     (start, Instant::now())

@@ -7,12 +7,14 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 
+mod adaptive;
 mod algorithms;
 mod clock;
 mod gcra;
 mod harness;
 mod keyed;
 mod memory;
+mod shed;
 mod store;
 mod waiting;
 
@@ -30,6 +32,7 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = clock::bench, gcra::bench, algorithms::bench, keyed::bench, store::bench, waiting::bench
+    targets = clock::bench, gcra::bench, algorithms::bench, keyed::bench, store::bench, waiting::bench,
+        adaptive::bench, shed::bench
 }
 criterion_main!(benches);
