@@ -5,6 +5,7 @@ use std::fmt;
 use std::time::Duration;
 
 use super::class::{Class, Classes};
+use super::system::Threshold;
 use crate::observe::{DenyReason, EventKind, Events};
 
 /// One shedder's answer for one request.
@@ -225,15 +226,44 @@ pub enum ShedReason {
     /// Utilisation is high enough that the class's level is shed
     /// ([`UtilisationShedder`](super::UtilisationShedder)).
     Utilisation,
+    /// A threshold of Sentinel's system rule is exceeded
+    /// ([`SystemProtection`](super::system::SystemProtection)): the one named, the
+    /// first in Sentinel's order.
+    System(Threshold),
 }
 
 impl ShedReason {
-    /// The reason in `snake_case`.
+    /// The reason in `snake_case`; a system threshold is `system_` and the
+    /// threshold's [name](Threshold::as_str).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::shed::{system::Threshold, ShedReason};
+    ///
+    /// assert_eq!(ShedReason::System(Threshold::InFlight).as_str(), "system_in_flight");
+    /// ```
     pub const fn as_str(self) -> &'static str {
         match self {
             ShedReason::Reserved => "reserved",
             ShedReason::Full => "full",
             ShedReason::Utilisation => "utilisation",
+            ShedReason::System(threshold) => match threshold {
+                Threshold::Qps => "system_qps",
+                Threshold::InFlight => "system_in_flight",
+                Threshold::Rt => "system_rt",
+                Threshold::Load => "system_load",
+                Threshold::Bbr => "system_bbr",
+                Threshold::Cpu => "system_cpu",
+            },
+        }
+    }
+
+    /// The system rule's threshold, for [`ShedReason::System`].
+    pub const fn threshold(self) -> Option<Threshold> {
+        match self {
+            ShedReason::System(threshold) => Some(threshold),
+            _ => None,
         }
     }
 }

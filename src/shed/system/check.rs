@@ -13,11 +13,13 @@ use super::{LoadCheck, SystemRule, Threshold};
 /// ```
 /// use std::time::Duration;
 /// use tollgate::shed::system::{ManualReadings, SystemProtection, SystemRule};
+/// use tollgate::shed::{Classes, Shedder};
 /// use tollgate::time::ManualClock;
 ///
+/// let classes = Classes::google();
 /// let rule = SystemRule::builder().max_in_flight(10).build()?;
-/// let protection = SystemProtection::with_clock(rule, ManualReadings::new(), ManualClock::new());
-/// let _permit = protection.enter()?;
+/// let protection = SystemProtection::with_clock(classes.clone(), rule, ManualReadings::new(), ManualClock::new());
+/// let _permit = protection.decide(&classes.lowest()).into_slot()?;
 /// let status = protection.status();
 /// assert_eq!(status.in_flight, 1);
 /// assert_eq!(status.pass_qps, 1.0);

@@ -1,7 +1,9 @@
 //! System adaptive protection: Sentinel's system rule for a whole process.
 //!
-//! A [`SystemProtection`] sheds inbound requests while any threshold of its
-//! [`SystemRule`] is exceeded, checked in Sentinel's order (`SystemRuleManager.checkSystem`):
+//! A [`SystemProtection`] is a [`Shedder`](super::Shedder): it sheds inbound
+//! requests, of every class not made exempt, while any threshold of its
+//! [`SystemRule`] is exceeded, refusing with [`ShedReason::System`](super::ShedReason::System)
+//! and the [`Threshold`], checked in Sentinel's order (`SystemRuleManager.checkSystem`):
 //!
 //! 1. **QPS**: the window's passed requests per second, with this one, above `qps`;
 //! 2. **in-flight**: more than `max_in_flight` requests running (Sentinel's `maxThread`);
@@ -20,8 +22,9 @@
 //! one-line files; see its docs), [`ManualReadings`] is injected in tests. They are
 //! read at most once per [`sample_every`](SystemRule::sample_every).
 //!
-//! [`Mode::Shadow`] decides and reports but sheds nothing; [`Mode::Disabled`] is the
-//! kill switch. Both switch at run time.
+//! It follows a [`ModeSwitch`](super::ModeSwitch), as every shedder does:
+//! [`Mode::Shadow`](super::Mode::Shadow) decides and reports but sheds nothing;
+//! [`Mode::Off`](super::Mode::Off) is the kill switch. Both switch at run time.
 //!
 //! # Where this differs from Sentinel
 //!
@@ -36,45 +39,50 @@
 //! - Readings are taken on the request that finds the last one due rather than on a
 //!   timer thread, so idle processes read nothing.
 //! - [`LoadCheck::Alone`] is an addition; Sentinel always gates load with BBR.
+//! - Classes made exempt ([`SystemProtection::with_exempt`]) are never shed; Sentinel's
+//!   rule knows no classes. None is exempt by default.
 //!
 //! # Examples
 //!
 //! ```
 //! use std::time::Duration;
 //! use tollgate::shed::system::{ManualReadings, SystemProtection, SystemRule, Threshold};
+//! use tollgate::shed::{Classes, ShedReason, Shedder};
 //! use tollgate::time::ManualClock;
 //!
 //! let readings = ManualReadings::new();
 //! let clock = ManualClock::new();
+//! let classes = Classes::google();
 //! let rule = SystemRule::builder().highest_system_load(4.0).build()?;
-//! let protection = SystemProtection::with_clock(rule, readings.clone(), clock.clone());
+//! let protection = SystemProtection::with_clock(classes.clone(), rule, readings.clone(), clock.clone());
+//! let enter = || protection.decide(&classes.parse("critical")).into_slot();
 //! readings.set_load_average(8.0);
 //!
 //! // Four requests finish in 10 ms: the window has seen 8 per second at best (4 in a
 //! // 500 ms bucket) and 10 ms at least, so it can hold 8 × 0.01 = 0.08 in flight.
-//! let batch = (0..4).map(|_| protection.enter()).collect::<Result<Vec<_>, _>>()?;
+//! let batch = (0..4).map(|_| enter()).collect::<Result<Vec<_>, _>>()?;
 //! clock.advance(Duration::from_millis(10));
 //! drop(batch);
 //!
-//! let first = protection.enter()?;
-//! let second = protection.enter()?; // one in flight is never refused
-//! assert_eq!(protection.enter().unwrap_err().threshold(), Threshold::Bbr);
+//! let first = enter()?;
+//! let second = enter()?; // one in flight is never refused
+//! assert_eq!(enter().unwrap_err().reason(), ShedReason::System(Threshold::Bbr));
 //! # drop((first, second));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 mod check;
-mod error;
 mod protection;
 mod readings;
 mod rule;
+mod threshold;
 mod window;
 
 #[cfg(test)]
 mod tests;
 
 pub use check::SystemStatus;
-pub use error::{Shed, Threshold};
-pub use protection::{Mode, SystemPermit, SystemProtection};
+pub use protection::{SystemPermit, SystemProtection};
 pub use readings::{ManualReadings, ProcReadings, Reading, ReadingError, SystemReadings};
 pub use rule::{LoadCheck, SystemRule, SystemRuleBuilder, MAX_BUCKETS};
+pub use threshold::Threshold;

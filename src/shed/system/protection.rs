@@ -1,60 +1,38 @@
 //! [`SystemProtection`]: the system rule enforced on a process's inbound requests,
-//! with its statistics, cached readings, shadow mode and kill switch.
+//! with its statistics, cached readings, exempt classes, shadow mode and kill
+//! switch.
 
 use std::fmt;
 use std::time::Duration;
 
 use super::check::{check, SystemStatus};
 use super::window::Window;
-use super::{Reading, ReadingError, Shed, SystemReadings, SystemRule, Threshold};
-use crate::observe::{DenyReason, EventKind, Events};
-use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicU8, Mutex, Ordering};
+use super::{Reading, ReadingError, SystemReadings, SystemRule};
+use crate::error::ConfigError;
+use crate::observe::Events;
+use crate::shed::{Class, Classes, Mode, ModeSwitch, Shed, ShedDecision, ShedReason, Shedder};
+use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, Ordering};
 use crate::time::{Clock, MonotonicClock, Nanos};
 
-/// What [`SystemProtection::enter`] does with its decision; switchable at run time.
+/// Sentinel's system adaptive protection for a whole process, as a [`Shedder`]:
+/// each inbound request is [`decide`](Shedder::decide)d, and shed while a threshold
+/// of the [`SystemRule`] is exceeded; the admitted request's [`SystemPermit`] records
+/// its completion and RT when dropped.
 ///
-/// # Examples
+/// # Classes
 ///
-/// ```
-/// use tollgate::shed::system::Mode;
+/// Sentinel's system rule is class-agnostic: it guards the process itself, so by
+/// default **every class is shed** while a threshold trips, the most critical
+/// included. Nothing is exempt by default because an exempt class skips every check,
+/// in-flight and QPS caps included: were the most critical class exempt, a surge of it
+/// alone could take the process past the point the rule exists to prevent. Ranking
+/// classes is the other shedders' work ([`FleetShedder`](crate::shed::FleetShedder),
+/// [`UtilisationShedder`](crate::shed::UtilisationShedder)), which can run in front of
+/// this one. [`with_exempt`](SystemProtection::with_exempt) names classes that are
+/// never shed (a health check, say); their requests still count in the statistics,
+/// since they load the process too.
 ///
-/// assert_eq!(Mode::default(), Mode::Enforce);
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Mode {
-    /// Shed what the rule refuses.
-    #[default]
-    Enforce,
-    /// Dark launch: decide, count and report what would be shed
-    /// ([`SystemPermit::would_shed`], [`SystemStatus::would_shed`]), admit everything.
-    Shadow,
-    /// The kill switch: check nothing and read nothing, admit everything. The
-    /// statistics are still kept, so switching back decides on fresh numbers.
-    Disabled,
-}
-
-impl Mode {
-    const fn to_u8(self) -> u8 {
-        match self {
-            Mode::Enforce => 0,
-            Mode::Shadow => 1,
-            Mode::Disabled => 2,
-        }
-    }
-
-    const fn from_u8(value: u8) -> Mode {
-        match value {
-            0 => Mode::Enforce,
-            1 => Mode::Shadow,
-            _ => Mode::Disabled,
-        }
-    }
-}
-
-/// Sentinel's system adaptive protection for a whole process: each inbound request
-/// [`enter`](SystemProtection::enter)s, and is shed while a threshold of the
-/// [`SystemRule`] is exceeded; the returned [`SystemPermit`] records its completion
-/// and RT when dropped.
+/// # Readings and time
 ///
 /// CPU usage and load average come from `R` at most once per
 /// [`sample_every`](SystemRule::sample_every), on the request that finds the last
@@ -62,33 +40,41 @@ impl Mode {
 /// the previous one. Until a first reading succeeds, the CPU and load checks do not
 /// trip, as in Sentinel. All time comes from the clock `C`.
 ///
-/// Clones share everything.
+/// Clones share the statistics, the mode switch and the events.
 ///
 /// # Examples
 ///
 /// ```
 /// use std::time::Duration;
 /// use tollgate::shed::system::{ManualReadings, SystemProtection, SystemRule, Threshold};
+/// use tollgate::shed::{Classes, ShedReason, Shedder};
 /// use tollgate::time::ManualClock;
 ///
 /// let readings = ManualReadings::new();
 /// let clock = ManualClock::new();
+/// let classes = Classes::google();
 /// let rule = SystemRule::builder().highest_cpu_usage(0.8).build()?;
-/// let protection = SystemProtection::with_clock(rule, readings.clone(), clock.clone());
+/// let protection = SystemProtection::with_clock(classes.clone(), rule, readings.clone(), clock.clone());
+/// let critical = classes.parse("critical");
 ///
 /// readings.set_cpu_usage(0.5);
-/// let permit = protection.enter()?;
+/// let permit = protection.decide(&critical).into_slot()?;
 /// clock.advance(Duration::from_millis(20));
 /// permit.exit(); // records a 20 ms RT
 ///
 /// readings.set_cpu_usage(0.95);
 /// clock.advance(Duration::from_secs(1)); // the next reading is due
-/// assert_eq!(protection.enter().unwrap_err().threshold(), Threshold::Cpu);
+/// let shed = protection.decide(&critical).into_slot().unwrap_err();
+/// assert_eq!(shed.reason(), ShedReason::System(Threshold::Cpu));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct SystemProtection<R: SystemReadings, C: Clock = MonotonicClock> {
     shared: Arc<Shared<R, C>>,
+    classes: Classes,
+    exempt: Arc<[bool]>,
+    mode: ModeSwitch,
     events: Option<Events>,
+    retry_after: Option<Duration>,
 }
 
 struct Shared<R, C> {
@@ -97,7 +83,6 @@ struct Shared<R, C> {
     clock: C,
     window: Mutex<Window>,
     in_flight: AtomicU64,
-    mode: AtomicU8,
     /// Whether a reading was ever started; `last_sample` is its time.
     sampled: AtomicBool,
     last_sample: AtomicU64,
@@ -111,31 +96,39 @@ struct Shared<R, C> {
 }
 
 impl<R: SystemReadings> SystemProtection<R> {
-    /// Protection under `rule`, reading the machine from `readings`, on the
-    /// monotonic clock.
+    /// Protection under `rule` for requests ranked by `classes`, reading the
+    /// machine from `readings`, on the monotonic clock. No class is exempt.
     ///
     /// # Examples
     ///
     /// ```
     /// use tollgate::shed::system::{ProcReadings, SystemProtection, SystemRule};
+    /// use tollgate::shed::{Classes, Shedder};
     ///
     /// if let Ok(readings) = ProcReadings::new() {
     ///     let rule = SystemRule::builder().highest_system_load(64.0).build()?;
-    ///     let protection = SystemProtection::new(rule, readings);
-    ///     let _permit = protection.enter();
+    ///     let protection = SystemProtection::new(Classes::google(), rule, readings);
+    ///     let _permit = protection.decide(&Classes::google().lowest());
     /// }
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
-    pub fn new(rule: SystemRule, readings: R) -> SystemProtection<R> {
-        SystemProtection::with_clock(rule, readings, MonotonicClock::new())
+    pub fn new(classes: Classes, rule: SystemRule, readings: R) -> SystemProtection<R> {
+        SystemProtection::with_clock(classes, rule, readings, MonotonicClock::new())
     }
 }
 
 impl<R: SystemReadings, C: Clock> SystemProtection<R, C> {
     /// As [`new`](SystemProtection::new), on `clock`.
-    pub fn with_clock(rule: SystemRule, readings: R, clock: C) -> SystemProtection<R, C> {
+    pub fn with_clock(
+        classes: Classes,
+        rule: SystemRule,
+        readings: R,
+        clock: C,
+    ) -> SystemProtection<R, C> {
         let unknown = f64::NAN.to_bits();
         SystemProtection {
+            exempt: (0..classes.len()).map(|_| false).collect(),
+            classes,
             shared: Arc::new(Shared {
                 window: Mutex::new(Window::new(
                     rule.window,
@@ -146,7 +139,6 @@ impl<R: SystemReadings, C: Clock> SystemProtection<R, C> {
                 readings,
                 clock,
                 in_flight: AtomicU64::new(0),
-                mode: AtomicU8::new(Mode::Enforce.to_u8()),
                 sampled: AtomicBool::new(false),
                 last_sample: AtomicU64::new(0),
                 cpu_usage: AtomicU64::new(unknown),
@@ -156,136 +148,168 @@ impl<R: SystemReadings, C: Clock> SystemProtection<R, C> {
                 shed: AtomicU64::new(0),
                 would_shed: AtomicU64::new(0),
             }),
+            mode: ModeSwitch::default(),
             events: None,
+            retry_after: None,
         }
     }
 
-    /// Emits every decision to `events`: `Admitted` (also in shadow mode), or
-    /// `Denied` with [`DenyReason::Limited`] keyed by the
-    /// [`Threshold`]'s name.
+    /// The same protection with `names` as its exempt classes, never shed (ASCII case
+    /// ignored); an empty list exempts none, the default.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::OutOfRange`] for a name not in the set.
     ///
     /// # Examples
     ///
     /// ```
-    /// use std::sync::{Arc, Mutex};
-    /// use tollgate::observe::{Event, Events};
     /// use tollgate::shed::system::{ManualReadings, SystemProtection, SystemRule};
+    /// use tollgate::shed::{Classes, Shedder};
     /// use tollgate::time::ManualClock;
     ///
-    /// let keys = Arc::new(Mutex::new(Vec::new()));
-    /// let events = Events::new("system");
-    /// let _subscription = events.subscribe({
-    ///     let keys = Arc::clone(&keys);
-    ///     move |event: &Event<'_>| keys.lock().unwrap().push(event.key.map(str::to_owned))
-    /// });
+    /// let classes = Classes::google();
     /// let rule = SystemRule::builder().max_in_flight(0).build()?;
-    /// let protection = SystemProtection::with_clock(rule, ManualReadings::new(), ManualClock::new())
-    ///     .with_events(events);
-    /// let _first = protection.enter(); // admitted: none was in flight
-    /// let _second = protection.enter(); // shed
-    /// assert_eq!(*keys.lock().unwrap(), [None, Some("in_flight".to_owned())]);
+    /// let protection = SystemProtection::with_clock(classes.clone(), rule, ManualReadings::new(), ManualClock::new())
+    ///     .with_exempt(["critical_plus"])?;
+    /// let _held = protection.decide(&classes.lowest());
+    /// assert!(!protection.decide(&classes.parse("critical")).is_admitted());
+    /// assert!(protection.decide(&classes.parse("critical_plus")).is_admitted());
+    /// assert!(protection.clone().with_exempt(["gold"]).is_err());
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
-    pub fn with_events(mut self, events: Events) -> SystemProtection<R, C> {
-        self.events = Some(events);
-        self
+    pub fn with_exempt<I, S>(self, names: I) -> Result<SystemProtection<R, C>, ConfigError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let mut exempt = vec![false; self.classes.len()];
+        for name in names {
+            let class = self
+                .classes
+                .get(name.as_ref())
+                .ok_or(ConfigError::OutOfRange {
+                    parameter: "exempt",
+                    expected: "names of classes in the set",
+                })?;
+            exempt[class.index()] = true;
+        }
+        Ok(SystemProtection {
+            exempt: Arc::from(exempt),
+            ..self
+        })
     }
 
-    /// Asks to start one request: a permit to hold while it runs, or the threshold
-    /// that sheds it.
-    ///
-    /// # Errors
-    ///
-    /// [`Shed`] naming the first threshold exceeded, in [`Mode::Enforce`] only.
+    /// The same protection, following `mode`: [`Mode::Shadow`] decides, counts and
+    /// reports what it would shed ([`ShedDecision::WouldShed`]) and sheds nothing;
+    /// [`Mode::Off`], the kill switch, checks and reads nothing, but still keeps the
+    /// statistics, so switching back decides on fresh numbers.
     ///
     /// # Examples
     ///
     /// ```
     /// use tollgate::shed::system::{ManualReadings, SystemProtection, SystemRule, Threshold};
+    /// use tollgate::shed::{Classes, Mode, ModeSwitch, ShedDecision, ShedReason, Shedder};
     /// use tollgate::time::ManualClock;
     ///
-    /// let rule = SystemRule::builder().max_in_flight(1).build()?;
-    /// let protection = SystemProtection::with_clock(rule, ManualReadings::new(), ManualClock::new());
-    /// let a = protection.enter()?;
-    /// let b = protection.enter()?; // one was in flight: not more than 1
-    /// assert_eq!(protection.enter().unwrap_err().threshold(), Threshold::InFlight);
-    /// drop(a);
-    /// assert!(protection.enter().is_ok());
-    /// # drop(b);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// let classes = Classes::google();
+    /// let switch = ModeSwitch::new(Mode::Shadow);
+    /// let rule = SystemRule::builder().max_in_flight(0).build()?;
+    /// let protection = SystemProtection::with_clock(classes.clone(), rule, ManualReadings::new(), ManualClock::new())
+    ///     .with_mode(switch.clone());
+    /// let _held = protection.decide(&classes.lowest());
+    /// match protection.decide(&classes.lowest()) {
+    ///     ShedDecision::WouldShed { shed, .. } => {
+    ///         assert_eq!(shed.reason(), ShedReason::System(Threshold::InFlight))
+    ///     }
+    ///     other => panic!("{other:?}"),
+    /// }
+    /// switch.set(Mode::Off);
+    /// assert!(matches!(protection.decide(&classes.lowest()), ShedDecision::Admit(_)));
+    /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
-    pub fn enter(&self) -> Result<SystemPermit<R, C>, Shed> {
-        let shared = &self.shared;
-        let now = shared.clock.now();
-        let mode = self.mode();
-        let mut would_shed = None;
-        if mode != Mode::Disabled {
-            shared.refresh(now);
-            let mut window = shared.window.lock();
-            let status = shared.status_at(&window, now);
-            if let Some(threshold) = check(&shared.rule, &status) {
-                if mode == Mode::Enforce {
-                    window.add_block(now.as_u64());
-                    drop(window);
-                    shared.shed.fetch_add(1, Ordering::Relaxed);
-                    if let Some(events) = &self.events {
-                        events.emit_keyed(
-                            threshold.as_str(),
-                            1,
-                            EventKind::Denied {
-                                reason: DenyReason::Limited,
-                                retry_after: None,
-                            },
-                        );
-                    }
-                    return Err(Shed::new(threshold));
-                }
-                shared.would_shed.fetch_add(1, Ordering::Relaxed);
-                would_shed = Some(threshold);
-            }
-            window.add_pass(now.as_u64());
-        } else {
-            shared.window.lock().add_pass(now.as_u64());
-        }
-        shared.in_flight.fetch_add(1, Ordering::AcqRel);
-        if let Some(events) = &self.events {
-            events.emit(1, EventKind::Admitted);
-        }
-        Ok(SystemPermit {
-            shared: Arc::clone(shared),
-            started: now,
-            would_shed,
-        })
+    pub fn with_mode(self, mode: ModeSwitch) -> SystemProtection<R, C> {
+        SystemProtection { mode, ..self }
     }
 
-    /// Switches between enforcing, shadow mode and off (the kill switch); takes
-    /// effect from the next [`enter`](SystemProtection::enter), on every clone.
+    /// The same protection, emitting one event per decision into `events`, keyed by
+    /// the class name: `Admitted` (also for exempt classes and with the kill switch
+    /// on), `WouldShed` in shadow mode, or `Denied` with
+    /// [`DenyReason::Shed`](crate::observe::DenyReason::Shed). The threshold is in
+    /// the decision's [`Shed::reason`] and counted in [`status`](Self::status).
     ///
     /// # Examples
     ///
     /// ```
-    /// use tollgate::shed::system::{ManualReadings, Mode, SystemProtection, SystemRule, Threshold};
+    /// use std::sync::{Arc, Mutex};
+    /// use tollgate::observe::{DenyReason, Event, EventKind, Events};
+    /// use tollgate::shed::system::{ManualReadings, SystemProtection, SystemRule};
+    /// use tollgate::shed::{Classes, Shedder};
     /// use tollgate::time::ManualClock;
     ///
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let events = Events::new("system");
+    /// let _subscription = events.subscribe({
+    ///     let seen = Arc::clone(&seen);
+    ///     move |e: &Event<'_>| seen.lock().unwrap().push((e.key.map(str::to_owned), e.kind))
+    /// });
+    /// let classes = Classes::google();
     /// let rule = SystemRule::builder().max_in_flight(0).build()?;
-    /// let protection = SystemProtection::with_clock(rule, ManualReadings::new(), ManualClock::new());
-    /// let _held = protection.enter()?;
-    ///
-    /// protection.set_mode(Mode::Shadow);
-    /// let permit = protection.enter()?; // admitted, but reported
-    /// assert_eq!(permit.would_shed(), Some(Threshold::InFlight));
-    ///
-    /// protection.set_mode(Mode::Disabled);
-    /// assert_eq!(protection.enter()?.would_shed(), None);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// let protection = SystemProtection::with_clock(classes.clone(), rule, ManualReadings::new(), ManualClock::new())
+    ///     .with_events(events);
+    /// let _first = protection.decide(&classes.lowest()); // admitted: none was in flight
+    /// let _second = protection.decide(&classes.lowest()); // shed
+    /// let shed = EventKind::Denied { reason: DenyReason::Shed, retry_after: None };
+    /// assert_eq!(
+    ///     *seen.lock().unwrap(),
+    ///     [(Some("sheddable".to_owned()), EventKind::Admitted), (Some("sheddable".to_owned()), shed)]
+    /// );
+    /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
-    pub fn set_mode(&self, mode: Mode) {
-        self.shared.mode.store(mode.to_u8(), Ordering::Release);
+    pub fn with_events(self, events: Events) -> SystemProtection<R, C> {
+        SystemProtection {
+            events: Some(events),
+            ..self
+        }
     }
 
-    /// The current mode.
-    pub fn mode(&self) -> Mode {
-        Mode::from_u8(self.shared.mode.load(Ordering::Acquire))
+    /// The same protection, hinting `retry_after` in its refusals (`None` by default:
+    /// a threshold clears when load falls, which the rule cannot foresee;
+    /// [`sample_every`](SystemRule::sample_every) is a fair hint for CPU and load).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::shed::system::{ManualReadings, SystemProtection, SystemRule};
+    /// use tollgate::shed::{Classes, Shedder};
+    /// use tollgate::time::ManualClock;
+    ///
+    /// let classes = Classes::google();
+    /// let rule = SystemRule::builder().max_in_flight(0).build()?;
+    /// let protection = SystemProtection::with_clock(classes.clone(), rule, ManualReadings::new(), ManualClock::new())
+    ///     .with_retry_after(Some(Duration::from_secs(1)));
+    /// let _held = protection.decide(&classes.lowest());
+    /// let shed = protection.decide(&classes.lowest()).into_slot().unwrap_err();
+    /// assert_eq!(shed.retry_after(), Some(Duration::from_secs(1)));
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn with_retry_after(self, retry_after: Option<Duration>) -> SystemProtection<R, C> {
+        SystemProtection {
+            retry_after,
+            ..self
+        }
+    }
+
+    /// Whether `class` is never shed. A class from another set, whose index this set
+    /// does not have, is not exempt.
+    pub fn is_exempt(&self, class: &Class) -> bool {
+        self.exempt.get(class.index()).copied().unwrap_or(false)
+    }
+
+    /// The mode switch this protection follows.
+    pub fn mode(&self) -> &ModeSwitch {
+        &self.mode
     }
 
     /// The rule enforced.
@@ -305,6 +329,58 @@ impl<R: SystemReadings, C: Clock> SystemProtection<R, C> {
     /// The error of the last failed reading, if any failed.
     pub fn last_read_error(&self) -> Option<ReadingError> {
         *self.shared.last_read_error.lock()
+    }
+}
+
+impl<R: SystemReadings, C: Clock> Shedder for SystemProtection<R, C> {
+    type Slot = SystemPermit<R, C>;
+
+    /// Admits `class` unless a threshold is exceeded and the class is not exempt;
+    /// the refusal's reason is [`ShedReason::System`] naming the first threshold
+    /// exceeded, in Sentinel's order. A shed request is counted in the window's
+    /// block QPS and never as in flight.
+    fn decide(&self, class: &Class) -> ShedDecision<SystemPermit<R, C>> {
+        let shared = &self.shared;
+        let now = shared.clock.now();
+        let mode = self.mode.get();
+        let mut would_shed = None;
+        if mode == Mode::Off || self.is_exempt(class) {
+            shared.window.lock().add_pass(now.as_u64());
+        } else {
+            shared.refresh(now);
+            let mut window = shared.window.lock();
+            let status = shared.status_at(&window, now);
+            if let Some(threshold) = check(&shared.rule, &status) {
+                let shed = Shed::new(
+                    class.clone(),
+                    ShedReason::System(threshold),
+                    self.retry_after,
+                );
+                if mode == Mode::Enforce {
+                    window.add_block(now.as_u64());
+                    drop(window);
+                    shared.shed.fetch_add(1, Ordering::Relaxed);
+                    return ShedDecision::Shed(shed).report(self.events.as_ref(), class);
+                }
+                shared.would_shed.fetch_add(1, Ordering::Relaxed);
+                would_shed = Some(shed);
+            }
+            window.add_pass(now.as_u64());
+        }
+        shared.in_flight.fetch_add(1, Ordering::AcqRel);
+        let slot = SystemPermit {
+            shared: Arc::clone(shared),
+            started: now,
+        };
+        let decision = match would_shed {
+            Some(shed) => ShedDecision::WouldShed { slot, shed },
+            None => ShedDecision::Admit(slot),
+        };
+        decision.report(self.events.as_ref(), class)
+    }
+
+    fn classes(&self) -> &Classes {
+        &self.classes
     }
 }
 
@@ -384,7 +460,11 @@ impl<R: SystemReadings, C: Clock> Clone for SystemProtection<R, C> {
     fn clone(&self) -> Self {
         SystemProtection {
             shared: Arc::clone(&self.shared),
+            classes: self.classes.clone(),
+            exempt: Arc::clone(&self.exempt),
+            mode: self.mode.clone(),
             events: self.events.clone(),
+            retry_after: self.retry_after,
         }
     }
 }
@@ -393,28 +473,32 @@ impl<R: SystemReadings, C: Clock> fmt::Debug for SystemProtection<R, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SystemProtection")
             .field("rule", &self.shared.rule)
-            .field("mode", &self.mode())
+            .field("classes", &self.classes)
+            .field("exempt", &self.exempt)
+            .field("mode", &self.mode)
             .field("readings", &self.shared.readings)
             .field("clock", &self.shared.clock)
             .finish_non_exhaustive()
     }
 }
 
-/// A request admitted by [`SystemProtection::enter`], in flight until dropped (or
-/// [`exit`](SystemPermit::exit)ed): then its RT, from entry to now on the
-/// protection's clock, goes into the statistics.
+/// A request admitted by a [`SystemProtection`] (its [`Shedder::Slot`]), in flight
+/// until dropped (or [`exit`](SystemPermit::exit)ed): then its RT, from entry to now
+/// on the protection's clock, goes into the statistics.
 ///
 /// # Examples
 ///
 /// ```
 /// use std::time::Duration;
 /// use tollgate::shed::system::{ManualReadings, SystemProtection, SystemRule};
+/// use tollgate::shed::{Classes, Shedder};
 /// use tollgate::time::ManualClock;
 ///
 /// let clock = ManualClock::new();
+/// let classes = Classes::google();
 /// let rule = SystemRule::builder().avg_rt(Duration::from_millis(100)).build()?;
-/// let protection = SystemProtection::with_clock(rule, ManualReadings::new(), clock.clone());
-/// let permit = protection.enter()?;
+/// let protection = SystemProtection::with_clock(classes.clone(), rule, ManualReadings::new(), clock.clone());
+/// let permit = protection.decide(&classes.lowest()).into_slot()?;
 /// clock.advance(Duration::from_millis(40));
 /// permit.exit();
 /// assert_eq!(protection.status().avg_rt, Duration::from_millis(40));
@@ -424,15 +508,9 @@ impl<R: SystemReadings, C: Clock> fmt::Debug for SystemProtection<R, C> {
 pub struct SystemPermit<R: SystemReadings, C: Clock = MonotonicClock> {
     shared: Arc<Shared<R, C>>,
     started: Nanos,
-    would_shed: Option<Threshold>,
 }
 
 impl<R: SystemReadings, C: Clock> SystemPermit<R, C> {
-    /// In [`Mode::Shadow`], the threshold that would have shed this request.
-    pub fn would_shed(&self) -> Option<Threshold> {
-        self.would_shed
-    }
-
     /// When the request entered, on the protection's clock.
     pub fn started_at(&self) -> Nanos {
         self.started
@@ -459,7 +537,6 @@ impl<R: SystemReadings, C: Clock> fmt::Debug for SystemPermit<R, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SystemPermit")
             .field("started", &self.started)
-            .field("would_shed", &self.would_shed)
             .finish_non_exhaustive()
     }
 }

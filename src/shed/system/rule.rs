@@ -264,7 +264,7 @@ impl SystemRuleBuilder {
     ///   negative or infinite (Sentinel ignores a negative one: it means "unset");
     /// - [`ConfigError::OutOfRange`] for a CPU usage above 1 (Sentinel ignores it with
     ///   a warning), for no threshold at all (Sentinel turns checking off: here that
-    ///   is the [kill switch](super::Mode::Disabled), not a rule), for a window that
+    ///   is the [kill switch](crate::shed::Mode::Off), not a rule), for a window that
     ///   `buckets` does not divide into whole nanoseconds, or for more than
     ///   [`MAX_BUCKETS`] buckets;
     /// - [`ConfigError::Zero`] for a QPS of 0 (it would shed everything), a zero

@@ -1,4 +1,4 @@
-//! Which threshold shed a request, and the refusal that names it.
+//! [`Threshold`]: which threshold of the system rule shed a request.
 
 use std::fmt;
 
@@ -60,44 +60,3 @@ impl fmt::Display for Threshold {
         f.write_str(self.as_str())
     }
 }
-
-/// A request refused by [`SystemProtection::enter`](super::SystemProtection::enter):
-/// not now, because `threshold` is exceeded. Nothing was recorded as in flight.
-///
-/// # Examples
-///
-/// ```
-/// use tollgate::shed::system::{Shed, Threshold};
-///
-/// let shed = Shed::new(Threshold::Cpu);
-/// assert_eq!(shed.threshold(), Threshold::Cpu);
-/// assert_eq!(shed.to_string(), "shed by the system rule: cpu threshold exceeded");
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Shed {
-    threshold: Threshold,
-}
-
-impl Shed {
-    /// A refusal because `threshold` is exceeded.
-    pub const fn new(threshold: Threshold) -> Shed {
-        Shed { threshold }
-    }
-
-    /// The threshold that tripped.
-    pub const fn threshold(&self) -> Threshold {
-        self.threshold
-    }
-}
-
-impl fmt::Display for Shed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "shed by the system rule: {} threshold exceeded",
-            self.threshold
-        )
-    }
-}
-
-impl std::error::Error for Shed {}
