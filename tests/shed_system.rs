@@ -1,15 +1,16 @@
 //! System adaptive protection through its public API, on a `ManualClock` with
 //! injected readings: each Sentinel threshold trips and un-trips alone, together,
-//! the BBR check on real window statistics, shadow mode and the kill switch.
+//! the BBR check on real window statistics, shadow mode and the kill switch, exempt
+//! classes, and the protection as a `Shedder` behind the HTTP `ShedLayer`.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tollgate::observe::{DenyReason, Event, EventKind, Events};
 use tollgate::shed::system::{
-    LoadCheck, ManualReadings, Mode, ReadingError, SystemPermit, SystemProtection, SystemRule,
-    Threshold,
+    LoadCheck, ManualReadings, ReadingError, SystemPermit, SystemProtection, SystemRule, Threshold,
 };
+use tollgate::shed::{Classes, Mode, Shed, ShedDecision, ShedReason, Shedder};
 use tollgate::time::{Clock, ManualClock, Nanos};
 
 type Protection = SystemProtection<ManualReadings, ManualClock>;
@@ -22,12 +23,28 @@ fn ms(n: u64) -> Duration {
 fn protection(rule: SystemRule) -> (Protection, ManualReadings, ManualClock) {
     let readings = ManualReadings::new();
     let clock = ManualClock::new();
-    let protection = SystemProtection::with_clock(rule, readings.clone(), clock.clone());
+    let protection =
+        SystemProtection::with_clock(Classes::google(), rule, readings.clone(), clock.clone());
     (protection, readings, clock)
 }
 
+/// A request of the least critical class.
+fn decide(protection: &Protection) -> ShedDecision<Permit> {
+    protection.decide(&Classes::google().lowest())
+}
+
+fn enter(protection: &Protection) -> Result<Permit, Shed> {
+    decide(protection).into_slot()
+}
+
 fn shed_by(protection: &Protection) -> Option<Threshold> {
-    protection.enter().err().map(|shed| shed.threshold())
+    enter(protection).err().and_then(|shed| shed.reason().threshold())
+}
+
+/// The threshold a shadow-mode decision names; `None` if admitted outright.
+fn would_shed(decision: &ShedDecision<Permit>) -> Option<Threshold> {
+    assert!(decision.is_admitted(), "{decision:?}");
+    decision.shed().and_then(|shed| shed.reason().threshold())
 }
 
 #[test]
@@ -35,7 +52,7 @@ fn qps_trips_and_untrips() {
     let rule = SystemRule::builder().qps(3.0).build().unwrap();
     let (protection, _, clock) = protection(rule);
     for _ in 0..3 {
-        protection.enter().unwrap().exit();
+        enter(&protection).unwrap().exit();
     }
     // 3 passed + this one > 3.
     assert_eq!(shed_by(&protection), Some(Threshold::Qps));
@@ -44,7 +61,7 @@ fn qps_trips_and_untrips() {
     clock.advance(ms(999));
     assert_eq!(shed_by(&protection), Some(Threshold::Qps));
     clock.advance(ms(1));
-    assert!(protection.enter().is_ok());
+    assert!(enter(&protection).is_ok());
 }
 
 #[test]
@@ -52,19 +69,19 @@ fn in_flight_trips_and_untrips() {
     let rule = SystemRule::builder().max_in_flight(2).build().unwrap();
     let (protection, _, _) = protection(rule);
     // Sentinel's `currentThread > maxThread` counts those already in: 3 run at once.
-    let held: Vec<Permit> = (0..3).map(|_| protection.enter().unwrap()).collect();
+    let held: Vec<Permit> = (0..3).map(|_| enter(&protection).unwrap()).collect();
     assert_eq!(shed_by(&protection), Some(Threshold::InFlight));
     assert_eq!(protection.status().in_flight, 3);
     drop(held);
     assert_eq!(protection.status().in_flight, 0);
-    assert!(protection.enter().is_ok());
+    assert!(enter(&protection).is_ok());
 }
 
 #[test]
 fn rt_trips_and_untrips() {
     let rule = SystemRule::builder().avg_rt(ms(10)).build().unwrap();
     let (protection, _, clock) = protection(rule);
-    let slow = protection.enter().unwrap();
+    let slow = enter(&protection).unwrap();
     clock.advance(ms(50));
     slow.exit();
     assert_eq!(protection.status().avg_rt, ms(50));
@@ -72,7 +89,7 @@ fn rt_trips_and_untrips() {
     // The slow completion leaves the 1 s window (its bucket began at 0).
     clock.advance(ms(950));
     assert_eq!(protection.status().avg_rt, Duration::ZERO);
-    assert!(protection.enter().is_ok());
+    assert!(enter(&protection).is_ok());
 }
 
 #[test]
@@ -89,7 +106,7 @@ fn cpu_trips_and_untrips_on_the_next_reading() {
     clock.advance(ms(999));
     assert_eq!(shed_by(&protection), Some(Threshold::Cpu));
     clock.advance(ms(1));
-    assert!(protection.enter().is_ok());
+    assert!(enter(&protection).is_ok());
     assert_eq!(protection.status().cpu_usage, Some(0.3));
     assert_eq!(readings.reads(), 2);
 }
@@ -106,7 +123,7 @@ fn load_alone_trips_and_untrips() {
     assert_eq!(shed_by(&protection), Some(Threshold::Load));
     readings.set_load_average(1.5);
     clock.advance(Duration::from_secs(1));
-    assert!(protection.enter().is_ok());
+    assert!(enter(&protection).is_ok());
 }
 
 /// BBR on window statistics built by real requests: 4 completions of 10 ms in one
@@ -120,7 +137,7 @@ fn bbr_sheds_beyond_what_the_window_shows_it_can_finish() {
         .unwrap();
     let (protection, readings, clock) = protection(rule);
     readings.set_load_average(1.0);
-    let batch: Vec<Permit> = (0..4).map(|_| protection.enter().unwrap()).collect();
+    let batch: Vec<Permit> = (0..4).map(|_| enter(&protection).unwrap()).collect();
     clock.advance(ms(10));
     drop(batch);
     let status = protection.status();
@@ -128,30 +145,30 @@ fn bbr_sheds_beyond_what_the_window_shows_it_can_finish() {
     assert_eq!(status.min_rt, ms(10));
 
     // Not loaded: nothing is shed however many are in flight.
-    let calm: Vec<Permit> = (0..5).map(|_| protection.enter().unwrap()).collect();
+    let calm: Vec<Permit> = (0..5).map(|_| enter(&protection).unwrap()).collect();
     drop(calm);
 
     readings.set_load_average(4.0);
     clock.advance(Duration::from_secs(1) - ms(10)); // the next reading
                                                     // The window slid: its completions are gone, so capacity is 2 × 5 s = 10.
-    let held: Vec<Permit> = (0..11).map(|_| protection.enter().unwrap()).collect();
+    let held: Vec<Permit> = (0..11).map(|_| enter(&protection).unwrap()).collect();
     assert_eq!(shed_by(&protection), Some(Threshold::Bbr));
     drop(held);
     clock.advance(Duration::from_secs(1)); // their zero RTs leave the window
 
     // Fill the window again with fast completions: capacity 8 × 10 ms = 0.08.
-    let batch: Vec<Permit> = (0..4).map(|_| protection.enter().unwrap()).collect();
+    let batch: Vec<Permit> = (0..4).map(|_| enter(&protection).unwrap()).collect();
     clock.advance(ms(10));
     drop(batch);
-    let first = protection.enter().unwrap(); // 0 in flight
-    let second = protection.enter().unwrap(); // 1 in flight: never refused
+    let first = enter(&protection).unwrap(); // 0 in flight
+    let second = enter(&protection).unwrap(); // 1 in flight: never refused
     assert_eq!(shed_by(&protection), Some(Threshold::Bbr)); // 2 > 0.08
     assert_eq!(protection.status().shed, 2);
 
     // The load falls: BBR no longer applies.
     readings.set_load_average(2.0);
     clock.advance(Duration::from_secs(1));
-    assert!(protection.enter().is_ok());
+    assert!(enter(&protection).is_ok());
     drop((first, second));
 }
 
@@ -174,7 +191,7 @@ fn combined_thresholds_name_the_first_in_sentinels_order() {
     readings.set_load_average(1.0);
 
     // 11 run at once; the 12th sees 11 in flight.
-    let held: Vec<Permit> = (0..11).map(|_| protection.enter().unwrap()).collect();
+    let held: Vec<Permit> = (0..11).map(|_| enter(&protection).unwrap()).collect();
     assert_eq!(shed_by(&protection), Some(Threshold::InFlight));
 
     // They finish slowly while the CPU heats up: RT is named before CPU.
@@ -187,17 +204,14 @@ fn combined_thresholds_name_the_first_in_sentinels_order() {
     assert_eq!((status.avg_rt, status.cpu_usage), (ms(40), Some(0.9)));
 
     // In shadow mode the window fills to 20 passes; then QPS comes first of all.
-    protection.set_mode(Mode::Shadow);
-    let shadowed: Vec<Permit> = (0..9).map(|_| protection.enter().unwrap()).collect();
+    protection.mode().set(Mode::Shadow);
+    let shadowed: Vec<ShedDecision<Permit>> = (0..9).map(|_| decide(&protection)).collect();
     assert!(shadowed
         .iter()
-        .all(|p| p.would_shed() == Some(Threshold::Rt)));
-    assert_eq!(
-        protection.enter().unwrap().would_shed(),
-        Some(Threshold::Qps)
-    );
+        .all(|d| would_shed(d) == Some(Threshold::Rt)));
+    assert_eq!(would_shed(&decide(&protection)), Some(Threshold::Qps));
     drop(shadowed);
-    protection.set_mode(Mode::Enforce);
+    protection.mode().set(Mode::Enforce);
     assert_eq!(shed_by(&protection), Some(Threshold::Qps));
 
     // A second later the window is empty: CPU alone remains.
@@ -205,7 +219,7 @@ fn combined_thresholds_name_the_first_in_sentinels_order() {
     assert_eq!(shed_by(&protection), Some(Threshold::Cpu));
     readings.set_cpu_usage(0.1);
     clock.advance(ms(100));
-    assert!(protection.enter().is_ok());
+    assert!(enter(&protection).is_ok());
 }
 
 #[test]
@@ -216,15 +230,20 @@ fn shadow_mode_reports_and_sheds_nothing() {
         .unwrap();
     let (protection, readings, _) = protection(rule);
     readings.set_cpu_usage(0.9);
-    protection.set_mode(Mode::Shadow);
+    protection.mode().set(Mode::Shadow);
     for _ in 0..3 {
-        let permit = protection.enter().unwrap();
-        assert_eq!(permit.would_shed(), Some(Threshold::Cpu));
+        match decide(&protection) {
+            ShedDecision::WouldShed { shed, .. } => {
+                assert_eq!(shed.reason(), ShedReason::System(Threshold::Cpu));
+                assert_eq!(shed.class(), &Classes::google().lowest());
+            }
+            other => panic!("{other:?}"),
+        }
     }
     let status = protection.status();
     assert_eq!((status.shed, status.would_shed), (0, 3));
     assert_eq!(status.pass_qps, 3.0);
-    protection.set_mode(Mode::Enforce);
+    protection.mode().set(Mode::Enforce);
     assert_eq!(shed_by(&protection), Some(Threshold::Cpu));
     assert_eq!(protection.status().shed, 1);
 }
@@ -234,19 +253,21 @@ fn kill_switch_admits_everything_and_reads_nothing() {
     let rule = SystemRule::builder().max_in_flight(0).build().unwrap();
     let (protection, readings, _) = protection(rule);
     let clone = protection.clone();
-    let _held = protection.enter().unwrap();
+    let _held = enter(&protection).unwrap();
     assert_eq!(shed_by(&protection), Some(Threshold::InFlight));
     let reads = readings.reads();
 
-    clone.set_mode(Mode::Disabled); // switched on a clone, seen by all
-    assert_eq!(protection.mode(), Mode::Disabled);
-    let admitted: Vec<Permit> = (0..100).map(|_| protection.enter().unwrap()).collect();
-    assert!(admitted.iter().all(|p| p.would_shed().is_none()));
+    clone.mode().set(Mode::Off); // switched on a clone, seen by all
+    assert_eq!(protection.mode().get(), Mode::Off);
+    let admitted: Vec<ShedDecision<Permit>> = (0..100).map(|_| decide(&protection)).collect();
+    assert!(admitted
+        .iter()
+        .all(|d| matches!(d, ShedDecision::Admit(_))));
     assert_eq!(readings.reads(), reads);
     // Statistics were still kept.
     assert_eq!(protection.status().in_flight, 101);
 
-    protection.set_mode(Mode::Enforce);
+    protection.mode().set(Mode::Enforce);
     assert_eq!(shed_by(&protection), Some(Threshold::InFlight));
 }
 
@@ -259,15 +280,15 @@ fn readings_are_taken_at_most_once_per_interval() {
         .unwrap();
     let (protection, readings, clock) = protection(rule);
     for _ in 0..1000 {
-        protection.enter().unwrap().exit();
+        enter(&protection).unwrap().exit();
     }
     assert_eq!(readings.reads(), 1);
     clock.advance(ms(249));
-    protection.enter().unwrap().exit();
+    enter(&protection).unwrap().exit();
     assert_eq!(readings.reads(), 1);
     clock.advance(ms(1));
-    protection.enter().unwrap().exit();
-    protection.enter().unwrap().exit();
+    enter(&protection).unwrap().exit();
+    enter(&protection).unwrap().exit();
     assert_eq!(readings.reads(), 2);
 }
 
@@ -300,12 +321,12 @@ fn without_any_reading_cpu_and_load_do_not_trip() {
         .unwrap();
     let (protection, readings, _) = protection(rule);
     readings.fail(ReadingError::Unsupported);
-    assert!(protection.enter().is_ok());
+    assert!(enter(&protection).is_ok());
     assert_eq!(protection.status().cpu_usage, None);
 }
 
 #[test]
-fn events_name_the_threshold() {
+fn events_are_keyed_by_class_as_for_every_shedder() {
     let log = Arc::new(Mutex::new(Vec::new()));
     let events = Events::new("system");
     let _subscription = events.subscribe({
@@ -319,20 +340,76 @@ fn events_name_the_threshold() {
     let rule = SystemRule::builder().max_in_flight(0).build().unwrap();
     let (protection, _, _) = protection(rule);
     let protection = protection.with_events(events);
-    let _held = protection.enter().unwrap();
-    assert!(protection.enter().is_err());
+    let _held = enter(&protection).unwrap();
+    assert!(enter(&protection).is_err());
+    protection.mode().set(Mode::Shadow);
+    let _shadowed = enter(&protection).unwrap();
+    let key = Some("sheddable".to_owned());
     assert_eq!(
         *log.lock().unwrap(),
         [
-            (EventKind::Admitted, None),
+            (EventKind::Admitted, key.clone()),
             (
                 EventKind::Denied {
-                    reason: DenyReason::Limited,
+                    reason: DenyReason::Shed,
                     retry_after: None
                 },
-                Some("in_flight".to_owned())
+                key.clone()
             ),
+            (EventKind::WouldShed, key),
         ]
+    );
+}
+
+#[test]
+fn every_class_is_shed_by_default_and_exempt_ones_never() {
+    let classes = Classes::google();
+    let rule = SystemRule::builder()
+        .highest_cpu_usage(0.5)
+        .build()
+        .unwrap();
+    let (protection, readings, _) = protection(rule);
+    readings.set_cpu_usage(0.9);
+    for class in classes.iter() {
+        let shed = protection.decide(&class).into_slot().unwrap_err();
+        assert_eq!(shed.class(), &class);
+        assert_eq!(shed.reason(), ShedReason::System(Threshold::Cpu));
+        assert_eq!(shed.reason().as_str(), "system_cpu");
+    }
+
+    let exempt = protection
+        .clone()
+        .with_exempt(["CRITICAL_PLUS", "critical"])
+        .unwrap();
+    let admitted = exempt.decide(&classes.parse("critical_plus"));
+    assert!(matches!(admitted, ShedDecision::Admit(_)));
+    let critical = exempt.decide(&classes.parse("critical"));
+    assert!(critical.is_admitted());
+    assert!(!exempt.decide(&classes.parse("sheddable_plus")).is_admitted());
+    // Exempt requests load the process too: they count in the statistics.
+    assert_eq!(exempt.status().in_flight, 2);
+    assert_eq!(protection.status().in_flight, 2);
+
+    // An empty list exempts none again; an unknown name is a typed error.
+    let none = exempt.with_exempt(Vec::<&str>::new()).unwrap();
+    assert!(!none.decide(&classes.highest()).is_admitted());
+    assert!(protection.clone().with_exempt(["gold"]).is_err());
+    // A class from another set is not exempt.
+    let other = Classes::new(["a", "b", "c", "d", "e"]).unwrap();
+    assert!(!none.is_exempt(&other.lowest()));
+    drop((admitted, critical));
+}
+
+#[test]
+fn the_retry_after_hint_is_configurable() {
+    let rule = SystemRule::builder().max_in_flight(0).build().unwrap();
+    let (protection, _, _) = protection(rule);
+    let _held = enter(&protection).unwrap();
+    assert_eq!(enter(&protection).unwrap_err().retry_after(), None);
+    let protection = protection.with_retry_after(Some(Duration::from_secs(3)));
+    assert_eq!(
+        enter(&protection).unwrap_err().retry_after(),
+        Some(Duration::from_secs(3))
     );
 }
 
@@ -345,8 +422,9 @@ fn at_the_clocks_end() {
         .unwrap();
     let readings = ManualReadings::new();
     let clock = ManualClock::starting_at(Nanos::MAX - Duration::from_millis(5));
-    let protection = SystemProtection::with_clock(rule, readings.clone(), clock.clone());
-    let permit = protection.enter().unwrap();
+    let protection =
+        SystemProtection::with_clock(Classes::google(), rule, readings.clone(), clock.clone());
+    let permit = enter(&protection).unwrap();
     clock.advance(Duration::from_secs(3600)); // saturates at the end
     assert_eq!(clock.now(), Nanos::MAX);
     drop(permit);
@@ -356,7 +434,7 @@ fn at_the_clocks_end() {
     readings.set_cpu_usage(0.9);
     let reads = readings.reads();
     for _ in 0..10 {
-        let _ = protection.enter();
+        drop(enter(&protection));
     }
     assert_eq!(readings.reads(), reads);
 }
@@ -366,5 +444,6 @@ fn protection_and_permit_are_send_and_sync() {
     fn check<T: Send + Sync>() {}
     check::<Protection>();
     check::<Permit>();
-    check::<tollgate::shed::system::Shed>();
+    fn shedder<S: Shedder<Slot = Permit>>() {}
+    shedder::<Protection>();
 }
