@@ -20,6 +20,7 @@ use tollgate::http::shed::{
     ClassByMethod, ClassByRoute, ClassHeader, PropagateClassLayer, ShedLayer, CLASS_HEADER,
 };
 use tollgate::observe::{DenyReason, Event, EventKind, Events};
+use tollgate::shed::system::{ManualReadings, SystemProtection, SystemRule};
 use tollgate::shed::{Class, Classes, FleetShedder, Measure, Mode, ModeSwitch, UtilisationShedder};
 use tollgate::time::ManualClock;
 use tollgate::ConfigError;
@@ -323,6 +324,52 @@ fn the_utilisation_shedder_hints_its_recovery_hold_on_a_manual_clock() {
         assert_eq!(response.status(), 503);
         assert_eq!(response.headers()["retry-after"], "8");
         let response = service.oneshot(labelled("sheddable_plus")).await.unwrap();
+        assert_eq!(response.status(), 200);
+    });
+}
+
+#[test]
+fn system_protection_answers_503_when_the_cpu_threshold_trips() {
+    block_on(async {
+        let readings = ManualReadings::new();
+        let clock = ManualClock::new();
+        let rule = SystemRule::builder()
+            .highest_cpu_usage(0.8)
+            .build()
+            .unwrap();
+        let protection =
+            SystemProtection::with_clock(Classes::google(), rule, readings.clone(), clock.clone())
+                .with_exempt(["critical_plus"])
+                .unwrap()
+                .with_retry_after(Some(Duration::from_secs(1)));
+        let service = ShedLayer::new(protection.clone()).layer(echo_class());
+
+        readings.set_cpu_usage(0.5);
+        let response = service.clone().oneshot(labelled("critical")).await.unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(protection.status().in_flight, 1, "held by the body");
+        assert_eq!(body_of(response).await, "critical");
+        assert_eq!(protection.status().in_flight, 0);
+
+        // The next reading, a second later, is above the threshold: every class but
+        // the exempt one is shed, the critical one too.
+        readings.set_cpu_usage(0.95);
+        clock.advance(Duration::from_secs(1));
+        let response = service.clone().oneshot(labelled("critical")).await.unwrap();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(response.headers()["retry-after"], "1");
+        assert_eq!(
+            body_of(response).await,
+            r#"{"error":"shed","message":"the server is overloaded: critical requests are shed (system_cpu), retry after 1 s","class":"critical","reason":"system_cpu","retry_after":1}"#
+        );
+        let response = service.clone().oneshot(labelled("critical_plus")).await.unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(protection.status().shed, 1);
+
+        // The CPU cools: admitted again at the next reading.
+        readings.set_cpu_usage(0.3);
+        clock.advance(Duration::from_secs(1));
+        let response = service.oneshot(labelled("sheddable")).await.unwrap();
         assert_eq!(response.status(), 200);
     });
 }
