@@ -12,6 +12,7 @@ use tollgate::shed::{
     Class, Classes, FleetShedder, Measure, Mode, ModeSwitch, ShedDecision, ShedReason, Shedder,
     UtilisationShedder,
 };
+use tollgate::shed::system::{ManualReadings, SystemProtection, SystemRule};
 use tollgate::time::{ManualClock, Nanos};
 use tollgate::ConfigError;
 
@@ -414,12 +415,21 @@ fn one_switch_turns_every_shedder_off() {
     let fleet = FleetShedder::new(classes.clone(), 1, 1.0)
         .unwrap()
         .with_mode(switch.clone());
+    let readings = ManualReadings::new();
+    readings.set_cpu_usage(1.0);
+    let rule = SystemRule::builder()
+        .highest_cpu_usage(0.5)
+        .build()
+        .unwrap();
+    let system = SystemProtection::with_clock(classes.clone(), rule, readings, clock.clone())
+        .with_mode(switch.clone());
     utilisation.report(100, 100).unwrap();
     clock.advance(ms(1));
     utilisation.report(100, 100).unwrap();
     let low = classes.lowest();
     assert!(!utilisation.decide(&low).is_admitted());
     assert!(!fleet.decide(&low).is_admitted());
+    assert!(!system.decide(&low).is_admitted());
 
     switch.set(Mode::Shadow);
     let would = utilisation.decide(&low);
@@ -429,6 +439,7 @@ fn one_switch_turns_every_shedder_off() {
     switch.set(Mode::Off);
     assert!(matches!(utilisation.decide(&low), ShedDecision::Admit(_)));
     assert!(matches!(fleet.decide(&low), ShedDecision::Admit(_)));
+    assert!(matches!(system.decide(&low), ShedDecision::Admit(_)));
     assert_eq!(
         utilisation.level(),
         1,

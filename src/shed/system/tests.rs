@@ -449,6 +449,26 @@ fn extremes_do_not_overflow() {
     assert_eq!(check(&most, &status), None);
 }
 
+/// Each threshold is its own shed reason, labelled `system_` and its name, so a
+/// 503's body and a metric tell CPU from BBR.
+#[test]
+fn every_threshold_is_a_distinct_shed_reason() {
+    use crate::shed::ShedReason;
+    let labels: Vec<&str> = Threshold::ALL
+        .iter()
+        .map(|&t| ShedReason::System(t).as_str())
+        .collect();
+    for (label, threshold) in labels.iter().zip(Threshold::ALL) {
+        assert_eq!(*label, format!("system_{threshold}"));
+        assert_eq!(ShedReason::System(threshold).threshold(), Some(threshold));
+    }
+    let mut unique = labels.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), Threshold::ALL.len());
+    assert_eq!(ShedReason::Full.threshold(), None);
+}
+
 // ---- /proc parsing ----
 
 #[test]
