@@ -206,6 +206,9 @@ impl fmt::Display for Shed {
     }
 }
 
+/// Lets `?` carry a refusal out of [`ShedDecision::into_slot`].
+impl std::error::Error for Shed {}
+
 /// Why a class was shed: a small, fixed set, usable as a metric label.
 ///
 /// # Examples
