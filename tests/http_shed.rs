@@ -362,7 +362,11 @@ fn system_protection_answers_503_when_the_cpu_threshold_trips() {
             body_of(response).await,
             r#"{"error":"shed","message":"the server is overloaded: critical requests are shed (system_cpu), retry after 1 s","class":"critical","reason":"system_cpu","retry_after":1}"#
         );
-        let response = service.clone().oneshot(labelled("critical_plus")).await.unwrap();
+        let response = service
+            .clone()
+            .oneshot(labelled("critical_plus"))
+            .await
+            .unwrap();
         assert_eq!(response.status(), 200);
         assert_eq!(protection.status().shed, 1);
 

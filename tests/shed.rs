@@ -8,11 +8,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tollgate::observe::{DenyReason, Event, EventKind, Events};
+use tollgate::shed::system::{ManualReadings, SystemProtection, SystemRule};
 use tollgate::shed::{
     Class, Classes, FleetShedder, Measure, Mode, ModeSwitch, ShedDecision, ShedReason, Shedder,
     UtilisationShedder,
 };
-use tollgate::shed::system::{ManualReadings, SystemProtection, SystemRule};
 use tollgate::time::{ManualClock, Nanos};
 use tollgate::ConfigError;
 

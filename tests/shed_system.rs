@@ -38,7 +38,9 @@ fn enter(protection: &Protection) -> Result<Permit, Shed> {
 }
 
 fn shed_by(protection: &Protection) -> Option<Threshold> {
-    enter(protection).err().and_then(|shed| shed.reason().threshold())
+    enter(protection)
+        .err()
+        .and_then(|shed| shed.reason().threshold())
 }
 
 /// The threshold a shadow-mode decision names; `None` if admitted outright.
@@ -260,9 +262,7 @@ fn kill_switch_admits_everything_and_reads_nothing() {
     clone.mode().set(Mode::Off); // switched on a clone, seen by all
     assert_eq!(protection.mode().get(), Mode::Off);
     let admitted: Vec<ShedDecision<Permit>> = (0..100).map(|_| decide(&protection)).collect();
-    assert!(admitted
-        .iter()
-        .all(|d| matches!(d, ShedDecision::Admit(_))));
+    assert!(admitted.iter().all(|d| matches!(d, ShedDecision::Admit(_))));
     assert_eq!(readings.reads(), reads);
     // Statistics were still kept.
     assert_eq!(protection.status().in_flight, 101);
@@ -385,7 +385,9 @@ fn every_class_is_shed_by_default_and_exempt_ones_never() {
     assert!(matches!(admitted, ShedDecision::Admit(_)));
     let critical = exempt.decide(&classes.parse("critical"));
     assert!(critical.is_admitted());
-    assert!(!exempt.decide(&classes.parse("sheddable_plus")).is_admitted());
+    assert!(!exempt
+        .decide(&classes.parse("sheddable_plus"))
+        .is_admitted());
     // Exempt requests load the process too: they count in the statistics.
     assert_eq!(exempt.status().in_flight, 2);
     assert_eq!(protection.status().in_flight, 2);

@@ -11,7 +11,8 @@
 //! - **[`UtilisationShedder`]** (Stripe's worker-utilisation shedder): sheds the
 //!   least critical class first and one more after each hold while utilisation stays
 //!   high; recovers one class at a time, more slowly, below a lower threshold.
-//! - **[`system`]**: Sentinel's system rule, from CPU, load and in-flight readings.
+//! - **[`system`]**: Sentinel's system rule, from CPU, load, RT and in-flight
+//!   readings: [`system::SystemProtection`] sheds every class not made exempt.
 //! - **Modes** ([`ModeSwitch`]): every shedder can run in shadow mode (reports what it
 //!   would have shed, sheds nothing) and has a kill switch, both settable at run
 //!   time.
