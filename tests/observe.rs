@@ -653,6 +653,50 @@ mod metrics_recorder {
     }
 
     #[test]
+    fn named_keys_get_a_key_label_and_other_keys_none() {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        let events = Events::new("shed");
+        let metrics = metrics::with_local_recorder(&recorder, || {
+            tollgate::observe::MetricsRecorder::with_keys(
+                "shed",
+                ["critical", "sheddable", "critical"],
+            )
+        });
+        events.subscribe(metrics).detach();
+        events.emit_keyed("critical", 1, EventKind::Admitted);
+        events.emit_keyed("sheddable", 1, EventKind::WouldShed);
+        events.emit_keyed("client-42", 1, EventKind::Admitted);
+        events.emit(1, EventKind::Admitted);
+        let series = series(snapshotter.snapshot());
+        let admitted =
+            |labels: &[(&str, &str)]| counter(&series, "tollgate_admitted_total", labels);
+        assert_eq!(
+            admitted(&[("limiter", "shed"), ("key", "critical")]),
+            Some(&DebugValue::Counter(1))
+        );
+        assert_eq!(
+            admitted(&[("limiter", "shed"), ("key", "sheddable")]),
+            Some(&DebugValue::Counter(1))
+        );
+        assert_eq!(
+            admitted(&[("limiter", "shed")]),
+            Some(&DebugValue::Counter(2))
+        );
+        assert_eq!(
+            counter(
+                &series,
+                "tollgate_would_shed_total",
+                &[("limiter", "shed"), ("key", "sheddable")]
+            ),
+            Some(&DebugValue::Counter(1))
+        );
+        assert!(series
+            .iter()
+            .all(|(_, _, labels, _)| labels.iter().all(|(k, v)| k != "key" || v != "client-42")));
+    }
+
+    #[test]
     fn dropping_the_metrics_subscription_stops_recording() {
         let recorder = DebuggingRecorder::new();
         let snapshotter = recorder.snapshotter();

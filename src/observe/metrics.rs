@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use metrics::{Counter, Gauge, Histogram, Unit};
+use metrics::{Counter, Gauge, Histogram, Label, Unit};
 
 use super::event::{DenyReason, Event, EventKind, Outcome};
 use super::events::{Events, Listener, Subscription};
@@ -45,13 +45,15 @@ pub const WOULD_SHED_TOTAL: &str = "tollgate_would_shed_total";
 /// | `tollgate_inflight` | gauge | requests in flight under it, as the last to end left them |
 /// | `tollgate_finished_total` | counter, also labelled `outcome` ([`Outcome::as_str`]) | requests admitted by an adaptive limiter that ended |
 /// | `tollgate_rtt_seconds` | histogram | how long those ending in success or drop held their permit |
+/// | `tollgate_would_shed_total` | counter | requests a shadow-mode shedder would have shed (also admitted) |
 ///
 /// Rejections by an adaptive limiter are `tollgate_denied_total`, as for any
 /// limiter.
-/// | `tollgate_would_shed_total` | counter | requests a shadow-mode shedder would have shed (also admitted) |
 ///
 /// Counters count requests, not permits. The labels are the recorder's name and the
-/// reason, never the key, so the number of series is bounded. The handles are
+/// reason, and the key only for the few keys named to
+/// [`with_keys`](MetricsRecorder::with_keys) (a shedder's criticality classes, an
+/// adaptive limiter's partitions), so the number of series is bounded. The handles are
 /// registered once, with the recorder installed when the `MetricsRecorder` is made
 /// (the global one, or a local one within
 /// [`metrics::with_local_recorder`]); recording is then a few atomic adds.
@@ -83,6 +85,14 @@ pub const WOULD_SHED_TOTAL: &str = "tollgate_would_shed_total";
 /// ```
 pub struct MetricsRecorder {
     name: String,
+    all: Series,
+    /// Series of their own for the keys named to `with_keys`: few, so found by a
+    /// linear search.
+    keyed: Vec<(String, Series)>,
+}
+
+/// One set of metric handles, under one set of labels.
+struct Series {
     admitted: Counter,
     denied: [Counter; DenyReason::ALL.len()],
     waited: Counter,
@@ -93,6 +103,64 @@ pub struct MetricsRecorder {
     finished: [Counter; Outcome::ALL.len()],
     rtt_seconds: Histogram,
     would_shed: Counter,
+}
+
+impl Series {
+    fn new(labels: &[(&'static str, String)]) -> Series {
+        let with = |extra: Option<(&'static str, &'static str)>| -> Vec<Label> {
+            labels
+                .iter()
+                .map(|(k, v)| Label::new(*k, v.clone()))
+                .chain(extra.map(|(k, v)| Label::new(k, v)))
+                .collect()
+        };
+        Series {
+            admitted: metrics::counter!(ADMITTED_TOTAL, with(None)),
+            denied: DenyReason::ALL.map(|reason| {
+                metrics::counter!(DENIED_TOTAL, with(Some(("reason", reason.as_str()))))
+            }),
+            waited: metrics::counter!(WAITED_TOTAL, with(None)),
+            wait_seconds: metrics::histogram!(WAIT_SECONDS, with(None)),
+            drained: metrics::counter!(DRAINED_TOTAL, with(None)),
+            limit: metrics::gauge!(ADAPTIVE_LIMIT, with(None)),
+            inflight: metrics::gauge!(INFLIGHT, with(None)),
+            finished: Outcome::ALL.map(|outcome| {
+                metrics::counter!(FINISHED_TOTAL, with(Some(("outcome", outcome.as_str()))))
+            }),
+            rtt_seconds: metrics::histogram!(RTT_SECONDS, with(None)),
+            would_shed: metrics::counter!(WOULD_SHED_TOTAL, with(None)),
+        }
+    }
+
+    fn record(&self, kind: &EventKind) {
+        match *kind {
+            EventKind::Admitted => self.admitted.increment(1),
+            EventKind::Waited { wait } => {
+                self.admitted.increment(1);
+                self.waited.increment(1);
+                self.wait_seconds.record(wait.as_secs_f64());
+            }
+            EventKind::Denied { reason, .. } => self.denied[reason.index()].increment(1),
+            EventKind::Drained => self.drained.increment(1),
+            // Lossless for any limit below 2^53; a gauge is an f64.
+            EventKind::LimitChanged { limit, .. } => self.limit.set(limit as f64),
+            EventKind::Finished {
+                outcome,
+                rtt,
+                inflight,
+            } => {
+                self.finished[outcome.index()].increment(1);
+                self.inflight.set(inflight as f64);
+                if outcome != Outcome::Ignored {
+                    self.rtt_seconds.record(rtt.as_secs_f64());
+                }
+            }
+            EventKind::WouldShed => {
+                self.admitted.increment(1);
+                self.would_shed.increment(1);
+            }
+        }
+    }
 }
 
 impl MetricsRecorder {
@@ -109,24 +177,62 @@ impl MetricsRecorder {
     pub fn new(name: impl Into<String>) -> MetricsRecorder {
         let name = name.into();
         describe();
-        let label = |metric: &'static str| metrics::counter!(metric, "limiter" => name.clone());
         MetricsRecorder {
-            admitted: label(ADMITTED_TOTAL),
-            denied: DenyReason::ALL.map(|reason| {
-                metrics::counter!(DENIED_TOTAL, "limiter" => name.clone(), "reason" => reason.as_str())
-            }),
-            waited: label(WAITED_TOTAL),
-            wait_seconds: metrics::histogram!(WAIT_SECONDS, "limiter" => name.clone()),
-            drained: label(DRAINED_TOTAL),
-            limit: metrics::gauge!(ADAPTIVE_LIMIT, "limiter" => name.clone()),
-            inflight: metrics::gauge!(INFLIGHT, "limiter" => name.clone()),
-            finished: Outcome::ALL.map(|outcome| {
-                metrics::counter!(FINISHED_TOTAL, "limiter" => name.clone(), "outcome" => outcome.as_str())
-            }),
-            rtt_seconds: metrics::histogram!(RTT_SECONDS, "limiter" => name.clone()),
-            would_shed: label(WOULD_SHED_TOTAL),
+            all: Series::new(&[("limiter", name.clone())]),
+            keyed: Vec::new(),
             name,
         }
+    }
+
+    /// Registers, besides the series of [`new`](MetricsRecorder::new), one series
+    /// labelled also `key = k` for each of `keys`: an event with one of these keys
+    /// is counted there, and every other event in the series without a key. For a
+    /// small, fixed set of keys, such as a shedder's criticality classes or a
+    /// partitioned limiter's partitions; never for client keys, whose number has no
+    /// bound.
+    ///
+    /// # Examples
+    ///
+    /// Counts per criticality class:
+    ///
+    /// ```
+    /// use metrics_util::debugging::DebuggingRecorder;
+    /// use tollgate::observe::{Events, MetricsRecorder};
+    /// use tollgate::shed::{Classes, FleetShedder, Shedder};
+    ///
+    /// let recorder = DebuggingRecorder::new();
+    /// let snapshotter = recorder.snapshotter();
+    /// let classes = Classes::google();
+    /// let events = Events::new("api");
+    /// let metrics = metrics::with_local_recorder(&recorder, || {
+    ///     MetricsRecorder::with_keys("api", classes.names())
+    /// });
+    /// events.subscribe(metrics).detach();
+    ///
+    /// let fleet = FleetShedder::new(classes.clone(), 10, 0.5)?.with_events(events);
+    /// let _slot = fleet.decide(&classes.parse("critical"));
+    ///
+    /// let admitted_critical = snapshotter.snapshot().into_vec().into_iter().any(|(key, _, _, _)| {
+    ///     key.key().name() == "tollgate_admitted_total"
+    ///         && key.key().labels().any(|l| l.key() == "key" && l.value() == "critical")
+    /// });
+    /// assert!(admitted_critical);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_keys<K: Into<String>>(
+        name: impl Into<String>,
+        keys: impl IntoIterator<Item = K>,
+    ) -> MetricsRecorder {
+        let mut recorder = MetricsRecorder::new(name);
+        for key in keys {
+            let key = key.into();
+            if recorder.keyed.iter().all(|(k, _)| *k != key) {
+                let series =
+                    Series::new(&[("limiter", recorder.name.clone()), ("key", key.clone())]);
+                recorder.keyed.push((key, series));
+            }
+        }
+        recorder
     }
 
     /// The `limiter` label.
@@ -182,33 +288,11 @@ fn describe() {
 
 impl Listener for MetricsRecorder {
     fn on_event(&self, event: &Event<'_>) {
-        match event.kind {
-            EventKind::Admitted => self.admitted.increment(1),
-            EventKind::Waited { wait } => {
-                self.admitted.increment(1);
-                self.waited.increment(1);
-                self.wait_seconds.record(wait.as_secs_f64());
-            }
-            EventKind::Denied { reason, .. } => self.denied[reason.index()].increment(1),
-            EventKind::Drained => self.drained.increment(1),
-            // Lossless for any limit below 2^53; a gauge is an f64.
-            EventKind::LimitChanged { limit, .. } => self.limit.set(limit as f64),
-            EventKind::Finished {
-                outcome,
-                rtt,
-                inflight,
-            } => {
-                self.finished[outcome.index()].increment(1);
-                self.inflight.set(inflight as f64);
-                if outcome != Outcome::Ignored {
-                    self.rtt_seconds.record(rtt.as_secs_f64());
-                }
-            }
-            EventKind::WouldShed => {
-                self.admitted.increment(1);
-                self.would_shed.increment(1);
-            }
-        }
+        let series = event
+            .key
+            .and_then(|key| self.keyed.iter().find(|(k, _)| k == key))
+            .map_or(&self.all, |(_, series)| series);
+        series.record(&event.kind);
     }
 }
 

@@ -38,10 +38,10 @@
 //! **keyed by the class name** (`Admitted`, `Denied { reason: Shed, .. }` or
 //! `WouldShed`), into the [`Events`](crate::observe::Events) hub given to it (for
 //! example [`FleetShedder::with_events`](crate::shed::FleetShedder::with_events)).
-//! Counting by class is a listener reading `event.key`. The `metrics` recorder
-//! ([`Events::record_metrics`](crate::observe::Events)) labels by the hub's name,
-//! never by key: for metrics per class, count in a listener by `event.key` (the
-//! classes are few, so a label per class is bounded).
+//! Counting by class is a listener reading `event.key`. For metrics per class,
+//! subscribe `MetricsRecorder::with_keys(name, classes.names())` (feature
+//! `metrics`): each class gets series labelled `key = <class>`; the classes are few,
+//! so the number of series stays bounded.
 //!
 //! # Examples
 //!
