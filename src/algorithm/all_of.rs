@@ -86,6 +86,33 @@ impl<A: Algorithm> AllOf<A> {
     }
 }
 
+/// Acquires from each rule in turn, each on its own state; if one refuses, puts back
+/// the states of those before it and answers `None`. One decision per rule when all
+/// admit, where checking first and then acquiring takes two. The admissions fold as
+/// a check folds them: the earliest of the fewest remaining, the latest reset.
+fn acquire_all<A: Algorithm>(
+    rules: &[A],
+    states: &mut [A::State],
+    now: Nanos,
+    n: u64,
+) -> Option<Admitted> {
+    let ((rule, rest), (state, rest_states)) =
+        (rules.split_first()?, states.split_first_mut()?);
+    let before = state.clone();
+    let admitted = rule.acquire(state, now, n).ok();
+    let admitted = admitted.and_then(|first| {
+        if rest.is_empty() {
+            Some(first)
+        } else {
+            acquire_all(rest, rest_states, now, n).map(|others| tighter(first, others))
+        }
+    });
+    if admitted.is_none() {
+        *state = before;
+    }
+    admitted
+}
+
 /// The admission with fewer permits left, and the later full reset of the two.
 pub(crate) fn tighter(a: Admitted, b: Admitted) -> Admitted {
     let reset = a.reset_after().max(b.reset_after());
@@ -123,6 +150,17 @@ impl<A: Algorithm> Algorithm for AllOf<A> {
 
     fn acquire(&self, states: &mut Vec<A::State>, now: Nanos, n: u64) -> Decision {
         check_capacity(n, self.capacity())?;
+        // A state without heap parts is copied for nothing, so each rule acquires at
+        // once and a refusal puts the copies back. A state that owns memory (a
+        // sliding log's entries) would be cloned on every call: check all first.
+        if !std::mem::needs_drop::<A::State>() {
+            return match acquire_all(&self.rules, states, now, n) {
+                Some(admitted) => Ok(admitted),
+                // Some rule refused, and every state is as it was: the denial is the
+                // one that waits longest of all the rules', as a check finds it.
+                None => self.check(states, now, n),
+            };
+        }
         let decision = self.check(states, now, n)?;
         for (rule, state) in self.rules.iter().zip(states.iter_mut()) {
             // Each rule admitted this exact request in `check`; a pure rule decides
