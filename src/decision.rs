@@ -82,6 +82,27 @@ impl Admitted {
         Duration::from_nanos(self.reset_after_nanos)
     }
 
+    /// The reset in nanoseconds, as stored.
+    #[inline]
+    pub(crate) const fn reset_after_nanos(&self) -> u64 {
+        self.reset_after_nanos
+    }
+
+    /// The same admission with another reset.
+    #[inline]
+    pub(crate) const fn with_reset_after_nanos(self, nanos: u64) -> Admitted {
+        Admitted {
+            reset_after_nanos: nanos,
+            ..self
+        }
+    }
+
+    /// Whether fewer whole permits remain here than in `other`, by one division.
+    #[inline]
+    pub(crate) fn fewer_remaining_than(&self, other: &Admitted) -> bool {
+        self.remaining.floor_below(other.remaining.value())
+    }
+
     fn key(&self) -> (u64, u64, u64) {
         (self.limit, self.remaining(), self.reset_after_nanos)
     }
@@ -133,6 +154,13 @@ impl Quotient {
 
     fn value(&self) -> u64 {
         self.numerator / self.divisor
+    }
+
+    /// `value() < whole` without dividing: `numerator / divisor < whole` for a whole
+    /// number.
+    #[inline]
+    fn floor_below(&self, whole: u64) -> bool {
+        u128::from(self.numerator) < u128::from(whole) * u128::from(self.divisor)
     }
 }
 

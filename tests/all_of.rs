@@ -14,7 +14,7 @@ proptest! {
     /// leaves every rule's state untouched.
     #[test]
     fn admits_iff_every_rule_admits(
-        rules in prop::collection::vec((1u64..20, 1u64..200, 1u64..6), 1..4),
+        rules in prop::collection::vec((1u64..20, 1u64..200, 1u64..6), 1..7),
         ops in prop::collection::vec((0u64..50_000_000, 0u64..6), 1..100),
     ) {
         let rules: Vec<Gcra> = rules

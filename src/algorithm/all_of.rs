@@ -86,42 +86,58 @@ impl<A: Algorithm> AllOf<A> {
     }
 }
 
+/// The most rules [`acquire_all`] saves states for, on the stack; more are checked
+/// first, then acquired.
+const SAVED: usize = 4;
+
 /// Acquires from each rule in turn, each on its own state; if one refuses, puts back
-/// the states of those before it and answers `None`. One decision per rule when all
-/// admit, where checking first and then acquiring takes two. The admissions fold as
-/// a check folds them: the earliest of the fewest remaining, the latest reset.
+/// every state as it was and answers `None`. One decision per rule when all admit,
+/// where checking first and then acquiring takes two. The admissions fold as a check
+/// folds them. For at most [`SAVED`] rules whose states are plain data.
+#[inline]
 fn acquire_all<A: Algorithm>(
     rules: &[A],
     states: &mut [A::State],
     now: Nanos,
     n: u64,
 ) -> Option<Admitted> {
-    let ((rule, rest), (state, rest_states)) =
-        (rules.split_first()?, states.split_first_mut()?);
-    let before = state.clone();
-    let admitted = rule.acquire(state, now, n).ok();
-    let admitted = admitted.and_then(|first| {
-        if rest.is_empty() {
-            Some(first)
-        } else {
-            acquire_all(rest, rest_states, now, n).map(|others| tighter(first, others))
+    let mut saved: [Option<A::State>; SAVED] = [const { None }; SAVED];
+    let mut folded: Option<Admitted> = None;
+    let mut refused = false;
+    for ((rule, state), slot) in rules.iter().zip(states.iter_mut()).zip(&mut saved) {
+        *slot = Some(state.clone());
+        match rule.acquire(state, now, n) {
+            Ok(admitted) => {
+                folded = Some(match folded {
+                    Some(before) => tighter(before, admitted),
+                    None => admitted,
+                })
+            }
+            Err(_) => {
+                refused = true;
+                break;
+            }
         }
-    });
-    if admitted.is_none() {
-        *state = before;
     }
-    admitted
+    if refused {
+        for (state, slot) in states.iter_mut().zip(saved) {
+            if let Some(before) = slot {
+                *state = before;
+            }
+        }
+        return None;
+    }
+    folded
 }
 
-/// The admission with fewer permits left, and the later full reset of the two.
+/// The admission with fewer permits left (the first on a tie), with the later full
+/// reset of the two. Compares and copies the decisions as they are, without dividing
+/// out both `remaining` values or converting the reset to a `Duration` and back.
+#[inline]
 pub(crate) fn tighter(a: Admitted, b: Admitted) -> Admitted {
-    let reset = a.reset_after().max(b.reset_after());
-    let (limit, remaining) = if b.remaining() < a.remaining() {
-        (b.limit(), b.remaining())
-    } else {
-        (a.limit(), a.remaining())
-    };
-    Admitted::new(limit, remaining, reset)
+    let reset = a.reset_after_nanos().max(b.reset_after_nanos());
+    let tightest = if b.fewer_remaining_than(&a) { b } else { a };
+    tightest.with_reset_after_nanos(reset)
 }
 
 /// "Never" outranks "not now"; among "not now", the longer wait wins, and a wait
@@ -153,7 +169,7 @@ impl<A: Algorithm> Algorithm for AllOf<A> {
         // A state without heap parts is copied for nothing, so each rule acquires at
         // once and a refusal puts the copies back. A state that owns memory (a
         // sliding log's entries) would be cloned on every call: check all first.
-        if !std::mem::needs_drop::<A::State>() {
+        if self.rules.len() <= SAVED && !std::mem::needs_drop::<A::State>() {
             return match acquire_all(&self.rules, states, now, n) {
                 Some(admitted) => Ok(admitted),
                 // Some rule refused, and every state is as it was: the denial is the
