@@ -10,8 +10,8 @@ use crate::time::Nanos;
 
 /// Every rule must admit: for example 100 per second **and** 20 per 100 ms.
 ///
-/// Rules are checked first without consuming anything; only if all admit are the
-/// permits taken from each. A denial reports the rule that makes the caller wait
+/// The permits are taken from each rule only if all admit: a refusal by any rule
+/// leaves every rule's state as it was. A denial reports the rule that makes the caller wait
 /// longest, so retrying after its `retry_after` is not denied by another rule for the
 /// same reason.
 ///
