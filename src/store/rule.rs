@@ -342,12 +342,7 @@ macro_rules! rules {
                 op: Step,
             ) -> Option<(RuleOutcome, Option<Nanos>)> {
                 Some(match (self, state) {
-                    $((Rule::$variant(a), RuleState::$variant(s)) => {
-                        let before = s.clone();
-                        let verdict = step(a, s, now, op);
-                        let expires_at = (*s != before).then(|| a.idle_at(s));
-                        (verdict, expires_at)
-                    })*
+                    $((Rule::$variant(a), RuleState::$variant(s)) => step_changed(a, s, now, op),)*
                     _ => return None,
                 })
             }
@@ -361,6 +356,28 @@ macro_rules! rules {
             }
         }
     };
+}
+
+/// One step, and from when the state may be forgotten if the step changed it.
+#[inline]
+fn step_changed<A: Algorithm<State: PartialEq>>(
+    algorithm: &A,
+    state: &mut A::State,
+    now: Nanos,
+    op: Step,
+) -> (RuleOutcome, Option<Nanos>) {
+    if std::mem::needs_drop::<A::State>() {
+        // A state that owns memory (a sliding log's entries) is not cloned on every
+        // call to be compared: it changes unless a denial that lasts left it as it
+        // was, which is what `denial_lasts` promises.
+        let verdict = step(algorithm, state, now, op);
+        let unchanged = !verdict.admits() && algorithm.denial_lasts();
+        return (verdict, (!unchanged).then(|| algorithm.idle_at(state)));
+    }
+    let before = state.clone();
+    let verdict = step(algorithm, state, now, op);
+    let expires_at = (*state != before).then(|| algorithm.idle_at(state));
+    (verdict, expires_at)
 }
 
 /// One step of one algorithm on its own state.
