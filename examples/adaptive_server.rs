@@ -1,28 +1,36 @@
-//! An axum server whose capacity has a knee, behind an [`AdaptiveLimiter`], and a
-//! load generator in the same process that ramps past that capacity: once with the
-//! adaptive limit, once without.
+//! An axum server whose capacity has a knee, behind the adaptive tower layer
+//! ([`AdaptiveLayer`]), and a load generator in the same process that ramps past
+//! that capacity: once with the adaptive limit, once without.
 //!
 //! ```text
-//! cargo run --example adaptive_server     # about 18 s
+//! cargo run --example adaptive_server --features http     # about 18 s
 //! ```
 //!
 //! The handler stands for a backend that answers in 100 ms up to 10 requests at
 //! once (the knee: 100 requests a second), and 20 ms slower for each request in
 //! flight past the knee, so that past it the backend answers *fewer* requests a
-//! second. The load generator opens requests at a rate ramping from 25 to 300 a
-//! second over 8 s and gives up on each after 1 s.
+//! second. The server listens on 127.0.0.1 (a free port). The load generator opens
+//! requests at a rate ramping from 25 to 300 a second over 8 s and gives up on each
+//! after 1 s.
+//!
+//! With the limit, every request goes through an `AdaptiveLayer` over an
+//! [`AdaptiveLimiter`] (Gradient2 fed windowed averages, fail fast): a request
+//! takes a permit or is answered 503 at once without reaching the handler; a 200
+//! is a success whose latency, measured by the layer to the end of the response
+//! body, moves the limit; a request its client gives up on is dropped by the
+//! server mid-way, and its permit comes back as ignored. Without it, the same
+//! router serves every request.
 //!
 //! Each second it prints the limit, the requests offered, admitted (answered 200)
-//! and refused (503, at once) per second, the requests that timed out, and the p99
-//! latency of the admitted ones. Without the limit, in-flight requests pile up
-//! until most time out; with it, the excess is refused at once and p99 stays a few
-//! times the latency at the knee.
+//! and refused (503) per second, the requests that timed out, and the p99 latency of
+//! the admitted ones. Without the limit, in-flight requests pile up until most time
+//! out; with it, the excess is refused at once and p99 stays a few times the
+//! latency at the knee.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
 use axum::Router;
@@ -33,6 +41,7 @@ use hyper_util::rt::TokioExecutor;
 
 use tollgate::adaptive::limit::{Gradient2Limit, WindowedBuilder, WindowedLimit};
 use tollgate::adaptive::{AdaptiveLimiter, Mode};
+use tollgate::http::adaptive::AdaptiveLayer;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 type Limiter = AdaptiveLimiter<WindowedLimit<Gradient2Limit>>;
@@ -44,9 +53,9 @@ const RAMP: (f64, f64) = (25.0, 300.0);
 const RAMP_LENGTH: Duration = Duration::from_secs(8);
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// Requests the backend is working on: its latency grows with them.
+#[derive(Default)]
 struct Backend {
-    limiter: Option<Arc<Limiter>>,
-    /// Requests the backend is working on: its latency grows with them.
     working: AtomicU64,
 }
 
@@ -60,26 +69,18 @@ impl Drop for Working<'_> {
     }
 }
 
-async fn handle(State(backend): State<Arc<Backend>>) -> StatusCode {
-    let permit = match &backend.limiter {
-        Some(limiter) => match limiter.try_acquire() {
-            Ok(permit) => Some(permit),
-            Err(_) => return StatusCode::SERVICE_UNAVAILABLE,
-        },
-        None => None,
-    };
-    let level = backend.working.fetch_add(1, Ordering::Relaxed) + 1;
-    let _working = Working(&backend.working);
-    let over = level.saturating_sub(KNEE) as f64;
-    tokio::time::sleep(BASE.mul_f64(1.0 + GROWTH * over)).await;
-    // A request cancelled by its client drops the permit unfinished: ignored.
-    if let Some(permit) = permit {
-        permit.success();
+impl Backend {
+    /// One request: 100 ms, plus 20 % for each request in flight past the knee.
+    async fn serve(&self) -> StatusCode {
+        let level = self.working.fetch_add(1, Ordering::Relaxed) + 1;
+        let _working = Working(&self.working);
+        let over = level.saturating_sub(KNEE) as f64;
+        tokio::time::sleep(BASE.mul_f64(1.0 + GROWTH * over)).await;
+        StatusCode::OK
     }
-    StatusCode::OK
 }
 
-/// What the load generator saw in one second.
+/// What the load generator saw of the requests it opened in one second.
 #[derive(Default)]
 struct Second {
     offered: u64,
@@ -88,20 +89,27 @@ struct Second {
     timed_out: u64,
 }
 
+/// Serves on 127.0.0.1, behind `limiter` if there is one, and ramps the load.
 async fn run(limiter: Option<Arc<Limiter>>) -> Result<(), Error> {
-    let backend = Arc::new(Backend {
-        limiter: limiter.clone(),
-        working: AtomicU64::new(0),
-    });
-    let app = Router::new()
-        .route("/", get(handle))
-        .with_state(Arc::clone(&backend));
+    let backend = Arc::new(Backend::default());
+    let app = Router::new().route(
+        "/",
+        get({
+            let backend = Arc::clone(&backend);
+            move || async move { backend.serve().await }
+        }),
+    );
+    // The adaptive layer is the only difference between the two runs.
+    let app = match &limiter {
+        Some(limiter) => app.layer(AdaptiveLayer::new(Arc::clone(limiter))),
+        None => app,
+    };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let uri: hyper::Uri = format!("http://{}/", listener.local_addr()?).parse()?;
     let server = tokio::spawn(async move { axum::serve(listener, app).await });
 
     let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
-    let seconds = (RAMP_LENGTH.as_secs() + 1) as usize;
+    let seconds = RAMP_LENGTH.as_secs() as usize;
     let stats: Arc<Vec<Mutex<Second>>> = Arc::new((0..seconds).map(|_| Mutex::default()).collect());
     let start = Instant::now();
     let report = tokio::spawn(print_each_second(
@@ -120,11 +128,11 @@ async fn run(limiter: Option<Arc<Limiter>>) -> Result<(), Error> {
         let rate = RAMP.0 + (RAMP.1 - RAMP.0) * fraction;
         next += Duration::from_secs_f64(1.0 / rate);
         let (client, uri, stats) = (client.clone(), uri.clone(), Arc::clone(&stats));
+        let second = (elapsed.as_secs() as usize).min(seconds - 1);
         tokio::spawn(async move {
             let sent = Instant::now();
             let answer = tokio::time::timeout(CLIENT_TIMEOUT, client.get(uri)).await;
-            let second = (sent - start).as_secs() as usize;
-            let mut second = stats[second.min(stats.len() - 1)].lock().unwrap();
+            let mut second = stats[second].lock().unwrap();
             second.offered += 1;
             match answer {
                 Ok(Ok(response)) if response.status() == StatusCode::OK => {
@@ -135,15 +143,14 @@ async fn run(limiter: Option<Arc<Limiter>>) -> Result<(), Error> {
             }
         });
     }
-    // The last requests answer or time out.
-    tokio::time::sleep(CLIENT_TIMEOUT + Duration::from_millis(100)).await;
+    // The last requests answer or time out before the last line is printed.
     report.await?;
     server.abort();
     Ok(())
 }
 
-/// Prints, a second late (so that the second's requests have ended), what each
-/// second of requests saw.
+/// Prints, a client timeout late (so that the second's requests have all ended),
+/// what the requests opened in each second saw.
 async fn print_each_second(
     start: Instant,
     stats: Arc<Vec<Mutex<Second>>>,
@@ -154,13 +161,14 @@ async fn print_each_second(
         " second  limit  in flight  offered/s  admitted/s  refused/s  timed out  p99 admitted"
     );
     for second in 0..RAMP_LENGTH.as_secs() {
-        tokio::time::sleep_until((start + Duration::from_secs(second + 1)).into()).await;
-        // Sampled at the end of the second; the counts are filled in a second later.
+        let end = start + Duration::from_secs(second + 1);
+        tokio::time::sleep_until(end.into()).await;
+        // Sampled at the end of the second.
         let limit = limiter
             .as_ref()
             .map_or("-".to_owned(), |l| l.limit().to_string());
         let working = backend.working.load(Ordering::Relaxed);
-        tokio::time::sleep(CLIENT_TIMEOUT).await;
+        tokio::time::sleep_until((end + CLIENT_TIMEOUT).into()).await;
         let mut s = stats[second as usize].lock().unwrap();
         s.admitted.sort_unstable();
         let p99 = match s.admitted.len() {
@@ -199,9 +207,11 @@ async fn main() -> Result<(), Error> {
         RAMP.0,
         RAMP.1
     );
-    println!("With the adaptive limit (Windowed Gradient2, fail fast: 503 when full):");
+    println!(
+        "With the adaptive limit (AdaptiveLayer, Windowed Gradient2, fail fast: 503 when full):"
+    );
     run(Some(limiter)).await?;
-    println!("\nWithout a limit:");
+    println!("\nWithout a limit (the same router, no layer):");
     run(None).await?;
     Ok(())
 }

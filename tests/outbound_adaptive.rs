@@ -13,10 +13,11 @@ use std::time::Duration;
 use http::{Request, Response, StatusCode};
 use tower::{service_fn, Layer, Service};
 
-use tollgate::adaptive::outbound::{LearnedRate, LearningConfig, SreConfig, SreThrottle};
+use tollgate::adaptive::outbound::{Answer, LearnedRate, LearningConfig, SreConfig, SreThrottle};
 use tollgate::algorithm::Gcra;
 use tollgate::http::client::{ThrottleError, ThrottleLayer};
 use tollgate::http::wire;
+use tollgate::observe::{DenyReason, Event, EventKind, Events};
 use tollgate::time::{Clock, ManualClock};
 use tollgate::{Limiter, Quota};
 
@@ -206,7 +207,6 @@ fn sre_throttle_refuses_locally_once_the_partner_refuses_most_calls() {
 
 #[test]
 fn the_learners_work_as_plain_limiters_too() {
-    use tollgate::adaptive::outbound::Answer;
     let clock = ManualClock::new();
     let rate = LearnedRate::with_clock(LearningConfig::new(), clock.clone());
     let sre = SreThrottle::with_clock(SreConfig::new().seed(3), clock.clone());
@@ -253,4 +253,182 @@ fn learners_and_their_futures_cross_threads() {
         rate.clone(),
         sre,
     )));
+}
+
+/// What a learner reported through its events.
+#[derive(Default)]
+struct Tally {
+    admitted: AtomicU64,
+    waited: AtomicU64,
+    refused: AtomicU64,
+    rate_changes: AtomicU64,
+    /// The last `RateChanged`, and whether each one's `previous` was the one before's
+    /// `interval`.
+    last_rate: std::sync::Mutex<Option<Option<Duration>>>,
+    chained: std::sync::atomic::AtomicBool,
+}
+
+impl Tally {
+    fn subscribe(events: &Events) -> (Arc<Tally>, tollgate::observe::Subscription) {
+        let tally = Arc::new(Tally {
+            chained: true.into(),
+            ..Tally::default()
+        });
+        let subscription = events.subscribe({
+            let tally = Arc::clone(&tally);
+            move |event: &Event<'_>| tally.record(event)
+        });
+        (tally, subscription)
+    }
+
+    fn record(&self, event: &Event<'_>) {
+        assert_eq!(event.source, "partner");
+        let count = match event.kind {
+            EventKind::Admitted => &self.admitted,
+            EventKind::Waited { .. } => &self.waited,
+            EventKind::Denied { reason, .. } => {
+                assert!(
+                    matches!(reason, DenyReason::Limited | DenyReason::TimedOut),
+                    "{event}"
+                );
+                &self.refused
+            }
+            EventKind::RateChanged { previous, interval } => {
+                assert_eq!(event.permits, 0);
+                assert_ne!(previous, interval, "{event}");
+                assert!(event.to_string().starts_with("partner: rate "), "{event}");
+                let mut last = self.last_rate.lock().unwrap();
+                if last.is_some_and(|l| l != previous) {
+                    self.chained.store(false, Ordering::Relaxed);
+                }
+                *last = Some(interval);
+                &self.rate_changes
+            }
+            other => panic!("unexpected {other:?}"),
+        };
+        count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn get(count: &AtomicU64) -> u64 {
+        count.load(Ordering::Relaxed)
+    }
+}
+
+/// The rate as `RateChanged` reports it: the time between calls, to the nanosecond.
+fn interval(rate: Option<f64>) -> Option<Duration> {
+    rate.map(|r| Duration::from_nanos((1e9 / r).round() as u64))
+}
+
+#[test]
+fn learned_rate_under_the_layer_reports_its_rate_and_its_decisions() {
+    let clock = ManualClock::new();
+    let seen = Arc::new(Seen::default());
+    let events = Events::new("partner");
+    let (tally, _subscription) = Tally::subscribe(&events);
+    let rate = LearnedRate::with_clock(LearningConfig::new(), clock.clone()).with_events(events);
+    // A timeout shorter than the wait at the floor rate: some calls are refused
+    // locally once the rate is learned.
+    let layer = ThrottleLayer::with_clock(rate.clone(), clock.clone())
+        .default_backoff(Duration::ZERO)
+        .timeout(Duration::from_millis(20))
+        .feedback(rate.clone());
+    let mut client = layer.layer(partner(&clock, &seen, false));
+    let local = greedy(&clock, &mut client, 30, |_| {});
+    let calls = seen.calls.load(Ordering::Relaxed);
+    let (admitted, waited, refused, changes) = (
+        Tally::get(&tally.admitted),
+        Tally::get(&tally.waited),
+        Tally::get(&tally.refused),
+        Tally::get(&tally.rate_changes),
+    );
+    println!(
+        "{calls} sent, {local} refused locally; events: {admitted} admitted, {waited} \
+         waited, {refused} refused, {changes} rate changes"
+    );
+    // Every call sent was admitted (at once or after a wait), every local refusal
+    // reported, and no other decision.
+    assert_eq!(admitted + waited, calls);
+    assert!(local > 0);
+    assert_eq!(refused, local);
+    // The rate moves with nearly every answer once throttled: reported each time,
+    // each change starting where the last ended, the last one the rate now.
+    assert!(changes > 100, "{changes}");
+    assert!(tally.chained.load(Ordering::Relaxed));
+    assert_eq!(
+        *tally.last_rate.lock().unwrap(),
+        Some(interval(rate.rate()))
+    );
+}
+
+#[test]
+fn sre_throttle_under_the_layer_reports_each_local_refusal() {
+    let clock = ManualClock::new();
+    let seen = Arc::new(Seen::default());
+    let events = Events::new("partner");
+    let (tally, _subscription) = Tally::subscribe(&events);
+    let sre = SreThrottle::with_clock(
+        SreConfig::new()
+            .window(Duration::from_secs(10), 10)
+            .unwrap()
+            .seed(7),
+        clock.clone(),
+    )
+    .with_events(events);
+    let layer = ThrottleLayer::with_clock(sre.clone(), clock.clone())
+        .default_backoff(Duration::ZERO)
+        .feedback(sre.clone());
+    let mut client = layer.layer(partner(&clock, &seen, false));
+    let local = greedy(&clock, &mut client, 20, |_| {});
+    let calls = seen.calls.load(Ordering::Relaxed);
+    assert!(local > calls, "{local} refused locally, {calls} sent");
+    assert_eq!(Tally::get(&tally.refused), local);
+    assert_eq!(Tally::get(&tally.admitted), calls);
+    assert_eq!(Tally::get(&tally.waited), 0);
+    assert_eq!(Tally::get(&tally.rate_changes), 0);
+}
+
+#[cfg(feature = "metrics")]
+#[test]
+fn the_learners_events_become_metrics() {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+    use tollgate::observe::{DENIED_TOTAL, OUTBOUND_RATE};
+
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let events = Events::new("partner");
+    let _metrics = metrics::with_local_recorder(&recorder, || events.record_metrics());
+    let clock = ManualClock::new();
+    let rate =
+        LearnedRate::with_clock(LearningConfig::new(), clock.clone()).with_events(events.clone());
+    let sre = SreThrottle::with_clock(SreConfig::new().seed(5), clock.clone()).with_events(events);
+    let mut refused = 0;
+    for _ in 0..200 {
+        clock.advance(Duration::from_millis(100));
+        if rate.try_acquire(1).is_err() {
+            refused += 1;
+        }
+        if sre.try_acquire().is_err() {
+            refused += 1;
+        }
+        rate.record(&Answer::throttled());
+        sre.record(&Answer::throttled());
+    }
+    let learned = rate.rate().unwrap();
+    let (mut gauge, mut denied) = (None, 0);
+    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+        let name = key.key().name();
+        match value {
+            DebugValue::Gauge(v) if name == OUTBOUND_RATE => gauge = Some(v.into_inner()),
+            DebugValue::Counter(n) if name == DENIED_TOTAL => denied += n,
+            _ => {}
+        }
+    }
+    println!("rate {learned}, gauge {gauge:?}, {refused} refused, {denied} counted");
+    let gauge = gauge.expect("the rate gauge is set");
+    assert!(
+        (gauge - learned).abs() < 1e-6 * learned,
+        "{gauge} vs {learned}"
+    );
+    assert!(refused > 0);
+    assert_eq!(denied, refused);
 }

@@ -50,6 +50,16 @@ impl Mode {
     /// The longest wait accepted, as Netflix's `BlockingLimiter.MAX_TIMEOUT`: an
     /// hour. A wait for a concurrency permit longer than that is a caller that has
     /// gone, or one that waits forever.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::Mode;
+    ///
+    /// assert!(Mode::fifo(Mode::MAX_TIMEOUT).is_ok());
+    /// assert!(Mode::fifo(Mode::MAX_TIMEOUT + Duration::from_nanos(1)).is_err());
+    /// ```
     pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
 
     /// Waits in arrival order, for at most `timeout`.
@@ -105,6 +115,17 @@ impl Mode {
     }
 
     /// How long a request may wait: `None` when failing fast.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::Mode;
+    ///
+    /// assert_eq!(Mode::FailFast.timeout(), None);
+    /// assert_eq!(Mode::fifo(Duration::from_millis(50))?.timeout(), Some(Duration::from_millis(50)));
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn timeout(&self) -> Option<Duration> {
         match *self {
             Mode::FailFast => None,

@@ -30,6 +30,24 @@ pub struct Sample {
 
 impl Sample {
     /// A sample of a request that started at `start` and took `rtt`.
+    ///
+    /// The RTT is a [`Duration`]: neither negative nor NaN, so the "NaN or negative
+    /// RTT" that a floating-point API must refuse cannot be expressed, and a
+    /// sample needs no check. A limiter measures it on its clock, as the time
+    /// between two readings, saturating at zero.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::Sample;
+    /// use tollgate::time::Nanos;
+    ///
+    /// let sample = Sample::new(Nanos::ZERO, Duration::from_millis(25), 3, true);
+    /// assert_eq!(sample.rtt, Duration::from_millis(25));
+    /// assert_eq!(sample.inflight, 3);
+    /// assert!(sample.dropped);
+    /// ```
     pub const fn new(start: Nanos, rtt: Duration, inflight: u64, dropped: bool) -> Sample {
         Sample {
             start,
@@ -40,6 +58,17 @@ impl Sample {
     }
 
     /// When the request finished: `start + rtt`, saturating.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::Sample;
+    /// use tollgate::time::Nanos;
+    ///
+    /// let late = Sample::new(Nanos::MAX, Duration::from_secs(1), 1, false);
+    /// assert_eq!(late.end(), Nanos::MAX);
+    /// ```
     pub fn end(&self) -> Nanos {
         self.start + self.rtt
     }

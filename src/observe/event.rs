@@ -79,6 +79,11 @@ impl fmt::Display for Event<'_> {
             // A limit is the limiter's, not a request's: no permits, no key.
             return write!(f, "{}: limit {previous} -> {limit}", self.source);
         }
+        if let EventKind::RateChanged { previous, interval } = self.kind {
+            // So is an outbound rate.
+            let (previous, rate) = (Rate(previous), Rate(interval));
+            return write!(f, "{}: rate {previous} -> {rate}", self.source);
+        }
         write!(f, "{}: {} permits ", self.source, self.permits)?;
         if let Some(key) = self.key {
             write!(f, "for {key:?} ")?;
@@ -104,6 +109,9 @@ impl fmt::Display for Event<'_> {
                 "finished ({outcome}) after {rtt:?}, {inflight} in flight"
             ),
             EventKind::WouldShed => f.write_str("admitted, would have been shed"),
+            EventKind::RateChanged { previous, interval } => {
+                write!(f, "rate {} -> {}", Rate(previous), Rate(interval))
+            }
         }
     }
 }
@@ -168,6 +176,16 @@ pub enum EventKind {
     /// ([`Mode::Shadow`](crate::shed::Mode::Shadow)); the event's key is the
     /// request's criticality class.
     WouldShed,
+    /// An outbound rate learned from a partner's answers moved
+    /// ([`LearnedRate`](crate::adaptive::outbound::LearnedRate)); `permits` is 0.
+    /// A rate is given as the time between calls at that rate (one second divided
+    /// by the calls a second, to the nanosecond), `None` while every call goes.
+    RateChanged {
+        /// The time between calls before; `None` if calls were not limited.
+        previous: Option<Duration>,
+        /// The time between calls now; `None` if calls are not limited.
+        interval: Option<Duration>,
+    },
 }
 
 impl EventKind {
@@ -244,6 +262,18 @@ impl EventKind {
         match self {
             EventKind::Waited { wait } => Some(*wait),
             _ => None,
+        }
+    }
+}
+
+/// A rate in an event's text: calls a second, from the time between calls.
+struct Rate(Option<Duration>);
+
+impl fmt::Display for Rate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            None => f.write_str("unlimited"),
+            Some(interval) => write!(f, "{:.3}/s", 1.0 / interval.as_secs_f64()),
         }
     }
 }

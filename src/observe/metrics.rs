@@ -30,6 +30,9 @@ pub const RTT_SECONDS: &str = "tollgate_rtt_seconds";
 /// Requests a load shedder in shadow mode admitted but would have shed
 /// ([`EventKind::WouldShed`]; also counted as admitted).
 pub const WOULD_SHED_TOTAL: &str = "tollgate_would_shed_total";
+/// An outbound rate learned from a partner, in calls a second, as it last changed
+/// ([`EventKind::RateChanged`]); 0 while calls are not limited.
+pub const OUTBOUND_RATE: &str = "tollgate_outbound_rate";
 
 /// A [`Listener`] that counts events through the [`metrics`] facade, labelled
 /// `limiter = <name>`:
@@ -46,6 +49,7 @@ pub const WOULD_SHED_TOTAL: &str = "tollgate_would_shed_total";
 /// | `tollgate_finished_total` | counter, also labelled `outcome` ([`Outcome::as_str`]) | requests admitted by an adaptive limiter that ended |
 /// | `tollgate_rtt_seconds` | histogram | how long those ending in success or drop held their permit |
 /// | `tollgate_would_shed_total` | counter | requests a shadow-mode shedder would have shed (also admitted) |
+/// | `tollgate_outbound_rate` | gauge | a learned outbound rate in calls a second, as it last changed (0: not limiting) |
 ///
 /// Rejections by an adaptive limiter are `tollgate_denied_total`, as for any
 /// limiter.
@@ -103,6 +107,7 @@ struct Series {
     finished: [Counter; Outcome::ALL.len()],
     rtt_seconds: Histogram,
     would_shed: Counter,
+    outbound_rate: Gauge,
 }
 
 impl Series {
@@ -129,6 +134,7 @@ impl Series {
             }),
             rtt_seconds: metrics::histogram!(RTT_SECONDS, with(None)),
             would_shed: metrics::counter!(WOULD_SHED_TOTAL, with(None)),
+            outbound_rate: metrics::gauge!(OUTBOUND_RATE, with(None)),
         }
     }
 
@@ -159,6 +165,9 @@ impl Series {
                 self.admitted.increment(1);
                 self.would_shed.increment(1);
             }
+            EventKind::RateChanged { interval, .. } => self
+                .outbound_rate
+                .set(interval.map_or(0.0, |i| 1.0 / i.as_secs_f64())),
         }
     }
 }
@@ -283,6 +292,11 @@ fn describe() {
         WOULD_SHED_TOTAL,
         Unit::Count,
         "Requests admitted in shadow mode that a load shedder would have shed."
+    );
+    metrics::describe_gauge!(
+        OUTBOUND_RATE,
+        Unit::CountPerSecond,
+        "An outbound rate learned from a partner's answers, as it last changed; 0 while not limiting."
     );
 }
 

@@ -26,6 +26,12 @@
 //!   Spans are at `DEBUG` level, and keys appear only as fields at `DEBUG`, never in
 //!   names. Without a subscriber `tracing` costs its own callsite checks only.
 //!
+//! The outbound learners report too:
+//! [`LearnedRate::with_events`](crate::adaptive::outbound::LearnedRate::with_events)
+//! adds [`RateChanged`](EventKind::RateChanged) to its limiter's decisions, and
+//! [`SreThrottle::with_events`](crate::adaptive::outbound::SreThrottle::with_events)
+//! reports each call it admits or refuses locally.
+//!
 //! Nothing is emitted while nobody listens: a limiter without `Events` checks one
 //! `Option` per decision, and one with `Events` but no listener one relaxed flag.
 //!
@@ -69,6 +75,8 @@ mod events;
 #[cfg(feature = "metrics")]
 mod metrics;
 
+#[cfg(feature = "metrics")]
+pub use self::metrics::OUTBOUND_RATE;
 #[cfg(feature = "metrics")]
 pub use self::metrics::{
     MetricsRecorder, ADAPTIVE_LIMIT, ADMITTED_TOTAL, DENIED_TOTAL, DRAINED_TOTAL, FINISHED_TOTAL,

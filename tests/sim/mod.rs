@@ -12,10 +12,11 @@
 //! seeded xorshift, so each run is reproducible and the ranges only have to absorb
 //! a change of seed or of the algorithms' tuning.
 //!
-//! Requests go through a real `AdaptiveLimiter` (fail fast, or a FIFO wait with a
-//! timeout), or straight to the service for the unlimited contrast. The clock
-//! moves from event to event: arrivals, completions, the limiter's ticks, and the
-//! alarms that waits have set on the clock.
+//! Requests go through a real `AdaptiveLimiter` (fail fast, a FIFO wait with a
+//! timeout, or a bounded LIFO backlog), a real `PartitionedLimiter` (each arrival
+//! drawn into a partition by a fixed mix), or straight to the service for the
+//! unlimited contrast. The clock moves from event to event: arrivals, completions,
+//! the limiter's ticks, and the alarms that waits have set on the clock.
 
 #![allow(dead_code)] // each test binary uses part of it
 
@@ -27,7 +28,10 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tollgate::adaptive::{AdaptiveAcquire, AdaptiveLimiter, AdaptivePermit, LimitAlgorithm, Mode};
+use tollgate::adaptive::{
+    AdaptiveAcquire, AdaptiveLimiter, AdaptivePermit, LimitAlgorithm, Mode, PartitionedLimiter,
+    PartitionedPermit,
+};
 use tollgate::time::{Clock, ManualClock, Nanos};
 
 /// xorshift64*: enough randomness for jitter and arrivals, with no dependency.
@@ -187,11 +191,79 @@ pub struct Report {
     /// Per simulated second: the limit at its end, requests admitted and the p99 of
     /// those that ended in it.
     pub seconds: Vec<(u64, u64, Duration)>,
+    /// The most requests waiting for a permit at once (queued in the limiter, once
+    /// polled), over the whole run.
+    pub waiting_max: u64,
+    /// Per partition of a partitioned limiter, in the order of its mix.
+    pub partitions: Vec<PartitionReport>,
+}
+
+/// What one partition of a partitioned limiter was offered and given.
+#[derive(Clone, Debug, Default)]
+pub struct PartitionReport {
+    pub name: &'static str,
+    pub offered: u64,
+    pub admitted: u64,
+    pub rejected: u64,
+}
+
+impl PartitionReport {
+    /// The share of its offered requests refused.
+    pub fn rejected_share(&self) -> f64 {
+        self.rejected as f64 / self.offered.max(1) as f64
+    }
 }
 
 type Limiter = Arc<AdaptiveLimiter<Box<dyn LimitAlgorithm>, ManualClock>>;
-type Permit = AdaptivePermit<Box<dyn LimitAlgorithm>, ManualClock>;
+pub type Partitioned = PartitionedLimiter<Box<dyn LimitAlgorithm>, ManualClock>;
 type Waiting = Pin<Box<AdaptiveAcquire<Box<dyn LimitAlgorithm>, ManualClock>>>;
+
+/// What requests go through.
+enum Gate {
+    Adaptive(Limiter),
+    /// A partitioned limiter, and the share of arrivals each partition gets.
+    Partitioned(Arc<Partitioned>, Vec<(&'static str, f64)>),
+}
+
+impl Gate {
+    fn clock(&self) -> &ManualClock {
+        match self {
+            Gate::Adaptive(l) => l.clock(),
+            Gate::Partitioned(l, _) => l.clock(),
+        }
+    }
+
+    fn limit(&self) -> u64 {
+        match self {
+            Gate::Adaptive(l) => l.limit(),
+            Gate::Partitioned(l, _) => l.limit(),
+        }
+    }
+
+    fn tick(&self) -> u64 {
+        match self {
+            Gate::Adaptive(l) => l.tick(),
+            Gate::Partitioned(l, _) => l.tick(),
+        }
+    }
+}
+
+/// The guard of one admitted request, from either limiter.
+enum Permit {
+    Adaptive(AdaptivePermit<Box<dyn LimitAlgorithm>, ManualClock>),
+    Partitioned(PartitionedPermit<Box<dyn LimitAlgorithm>, ManualClock>),
+}
+
+impl Permit {
+    fn end(self, dropped: bool) {
+        match (self, dropped) {
+            (Permit::Adaptive(p), false) => p.success(),
+            (Permit::Adaptive(p), true) => p.dropped(),
+            (Permit::Partitioned(p), false) => p.success(),
+            (Permit::Partitioned(p), true) => p.dropped(),
+        }
+    }
+}
 
 enum Event {
     Arrival,
@@ -213,13 +285,37 @@ pub fn limiter(algorithm: Box<dyn LimitAlgorithm>, mode: Mode, clock: &ManualClo
 /// Runs `run` against `service`, through `limiter` if any, on its clock (or a new
 /// one), and reports.
 pub fn simulate(service: Service, run: Run, limiter: Option<Limiter>) -> Report {
-    Sim::new(service, run, limiter).run()
+    Sim::new(service, run, limiter.map(Gate::Adaptive)).run()
+}
+
+/// Runs `run` against `service` through a partitioned `limiter` (fail fast), each
+/// arrival going to a partition drawn from `mix` (names and weights), and reports,
+/// per partition too.
+pub fn simulate_partitioned(
+    service: Service,
+    run: Run,
+    limiter: Partitioned,
+    mix: &[(&'static str, f64)],
+) -> Report {
+    let mut sim = Sim::new(
+        service,
+        run,
+        Some(Gate::Partitioned(Arc::new(limiter), mix.to_vec())),
+    );
+    sim.report.partitions = mix
+        .iter()
+        .map(|&(name, _)| PartitionReport {
+            name,
+            ..PartitionReport::default()
+        })
+        .collect();
+    sim.run()
 }
 
 struct Sim {
     service: Service,
     run: Run,
-    limiter: Option<Limiter>,
+    limiter: Option<Gate>,
     clock: ManualClock,
     rng: Rng,
     events: BinaryHeap<Reverse<(Nanos, u64)>>,
@@ -239,7 +335,7 @@ struct Sim {
 }
 
 impl Sim {
-    fn new(service: Service, run: Run, limiter: Option<Limiter>) -> Sim {
+    fn new(service: Service, run: Run, limiter: Option<Gate>) -> Sim {
         let clock = limiter
             .as_ref()
             .map_or_else(ManualClock::new, |l| l.clock().clone());
@@ -338,11 +434,7 @@ impl Sim {
                 }
                 self.outstanding -= 1;
                 if let Some(permit) = permit {
-                    if dropped {
-                        permit.dropped();
-                    } else {
-                        permit.success();
-                    }
+                    permit.end(dropped);
                 }
                 let latency = now.saturating_since(arrived);
                 if now >= warm {
@@ -357,18 +449,56 @@ impl Sim {
 
     /// A request arrives: through the limiter if any, else straight to the service.
     fn arrive(&mut self, now: Nanos, warm: Nanos) {
-        let Some(limiter) = self.limiter.clone() else {
-            self.send(now, now, None, warm);
-            return;
+        let limiter = match &self.limiter {
+            None => {
+                self.send(now, now, None, warm);
+                return;
+            }
+            Some(Gate::Partitioned(limiter, mix)) => {
+                let (limiter, mix) = (Arc::clone(limiter), mix.clone());
+                self.arrive_partitioned(&limiter, &mix, now, warm);
+                return;
+            }
+            Some(Gate::Adaptive(limiter)) => Arc::clone(limiter),
         };
         match limiter.mode() {
             Mode::FailFast => match limiter.try_acquire() {
-                Ok(permit) => self.send(now, now, Some(permit), warm),
+                Ok(permit) => self.send(now, now, Some(Permit::Adaptive(permit)), warm),
                 Err(_) => self.report.rejected += 1,
             },
             _ => {
                 let waiting = Box::pin(limiter.acquire());
                 self.waiting.push((now, waiting));
+            }
+        }
+    }
+
+    /// A request of a partition drawn from `mix`, decided at once.
+    fn arrive_partitioned(
+        &mut self,
+        limiter: &Partitioned,
+        mix: &[(&'static str, f64)],
+        now: Nanos,
+        warm: Nanos,
+    ) {
+        let total: f64 = mix.iter().map(|(_, w)| w).sum();
+        let mut draw = self.rng.unit() * total;
+        let index = mix
+            .iter()
+            .position(|(_, w)| {
+                draw -= w;
+                draw < 0.0
+            })
+            .unwrap_or(mix.len() - 1);
+        self.report.partitions[index].offered += 1;
+        match limiter.try_acquire(mix[index].0) {
+            Ok(permit) => {
+                self.report.partitions[index].admitted += 1;
+                self.send(now, now, Some(Permit::Partitioned(permit)), warm);
+            }
+            Err(_) => {
+                self.report.partitions[index].rejected += 1;
+                self.report.rejected += 1;
             }
         }
     }
@@ -383,10 +513,14 @@ impl Sim {
         for (arrived, mut future) in waiting {
             match future.as_mut().poll(&mut cx) {
                 Poll::Pending => self.waiting.push((arrived, future)),
-                Poll::Ready(Ok(permit)) => self.send(arrived, now, Some(permit), warm),
+                Poll::Ready(Ok(permit)) => {
+                    self.send(arrived, now, Some(Permit::Adaptive(permit)), warm)
+                }
                 Poll::Ready(Err(_)) => self.report.rejected += 1,
             }
         }
+        let waiters = self.waiting.len() as u64;
+        self.report.waiting_max = self.report.waiting_max.max(waiters);
     }
 
     fn send(&mut self, arrived: Nanos, now: Nanos, permit: Option<Permit>, warm: Nanos) {

@@ -216,6 +216,23 @@ impl<A: Feedback, B: Feedback> Feedback for (A, B) {
 
 /// A [`Feedback`] behind an `Arc`, with a `Debug` that says only that it is there:
 /// what the client layer holds.
+///
+/// # Examples
+///
+/// One handle telling both learners of each answer:
+///
+/// ```
+/// use tollgate::adaptive::outbound::{
+///     Answer, FeedbackHandle, LearnedRate, LearningConfig, SreConfig, SreThrottle,
+/// };
+///
+/// let rate = LearnedRate::new(LearningConfig::new());
+/// let sre = SreThrottle::new(SreConfig::new());
+/// let handle = FeedbackHandle::new((rate.clone(), sre.clone()));
+/// handle.on_answer(&Answer::throttled());
+/// assert_eq!(rate.rate(), Some(0.5));
+/// assert_eq!(sre.counts(), (0, 0)); // a throttle is no accept
+/// ```
 #[derive(Clone)]
 pub struct FeedbackHandle(Arc<dyn Feedback>);
 

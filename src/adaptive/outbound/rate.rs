@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::decision::Decision;
 use crate::error::AcquireError;
 use crate::limiter::Limiter;
+use crate::observe::{EventKind, Events};
 use crate::permits::{Decided, PermitFuture, PermitSource};
 use crate::sync::{Arc, Mutex};
 use crate::time::{Clock, MonotonicClock, Nanos};
@@ -176,6 +177,7 @@ impl<C: Clock> LearnedRate<C> {
     pub fn record(&self, answer: &Answer) {
         let inner = &*self.inner;
         let mut learner = inner.learner.lock();
+        let previous = interval(self.rate());
         let setting = learner.on_answer(inner.limiter.now(), answer);
         // Under the learner's lock: settings reach the bucket in the order learned.
         let _ = inner.limiter.reconfigure(|bucket, tokens, now| {
@@ -184,6 +186,82 @@ impl<C: Clock> LearnedRate<C> {
             bucket.paused_until = setting.paused_until;
             Ok::<(), Infallible>(())
         });
+        let now = interval(self.rate());
+        drop(learner);
+        // Listeners run with no lock held.
+        if previous != now {
+            if let Some(events) = inner.limiter.events() {
+                events.emit(
+                    0,
+                    EventKind::RateChanged {
+                        previous,
+                        interval: now,
+                    },
+                );
+            }
+        }
+    }
+
+    /// Reports to `events`: every decision on a call (admitted at once, after a
+    /// wait, or refused locally, as a [`Limiter`]'s are), and every change of the
+    /// learned rate ([`EventKind::RateChanged`], the rate as the time between calls).
+    /// Subscribe a [`MetricsRecorder`](crate::observe::Events::record_metrics) for
+    /// metrics: the rate is the gauge `tollgate_outbound_rate`, local refusals
+    /// count in `tollgate_denied_total`.
+    ///
+    /// Clones share the limiter and its events; as for a [`Limiter`], it reports to
+    /// one hub, and on one that has one already this changes nothing. Under the
+    /// client layer (`ThrottleLayer`, feature `http`) the layer's waits and the
+    /// answers it reports through [`Feedback`] are reported the same way.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::outbound::{Answer, LearnedRate, LearningConfig};
+    /// use tollgate::observe::{DenyReason, Event, EventKind, Events};
+    /// use tollgate::time::ManualClock;
+    ///
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let events = Events::new("partner");
+    /// let _subscription = events.subscribe({
+    ///     let seen = Arc::clone(&seen);
+    ///     move |event: &Event<'_>| seen.lock().unwrap().push(event.kind)
+    /// });
+    /// let rate = LearnedRate::with_clock(LearningConfig::new(), ManualClock::new())
+    ///     .with_events(events);
+    /// rate.try_acquire(1)?;
+    /// rate.record(&Answer::throttled()); // the floor: 0.5 calls a second
+    /// rate.try_acquire(1).unwrap_err(); // refused locally: the bucket starts empty
+    ///
+    /// let seen = seen.lock().unwrap();
+    /// assert_eq!(seen[0], EventKind::Admitted);
+    /// assert_eq!(
+    ///     seen[1],
+    ///     EventKind::RateChanged { previous: None, interval: Some(Duration::from_secs(2)) },
+    /// );
+    /// assert!(matches!(seen[2], EventKind::Denied { reason: DenyReason::Limited, .. }));
+    /// # Ok::<(), tollgate::Denied>(())
+    /// ```
+    pub fn with_events(self, events: Events) -> LearnedRate<C> {
+        let _ = self.inner.limiter.clone().with_events(events);
+        self
+    }
+
+    /// The hub this limiter reports to, if any.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::outbound::{LearnedRate, LearningConfig};
+    /// use tollgate::observe::Events;
+    ///
+    /// let rate = LearnedRate::new(LearningConfig::new()).with_events(Events::new("partner"));
+    /// assert_eq!(rate.events().map(|e| e.name()), Some("partner"));
+    /// ```
+    pub fn events(&self) -> Option<&Events> {
+        self.inner.limiter.events()
     }
 
     /// The rate calls are held to, in calls a second; `None` while every call goes
@@ -259,6 +337,13 @@ impl<C: Clock> LearnedRate<C> {
     pub fn clock(&self) -> &C {
         self.inner.limiter.clock()
     }
+}
+
+/// A rate in calls a second as the time between calls, to the nanosecond (at
+/// least 1 ns; a rate of zero saturates), as [`EventKind::RateChanged`] reports it.
+fn interval(rate: Option<f64>) -> Option<Duration> {
+    // `as` saturates: infinity (a rate of zero) is u64::MAX nanoseconds.
+    rate.map(|r| Duration::from_nanos((1e9 / r).round().max(1.0) as u64))
 }
 
 impl<C: Clock> Clone for LearnedRate<C> {

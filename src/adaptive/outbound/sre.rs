@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use crate::decision::{Admitted, Denied, Limited};
 use crate::error::{AcquireError, ConfigError};
+use crate::observe::{EventKind, Events};
 use crate::permits::{Decided, Grant, PermitFuture, PermitSource};
+use crate::sync::unmodeled::OnceLock;
 use crate::sync::{Arc, Mutex};
 use crate::time::{Clock, MonotonicClock, Nanos};
 use crate::units::duration_to_nanos;
@@ -199,6 +201,8 @@ struct Inner<C> {
     k: f64,
     window: Duration,
     state: Mutex<State>,
+    /// Set at most once; unset, a decision pays one load and branch for it.
+    events: OnceLock<Events>,
 }
 
 #[derive(Debug)]
@@ -247,8 +251,73 @@ impl<C: Clock> SreThrottle<C> {
                     counts: Counts::new(config.buckets, width),
                     rng: XorShift::new(seed),
                 }),
+                events: OnceLock::new(),
             }),
         }
+    }
+
+    /// Reports to `events` each call decided: [`Admitted`](EventKind::Admitted),
+    /// or [`Denied`](EventKind::Denied) with [`DenyReason::Limited`](crate::observe::DenyReason::Limited)
+    /// and the `retry_after` of the refusal for a call refused locally (never sent).
+    /// A call given back ([`refund`](PermitSource::refund)) reports nothing.
+    /// Subscribe a [`MetricsRecorder`](crate::observe::Events::record_metrics) for
+    /// metrics: local refusals count in `tollgate_denied_total`.
+    ///
+    /// Clones share the throttle and its events; it reports to one hub, and on one
+    /// that has one already this changes nothing. Under the client layer
+    /// (`ThrottleLayer`, feature `http`) every call the layer lets through or
+    /// refuses is reported.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// use std::sync::Arc;
+    /// use tollgate::adaptive::outbound::{Answer, SreConfig, SreThrottle};
+    /// use tollgate::observe::{Event, Events};
+    /// use tollgate::time::ManualClock;
+    ///
+    /// let refused = Arc::new(AtomicU64::new(0));
+    /// let events = Events::new("partner");
+    /// let _subscription = events.subscribe({
+    ///     let refused = Arc::clone(&refused);
+    ///     move |event: &Event<'_>| {
+    ///         if event.kind.is_denied() {
+    ///             refused.fetch_add(1, Ordering::Relaxed);
+    ///         }
+    ///     }
+    /// });
+    /// let throttle = SreThrottle::with_clock(SreConfig::new().seed(1), ManualClock::new())
+    ///     .with_events(events);
+    /// // A partner refusing every call: most are soon refused locally.
+    /// let mut local = 0;
+    /// for _ in 0..100 {
+    ///     match throttle.try_acquire() {
+    ///         Ok(_) => throttle.record(&Answer::throttled()),
+    ///         Err(_) => local += 1,
+    ///     }
+    /// }
+    /// assert!(local > 50);
+    /// assert_eq!(refused.load(Ordering::Relaxed), local);
+    /// ```
+    pub fn with_events(self, events: Events) -> SreThrottle<C> {
+        let _ = self.inner.events.set(events);
+        self
+    }
+
+    /// The hub this throttle reports to, if any.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::outbound::{SreConfig, SreThrottle};
+    /// use tollgate::observe::Events;
+    ///
+    /// let throttle = SreThrottle::new(SreConfig::new()).with_events(Events::new("partner"));
+    /// assert_eq!(throttle.events().map(|e| e.name()), Some("partner"));
+    /// ```
+    pub fn events(&self) -> Option<&Events> {
+        self.inner.events.get()
     }
 
     /// Decides on one call now: counts it, and refuses it with the probability the
@@ -270,6 +339,11 @@ impl<C: Clock> SreThrottle<C> {
     /// assert!(throttle.try_acquire().is_ok()); // nothing refused yet
     /// ```
     pub fn try_acquire(&self) -> Result<Admitted, Denied> {
+        self.decide_call(1)
+    }
+
+    /// Decides on one call worth `permits` (what events report).
+    fn decide_call(&self, permits: u64) -> Result<Admitted, Denied> {
         let inner = &*self.inner;
         let now = inner.clock.now();
         let mut state = inner.state.lock();
@@ -277,13 +351,19 @@ impl<C: Clock> SreThrottle<C> {
         let p = probability(requests, accepts, inner.k);
         state.counts.add_request(now);
         let draw = state.rng.next_f64();
-        if draw < p {
+        let decision = if draw < p {
             let width = state.counts.width();
             let retry = Duration::from_nanos(width - now.as_u64() % width);
             Err(Denied::Limited(Limited::new(retry, 0, 0, inner.window)))
         } else {
             Ok(Admitted::new(u64::MAX, u64::MAX, Duration::ZERO))
+        };
+        drop(state);
+        // Listeners run with no lock held.
+        if let Some(events) = inner.events.get() {
+            events.emit(permits, EventKind::of_decision(&decision));
         }
+        decision
     }
 
     /// Hears the partner's answer to one call: an accept, unless throttled.
@@ -385,7 +465,7 @@ impl<C: Clock> PermitSource for SreThrottle<C> {
             let admitted = Admitted::new(u64::MAX, u64::MAX, Duration::ZERO);
             return Some(Ok(Ok(Grant::new(admitted, ()))));
         }
-        Some(Ok(self.try_acquire().map(|a| Grant::new(a, ()))))
+        Some(Ok(self.decide_call(n).map(|a| Grant::new(a, ()))))
     }
 
     fn decide(&self, key: &(), n: u64) -> PermitFuture<Result<Decided<()>, Infallible>> {

@@ -45,26 +45,106 @@ impl PartitionDenied {
     /// Whether room was left under the global limit but reserved for other
     /// partitions' guaranteed shares ([`Strict`](super::PartitionMode::Strict) mode
     /// only). Otherwise the limit was reached.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::partition::Partitions;
+    ///
+    /// // A limit of 10: live's 7 are reserved while batch, at its 3, asks for more.
+    /// let partitions = Partitions::builder(10)
+    ///     .partition("batch", 0.3)
+    ///     .partition("live", 0.7)
+    ///     .build()?;
+    /// let _batch: Vec<_> = (0..3).map(|_| partitions.try_acquire("batch")).collect::<Result<_, _>>()?;
+    /// let denied = partitions.try_acquire("batch").unwrap_err();
+    /// assert!(denied.is_reserved());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn is_reserved(&self) -> bool {
         self.reserved
     }
 
     /// The global limit.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::partition::Partitions;
+    ///
+    /// // A limit of 10: live's 7 are reserved while batch, at its 3, asks for more.
+    /// let partitions = Partitions::builder(10)
+    ///     .partition("batch", 0.3)
+    ///     .partition("live", 0.7)
+    ///     .build()?;
+    /// let _batch: Vec<_> = (0..3).map(|_| partitions.try_acquire("batch")).collect::<Result<_, _>>()?;
+    /// let denied = partitions.try_acquire("batch").unwrap_err();
+    /// assert_eq!(denied.limit(), 10);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn limit(&self) -> u64 {
         self.limit
     }
 
     /// How many requests were in flight, all partitions together.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::partition::Partitions;
+    ///
+    /// // A limit of 10: live's 7 are reserved while batch, at its 3, asks for more.
+    /// let partitions = Partitions::builder(10)
+    ///     .partition("batch", 0.3)
+    ///     .partition("live", 0.7)
+    ///     .build()?;
+    /// let _batch: Vec<_> = (0..3).map(|_| partitions.try_acquire("batch")).collect::<Result<_, _>>()?;
+    /// let denied = partitions.try_acquire("batch").unwrap_err();
+    /// assert_eq!(denied.in_flight(), 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn in_flight(&self) -> u64 {
         self.in_flight
     }
 
     /// The partition's own limit (0 for the unknown partition).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::partition::Partitions;
+    ///
+    /// // A limit of 10: live's 7 are reserved while batch, at its 3, asks for more.
+    /// let partitions = Partitions::builder(10)
+    ///     .partition("batch", 0.3)
+    ///     .partition("live", 0.7)
+    ///     .build()?;
+    /// let _batch: Vec<_> = (0..3).map(|_| partitions.try_acquire("batch")).collect::<Result<_, _>>()?;
+    /// let denied = partitions.try_acquire("batch").unwrap_err();
+    /// assert_eq!(denied.partition_limit(), 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn partition_limit(&self) -> u64 {
         self.partition_limit
     }
 
     /// How many of the partition's requests were in flight.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::partition::Partitions;
+    ///
+    /// // A limit of 10: live's 7 are reserved while batch, at its 3, asks for more.
+    /// let partitions = Partitions::builder(10)
+    ///     .partition("batch", 0.3)
+    ///     .partition("live", 0.7)
+    ///     .build()?;
+    /// let _batch: Vec<_> = (0..3).map(|_| partitions.try_acquire("batch")).collect::<Result<_, _>>()?;
+    /// let denied = partitions.try_acquire("batch").unwrap_err();
+    /// assert_eq!(denied.partition_in_flight(), 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn partition_in_flight(&self) -> u64 {
         self.partition_in_flight
     }

@@ -1,6 +1,14 @@
 //! Partitioned admission: one concurrency limit shared by named partitions, each
 //! guaranteed a share of it, bursting into spare capacity.
 //!
+//! **This module is the core, not the limiter.** Most users want
+//! [`PartitionedLimiter`](super::PartitionedLimiter) (in [`adaptive`](super), built
+//! on this core): it feeds each finished request to a
+//! [`LimitAlgorithm`](super::LimitAlgorithm) and moves the limit with its answers.
+//! Use [`Partitions`] directly for a partitioned limit you set yourself (a fixed
+//! one, or one driven by your own algorithm). The limiter's admission rules,
+//! [`PartitionMode`] and [`PartitionDenied`] are this module's.
+//!
 //! [`Partitions`] is the core a partitioned limiter wraps, after Netflix's
 //! `AbstractPartitionedLimiter` (concurrency-limits): the global limit, settable at any
 //! time ([`Partitions::set_limit`], what an adaptive limit drives), the partitions with

@@ -86,16 +86,53 @@ impl<'a> PartitionPermit<'a> {
 
     /// Global in-flight right after this request was admitted, itself included (what
     /// an adaptive limit's sample records); 0 for a bypass, which is not counted.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::partition::Partitions;
+    ///
+    /// let partitions = Partitions::builder(4).partition("live", 0.5).build()?;
+    /// let first = partitions.try_acquire("live")?;
+    /// let second = partitions.try_acquire("other")?; // the unshared half
+    /// assert_eq!((first.in_flight(), second.in_flight()), (1, 2));
+    /// assert_eq!(partitions.bypass().in_flight(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn in_flight(&self) -> u64 {
         self.held.in_flight
     }
 
     /// Whether this permit came from [`Partitions::bypass`] and counts nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::partition::Partitions;
+    ///
+    /// let partitions = Partitions::builder(4).partition("live", 1.0).build()?;
+    /// assert!(partitions.bypass().is_bypass());
+    /// assert!(!partitions.try_acquire("live")?.is_bypass());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn is_bypass(&self) -> bool {
         self.held.slot.is_none()
     }
 
     /// Gives the request back now; the same as dropping the permit.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::partition::Partitions;
+    ///
+    /// let partitions = Partitions::builder(1).partition("live", 1.0).build()?;
+    /// let permit = partitions.try_acquire("live")?;
+    /// assert!(partitions.try_acquire("live").is_err());
+    /// permit.release();
+    /// assert!(partitions.try_acquire("live").is_ok());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn release(self) {}
 }
 
@@ -106,21 +143,71 @@ impl OwnedPartitionPermit {
 
     /// Global in-flight right after this request was admitted, itself included (what
     /// an adaptive limit's sample records); 0 for a bypass, which is not counted.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::adaptive::partition::Partitions;
+    ///
+    /// let partitions = Arc::new(Partitions::builder(4).partition("live", 1.0).build()?);
+    /// let first = partitions.try_acquire_owned("live")?;
+    /// let second = partitions.try_acquire_owned("live")?;
+    /// assert_eq!((first.in_flight(), second.in_flight()), (1, 2));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn in_flight(&self) -> u64 {
         self.held.in_flight
     }
 
     /// Whether this permit came from [`Partitions::bypass_owned`] and counts nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::adaptive::partition::Partitions;
+    ///
+    /// let partitions = Arc::new(Partitions::builder(4).partition("live", 1.0).build()?);
+    /// assert!(partitions.bypass_owned().is_bypass());
+    /// assert!(!partitions.try_acquire_owned("live")?.is_bypass());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn is_bypass(&self) -> bool {
         self.held.slot.is_none()
     }
 
     /// The partitions the request was admitted by.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::adaptive::partition::Partitions;
+    ///
+    /// let partitions = Arc::new(Partitions::builder(4).partition("live", 1.0).build()?);
+    /// let permit = partitions.try_acquire_owned("live")?;
+    /// assert!(Arc::ptr_eq(permit.partitions(), &partitions));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn partitions(&self) -> &Arc<Partitions> {
         &self.partitions
     }
 
     /// Gives the request back now; the same as dropping the permit.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::adaptive::partition::Partitions;
+    ///
+    /// let partitions = Arc::new(Partitions::builder(1).partition("live", 1.0).build()?);
+    /// let permit = partitions.try_acquire_owned("live")?;
+    /// permit.release();
+    /// assert_eq!(partitions.in_flight(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn release(self) {}
 }
 

@@ -1,4 +1,13 @@
 //! [`PartitionedLimiter`]: an adaptive limit shared by named partitions.
+//!
+//! Not to be confused with the public [`partition`](super::partition) module, whose
+//! name is close: that one is the admission core alone ([`Partitions`]: a fixed
+//! limit you set, the shares, the in-flight counts, no algorithm and no clock). This
+//! private module is the limiter built on it: it owns a `Partitions`, feeds each
+//! finished request to a [`LimitAlgorithm`] on its clock, and sets the core's limit
+//! to what the algorithm answers. Its types are exported from
+//! [`adaptive`](super) (`tollgate::adaptive::PartitionedLimiter`); the core's from
+//! `tollgate::adaptive::partition`.
 
 use std::fmt;
 
@@ -265,6 +274,20 @@ impl<L: LimitAlgorithm, C: Clock, Ctx: ?Sized + 'static> PartitionedLimiter<L, C
 /// # Counts and configuration
 impl<L: LimitAlgorithm, C: Clock, Ctx: ?Sized + 'static> PartitionedLimiter<L, C, Ctx> {
     /// The global limit enforced now: the algorithm's, at least 1.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::PartitionedLimiter;
+    ///
+    /// let aimd = AimdLimit::builder().min_limit(1).initial_limit(10).build()?;
+    /// let limiter = PartitionedLimiter::builder(aimd).partition("live", 0.5).build()?;
+    /// assert_eq!(limiter.limit(), 10);
+    /// limiter.try_acquire("live")?.dropped(); // AIMD: 10 × 0.9
+    /// assert_eq!(limiter.limit(), 9);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn limit(&self) -> u64 {
         self.shared.partitions.limit()
     }
@@ -273,18 +296,64 @@ impl<L: LimitAlgorithm, C: Clock, Ctx: ?Sized + 'static> PartitionedLimiter<L, C
     /// the limit after the limit was lowered, until enough have ended, and in
     /// [`NetflixCompatible`](PartitionMode::NetflixCompatible) mode up to
     /// [`in_flight_bound`](Self::in_flight_bound).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::PartitionedLimiter;
+    ///
+    /// let limiter = PartitionedLimiter::builder(AimdLimit::new()).partition("live", 0.5).build()?;
+    /// let live = limiter.try_acquire("live")?;
+    /// let other = limiter.try_acquire("other")?; // the unknown partition
+    /// assert_eq!(limiter.in_flight(), 2);
+    /// live.success();
+    /// other.ignore();
+    /// assert_eq!(limiter.in_flight(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn in_flight(&self) -> u64 {
         self.shared.partitions.in_flight()
     }
 
     /// The own limit of the partition named `partition`, `max(1, ⌈limit × share⌉)`;
     /// 0 for a name that is none of the partitions.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::PartitionedLimiter;
+    ///
+    /// let aimd = AimdLimit::builder().min_limit(1).initial_limit(10).build()?;
+    /// let limiter = PartitionedLimiter::builder(aimd)
+    ///     .partition("batch", 0.3)
+    ///     .partition("live", 0.7)
+    ///     .build()?;
+    /// assert_eq!(limiter.partition_limit("batch"), 3);
+    /// assert_eq!(limiter.partition_limit("live"), 7);
+    /// assert_eq!(limiter.partition_limit("other"), 0);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn partition_limit(&self, partition: &str) -> u64 {
         self.shared.partitions.partition_limit(partition)
     }
 
     /// Requests of the partition named `partition` in flight now; for a name that is
     /// none of the partitions, those of the unknown partition.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::PartitionedLimiter;
+    ///
+    /// let limiter = PartitionedLimiter::builder(AimdLimit::new()).partition("live", 0.5).build()?;
+    /// let _held = (limiter.try_acquire("live")?, limiter.try_acquire("a")?);
+    /// assert_eq!(limiter.partition_in_flight("live"), 1);
+    /// assert_eq!(limiter.partition_in_flight("b"), 1); // "a" and "b" are both unknown
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn partition_in_flight(&self, partition: &str) -> u64 {
         self.shared.partitions.partition_in_flight(partition)
     }
@@ -293,16 +362,68 @@ impl<L: LimitAlgorithm, C: Clock, Ctx: ?Sized + 'static> PartitionedLimiter<L, C
     /// is: the limit in [`Strict`](PartitionMode::Strict) mode, the limit plus the
     /// sum of the partitions' own limits in
     /// [`NetflixCompatible`](PartitionMode::NetflixCompatible) mode.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::partition::PartitionMode;
+    /// use tollgate::adaptive::PartitionedLimiter;
+    ///
+    /// let build = |mode| {
+    ///     let aimd = AimdLimit::builder().min_limit(1).initial_limit(10).build()?;
+    ///     PartitionedLimiter::builder(aimd)
+    ///         .partition("batch", 0.3)
+    ///         .partition("live", 0.7)
+    ///         .mode(mode)
+    ///         .build()
+    /// };
+    /// assert_eq!(build(PartitionMode::Strict)?.in_flight_bound(), 10);
+    /// // The limit plus the partitions' own limits: 10 + 3 + 7.
+    /// assert_eq!(build(PartitionMode::NetflixCompatible)?.in_flight_bound(), 20);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn in_flight_bound(&self) -> u64 {
         self.shared.partitions.in_flight_bound()
     }
 
-    /// The admission rule.
+    /// The admission rule: [`Strict`](PartitionMode::Strict) unless the builder
+    /// was told otherwise.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::partition::PartitionMode;
+    /// use tollgate::adaptive::PartitionedLimiter;
+    ///
+    /// let limiter = PartitionedLimiter::builder(AimdLimit::new()).partition("live", 0.5).build()?;
+    /// assert_eq!(limiter.mode(), PartitionMode::Strict);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn mode(&self) -> PartitionMode {
         self.shared.partitions.mode()
     }
 
     /// The clock requests are timed on.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::PartitionedLimiter;
+    /// use tollgate::time::{Clock, ManualClock, Nanos};
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = PartitionedLimiter::builder(AimdLimit::new())
+    ///     .partition("live", 0.5)
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// clock.advance(Duration::from_secs(1));
+    /// assert_eq!(limiter.clock().now(), Nanos::new(1_000_000_000));
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn clock(&self) -> &C {
         &self.shared.clock
     }

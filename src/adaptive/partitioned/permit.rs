@@ -80,18 +80,64 @@ impl<L: LimitAlgorithm, C: Clock> PartitionedPermit<L, C> {
     }
 
     /// The request succeeded: its latency is a sample for the limit.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::PartitionedLimiter;
+    /// use tollgate::time::ManualClock;
+    ///
+    /// let clock = ManualClock::new();
+    /// let aimd = AimdLimit::builder().min_limit(1).initial_limit(2).build()?;
+    /// let limiter = PartitionedLimiter::builder(aimd).partition("a", 1.0).clock(clock.clone()).build()?;
+    /// let (first, second) = (limiter.try_acquire("a")?, limiter.try_acquire("a")?);
+    /// clock.advance(Duration::from_millis(10));
+    /// first.success(); // AIMD: +1 while at least half the limit is in use
+    /// assert_eq!(limiter.limit(), 3);
+    /// # drop(second);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn success(self) {
         self.finish(Outcome::Success)
     }
 
     /// The request was dropped (timed out, refused or overloaded downstream): a
     /// sample telling the algorithm the limit is too high.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::PartitionedLimiter;
+    ///
+    /// let aimd = AimdLimit::builder().min_limit(1).initial_limit(10).build()?;
+    /// let limiter = PartitionedLimiter::builder(aimd).partition("a", 1.0).build()?;
+    /// limiter.try_acquire("a")?.dropped(); // AIMD: 10 × 0.9
+    /// assert_eq!(limiter.limit(), 9);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn dropped(self) {
         self.finish(Outcome::Dropped)
     }
 
     /// The request says nothing about the limit: it is given back with no sample.
     /// The same as dropping the permit.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::PartitionedLimiter;
+    ///
+    /// let aimd = AimdLimit::builder().min_limit(1).initial_limit(10).build()?;
+    /// let limiter = PartitionedLimiter::builder(aimd).partition("a", 1.0).build()?;
+    /// limiter.try_acquire("a")?.ignore();
+    /// drop(limiter.try_acquire("a")?); // the same
+    /// assert_eq!((limiter.limit(), limiter.in_flight()), (10, 0));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn ignore(self) {
         self.finish(Outcome::Ignored)
     }
@@ -116,17 +162,67 @@ impl<L: LimitAlgorithm, C: Clock> PartitionedPermit<L, C> {
     }
 
     /// When the request was admitted, on the limiter's clock.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::PartitionedLimiter;
+    /// use tollgate::time::{ManualClock, Nanos};
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = PartitionedLimiter::builder(AimdLimit::new())
+    ///     .partition("a", 1.0)
+    ///     .clock(clock.clone())
+    ///     .build()?;
+    /// clock.advance(Duration::from_millis(5));
+    /// let permit = limiter.try_acquire("a")?;
+    /// assert_eq!(permit.start(), Nanos::new(5_000_000));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn start(&self) -> Nanos {
         self.start
     }
 
     /// How many requests were in flight right after it was admitted, itself
     /// included, all partitions together; 0 for a bypass.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::PartitionedLimiter;
+    ///
+    /// let limiter = PartitionedLimiter::builder(AimdLimit::new())
+    ///     .partition("a", 0.5)
+    ///     .partition("b", 0.5)
+    ///     .build()?;
+    /// let a = limiter.try_acquire("a")?;
+    /// let b = limiter.try_acquire("b")?;
+    /// assert_eq!((a.inflight(), b.inflight()), (1, 2));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn inflight(&self) -> u64 {
         self.inflight
     }
 
     /// Whether the bypass predicate let it through uncounted.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::PartitionedLimiter;
+    ///
+    /// let limiter = PartitionedLimiter::builder(AimdLimit::new())
+    ///     .partition("live", 1.0)
+    ///     .bypass(|name: &str| name == "health")
+    ///     .build()?;
+    /// assert!(limiter.try_acquire("health")?.is_bypass());
+    /// assert!(!limiter.try_acquire("live")?.is_bypass());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn is_bypass(&self) -> bool {
         self.bypass
     }

@@ -38,7 +38,9 @@
 //!    (throttled or not, and the limits the fields announce): how a
 //!    [`LearnedRate`](crate::adaptive::outbound::LearnedRate) learns the server's
 //!    rate and an [`SreThrottle`](crate::adaptive::outbound::SreThrottle) counts
-//!    what the server accepts.
+//!    what the server accepts. Given an [`Events`](crate::observe::Events) hub
+//!    (their `with_events`), they report through it each call they let through or
+//!    refuse locally, and a `LearnedRate` each change of its rate.
 //!
 //! # A 429 is returned, not retried
 //!
