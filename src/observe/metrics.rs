@@ -6,6 +6,7 @@ use metrics::{Counter, Gauge, Histogram, Label, Unit};
 
 use super::event::{DenyReason, Event, EventKind, Outcome};
 use super::events::{Events, Listener, Subscription};
+use crate::shed::ShedReason;
 
 /// Requests granted, at once or after a wait.
 pub const ADMITTED_TOTAL: &str = "tollgate_admitted_total";
@@ -30,6 +31,12 @@ pub const RTT_SECONDS: &str = "tollgate_rtt_seconds";
 /// Requests a load shedder in shadow mode admitted but would have shed
 /// ([`EventKind::WouldShed`]; also counted as admitted).
 pub const WOULD_SHED_TOTAL: &str = "tollgate_would_shed_total";
+/// Refusals and would-be refusals by a load shedder, labelled `reason` with the
+/// [`ShedReason`](crate::shed::ShedReason) (the event's
+/// [`detail`](Event::detail)) and `mode`: `enforce` for a refusal (also counted in
+/// `tollgate_denied_total{reason="shed"}`), `shadow` for a request a shadow-mode
+/// shedder would have shed (also counted in `tollgate_would_shed_total`).
+pub const SHED_TOTAL: &str = "tollgate_shed_total";
 
 /// A [`Listener`] that counts events through the [`metrics`] facade, labelled
 /// `limiter = <name>`:
@@ -46,6 +53,7 @@ pub const WOULD_SHED_TOTAL: &str = "tollgate_would_shed_total";
 /// | `tollgate_finished_total` | counter, also labelled `outcome` ([`Outcome::as_str`]) | requests admitted by an adaptive limiter that ended |
 /// | `tollgate_rtt_seconds` | histogram | how long those ending in success or drop held their permit |
 /// | `tollgate_would_shed_total` | counter | requests a shadow-mode shedder would have shed (also admitted) |
+/// | `tollgate_shed_total` | counter, also labelled `reason` ([`ShedReason::as_str`](crate::shed::ShedReason::as_str)) and `mode` (`enforce` or `shadow`) | a load shedder's refusals and would-be refusals, by why |
 ///
 /// Rejections by an adaptive limiter are `tollgate_denied_total`, as for any
 /// limiter.
@@ -103,10 +111,26 @@ struct Series {
     finished: [Counter; Outcome::ALL.len()],
     rtt_seconds: Histogram,
     would_shed: Counter,
+    /// By shed reason, in [`ShedReason::ALL`]'s order: refusals, then would-be ones.
+    shed: [Counter; ShedReason::ALL.len()],
+    shadow_shed: [Counter; ShedReason::ALL.len()],
 }
 
 impl Series {
     fn new(labels: &[(&'static str, String)]) -> Series {
+        let shed = |mode: &'static str| {
+            ShedReason::ALL.map(|reason| {
+                let labels = labels
+                    .iter()
+                    .map(|(k, v)| Label::new(*k, v.clone()))
+                    .chain([
+                        Label::new("reason", reason.as_str()),
+                        Label::new("mode", mode),
+                    ])
+                    .collect::<Vec<_>>();
+                metrics::counter!(SHED_TOTAL, labels)
+            })
+        };
         let with = |extra: Option<(&'static str, &'static str)>| -> Vec<Label> {
             labels
                 .iter()
@@ -129,10 +153,14 @@ impl Series {
             }),
             rtt_seconds: metrics::histogram!(RTT_SECONDS, with(None)),
             would_shed: metrics::counter!(WOULD_SHED_TOTAL, with(None)),
+            shed: shed("enforce"),
+            shadow_shed: shed("shadow"),
         }
     }
 
-    fn record(&self, kind: &EventKind) {
+    fn record(&self, kind: &EventKind, detail: Option<&str>) {
+        // A shedder's reason; another detail (or none) is not counted by reason.
+        let shed_reason = || detail.and_then(|d| ShedReason::ALL.iter().position(|r| r.as_str() == d));
         match *kind {
             EventKind::Admitted => self.admitted.increment(1),
             EventKind::Waited { wait } => {
@@ -140,7 +168,14 @@ impl Series {
                 self.waited.increment(1);
                 self.wait_seconds.record(wait.as_secs_f64());
             }
-            EventKind::Denied { reason, .. } => self.denied[reason.index()].increment(1),
+            EventKind::Denied { reason, .. } => {
+                self.denied[reason.index()].increment(1);
+                if reason == DenyReason::Shed {
+                    if let Some(i) = shed_reason() {
+                        self.shed[i].increment(1);
+                    }
+                }
+            }
             EventKind::Drained => self.drained.increment(1),
             // Lossless for any limit below 2^53; a gauge is an f64.
             EventKind::LimitChanged { limit, .. } => self.limit.set(limit as f64),
@@ -158,6 +193,9 @@ impl Series {
             EventKind::WouldShed => {
                 self.admitted.increment(1);
                 self.would_shed.increment(1);
+                if let Some(i) = shed_reason() {
+                    self.shadow_shed[i].increment(1);
+                }
             }
         }
     }
@@ -284,6 +322,11 @@ fn describe() {
         Unit::Count,
         "Requests admitted in shadow mode that a load shedder would have shed."
     );
+    metrics::describe_counter!(
+        SHED_TOTAL,
+        Unit::Count,
+        "A load shedder's refusals (mode enforce) and would-be refusals (mode shadow), by reason."
+    );
 }
 
 impl Listener for MetricsRecorder {
@@ -292,7 +335,7 @@ impl Listener for MetricsRecorder {
             .key
             .and_then(|key| self.keyed.iter().find(|(k, _)| k == key))
             .map_or(&self.all, |(_, series)| series);
-        series.record(&event.kind);
+        series.record(&event.kind, event.detail);
     }
 }
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::class::{Class, Classes};
 use super::decision::{Shed, ShedDecision, ShedReason, Shedder};
+use super::asynchronous::OnFailure;
 use super::mode::{Mode, ModeSwitch};
 use super::usage::{LocalUsage, UsageCounter};
 use crate::error::ConfigError;
@@ -62,6 +63,8 @@ pub struct FleetShedder<U = LocalUsage> {
     mode: ModeSwitch,
     events: Option<Events>,
     retry_after: Option<Duration>,
+    /// What a decision answers when the counter fails (Redis only).
+    on_failure: OnFailure,
 }
 
 impl FleetShedder {
@@ -136,6 +139,7 @@ impl<U> FleetShedder<U> {
             mode: ModeSwitch::default(),
             events: None,
             retry_after: None,
+            on_failure: OnFailure::default(),
         })
     }
 
@@ -275,6 +279,45 @@ impl<U> FleetShedder<U> {
         Arc::clone(&self.counter)
     }
 
+    /// The classes, for a counter that is not a [`UsageCounter`].
+    pub(super) fn class_set(&self) -> &Classes {
+        &self.classes
+    }
+
+    /// What a decision answers when the counter fails.
+    pub(super) fn failure_policy(&self) -> OnFailure {
+        self.on_failure
+    }
+
+    /// The same shedder, answering by `policy` when its counter fails.
+    pub(super) fn set_failure_policy(self, policy: OnFailure) -> FleetShedder<U> {
+        FleetShedder {
+            on_failure: policy,
+            ..self
+        }
+    }
+
+    /// The decision for `class` when the counter could not answer: by the failure
+    /// policy and the mode, holding no slot. Reported to the events with the detail
+    /// `unavailable`.
+    pub(super) fn unavailable<S>(&self, class: &Class) -> ShedDecision<Option<S>> {
+        let shed = || Shed::new(class.clone(), ShedReason::Unavailable, self.retry_after);
+        let decision = match (self.on_failure, self.mode.get()) {
+            (OnFailure::Open, _) | (OnFailure::Closed, Mode::Off) => ShedDecision::Admit(None),
+            (OnFailure::Closed, Mode::Shadow) => ShedDecision::WouldShed {
+                slot: None,
+                shed: shed(),
+            },
+            (OnFailure::Closed, Mode::Enforce) => ShedDecision::Shed(shed()),
+        };
+        if let Some(events) = &self.events {
+            let kind = decision.event_kind();
+            let detail = ShedReason::Unavailable.as_str();
+            super::decision::emit(events, class, kind, Some(detail));
+        }
+        decision
+    }
+
     /// What `class` asks of the counter now: its limit, and whether a slot is to be
     /// taken even past it (shadow mode, shedding off).
     pub(super) fn plan(&self, class: &Class) -> Plan {
@@ -385,6 +428,7 @@ impl<U> Clone for FleetShedder<U> {
             mode: self.mode.clone(),
             events: self.events.clone(),
             retry_after: self.retry_after,
+            on_failure: self.on_failure,
         }
     }
 }
@@ -398,6 +442,7 @@ impl<U: fmt::Debug> fmt::Debug for FleetShedder<U> {
             .field("shared_limit", &self.shared_limit)
             .field("counter", &self.counter)
             .field("mode", &self.mode)
+            .field("on_failure", &self.on_failure)
             .finish()
     }
 }

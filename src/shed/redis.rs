@@ -2,12 +2,15 @@
 //! crashed process cannot leak; and the asynchronous [`FleetShedder`] over it.
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::Script;
 
-use super::class::Class;
+use super::asynchronous::{AsyncShedder, OnFailure};
+use super::class::{Class, Classes};
 use super::decision::ShedDecision;
 use super::fleet::FleetShedder;
 use crate::algorithm::script::whole_micros;
@@ -349,6 +352,114 @@ where
             held: true,
         });
         Ok(self.settle(class, plan, slot, within))
+    }
+}
+
+/// # Across a fleet, behind a layer
+impl<C> FleetShedder<RedisUsage<C>>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// The same shedder, answering by `policy` when Redis fails, in
+    /// [`AsyncShedder::decision`] (and so behind a `ShedLayer`). The default is
+    /// [`OnFailure::Open`], for the reasons [`OnFailure`] gives.
+    /// [`decide_async`](FleetShedder::decide_async) returns the error instead.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use tollgate::shed::{Classes, FleetShedder, OnFailure, RedisUsage};
+    /// use tollgate::store::RedisStore;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = RedisStore::connect("redis://127.0.0.1/", "api").await?;
+    /// let usage = RedisUsage::new(&store, "fleet", Duration::from_secs(30))?;
+    /// let fleet = FleetShedder::with_counter(Classes::google(), 1_000, 0.2, usage)?
+    ///     .on_failure(OnFailure::Closed);
+    /// assert_eq!(fleet.failure(), OnFailure::Closed);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn on_failure(self, policy: OnFailure) -> FleetShedder<RedisUsage<C>> {
+        self.set_failure_policy(policy)
+    }
+
+    /// What the shedder answers when Redis fails.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use tollgate::shed::{Classes, FleetShedder, OnFailure, RedisUsage};
+    /// use tollgate::store::RedisStore;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = RedisStore::connect("redis://127.0.0.1/", "api").await?;
+    /// let usage = RedisUsage::new(&store, "fleet", Duration::from_secs(30))?;
+    /// let fleet = FleetShedder::with_counter(Classes::google(), 1_000, 0.2, usage)?;
+    /// assert_eq!(fleet.failure(), OnFailure::Open);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn failure(&self) -> OnFailure {
+        self.failure_policy()
+    }
+
+    /// [`decide_async`](FleetShedder::decide_async), with a Redis error answered by
+    /// the [failure policy](FleetShedder::on_failure): no slot is then held.
+    async fn decide_or_fail(&self, class: &Class) -> ShedDecision<Option<RedisSlot<C>>> {
+        match self.decide_async(class).await {
+            Ok(decision) => decision.map_slot(Some),
+            Err(_) => self.unavailable(class),
+        }
+    }
+}
+
+/// The fleet-usage shedder through Redis behind a
+/// [`ShedLayer`](crate::http::shed::ShedLayer) (`ShedLayer::new_async`): each
+/// decision is one script call, and a Redis failure is answered by the
+/// [failure policy](FleetShedder::on_failure) (admit by default). The slot is
+/// `None` when the request was admitted without Redis.
+///
+/// # Cancel safety
+///
+/// Dropping the decision may leave a slot taken in Redis, which its lease returns.
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tollgate::shed::{AsyncShedder, Classes, FleetShedder, RedisUsage};
+/// use tollgate::store::RedisStore;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = RedisStore::connect("redis://127.0.0.1/", "api").await?;
+/// let usage = RedisUsage::new(&store, "fleet", Duration::from_secs(30))?;
+/// let classes = Classes::google();
+/// let fleet = FleetShedder::with_counter(classes.clone(), 1_000, 0.2, usage)?;
+/// // Never an error: Redis down, the request is admitted (holding no slot).
+/// let decision = fleet.decision(&classes.parse("sheddable")).await;
+/// println!("admitted: {}", decision.is_admitted());
+/// # Ok(())
+/// # }
+/// ```
+impl<C> AsyncShedder for FleetShedder<RedisUsage<C>>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    type Slot = Option<RedisSlot<C>>;
+    type Decision = Pin<Box<dyn Future<Output = ShedDecision<Option<RedisSlot<C>>>> + Send>>;
+
+    fn decision(&self, class: &Class) -> Self::Decision {
+        // The future owns its shedder (a few `Arc`s) and class: it outlives the call.
+        let fleet = self.clone();
+        let class = class.clone();
+        Box::pin(async move { fleet.decide_or_fail(&class).await })
+    }
+
+    fn classes(&self) -> &Classes {
+        self.class_set()
     }
 }
 

@@ -67,6 +67,8 @@
 
 mod body;
 mod classify;
+mod deferred;
+mod deferred_future;
 mod future;
 mod header;
 mod layer;
@@ -78,6 +80,8 @@ mod service;
 
 pub use body::ShedBody;
 pub use classify::Classify;
+pub use deferred::{Async, AsyncShedService};
+pub use deferred_future::AsyncShedFuture;
 pub use future::ShedFuture;
 pub use header::{ClassHeader, CLASS_HEADER};
 pub use layer::ShedLayer;
