@@ -585,3 +585,163 @@ fn a_12x_surge_keeps_critical_available_with_the_utilisation_shedder() {
     );
     assert!(sheddable.shed > 0);
 }
+
+// ---- Why, in events and metrics ----------------------------------------------------
+
+/// Every shedder's refusals carry their reason as the event's detail: reserved,
+/// full, utilisation and a system threshold are told apart, and shadow mode's
+/// would-be refusals too.
+#[test]
+fn events_carry_the_shed_reason_as_their_detail() {
+    let log: Arc<Mutex<Vec<(EventKind, Option<&'static str>)>>> = Arc::default();
+    let events = Events::new("shed");
+    let sink = Arc::clone(&log);
+    let _subscription = events.subscribe(move |event: &Event<'_>| {
+        sink.lock().unwrap().push((event.kind, event.detail));
+    });
+    let classes = Classes::google();
+    let (low, high) = (classes.lowest(), classes.highest());
+
+    let fleet = FleetShedder::new(classes.clone(), 1, 0.0)
+        .unwrap()
+        .with_events(events.clone());
+    let held = fleet.decide(&low);
+    let _ = fleet.decide(&low); // full
+    drop(held);
+    let reserved = FleetShedder::new(classes.clone(), 1, 1.0)
+        .unwrap()
+        .with_events(events.clone());
+    let _ = reserved.decide(&low);
+    let shadow = FleetShedder::new(classes.clone(), 1, 1.0)
+        .unwrap()
+        .with_mode(ModeSwitch::new(Mode::Shadow))
+        .with_events(events.clone());
+    let _ = shadow.decide(&low);
+
+    let clock = ManualClock::new();
+    let utilisation = UtilisationShedder::builder(classes.clone(), Measure::Reported)
+        .escalate_after(ms(10))
+        .build_with_clock(clock.clone())
+        .unwrap()
+        .with_events(events.clone());
+    utilisation.report(95, 100).unwrap();
+    clock.advance(ms(10));
+    utilisation.report(95, 100).unwrap();
+    let _ = utilisation.decide(&low);
+
+    let readings = ManualReadings::new();
+    readings.set_cpu_usage(0.9);
+    let rule = SystemRule::builder()
+        .highest_cpu_usage(0.5)
+        .build()
+        .unwrap();
+    let system = SystemProtection::with_clock(classes.clone(), rule, readings, clock.clone())
+        .with_events(events.clone());
+    let _ = system.decide(&high);
+
+    let shed = EventKind::Denied {
+        reason: DenyReason::Shed,
+        retry_after: None,
+    };
+    let seen = log.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        [
+            (EventKind::Admitted, None),
+            (shed, Some("full")),
+            (shed, Some("reserved")),
+            (EventKind::WouldShed, Some("reserved")),
+            (
+                EventKind::Denied {
+                    reason: DenyReason::Shed,
+                    retry_after: Some(ms(10_000)),
+                },
+                Some("utilisation")
+            ),
+            (shed, Some("system_cpu")),
+        ]
+    );
+}
+
+#[cfg(feature = "metrics")]
+#[test]
+fn metrics_count_refusals_by_shed_reason_per_class() {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+    use tollgate::observe::MetricsRecorder;
+
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let classes = Classes::google();
+    let events = Events::new("shed");
+    let _metrics = metrics::with_local_recorder(&recorder, || {
+        events.subscribe(MetricsRecorder::with_keys("shed", classes.names()))
+    });
+    let (low, high) = (classes.lowest(), classes.highest());
+    let fleet = FleetShedder::new(classes.clone(), 2, 0.5)
+        .unwrap()
+        .with_events(events.clone());
+    let _held = (fleet.decide(&low), fleet.decide(&high));
+    let _ = fleet.decide(&low); // reserved
+    let _ = fleet.decide(&low); // reserved
+    let _ = fleet.decide(&high); // full
+    let shadow = FleetShedder::new(classes.clone(), 1, 1.0)
+        .unwrap()
+        .with_mode(ModeSwitch::new(Mode::Shadow))
+        .with_events(events.clone());
+    let _would = shadow.decide(&low);
+
+    let counters: Vec<(String, Vec<(String, String)>, u64)> = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter_map(|(key, _, _, value)| {
+            let DebugValue::Counter(n) = value else {
+                return None;
+            };
+            let key = key.key();
+            let mut labels: Vec<(String, String)> = key
+                .labels()
+                .map(|l| (l.key().to_owned(), l.value().to_owned()))
+                .collect();
+            labels.sort();
+            Some((key.name().to_owned(), labels, n))
+        })
+        .collect();
+    let count = |name: &str, class: &str, reason: &str| -> Option<u64> {
+        let want = [
+            ("key".to_owned(), class.to_owned()),
+            ("limiter".to_owned(), "shed".to_owned()),
+            ("reason".to_owned(), reason.to_owned()),
+        ];
+        counters
+            .iter()
+            .find(|(n, labels, _)| n == name && labels[..] == want[..])
+            .map(|(_, _, value)| *value)
+    };
+    assert_eq!(
+        count("tollgate_shed_total", "sheddable", "reserved"),
+        Some(2)
+    );
+    assert_eq!(count("tollgate_shed_total", "sheddable", "full"), Some(0));
+    assert_eq!(
+        count("tollgate_shed_total", "critical_plus", "full"),
+        Some(1)
+    );
+    assert_eq!(
+        count(
+            "tollgate_would_shed_by_reason_total",
+            "sheddable",
+            "reserved"
+        ),
+        Some(1)
+    );
+    assert_eq!(count("tollgate_denied_total", "sheddable", "shed"), Some(2));
+    // One series per known reason: the label stays bounded.
+    let reasons = counters
+        .iter()
+        .filter(|(n, labels, _)| {
+            n == "tollgate_shed_total" && labels.iter().all(|(k, _)| k != "key")
+        })
+        .count();
+    assert_eq!(reasons, ShedReason::ALL.len());
+}

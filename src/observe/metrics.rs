@@ -31,12 +31,14 @@ pub const RTT_SECONDS: &str = "tollgate_rtt_seconds";
 /// Requests a load shedder in shadow mode admitted but would have shed
 /// ([`EventKind::WouldShed`]; also counted as admitted).
 pub const WOULD_SHED_TOTAL: &str = "tollgate_would_shed_total";
-/// Refusals and would-be refusals by a load shedder, labelled `reason` with the
-/// [`ShedReason`](crate::shed::ShedReason) (the event's
-/// [`detail`](Event::detail)) and `mode`: `enforce` for a refusal (also counted in
-/// `tollgate_denied_total{reason="shed"}`), `shadow` for a request a shadow-mode
-/// shedder would have shed (also counted in `tollgate_would_shed_total`).
+/// Refusals by a load shedder, labelled `reason` with the
+/// [`ShedReason`](crate::shed::ShedReason) (the event's [`detail`](Event::detail)):
+/// `tollgate_denied_total{reason="shed"}` split by why.
 pub const SHED_TOTAL: &str = "tollgate_shed_total";
+/// Requests a load shedder in shadow mode would have shed, labelled `reason` with
+/// the [`ShedReason`](crate::shed::ShedReason): `tollgate_would_shed_total` split by
+/// why.
+pub const WOULD_SHED_BY_REASON_TOTAL: &str = "tollgate_would_shed_by_reason_total";
 
 /// A [`Listener`] that counts events through the [`metrics`] facade, labelled
 /// `limiter = <name>`:
@@ -53,7 +55,8 @@ pub const SHED_TOTAL: &str = "tollgate_shed_total";
 /// | `tollgate_finished_total` | counter, also labelled `outcome` ([`Outcome::as_str`]) | requests admitted by an adaptive limiter that ended |
 /// | `tollgate_rtt_seconds` | histogram | how long those ending in success or drop held their permit |
 /// | `tollgate_would_shed_total` | counter | requests a shadow-mode shedder would have shed (also admitted) |
-/// | `tollgate_shed_total` | counter, also labelled `reason` ([`ShedReason::as_str`](crate::shed::ShedReason::as_str)) and `mode` (`enforce` or `shadow`) | a load shedder's refusals and would-be refusals, by why |
+/// | `tollgate_shed_total` | counter, also labelled `reason` ([`ShedReason::as_str`](crate::shed::ShedReason::as_str)) | a load shedder's refusals, by why |
+/// | `tollgate_would_shed_by_reason_total` | counter, also labelled `reason` (as above) | requests a shadow-mode shedder would have shed, by why |
 ///
 /// Rejections by an adaptive limiter are `tollgate_denied_total`, as for any
 /// limiter.
@@ -118,19 +121,6 @@ struct Series {
 
 impl Series {
     fn new(labels: &[(&'static str, String)]) -> Series {
-        let shed = |mode: &'static str| {
-            ShedReason::ALL.map(|reason| {
-                let labels = labels
-                    .iter()
-                    .map(|(k, v)| Label::new(*k, v.clone()))
-                    .chain([
-                        Label::new("reason", reason.as_str()),
-                        Label::new("mode", mode),
-                    ])
-                    .collect::<Vec<_>>();
-                metrics::counter!(SHED_TOTAL, labels)
-            })
-        };
         let with = |extra: Option<(&'static str, &'static str)>| -> Vec<Label> {
             labels
                 .iter()
@@ -153,14 +143,20 @@ impl Series {
             }),
             rtt_seconds: metrics::histogram!(RTT_SECONDS, with(None)),
             would_shed: metrics::counter!(WOULD_SHED_TOTAL, with(None)),
-            shed: shed("enforce"),
-            shadow_shed: shed("shadow"),
+            shed: ShedReason::ALL.map(|reason| {
+                metrics::counter!(SHED_TOTAL, with(Some(("reason", reason.as_str()))))
+            }),
+            shadow_shed: ShedReason::ALL.map(|reason| {
+                let labels = with(Some(("reason", reason.as_str())));
+                metrics::counter!(WOULD_SHED_BY_REASON_TOTAL, labels)
+            }),
         }
     }
 
     fn record(&self, kind: &EventKind, detail: Option<&str>) {
         // A shedder's reason; another detail (or none) is not counted by reason.
-        let shed_reason = || detail.and_then(|d| ShedReason::ALL.iter().position(|r| r.as_str() == d));
+        let shed_reason =
+            || detail.and_then(|d| ShedReason::ALL.iter().position(|r| r.as_str() == d));
         match *kind {
             EventKind::Admitted => self.admitted.increment(1),
             EventKind::Waited { wait } => {
@@ -325,7 +321,12 @@ fn describe() {
     metrics::describe_counter!(
         SHED_TOTAL,
         Unit::Count,
-        "A load shedder's refusals (mode enforce) and would-be refusals (mode shadow), by reason."
+        "Requests a load shedder refused, by reason."
+    );
+    metrics::describe_counter!(
+        WOULD_SHED_BY_REASON_TOTAL,
+        Unit::Count,
+        "Requests admitted in shadow mode that a load shedder would have shed, by reason."
     );
 }
 

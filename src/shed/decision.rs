@@ -132,7 +132,10 @@ impl<S> ShedDecision<S> {
     pub(crate) fn map_slot<T>(self, f: impl FnOnce(S) -> T) -> ShedDecision<T> {
         match self {
             ShedDecision::Admit(slot) => ShedDecision::Admit(f(slot)),
-            ShedDecision::WouldShed { slot, shed } => ShedDecision::WouldShed { slot: f(slot), shed },
+            ShedDecision::WouldShed { slot, shed } => ShedDecision::WouldShed {
+                slot: f(slot),
+                shed,
+            },
             ShedDecision::Shed(shed) => ShedDecision::Shed(shed),
         }
     }

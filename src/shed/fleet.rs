@@ -4,9 +4,9 @@
 use std::fmt;
 use std::time::Duration;
 
+use super::asynchronous::OnFailure;
 use super::class::{Class, Classes};
 use super::decision::{Shed, ShedDecision, ShedReason, Shedder};
-use super::asynchronous::OnFailure;
 use super::mode::{Mode, ModeSwitch};
 use super::usage::{LocalUsage, UsageCounter};
 use crate::error::ConfigError;

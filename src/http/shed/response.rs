@@ -95,8 +95,14 @@ mod tests {
         let hour = Duration::from_secs(3600);
         let second = Some(Duration::from_secs(1));
         assert_eq!(seconds_with(None, hour, second), Some(1));
-        assert_eq!(seconds_with(None, hour, Some(Duration::from_millis(2_500))), Some(3));
-        assert_eq!(seconds_with(Some(Duration::from_secs(7)), hour, second), Some(7));
+        assert_eq!(
+            seconds_with(None, hour, Some(Duration::from_millis(2_500))),
+            Some(3)
+        );
+        assert_eq!(
+            seconds_with(Some(Duration::from_secs(7)), hour, second),
+            Some(7)
+        );
         assert_eq!(
             seconds_with(None, Duration::from_secs(2), Some(Duration::from_secs(9))),
             Some(2)
