@@ -593,7 +593,8 @@ fn a_12x_surge_keeps_critical_available_with_the_utilisation_shedder() {
 /// would-be refusals too.
 #[test]
 fn events_carry_the_shed_reason_as_their_detail() {
-    let log: Arc<Mutex<Vec<(EventKind, Option<&'static str>)>>> = Arc::default();
+    type Log = Vec<(EventKind, Option<&'static str>)>;
+    let log: Arc<Mutex<Log>> = Arc::default();
     let events = Events::new("shed");
     let sink = Arc::clone(&log);
     let _subscription = events.subscribe(move |event: &Event<'_>| {
@@ -690,7 +691,8 @@ fn metrics_count_refusals_by_shed_reason_per_class() {
         .with_events(events.clone());
     let _would = shadow.decide(&low);
 
-    let counters: Vec<(String, Vec<(String, String)>, u64)> = snapshotter
+    type Labels = Vec<(String, String)>;
+    let counters: Vec<(String, Labels, u64)> = snapshotter
         .snapshot()
         .into_vec()
         .into_iter()
