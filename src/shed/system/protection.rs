@@ -417,11 +417,13 @@ impl<R: SystemReadings, C: Clock> Shared<R, C> {
                 cpu_usage,
                 load_average,
             }) => {
-                // A source without a value keeps the previous one, as a failure does.
-                if let Some(usage) = cpu_usage {
+                // A source without a usable value keeps the previous one, as a
+                // failure does: a NaN stored would read as "never read" and turn the
+                // check off, an infinite or negative one is no measurement.
+                if let Some(usage) = usable(cpu_usage) {
                     self.cpu_usage.store(usage.to_bits(), Ordering::Release);
                 }
-                if let Some(load) = load_average {
+                if let Some(load) = usable(load_average) {
                     self.load_average.store(load.to_bits(), Ordering::Release);
                 }
             }
@@ -450,7 +452,12 @@ impl<R: SystemReadings, C: Clock> Shared<R, C> {
     }
 }
 
-/// A reading stored as bits; NaN (never read, or a source that gave NaN) is unknown.
+/// A value a reading may replace the last one with: finite and not negative.
+fn usable(value: Option<f64>) -> Option<f64> {
+    value.filter(|v| v.is_finite() && *v >= 0.0)
+}
+
+/// A reading stored as bits; NaN (never read) is unknown.
 fn known(bits: u64) -> Option<f64> {
     let value = f64::from_bits(bits);
     (!value.is_nan()).then_some(value)
