@@ -281,6 +281,30 @@ fn utilisation_bad_input_and_extremes() {
             expected: "below shed_above"
         }
     );
+    // Recovery is never quicker than escalation; as quick is allowed.
+    assert_eq!(
+        b().escalate_after(ms(500))
+            .deescalate_after(ms(499))
+            .build_with_clock(clock.clone())
+            .unwrap_err(),
+        ConfigError::OutOfRange {
+            parameter: "deescalate_after",
+            expected: "at least escalate_after"
+        }
+    );
+    assert_eq!(
+        b().escalate_after(Duration::from_secs(11))
+            .build_with_clock(clock.clone())
+            .unwrap_err()
+            .parameter(),
+        "deescalate_after",
+        "the default de-escalation hold is 10 s"
+    );
+    assert!(b()
+        .escalate_after(ms(500))
+        .deescalate_after(ms(500))
+        .build_with_clock(clock.clone())
+        .is_ok());
     let endless = b()
         .escalate_after(Duration::MAX)
         .deescalate_after(Duration::MAX)
@@ -746,4 +770,72 @@ fn metrics_count_refusals_by_shed_reason_per_class() {
         })
         .count();
     assert_eq!(reasons, ShedReason::ALL.len());
+}
+
+// ---- Fed by an adaptive limiter ------------------------------------------------------
+
+/// The utilisation shedder fed an adaptive limiter's in-flight count over its limit:
+/// as the limit fills, it sheds the least critical class after the hold, and as
+/// permits come back, it recovers after the longer one.
+#[test]
+fn utilisation_fed_by_an_adaptive_limiter_sheds_as_its_limit_fills() {
+    use tollgate::adaptive::limit::AimdLimit;
+    use tollgate::adaptive::{AdaptiveLimiter, Mode as AdaptiveMode};
+
+    let clock = ManualClock::new();
+    let aimd = AimdLimit::builder()
+        .min_limit(1)
+        .initial_limit(20)
+        .max_limit(20)
+        .build()
+        .unwrap();
+    let limiter =
+        Arc::new(AdaptiveLimiter::with_clock(aimd, AdaptiveMode::FailFast, clock.clone()).unwrap());
+    let classes = Classes::google();
+    let shedder = UtilisationShedder::builder(classes.clone(), Measure::Reported)
+        .shed_above(0.9)
+        .recover_below(0.5)
+        .escalate_after(ms(100))
+        .deescalate_after(ms(1_000))
+        .build_with_clock(clock.clone())
+        .unwrap();
+    let low = classes.lowest();
+
+    let mut permits: Vec<_> = (0..17).map(|_| limiter.try_acquire().unwrap()).collect();
+    shedder.report_adaptive(&limiter).unwrap();
+    assert_eq!(shedder.utilisation(), 17.0 / 20.0);
+    assert!(shedder.decide(&low).is_admitted(), "below 0.9");
+
+    permits.extend((0..2).map(|_| limiter.try_acquire().unwrap()));
+    shedder.report_adaptive(&limiter).unwrap(); // 19 of 20: the hold starts
+    clock.advance(ms(100));
+    shedder.report_adaptive(&limiter).unwrap();
+    assert_eq!(shedder.level(), 1);
+    assert!(!shedder.decide(&low).is_admitted());
+    assert!(shedder
+        .decide(&classes.parse("sheddable_plus"))
+        .is_admitted());
+
+    // Permits back: at or below half the limit, one class back after the slow hold.
+    for permit in permits.drain(..10) {
+        permit.ignore();
+    }
+    assert_eq!(limiter.inflight(), 9);
+    shedder.report_adaptive(&limiter).unwrap();
+    clock.advance(ms(999));
+    shedder.report_adaptive(&limiter).unwrap();
+    assert_eq!(shedder.level(), 1);
+    clock.advance(ms(1));
+    shedder.report_adaptive(&limiter).unwrap();
+    assert_eq!(shedder.level(), 0);
+    assert!(shedder.decide(&low).is_admitted());
+
+    // A shedder counting in flight for itself takes no reports.
+    let counting = UtilisationShedder::builder(classes, Measure::InFlight { capacity: 10 })
+        .build()
+        .unwrap();
+    assert_eq!(
+        counting.report_adaptive(&limiter).unwrap_err().parameter(),
+        "measure"
+    );
 }
