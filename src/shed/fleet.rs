@@ -192,6 +192,21 @@ impl<U> FleetShedder<U> {
     }
 
     /// The same shedder, following `mode` (shadow mode, kill switch).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::shed::{Classes, FleetShedder, Mode, ModeSwitch, Shedder};
+    ///
+    /// let switch = ModeSwitch::new(Mode::Shadow);
+    /// let classes = Classes::google();
+    /// let fleet = FleetShedder::new(classes.clone(), 1, 1.0)?.with_mode(switch.clone());
+    /// let decision = fleet.decide(&classes.lowest()); // all reserved
+    /// assert!(decision.is_admitted() && decision.would_shed());
+    /// switch.set(Mode::Enforce);
+    /// assert!(!fleet.decide(&classes.lowest()).is_admitted());
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn with_mode(self, mode: ModeSwitch) -> FleetShedder<U> {
         FleetShedder { mode, ..self }
     }

@@ -162,6 +162,27 @@ where
     /// # Cancel safety
     ///
     /// Dropping the future may leave a slot taken in Redis; its lease runs out.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use tollgate::shed::RedisUsage;
+    /// use tollgate::store::RedisStore;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = RedisStore::connect("redis://127.0.0.1/", "api").await?;
+    /// let usage = RedisUsage::new(&store, "fleet", Duration::from_secs(30))?;
+    /// match usage.try_take(100).await? {
+    ///     Some(lease) => {
+    ///         // ... the request runs ...
+    ///         usage.give_back(lease).await?;
+    ///     }
+    ///     None => println!("100 in flight across the fleet: shed"),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn try_take(&self, limit: u64) -> Result<Option<RedisLease>, StoreError> {
         let (lease, _) = self.take_within(limit, false).await?;
         Ok(lease)
@@ -177,6 +198,24 @@ where
     /// # Cancel safety
     ///
     /// As [`try_take`](RedisUsage::try_take).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use tollgate::shed::RedisUsage;
+    /// use tollgate::store::RedisStore;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = RedisStore::connect("redis://127.0.0.1/", "api").await?;
+    /// let usage = RedisUsage::new(&store, "fleet", Duration::from_secs(30))?;
+    /// // Shadow mode: the request runs whatever the count, and is counted.
+    /// let lease = usage.take().await?;
+    /// assert!(usage.in_use().await? >= 1);
+    /// usage.give_back(lease).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn take(&self) -> Result<RedisLease, StoreError> {
         match self.take_within(0, true).await? {
             (Some(lease), _) => Ok(lease),
@@ -195,6 +234,26 @@ where
     /// # Cancel safety
     ///
     /// Dropping the future leaves the lease renewed or not.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use tollgate::shed::RedisUsage;
+    /// use tollgate::store::RedisStore;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = RedisStore::connect("redis://127.0.0.1/", "api").await?;
+    /// let usage = RedisUsage::new(&store, "fleet", Duration::from_secs(30))?;
+    /// let lease = usage.take().await?;
+    /// // A long request: renew well within the lease, as a heartbeat.
+    /// if !usage.renew(lease).await? {
+    ///     println!("the lease ran out: the fleet may have counted the slot free");
+    /// }
+    /// usage.give_back(lease).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn renew(&self, lease: RedisLease) -> Result<bool, StoreError> {
         let reply: i64 = self
             .call(&[
@@ -215,6 +274,23 @@ where
     /// # Cancel safety
     ///
     /// Dropping the future leaves the lease given back or running out.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use tollgate::shed::RedisUsage;
+    /// use tollgate::store::RedisStore;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = RedisStore::connect("redis://127.0.0.1/", "api").await?;
+    /// let usage = RedisUsage::new(&store, "fleet", Duration::from_secs(30))?;
+    /// let lease = usage.take().await?;
+    /// assert!(usage.give_back(lease).await?);
+    /// assert!(!usage.give_back(lease).await?); // already given back
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn give_back(&self, lease: RedisLease) -> Result<bool, StoreError> {
         let reply: i64 = self.call(&["give_back", &lease.id.to_string()]).await?;
         Ok(reply == 1)
@@ -229,6 +305,21 @@ where
     /// # Cancel safety
     ///
     /// Reads only: cancel at will.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use tollgate::shed::RedisUsage;
+    /// use tollgate::store::RedisStore;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = RedisStore::connect("redis://127.0.0.1/", "api").await?;
+    /// let usage = RedisUsage::new(&store, "fleet", Duration::from_secs(30))?;
+    /// println!("{} slots in use across the fleet", usage.in_use().await?);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn in_use(&self) -> Result<u64, StoreError> {
         let reply: u64 = self.call(&["count"]).await?;
         Ok(reply)
@@ -469,6 +560,26 @@ where
 /// Dropped without it, the slot is given back by a task spawned on the current tokio
 /// runtime, best effort: with no runtime, or if Redis does not answer, its lease runs
 /// out instead, and the slot is back after at most one lease.
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tollgate::shed::{Classes, FleetShedder, RedisUsage};
+/// use tollgate::store::RedisStore;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = RedisStore::connect("redis://127.0.0.1/", "api").await?;
+/// let usage = RedisUsage::new(&store, "fleet", Duration::from_secs(30))?;
+/// let classes = Classes::google();
+/// let fleet = FleetShedder::with_counter(classes.clone(), 100, 0.2, usage)?;
+/// if let Ok(slot) = fleet.decide_async(&classes.highest()).await?.into_slot() {
+///     println!("holding lease {}", slot.lease().id());
+///     drop(slot); // given back by a spawned task
+/// }
+/// # Ok(())
+/// # }
+/// ```
 #[must_use = "the slot is given back as soon as it is dropped"]
 pub struct RedisSlot<C = ConnectionManager>
 where
@@ -499,6 +610,30 @@ where
     /// # Cancel safety
     ///
     /// Dropping the future leaves the lease renewed or not.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use tollgate::shed::{Classes, FleetShedder, RedisUsage};
+    /// use tollgate::store::RedisStore;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = RedisStore::connect("redis://127.0.0.1/", "api").await?;
+    /// let usage = RedisUsage::new(&store, "fleet", Duration::from_secs(30))?;
+    /// let classes = Classes::google();
+    /// let fleet = FleetShedder::with_counter(classes.clone(), 100, 0.2, usage)?;
+    /// let slot = fleet.decide_async(&classes.highest()).await?.into_slot()?;
+    /// // A long request renews its slot at a fraction of the lease.
+    /// let mut heartbeat = tokio::time::interval(Duration::from_secs(10));
+    /// for _ in 0..3 {
+    ///     heartbeat.tick().await;
+    ///     slot.renew().await?;
+    /// }
+    /// slot.release().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn renew(&self) -> Result<bool, StoreError> {
         self.usage.renew(self.lease()).await
     }
@@ -512,6 +647,25 @@ where
     /// # Cancel safety
     ///
     /// Dropping the future gives the slot back as dropping the slot does.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use tollgate::shed::{Classes, FleetShedder, RedisUsage};
+    /// use tollgate::store::RedisStore;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = RedisStore::connect("redis://127.0.0.1/", "api").await?;
+    /// let usage = RedisUsage::new(&store, "fleet", Duration::from_secs(30))?;
+    /// let classes = Classes::google();
+    /// let fleet = FleetShedder::with_counter(classes.clone(), 100, 0.2, usage)?;
+    /// let slot = fleet.decide_async(&classes.highest()).await?.into_slot()?;
+    /// // ... the request runs ...
+    /// assert!(slot.release().await?, "given back before its lease ran out");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn release(mut self) -> Result<bool, StoreError> {
         let given_back = self.usage.give_back(self.lease).await;
         // Failing, the lease runs out: no second try.

@@ -118,7 +118,30 @@ impl<R: SystemReadings> SystemProtection<R> {
 }
 
 impl<R: SystemReadings, C: Clock> SystemProtection<R, C> {
-    /// As [`new`](SystemProtection::new), on `clock`.
+    /// As [`new`](SystemProtection::new), on `clock`: a
+    /// [`ManualClock`](crate::time::ManualClock) in tests, with
+    /// [`ManualReadings`](super::ManualReadings).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::shed::system::{ManualReadings, SystemProtection, SystemRule, Threshold};
+    /// use tollgate::shed::{Classes, ShedReason, Shedder};
+    /// use tollgate::time::ManualClock;
+    ///
+    /// let readings = ManualReadings::new();
+    /// let clock = ManualClock::new();
+    /// let rule = SystemRule::builder().highest_cpu_usage(0.8).build()?;
+    /// let protection = SystemProtection::with_clock(Classes::google(), rule, readings.clone(), clock.clone());
+    /// readings.set_cpu_usage(0.95);
+    /// let shed = protection.decide(&Classes::google().lowest()).into_slot().unwrap_err();
+    /// assert_eq!(shed.reason(), ShedReason::System(Threshold::Cpu));
+    /// readings.set_cpu_usage(0.2);
+    /// clock.advance(Duration::from_secs(1)); // the next reading is due
+    /// assert!(protection.decide(&Classes::google().lowest()).is_admitted());
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn with_clock(
         classes: Classes,
         rule: SystemRule,
