@@ -29,7 +29,10 @@ use crate::sync::Arc;
 /// Counting is one compare-and-swap on a [`UsageCounter`]: [`LocalUsage`] in
 /// process, or any counter shared by a fleet. Clones share the counter. Across a
 /// fleet through Redis (feature `redis`), the counter is a `RedisUsage` and
-/// decisions are asynchronous: `decide_async`.
+/// decisions are asynchronous: `decide_async`, or the
+/// [`AsyncShedder`](super::AsyncShedder) implementation that a `ShedLayer` awaits
+/// (`ShedLayer::new_async`), which answers a Redis failure by its
+/// [`OnFailure`](super::OnFailure) policy (admit, by default).
 ///
 /// # Examples
 ///

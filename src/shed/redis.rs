@@ -45,7 +45,8 @@ use crate::sync::Arc;
 /// Unlike [`LocalUsage`](super::LocalUsage) this is not a
 /// [`UsageCounter`](super::UsageCounter): every call is a round trip, so it is
 /// asynchronous, and a shedder over it decides with
-/// [`decide_async`](FleetShedder::decide_async).
+/// [`decide_async`](FleetShedder::decide_async), or as an
+/// [`AsyncShedder`] behind a `ShedLayer` (`ShedLayer::new_async`).
 ///
 /// # Examples
 ///
@@ -400,7 +401,8 @@ where
     /// # Errors
     ///
     /// A [`StoreError`] when Redis could not answer. Whether to admit then (fail
-    /// open) or refuse (fail closed) is the caller's choice.
+    /// open) or refuse (fail closed) is the caller's choice; the [`AsyncShedder`]
+    /// implementation decides by [`on_failure`](FleetShedder::on_failure).
     ///
     /// # Cancel safety
     ///
