@@ -353,6 +353,24 @@ impl fmt::Display for Outcome {
     }
 }
 
+/// The [`detail`](Event::detail)s a load shedder gives its refusals: the
+/// `ShedReason`s' names, in the order of `ShedReason::ALL` (a test in `shed` checks
+/// it). Here, so that metrics can label by them without importing `shed`, a layer
+/// above.
+#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+pub(crate) const SHED_REASONS: [&str; 10] = [
+    "reserved",
+    "full",
+    "utilisation",
+    "system_qps",
+    "system_in_flight",
+    "system_rt",
+    "system_load",
+    "system_bbr",
+    "system_cpu",
+    "unavailable",
+];
+
 /// Why permits were refused: a small, fixed set, usable as a metric label.
 ///
 /// # Examples
@@ -419,5 +437,16 @@ impl DenyReason {
 impl fmt::Display for DenyReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SHED_REASONS;
+    use crate::shed::ShedReason;
+
+    #[test]
+    fn the_shed_reasons_are_the_shedders_own() {
+        assert_eq!(SHED_REASONS, ShedReason::ALL.map(ShedReason::as_str));
     }
 }

@@ -4,9 +4,9 @@ use std::fmt;
 
 use metrics::{Counter, Gauge, Histogram, Label, Unit};
 
+use super::event::SHED_REASONS;
 use super::event::{DenyReason, Event, EventKind, Outcome};
 use super::events::{Events, Listener, Subscription};
-use crate::shed::ShedReason;
 
 /// Requests granted, at once or after a wait.
 pub const ADMITTED_TOTAL: &str = "tollgate_admitted_total";
@@ -114,9 +114,9 @@ struct Series {
     finished: [Counter; Outcome::ALL.len()],
     rtt_seconds: Histogram,
     would_shed: Counter,
-    /// By shed reason, in [`ShedReason::ALL`]'s order: refusals, then would-be ones.
-    shed: [Counter; ShedReason::ALL.len()],
-    shadow_shed: [Counter; ShedReason::ALL.len()],
+    /// By shed reason, in [`SHED_REASONS`]' order: refusals, then would-be ones.
+    shed: [Counter; SHED_REASONS.len()],
+    shadow_shed: [Counter; SHED_REASONS.len()],
 }
 
 impl Series {
@@ -143,20 +143,17 @@ impl Series {
             }),
             rtt_seconds: metrics::histogram!(RTT_SECONDS, with(None)),
             would_shed: metrics::counter!(WOULD_SHED_TOTAL, with(None)),
-            shed: ShedReason::ALL.map(|reason| {
-                metrics::counter!(SHED_TOTAL, with(Some(("reason", reason.as_str()))))
-            }),
-            shadow_shed: ShedReason::ALL.map(|reason| {
-                let labels = with(Some(("reason", reason.as_str())));
-                metrics::counter!(WOULD_SHED_BY_REASON_TOTAL, labels)
+            shed: SHED_REASONS
+                .map(|reason| metrics::counter!(SHED_TOTAL, with(Some(("reason", reason))))),
+            shadow_shed: SHED_REASONS.map(|reason| {
+                metrics::counter!(WOULD_SHED_BY_REASON_TOTAL, with(Some(("reason", reason))))
             }),
         }
     }
 
     fn record(&self, kind: &EventKind, detail: Option<&str>) {
         // A shedder's reason; another detail (or none) is not counted by reason.
-        let shed_reason =
-            || detail.and_then(|d| ShedReason::ALL.iter().position(|r| r.as_str() == d));
+        let shed_reason = || detail.and_then(|d| SHED_REASONS.iter().position(|r| *r == d));
         match *kind {
             EventKind::Admitted => self.admitted.increment(1),
             EventKind::Waited { wait } => {

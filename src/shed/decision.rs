@@ -128,6 +128,7 @@ impl<S> ShedDecision<S> {
         }
     }
 
+    #[cfg(feature = "redis")]
     /// The same decision, with its slot mapped by `f`.
     pub(crate) fn map_slot<T>(self, f: impl FnOnce(S) -> T) -> ShedDecision<T> {
         match self {

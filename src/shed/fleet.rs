@@ -297,16 +297,19 @@ impl<U> FleetShedder<U> {
         Arc::clone(&self.counter)
     }
 
+    #[cfg(feature = "redis")]
     /// The classes, for a counter that is not a [`UsageCounter`].
     pub(super) fn class_set(&self) -> &Classes {
         &self.classes
     }
 
+    #[cfg(feature = "redis")]
     /// What a decision answers when the counter fails.
     pub(super) fn failure_policy(&self) -> OnFailure {
         self.on_failure
     }
 
+    #[cfg(feature = "redis")]
     /// The same shedder, answering by `policy` when its counter fails.
     pub(super) fn set_failure_policy(self, policy: OnFailure) -> FleetShedder<U> {
         FleetShedder {
@@ -315,6 +318,7 @@ impl<U> FleetShedder<U> {
         }
     }
 
+    #[cfg(feature = "redis")]
     /// The decision for `class` when the counter could not answer: by the failure
     /// policy and the mode, holding no slot. Reported to the events with the detail
     /// `unavailable`.
