@@ -5,12 +5,14 @@
 //! the service it wraps is not ready. So the comparison is made twice:
 //!
 //! - scenario `decision`: the bare decision (`Shedder::decide`, the slot dropped at
-//!   once) next to one request through the bare service below (`echo`), the work a
-//!   decision sits in front of;
-//! - scenarios `admit_layer` and `shed_layer`: one request (`poll_ready`, `call`, the
-//!   answer polled) through a tower service that decides before calling the same
-//!   service, next to `LoadShed` over it. In `shed_layer` tollgate refuses by its
-//!   rule and `LoadShed` because its service is not ready.
+//!   once) next to one request through the bare `u64` service below (`echo`), the
+//!   work a decision sits in front of;
+//! - scenarios `admit_layer` and `shed_layer` (feature `http`): one `http::Request`
+//!   (built, then `poll_ready`, `call`, the answer polled, the response dropped)
+//!   through tollgate's `ShedLayer` over an echo service, next to `LoadShed` over the
+//!   same service, and the echo service alone. In `shed_layer` tollgate refuses by
+//!   its rule and answers a 503 with `Retry-After` and a JSON body, and `LoadShed`
+//!   refuses because its service is not ready and answers an error.
 
 use std::convert::Infallible;
 use std::future::{ready, Future, Ready};
@@ -20,11 +22,10 @@ use std::time::Duration;
 
 use criterion::Criterion;
 use futures::task::noop_waker_ref;
+use tollgate::shed::system::{ManualReadings, SystemProtection, SystemRule};
 use tollgate::shed::{
-    Class, Classes, FleetShedder, FleetSlot, Measure, Shed, ShedDecision, Shedder,
-    UtilisationShedder,
+    Classes, FleetShedder, FleetSlot, Measure, ShedDecision, Shedder, UtilisationShedder,
 };
-use tower::load_shed::LoadShed;
 use tower::Service;
 
 use crate::harness::{self, bench_single_thread};
@@ -42,7 +43,7 @@ fn now<F: Future>(future: F) -> F::Output {
 /// One request through a tower service: `poll_ready` (which must be ready), `call`,
 /// the answer polled once.
 #[inline]
-fn serve<S: Service<u64>>(service: &mut S, request: u64) -> Result<S::Response, S::Error> {
+fn serve<S: Service<R>, R>(service: &mut S, request: R) -> Result<S::Response, S::Error> {
     let mut cx = Context::from_waker(noop_waker_ref());
     match service.poll_ready(&mut cx) {
         Poll::Ready(Ok(())) => {}
@@ -52,7 +53,7 @@ fn serve<S: Service<u64>>(service: &mut S, request: u64) -> Result<S::Response, 
     now(service.call(request))
 }
 
-/// The service below every layer: answers its request at once.
+/// The bare service of the `decision` scenario: answers its request at once.
 #[derive(Clone, Copy)]
 struct Echo;
 
@@ -67,57 +68,6 @@ impl Service<u64> for Echo {
 
     fn call(&mut self, request: u64) -> Self::Future {
         ready(Ok(request))
-    }
-}
-
-/// A service that is never ready: what makes `LoadShed` shed.
-struct Busy;
-
-impl Service<u64> for Busy {
-    type Response = u64;
-    type Error = Infallible;
-    type Future = Ready<Result<u64, Infallible>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Pending
-    }
-
-    fn call(&mut self, _: u64) -> Self::Future {
-        unreachable!("never ready")
-    }
-}
-
-/// A shedder in front of a service, as a server layer would put it: the decision
-/// in `call`, the slot held until the answer is ready, a refusal answered at once.
-/// (tollgate's shedders have no tower layer of their own yet.)
-struct Shedding<D> {
-    shedder: D,
-    class: Class,
-    inner: Echo,
-}
-
-impl<D: Shedder> Service<u64> for Shedding<D> {
-    type Response = u64;
-    type Error = Shed;
-    type Future = Ready<Result<u64, Shed>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Shed>> {
-        match self.inner.poll_ready(cx) {
-            Poll::Ready(Ok(())) => Poll::Ready(Ok(())),
-            Poll::Ready(Err(never)) => match never {},
-            Poll::Pending => Poll::Pending,
-        }
-    }
-
-    fn call(&mut self, request: u64) -> Self::Future {
-        match self.shedder.decide(&self.class) {
-            ShedDecision::Admit(slot) | ShedDecision::WouldShed { slot, .. } => {
-                let answer = now(self.inner.call(request));
-                drop(slot);
-                ready(answer.map_err(|never| match never {}))
-            }
-            ShedDecision::Shed(shed) => ready(Err(shed)),
-        }
     }
 }
 
@@ -160,6 +110,27 @@ fn utilisation(classes: &Classes, admit: bool) -> UtilisationShedder {
     shedder
 }
 
+/// Sentinel's system rule with every threshold set (QPS, in flight, RT, load with
+/// the BBR check, CPU), on the system clock, fed by manual readings: CPU at 10% to
+/// admit, at 90% (above its 80% threshold) to shed.
+fn system(classes: &Classes, admit: bool) -> SystemProtection<ManualReadings> {
+    let rule = SystemRule::builder()
+        .qps(1e12)
+        .max_in_flight(1_000_000)
+        .avg_rt(Duration::from_secs(10))
+        .highest_system_load(64.0)
+        .highest_cpu_usage(0.8)
+        .build()
+        .expect("valid rule");
+    let readings = ManualReadings::new();
+    readings.set_load_average(1.0);
+    readings.set_cpu_usage(if admit { 0.1 } else { 0.9 });
+    let protection = SystemProtection::new(classes.clone(), rule, readings);
+    let lowest = classes.lowest();
+    check(admit, || protection.decide(&lowest));
+    protection
+}
+
 pub fn bench(c: &mut Criterion) {
     let classes = Classes::google();
     let lowest = classes.lowest();
@@ -174,6 +145,10 @@ pub fn bench(c: &mut Criterion) {
     bench_single_thread(&mut group, "tollgate.utilisation", "decision", |_| {
         utilisation_admit.decide(&lowest).is_admitted()
     });
+    let system_admit = system(&classes, true);
+    bench_single_thread(&mut group, "tollgate.system", "decision", |_| {
+        system_admit.decide(&lowest).is_admitted()
+    });
     bench_single_thread(&mut group, "echo", "decision", |i| serve(&mut Echo, i));
 
     // The bare decision, shedding.
@@ -185,51 +160,133 @@ pub fn bench(c: &mut Criterion) {
     bench_single_thread(&mut group, "tollgate.utilisation", "shed_decision", |_| {
         utilisation_shed.decide(&lowest)
     });
+    let system_shed = system(&classes, false);
+    bench_single_thread(&mut group, "tollgate.system", "shed_decision", |_| {
+        system_shed.decide(&lowest)
+    });
 
-    // Through a tower service over `Echo`, admitted.
-    let mut service = Shedding {
-        shedder: fleet_admit.clone(),
-        class: lowest.clone(),
-        inner: Echo,
-    };
-    bench_single_thread(&mut group, "tollgate.fleet", "admit_layer", |i| {
-        serve(&mut service, i)
-    });
-    let mut service = Shedding {
-        shedder: utilisation_admit.clone(),
-        class: lowest.clone(),
-        inner: Echo,
-    };
-    bench_single_thread(&mut group, "tollgate.utilisation", "admit_layer", |i| {
-        serve(&mut service, i)
-    });
-    let mut service = LoadShed::new(Echo);
-    bench_single_thread(&mut group, "tower_load_shed", "admit_layer", |i| {
-        serve(&mut service, i)
-    });
-    bench_single_thread(&mut group, "echo", "admit_layer", |i| serve(&mut Echo, i));
-
-    // Through a tower service, shed.
-    let mut service = Shedding {
-        shedder: fleet_shed.clone(),
-        class: lowest.clone(),
-        inner: Echo,
-    };
-    bench_single_thread(&mut group, "tollgate.fleet", "shed_layer", |i| {
-        serve(&mut service, i)
-    });
-    let mut service = Shedding {
-        shedder: utilisation_shed.clone(),
-        class: lowest.clone(),
-        inner: Echo,
-    };
-    bench_single_thread(&mut group, "tollgate.utilisation", "shed_layer", |i| {
-        serve(&mut service, i)
-    });
-    let mut service = LoadShed::new(Busy);
-    assert!(serve(&mut service, 0).is_err(), "LoadShed over Busy sheds");
-    bench_single_thread(&mut group, "tower_load_shed", "shed_layer", |i| {
-        serve(&mut service, i)
-    });
+    #[cfg(feature = "http")]
+    {
+        // Through a tower layer over an HTTP echo service, admitted, then shed.
+        layer::admit(&mut group, "tollgate.fleet", fleet_admit);
+        layer::admit(&mut group, "tollgate.utilisation", utilisation_admit);
+        layer::admit(&mut group, "tollgate.system", system_admit);
+        layer::admit_peers(&mut group);
+        layer::shed(&mut group, "tollgate.fleet", fleet_shed);
+        layer::shed(&mut group, "tollgate.utilisation", utilisation_shed);
+        layer::shed(&mut group, "tollgate.system", system_shed);
+        layer::shed_peer(&mut group);
+    }
     group.finish();
+}
+
+/// Through the real `ShedLayer` over an `http::Request` echo service, next to
+/// `LoadShed` over the same service.
+#[cfg(feature = "http")]
+mod layer {
+    use super::*;
+    use bytes::Bytes;
+    use http::{Request, Response};
+    use http_body_util::Empty;
+    use tollgate::http::shed::ShedLayer;
+    use tower::load_shed::LoadShed;
+    use tower::Layer;
+
+    use crate::harness::Group;
+
+    type Body = Empty<Bytes>;
+
+    /// The service below every layer: answers 200 at once.
+    #[derive(Clone, Copy)]
+    struct HttpEcho;
+
+    impl Service<Request<()>> for HttpEcho {
+        type Response = Response<Body>;
+        type Error = Infallible;
+        type Future = Ready<Result<Response<Body>, Infallible>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, _: Request<()>) -> Self::Future {
+            ready(Ok(Response::new(Body::new())))
+        }
+    }
+
+    /// A service that is never ready: what makes `LoadShed` shed.
+    struct Busy;
+
+    impl Service<Request<()>> for Busy {
+        type Response = Response<Body>;
+        type Error = Infallible;
+        type Future = Ready<Result<Response<Body>, Infallible>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+            Poll::Pending
+        }
+
+        fn call(&mut self, _: Request<()>) -> Self::Future {
+            unreachable!("never ready")
+        }
+    }
+
+    /// The request every peer gets: a GET labelled `sheddable`, the lowest class.
+    #[inline]
+    fn request() -> Request<()> {
+        let mut request = Request::new(());
+        request
+            .headers_mut()
+            .insert("x-criticality", http::HeaderValue::from_static("sheddable"));
+        request
+    }
+
+    /// The status of the answer, or 0 for `LoadShed`'s error; the response (and a
+    /// slot in its body) dropped.
+    #[inline]
+    fn status<B, E>(answer: Result<Response<B>, E>) -> u16 {
+        answer.map_or(0, |response| response.status().as_u16())
+    }
+
+    /// `shedder` behind `ShedLayer` over `HttpEcho`, admitting the request.
+    pub(super) fn admit<S: Shedder + 'static>(group: &mut Group<'_>, peer: &str, shedder: S) {
+        let mut service = ShedLayer::new(shedder).layer(HttpEcho);
+        assert_eq!(status(serve(&mut service, request())), 200);
+        bench_single_thread(group, peer, "admit_layer", |_| {
+            status(serve(&mut service, request()))
+        });
+    }
+
+    /// `LoadShed` over `HttpEcho`, and `HttpEcho` alone, admitting.
+    pub(super) fn admit_peers(group: &mut Group<'_>) {
+        let mut service = LoadShed::new(HttpEcho);
+        assert_eq!(status(serve(&mut service, request())), 200);
+        bench_single_thread(group, "tower_load_shed", "admit_layer", |_| {
+            status(serve(&mut service, request()))
+        });
+        bench_single_thread(group, "echo", "admit_layer", |_| {
+            status(serve(&mut HttpEcho, request()))
+        });
+    }
+
+    /// `shedder` behind `ShedLayer` over `HttpEcho`, shedding the request: a 503.
+    pub(super) fn shed<S: Shedder + 'static>(group: &mut Group<'_>, peer: &str, shedder: S) {
+        let mut service = ShedLayer::new(shedder).layer(HttpEcho);
+        assert_eq!(status(serve(&mut service, request())), 503);
+        bench_single_thread(group, peer, "shed_layer", |_| {
+            status(serve(&mut service, request()))
+        });
+    }
+
+    /// `LoadShed` over a service that is never ready, shedding: an error.
+    pub(super) fn shed_peer(group: &mut Group<'_>) {
+        let mut service = LoadShed::new(Busy);
+        assert!(
+            serve(&mut service, request()).is_err(),
+            "LoadShed over Busy sheds"
+        );
+        bench_single_thread(group, "tower_load_shed", "shed_layer", |_| {
+            status(serve(&mut service, request()))
+        });
+    }
 }

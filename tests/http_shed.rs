@@ -264,14 +264,52 @@ fn a_shed_request_gets_503_with_retry_after_rounded_up_and_a_json_body() {
 }
 
 #[test]
-fn no_hint_no_retry_after() {
+fn no_hint_sends_the_fallback_retry_after_or_none_if_so_configured() {
     block_on(async {
+        // The default fallback: 1 s.
         let service = ShedLayer::new(fleet(10, 1.0)).layer(echo_class());
+        let response = service.oneshot(labelled("sheddable")).await.unwrap();
+        assert_eq!(response.status(), 503);
+        assert_eq!(response.headers()["retry-after"], "1");
+        let body = body_of(response).await;
+        assert!(body.contains(r#""retry_after":1"#), "{body}");
+
+        // Another fallback, rounded up.
+        let service = ShedLayer::new(fleet(10, 1.0))
+            .fallback_retry_after(Some(Duration::from_millis(4_200)))
+            .unwrap()
+            .layer(echo_class());
+        let response = service.oneshot(labelled("sheddable")).await.unwrap();
+        assert_eq!(response.headers()["retry-after"], "5");
+
+        // A hint wins over the fallback.
+        let hinted = fleet(10, 1.0).with_retry_after(Some(Duration::from_secs(2)));
+        let service = ShedLayer::new(hinted)
+            .fallback_retry_after(Some(Duration::from_secs(9)))
+            .unwrap()
+            .layer(echo_class());
+        let response = service.oneshot(labelled("sheddable")).await.unwrap();
+        assert_eq!(response.headers()["retry-after"], "2");
+
+        // None: no Retry-After without a hint.
+        let service = ShedLayer::new(fleet(10, 1.0))
+            .fallback_retry_after(None)
+            .unwrap()
+            .layer(echo_class());
         let response = service.oneshot(labelled("sheddable")).await.unwrap();
         assert_eq!(response.status(), 503);
         assert!(response.headers().get("retry-after").is_none());
         let body = body_of(response).await;
         assert!(!body.contains("retry_after"), "{body}");
+
+        assert_eq!(
+            ShedLayer::new(fleet(10, 1.0))
+                .fallback_retry_after(Some(Duration::ZERO))
+                .unwrap_err(),
+            ConfigError::Zero {
+                parameter: "fallback_retry_after"
+            }
+        );
     });
 }
 

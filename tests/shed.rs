@@ -281,6 +281,30 @@ fn utilisation_bad_input_and_extremes() {
             expected: "below shed_above"
         }
     );
+    // Recovery is never quicker than escalation; as quick is allowed.
+    assert_eq!(
+        b().escalate_after(ms(500))
+            .deescalate_after(ms(499))
+            .build_with_clock(clock.clone())
+            .unwrap_err(),
+        ConfigError::OutOfRange {
+            parameter: "deescalate_after",
+            expected: "at least escalate_after"
+        }
+    );
+    assert_eq!(
+        b().escalate_after(Duration::from_secs(11))
+            .build_with_clock(clock.clone())
+            .unwrap_err()
+            .parameter(),
+        "deescalate_after",
+        "the default de-escalation hold is 10 s"
+    );
+    assert!(b()
+        .escalate_after(ms(500))
+        .deescalate_after(ms(500))
+        .build_with_clock(clock.clone())
+        .is_ok());
     let endless = b()
         .escalate_after(Duration::MAX)
         .deescalate_after(Duration::MAX)
@@ -584,4 +608,234 @@ fn a_12x_surge_keeps_critical_available_with_the_utilisation_shedder() {
         "critical is shed only after both lower classes"
     );
     assert!(sheddable.shed > 0);
+}
+
+// ---- Why, in events and metrics ----------------------------------------------------
+
+/// Every shedder's refusals carry their reason as the event's detail: reserved,
+/// full, utilisation and a system threshold are told apart, and shadow mode's
+/// would-be refusals too.
+#[test]
+fn events_carry_the_shed_reason_as_their_detail() {
+    type Log = Vec<(EventKind, Option<&'static str>)>;
+    let log: Arc<Mutex<Log>> = Arc::default();
+    let events = Events::new("shed");
+    let sink = Arc::clone(&log);
+    let _subscription = events.subscribe(move |event: &Event<'_>| {
+        sink.lock().unwrap().push((event.kind, event.detail));
+    });
+    let classes = Classes::google();
+    let (low, high) = (classes.lowest(), classes.highest());
+
+    let fleet = FleetShedder::new(classes.clone(), 1, 0.0)
+        .unwrap()
+        .with_events(events.clone());
+    let held = fleet.decide(&low);
+    let _ = fleet.decide(&low); // full
+    drop(held);
+    let reserved = FleetShedder::new(classes.clone(), 1, 1.0)
+        .unwrap()
+        .with_events(events.clone());
+    let _ = reserved.decide(&low);
+    let shadow = FleetShedder::new(classes.clone(), 1, 1.0)
+        .unwrap()
+        .with_mode(ModeSwitch::new(Mode::Shadow))
+        .with_events(events.clone());
+    let _ = shadow.decide(&low);
+
+    let clock = ManualClock::new();
+    let utilisation = UtilisationShedder::builder(classes.clone(), Measure::Reported)
+        .escalate_after(ms(10))
+        .build_with_clock(clock.clone())
+        .unwrap()
+        .with_events(events.clone());
+    utilisation.report(95, 100).unwrap();
+    clock.advance(ms(10));
+    utilisation.report(95, 100).unwrap();
+    let _ = utilisation.decide(&low);
+
+    let readings = ManualReadings::new();
+    readings.set_cpu_usage(0.9);
+    let rule = SystemRule::builder()
+        .highest_cpu_usage(0.5)
+        .build()
+        .unwrap();
+    let system = SystemProtection::with_clock(classes.clone(), rule, readings, clock.clone())
+        .with_events(events.clone());
+    let _ = system.decide(&high);
+
+    let shed = EventKind::Denied {
+        reason: DenyReason::Shed,
+        retry_after: None,
+    };
+    let seen = log.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        [
+            (EventKind::Admitted, None),
+            (shed, Some("full")),
+            (shed, Some("reserved")),
+            (EventKind::WouldShed, Some("reserved")),
+            (
+                EventKind::Denied {
+                    reason: DenyReason::Shed,
+                    retry_after: Some(ms(10_000)),
+                },
+                Some("utilisation")
+            ),
+            (shed, Some("system_cpu")),
+        ]
+    );
+}
+
+#[cfg(feature = "metrics")]
+#[test]
+fn metrics_count_refusals_by_shed_reason_per_class() {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+    use tollgate::observe::MetricsRecorder;
+
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let classes = Classes::google();
+    let events = Events::new("shed");
+    let _metrics = metrics::with_local_recorder(&recorder, || {
+        events.subscribe(MetricsRecorder::with_keys("shed", classes.names()))
+    });
+    let (low, high) = (classes.lowest(), classes.highest());
+    let fleet = FleetShedder::new(classes.clone(), 2, 0.5)
+        .unwrap()
+        .with_events(events.clone());
+    let _held = (fleet.decide(&low), fleet.decide(&high));
+    let _ = fleet.decide(&low); // reserved
+    let _ = fleet.decide(&low); // reserved
+    let _ = fleet.decide(&high); // full
+    let shadow = FleetShedder::new(classes.clone(), 1, 1.0)
+        .unwrap()
+        .with_mode(ModeSwitch::new(Mode::Shadow))
+        .with_events(events.clone());
+    let _would = shadow.decide(&low);
+
+    type Labels = Vec<(String, String)>;
+    let counters: Vec<(String, Labels, u64)> = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter_map(|(key, _, _, value)| {
+            let DebugValue::Counter(n) = value else {
+                return None;
+            };
+            let key = key.key();
+            let mut labels: Vec<(String, String)> = key
+                .labels()
+                .map(|l| (l.key().to_owned(), l.value().to_owned()))
+                .collect();
+            labels.sort();
+            Some((key.name().to_owned(), labels, n))
+        })
+        .collect();
+    let count = |name: &str, class: &str, reason: &str| -> Option<u64> {
+        let want = [
+            ("key".to_owned(), class.to_owned()),
+            ("limiter".to_owned(), "shed".to_owned()),
+            ("reason".to_owned(), reason.to_owned()),
+        ];
+        counters
+            .iter()
+            .find(|(n, labels, _)| n == name && labels[..] == want[..])
+            .map(|(_, _, value)| *value)
+    };
+    assert_eq!(
+        count("tollgate_shed_total", "sheddable", "reserved"),
+        Some(2)
+    );
+    assert_eq!(count("tollgate_shed_total", "sheddable", "full"), Some(0));
+    assert_eq!(
+        count("tollgate_shed_total", "critical_plus", "full"),
+        Some(1)
+    );
+    assert_eq!(
+        count(
+            "tollgate_would_shed_by_reason_total",
+            "sheddable",
+            "reserved"
+        ),
+        Some(1)
+    );
+    assert_eq!(count("tollgate_denied_total", "sheddable", "shed"), Some(2));
+    // One series per known reason: the label stays bounded.
+    let reasons = counters
+        .iter()
+        .filter(|(n, labels, _)| {
+            n == "tollgate_shed_total" && labels.iter().all(|(k, _)| k != "key")
+        })
+        .count();
+    assert_eq!(reasons, ShedReason::ALL.len());
+}
+
+// ---- Fed by an adaptive limiter ------------------------------------------------------
+
+/// The utilisation shedder fed an adaptive limiter's in-flight count over its limit:
+/// as the limit fills, it sheds the least critical class after the hold, and as
+/// permits come back, it recovers after the longer one.
+#[test]
+fn utilisation_fed_by_an_adaptive_limiter_sheds_as_its_limit_fills() {
+    use tollgate::adaptive::limit::AimdLimit;
+    use tollgate::adaptive::{AdaptiveLimiter, Mode as AdaptiveMode};
+
+    let clock = ManualClock::new();
+    let aimd = AimdLimit::builder()
+        .min_limit(1)
+        .initial_limit(20)
+        .max_limit(20)
+        .build()
+        .unwrap();
+    let limiter =
+        Arc::new(AdaptiveLimiter::with_clock(aimd, AdaptiveMode::FailFast, clock.clone()).unwrap());
+    let classes = Classes::google();
+    let shedder = UtilisationShedder::builder(classes.clone(), Measure::Reported)
+        .shed_above(0.9)
+        .recover_below(0.5)
+        .escalate_after(ms(100))
+        .deescalate_after(ms(1_000))
+        .build_with_clock(clock.clone())
+        .unwrap();
+    let low = classes.lowest();
+
+    let mut permits: Vec<_> = (0..17).map(|_| limiter.try_acquire().unwrap()).collect();
+    shedder.report_adaptive(&limiter).unwrap();
+    assert_eq!(shedder.utilisation(), 17.0 / 20.0);
+    assert!(shedder.decide(&low).is_admitted(), "below 0.9");
+
+    permits.extend((0..2).map(|_| limiter.try_acquire().unwrap()));
+    shedder.report_adaptive(&limiter).unwrap(); // 19 of 20: the hold starts
+    clock.advance(ms(100));
+    shedder.report_adaptive(&limiter).unwrap();
+    assert_eq!(shedder.level(), 1);
+    assert!(!shedder.decide(&low).is_admitted());
+    assert!(shedder
+        .decide(&classes.parse("sheddable_plus"))
+        .is_admitted());
+
+    // Permits back: at or below half the limit, one class back after the slow hold.
+    for permit in permits.drain(..10) {
+        permit.ignore();
+    }
+    assert_eq!(limiter.inflight(), 9);
+    shedder.report_adaptive(&limiter).unwrap();
+    clock.advance(ms(999));
+    shedder.report_adaptive(&limiter).unwrap();
+    assert_eq!(shedder.level(), 1);
+    clock.advance(ms(1));
+    shedder.report_adaptive(&limiter).unwrap();
+    assert_eq!(shedder.level(), 0);
+    assert!(shedder.decide(&low).is_admitted());
+
+    // A shedder counting in flight for itself takes no reports.
+    let counting = UtilisationShedder::builder(classes, Measure::InFlight { capacity: 10 })
+        .build()
+        .unwrap();
+    assert_eq!(
+        counting.report_adaptive(&limiter).unwrap_err().parameter(),
+        "measure"
+    );
 }

@@ -312,6 +312,36 @@ fn a_failed_reading_keeps_the_last_good_one() {
 }
 
 #[test]
+fn a_nan_infinite_or_negative_reading_keeps_the_last_good_one() {
+    let rule = SystemRule::builder()
+        .highest_cpu_usage(0.5)
+        .highest_system_load(2.0)
+        .load_check(LoadCheck::Alone)
+        .build()
+        .unwrap();
+    let (protection, readings, clock) = protection(rule);
+    readings.set_cpu_usage(0.9);
+    readings.set_load_average(1.0);
+    assert_eq!(shed_by(&protection), Some(Threshold::Cpu));
+    for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.5] {
+        readings.set_cpu_usage(bad);
+        readings.set_load_average(bad);
+        clock.advance(Duration::from_secs(1));
+        // Still shed by CPU: the check stays on with the last good reading.
+        assert_eq!(shed_by(&protection), Some(Threshold::Cpu), "{bad}");
+        let status = protection.status();
+        assert_eq!(status.cpu_usage, Some(0.9), "{bad}");
+        assert_eq!(status.load_average, Some(1.0), "{bad}");
+    }
+    assert_eq!(protection.status().read_errors, 0);
+    // A good reading again replaces it.
+    readings.set_cpu_usage(0.1);
+    clock.advance(Duration::from_secs(1));
+    assert!(enter(&protection).is_ok());
+    assert_eq!(protection.status().cpu_usage, Some(0.1));
+}
+
+#[test]
 fn without_any_reading_cpu_and_load_do_not_trip() {
     let rule = SystemRule::builder()
         .highest_cpu_usage(0.0)

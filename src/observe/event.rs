@@ -42,6 +42,14 @@ pub struct Event<'a> {
     pub permits: u64,
     /// What happened to them.
     pub kind: EventKind,
+    /// A finer reason than the kind's, from a small fixed set, so usable as a metric
+    /// label; `None` when the emitter has none. A load shedder
+    /// ([`shed`](crate::shed)) sets it on its refusals (`Denied { reason: Shed, .. }`)
+    /// and would-be refusals (`WouldShed`) to the
+    /// [`ShedReason`](crate::shed::ShedReason) (`reserved`, `full`, `utilisation`,
+    /// `system_cpu`, ...), and on an admission made without a decision, because its
+    /// store failed and it fails open, to `unavailable`.
+    pub detail: Option<&'static str>,
 }
 
 impl<'a> Event<'a> {
@@ -61,6 +69,7 @@ impl<'a> Event<'a> {
             key: None,
             permits,
             kind,
+            detail: None,
         }
     }
 
@@ -68,6 +77,25 @@ impl<'a> Event<'a> {
     pub fn with_key(self, key: &'a str) -> Event<'a> {
         Event {
             key: Some(key),
+            ..self
+        }
+    }
+
+    /// The same event, with a finer reason (see [`detail`](Event::detail)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::observe::{DenyReason, Event, EventKind};
+    ///
+    /// let kind = EventKind::Denied { reason: DenyReason::Shed, retry_after: None };
+    /// let event = Event::new("api", 1, kind).with_key("sheddable").with_detail("reserved");
+    /// assert_eq!(event.detail, Some("reserved"));
+    /// assert_eq!(event.to_string(), "api: 1 permits for \"sheddable\" denied (shed: reserved)");
+    /// ```
+    pub fn with_detail(self, detail: &'static str) -> Event<'a> {
+        Event {
+            detail: Some(detail),
             ..self
         }
     }
@@ -88,14 +116,32 @@ impl fmt::Display for Event<'_> {
         if let Some(key) = self.key {
             write!(f, "for {key:?} ")?;
         }
+        // The detail, after the reason it refines.
+        let detail = |f: &mut fmt::Formatter<'_>| match self.detail {
+            Some(detail) => write!(f, ": {detail}"),
+            None => Ok(()),
+        };
         match self.kind {
-            EventKind::Admitted => f.write_str("admitted"),
+            EventKind::Admitted => {
+                f.write_str("admitted")?;
+                match self.detail {
+                    Some(detail) => write!(f, " ({detail})"),
+                    None => Ok(()),
+                }
+            }
             EventKind::Waited { wait } => write!(f, "admitted after {wait:?}"),
             EventKind::Denied {
                 reason,
-                retry_after: Some(retry),
-            } => write!(f, "denied ({reason}), retry after {retry:?}"),
-            EventKind::Denied { reason, .. } => write!(f, "denied ({reason})"),
+                retry_after,
+            } => {
+                write!(f, "denied ({reason}")?;
+                detail(f)?;
+                f.write_str(")")?;
+                match retry_after {
+                    Some(retry) => write!(f, ", retry after {retry:?}"),
+                    None => Ok(()),
+                }
+            }
             EventKind::Drained => f.write_str("drained"),
             EventKind::LimitChanged { previous, limit } => {
                 write!(f, "limit {previous} -> {limit}")
@@ -108,7 +154,13 @@ impl fmt::Display for Event<'_> {
                 f,
                 "finished ({outcome}) after {rtt:?}, {inflight} in flight"
             ),
-            EventKind::WouldShed => f.write_str("admitted, would have been shed"),
+            EventKind::WouldShed => {
+                f.write_str("admitted, would have been shed")?;
+                match self.detail {
+                    Some(detail) => write!(f, " ({detail})"),
+                    None => Ok(()),
+                }
+            }
             EventKind::RateChanged { previous, interval } => {
                 write!(f, "rate {} -> {}", Rate(previous), Rate(interval))
             }
@@ -331,6 +383,24 @@ impl fmt::Display for Outcome {
     }
 }
 
+/// The [`detail`](Event::detail)s a load shedder gives its refusals: the
+/// `ShedReason`s' names, in the order of `ShedReason::ALL` (a test in `shed` checks
+/// it). Here, so that metrics can label by them without importing `shed`, a layer
+/// above.
+#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+pub(crate) const SHED_REASONS: [&str; 10] = [
+    "reserved",
+    "full",
+    "utilisation",
+    "system_qps",
+    "system_in_flight",
+    "system_rt",
+    "system_load",
+    "system_bbr",
+    "system_cpu",
+    "unavailable",
+];
+
 /// Why permits were refused: a small, fixed set, usable as a metric label.
 ///
 /// # Examples
@@ -397,5 +467,16 @@ impl DenyReason {
 impl fmt::Display for DenyReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SHED_REASONS;
+    use crate::shed::ShedReason;
+
+    #[test]
+    fn the_shed_reasons_are_the_shedders_own() {
+        assert_eq!(SHED_REASONS, ShedReason::ALL.map(ShedReason::as_str));
     }
 }

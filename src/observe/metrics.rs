@@ -4,6 +4,7 @@ use std::fmt;
 
 use metrics::{Counter, Gauge, Histogram, Label, Unit};
 
+use super::event::SHED_REASONS;
 use super::event::{DenyReason, Event, EventKind, Outcome};
 use super::events::{Events, Listener, Subscription};
 
@@ -33,6 +34,14 @@ pub const WOULD_SHED_TOTAL: &str = "tollgate_would_shed_total";
 /// An outbound rate learned from a partner, in calls a second, as it last changed
 /// ([`EventKind::RateChanged`]); 0 while calls are not limited.
 pub const OUTBOUND_RATE: &str = "tollgate_outbound_rate";
+/// Refusals by a load shedder, labelled `reason` with the
+/// [`ShedReason`](crate::shed::ShedReason) (the event's [`detail`](Event::detail)):
+/// `tollgate_denied_total{reason="shed"}` split by why.
+pub const SHED_TOTAL: &str = "tollgate_shed_total";
+/// Requests a load shedder in shadow mode would have shed, labelled `reason` with
+/// the [`ShedReason`](crate::shed::ShedReason): `tollgate_would_shed_total` split by
+/// why.
+pub const WOULD_SHED_BY_REASON_TOTAL: &str = "tollgate_would_shed_by_reason_total";
 
 /// A [`Listener`] that counts events through the [`metrics`] facade, labelled
 /// `limiter = <name>`:
@@ -50,6 +59,8 @@ pub const OUTBOUND_RATE: &str = "tollgate_outbound_rate";
 /// | `tollgate_rtt_seconds` | histogram | how long those ending in success or drop held their permit |
 /// | `tollgate_would_shed_total` | counter | requests a shadow-mode shedder would have shed (also admitted) |
 /// | `tollgate_outbound_rate` | gauge | a learned outbound rate in calls a second, as it last changed (0: not limiting) |
+/// | `tollgate_shed_total` | counter, also labelled `reason` ([`ShedReason::as_str`](crate::shed::ShedReason::as_str)) | a load shedder's refusals, by why |
+/// | `tollgate_would_shed_by_reason_total` | counter, also labelled `reason` (as above) | requests a shadow-mode shedder would have shed, by why |
 ///
 /// Rejections by an adaptive limiter are `tollgate_denied_total`, as for any
 /// limiter.
@@ -108,6 +119,9 @@ struct Series {
     rtt_seconds: Histogram,
     would_shed: Counter,
     outbound_rate: Gauge,
+    /// By shed reason, in [`SHED_REASONS`]' order: refusals, then would-be ones.
+    shed: [Counter; SHED_REASONS.len()],
+    shadow_shed: [Counter; SHED_REASONS.len()],
 }
 
 impl Series {
@@ -135,10 +149,17 @@ impl Series {
             rtt_seconds: metrics::histogram!(RTT_SECONDS, with(None)),
             would_shed: metrics::counter!(WOULD_SHED_TOTAL, with(None)),
             outbound_rate: metrics::gauge!(OUTBOUND_RATE, with(None)),
+            shed: SHED_REASONS
+                .map(|reason| metrics::counter!(SHED_TOTAL, with(Some(("reason", reason))))),
+            shadow_shed: SHED_REASONS.map(|reason| {
+                metrics::counter!(WOULD_SHED_BY_REASON_TOTAL, with(Some(("reason", reason))))
+            }),
         }
     }
 
-    fn record(&self, kind: &EventKind) {
+    fn record(&self, kind: &EventKind, detail: Option<&str>) {
+        // A shedder's reason; another detail (or none) is not counted by reason.
+        let shed_reason = || detail.and_then(|d| SHED_REASONS.iter().position(|r| *r == d));
         match *kind {
             EventKind::Admitted => self.admitted.increment(1),
             EventKind::Waited { wait } => {
@@ -146,7 +167,14 @@ impl Series {
                 self.waited.increment(1);
                 self.wait_seconds.record(wait.as_secs_f64());
             }
-            EventKind::Denied { reason, .. } => self.denied[reason.index()].increment(1),
+            EventKind::Denied { reason, .. } => {
+                self.denied[reason.index()].increment(1);
+                if reason == DenyReason::Shed {
+                    if let Some(i) = shed_reason() {
+                        self.shed[i].increment(1);
+                    }
+                }
+            }
             EventKind::Drained => self.drained.increment(1),
             // Lossless for any limit below 2^53; a gauge is an f64.
             EventKind::LimitChanged { limit, .. } => self.limit.set(limit as f64),
@@ -164,6 +192,9 @@ impl Series {
             EventKind::WouldShed => {
                 self.admitted.increment(1);
                 self.would_shed.increment(1);
+                if let Some(i) = shed_reason() {
+                    self.shadow_shed[i].increment(1);
+                }
             }
             EventKind::RateChanged { interval, .. } => self
                 .outbound_rate
@@ -298,6 +329,16 @@ fn describe() {
         Unit::CountPerSecond,
         "An outbound rate learned from a partner's answers, as it last changed; 0 while not limiting."
     );
+    metrics::describe_counter!(
+        SHED_TOTAL,
+        Unit::Count,
+        "Requests a load shedder refused, by reason."
+    );
+    metrics::describe_counter!(
+        WOULD_SHED_BY_REASON_TOTAL,
+        Unit::Count,
+        "Requests admitted in shadow mode that a load shedder would have shed, by reason."
+    );
 }
 
 impl Listener for MetricsRecorder {
@@ -306,7 +347,7 @@ impl Listener for MetricsRecorder {
             .key
             .and_then(|key| self.keyed.iter().find(|(k, _)| k == key))
             .map_or(&self.all, |(_, series)| series);
-        series.record(&event.kind);
+        series.record(&event.kind, event.detail);
     }
 }
 

@@ -80,7 +80,8 @@ pub use self::metrics::OUTBOUND_RATE;
 #[cfg(feature = "metrics")]
 pub use self::metrics::{
     MetricsRecorder, ADAPTIVE_LIMIT, ADMITTED_TOTAL, DENIED_TOTAL, DRAINED_TOTAL, FINISHED_TOTAL,
-    INFLIGHT, RTT_SECONDS, WAITED_TOTAL, WAIT_SECONDS, WOULD_SHED_TOTAL,
+    INFLIGHT, RTT_SECONDS, SHED_TOTAL, WAITED_TOTAL, WAIT_SECONDS, WOULD_SHED_BY_REASON_TOTAL,
+    WOULD_SHED_TOTAL,
 };
 pub use event::{DenyReason, Event, EventKind, Outcome};
 pub use events::{Events, Listener, Subscription};

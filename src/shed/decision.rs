@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::class::{Class, Classes};
 use super::system::Threshold;
-use crate::observe::{DenyReason, EventKind, Events};
+use crate::observe::{DenyReason, Event, EventKind, Events};
 
 /// One shedder's answer for one request.
 ///
@@ -128,12 +128,55 @@ impl<S> ShedDecision<S> {
         }
     }
 
-    /// Emits the decision into `events` (when attached), keyed by `class`.
+    #[cfg(feature = "redis")]
+    /// The same decision, with its slot mapped by `f`.
+    pub(crate) fn map_slot<T>(self, f: impl FnOnce(S) -> T) -> ShedDecision<T> {
+        match self {
+            ShedDecision::Admit(slot) => ShedDecision::Admit(f(slot)),
+            ShedDecision::WouldShed { slot, shed } => ShedDecision::WouldShed {
+                slot: f(slot),
+                shed,
+            },
+            ShedDecision::Shed(shed) => ShedDecision::Shed(shed),
+        }
+    }
+
+    /// The event's [`detail`](crate::observe::Event::detail): the reason of the
+    /// refusal, real or would-be, as a metric label.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::shed::{Classes, FleetShedder, Shedder};
+    ///
+    /// let classes = Classes::google();
+    /// let fleet = FleetShedder::new(classes.clone(), 1, 1.0)?;
+    /// assert_eq!(fleet.decide(&classes.lowest()).event_detail(), Some("reserved"));
+    /// assert_eq!(fleet.decide(&classes.highest()).event_detail(), None);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn event_detail(&self) -> Option<&'static str> {
+        self.shed().map(|shed| shed.reason().as_str())
+    }
+
+    /// Emits the decision into `events` (when attached), keyed by `class`, with the
+    /// shed reason as the event's detail.
     pub(crate) fn report(self, events: Option<&Events>, class: &Class) -> Self {
         if let Some(events) = events {
-            events.emit_keyed(class.name(), 1, self.event_kind());
+            emit(events, class, self.event_kind(), self.event_detail());
         }
         self
+    }
+}
+
+/// Emits one shedder event for `class`, with `detail` when there is one.
+pub(crate) fn emit(events: &Events, class: &Class, kind: EventKind, detail: Option<&'static str>) {
+    if events.is_observed() {
+        let event = Event::new(events.name(), 1, kind).with_key(class.name());
+        events.emit_event(&match detail {
+            Some(detail) => event.with_detail(detail),
+            None => event,
+        });
     }
 }
 
@@ -233,9 +276,37 @@ pub enum ShedReason {
     /// ([`SystemProtection`](super::system::SystemProtection)): the one named, the
     /// first in Sentinel's order.
     System(Threshold),
+    /// The shedder could not decide (its store, such as Redis, did not answer) and
+    /// fails closed ([`OnFailure::Closed`](super::OnFailure::Closed)).
+    Unavailable,
 }
 
 impl ShedReason {
+    /// Every reason, in declaration order, the system thresholds in Sentinel's
+    /// order: the values of the `reason` label of `tollgate_shed_total` (feature
+    /// `metrics`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::shed::ShedReason;
+    ///
+    /// assert_eq!(ShedReason::ALL.len(), 10);
+    /// assert!(ShedReason::ALL.iter().any(|r| r.as_str() == "system_cpu"));
+    /// ```
+    pub const ALL: [ShedReason; 10] = [
+        ShedReason::Reserved,
+        ShedReason::Full,
+        ShedReason::Utilisation,
+        ShedReason::System(Threshold::Qps),
+        ShedReason::System(Threshold::InFlight),
+        ShedReason::System(Threshold::Rt),
+        ShedReason::System(Threshold::Load),
+        ShedReason::System(Threshold::Bbr),
+        ShedReason::System(Threshold::Cpu),
+        ShedReason::Unavailable,
+    ];
+
     /// The reason in `snake_case`; a system threshold is `system_` and the
     /// threshold's [name](Threshold::as_str).
     ///
@@ -259,6 +330,7 @@ impl ShedReason {
                 Threshold::Bbr => "system_bbr",
                 Threshold::Cpu => "system_cpu",
             },
+            ShedReason::Unavailable => "unavailable",
         }
     }
 

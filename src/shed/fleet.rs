@@ -4,6 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use super::asynchronous::OnFailure;
 use super::class::{Class, Classes};
 use super::decision::{Shed, ShedDecision, ShedReason, Shedder};
 use super::mode::{Mode, ModeSwitch};
@@ -28,7 +29,10 @@ use crate::sync::Arc;
 /// Counting is one compare-and-swap on a [`UsageCounter`]: [`LocalUsage`] in
 /// process, or any counter shared by a fleet. Clones share the counter. Across a
 /// fleet through Redis (feature `redis`), the counter is a `RedisUsage` and
-/// decisions are asynchronous: `decide_async`.
+/// decisions are asynchronous: `decide_async`, or the
+/// [`AsyncShedder`](super::AsyncShedder) implementation that a `ShedLayer` awaits
+/// (`ShedLayer::new_async`), which answers a Redis failure by its
+/// [`OnFailure`](super::OnFailure) policy (admit, by default).
 ///
 /// # Examples
 ///
@@ -62,6 +66,8 @@ pub struct FleetShedder<U = LocalUsage> {
     mode: ModeSwitch,
     events: Option<Events>,
     retry_after: Option<Duration>,
+    /// What a decision answers when the counter fails (Redis only).
+    on_failure: OnFailure,
 }
 
 impl FleetShedder {
@@ -136,6 +142,7 @@ impl<U> FleetShedder<U> {
             mode: ModeSwitch::default(),
             events: None,
             retry_after: None,
+            on_failure: OnFailure::default(),
         })
     }
 
@@ -188,6 +195,21 @@ impl<U> FleetShedder<U> {
     }
 
     /// The same shedder, following `mode` (shadow mode, kill switch).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::shed::{Classes, FleetShedder, Mode, ModeSwitch, Shedder};
+    ///
+    /// let switch = ModeSwitch::new(Mode::Shadow);
+    /// let classes = Classes::google();
+    /// let fleet = FleetShedder::new(classes.clone(), 1, 1.0)?.with_mode(switch.clone());
+    /// let decision = fleet.decide(&classes.lowest()); // all reserved
+    /// assert!(decision.is_admitted() && decision.would_shed());
+    /// switch.set(Mode::Enforce);
+    /// assert!(!fleet.decide(&classes.lowest()).is_admitted());
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn with_mode(self, mode: ModeSwitch) -> FleetShedder<U> {
         FleetShedder { mode, ..self }
     }
@@ -273,6 +295,49 @@ impl<U> FleetShedder<U> {
     /// The counter, for a slot to keep.
     pub(super) fn shared_counter(&self) -> Arc<U> {
         Arc::clone(&self.counter)
+    }
+
+    #[cfg(feature = "redis")]
+    /// The classes, for a counter that is not a [`UsageCounter`].
+    pub(super) fn class_set(&self) -> &Classes {
+        &self.classes
+    }
+
+    #[cfg(feature = "redis")]
+    /// What a decision answers when the counter fails.
+    pub(super) fn failure_policy(&self) -> OnFailure {
+        self.on_failure
+    }
+
+    #[cfg(feature = "redis")]
+    /// The same shedder, answering by `policy` when its counter fails.
+    pub(super) fn set_failure_policy(self, policy: OnFailure) -> FleetShedder<U> {
+        FleetShedder {
+            on_failure: policy,
+            ..self
+        }
+    }
+
+    #[cfg(feature = "redis")]
+    /// The decision for `class` when the counter could not answer: by the failure
+    /// policy and the mode, holding no slot. Reported to the events with the detail
+    /// `unavailable`.
+    pub(super) fn unavailable<S>(&self, class: &Class) -> ShedDecision<Option<S>> {
+        let shed = || Shed::new(class.clone(), ShedReason::Unavailable, self.retry_after);
+        let decision = match (self.on_failure, self.mode.get()) {
+            (OnFailure::Open, _) | (OnFailure::Closed, Mode::Off) => ShedDecision::Admit(None),
+            (OnFailure::Closed, Mode::Shadow) => ShedDecision::WouldShed {
+                slot: None,
+                shed: shed(),
+            },
+            (OnFailure::Closed, Mode::Enforce) => ShedDecision::Shed(shed()),
+        };
+        if let Some(events) = &self.events {
+            let kind = decision.event_kind();
+            let detail = ShedReason::Unavailable.as_str();
+            super::decision::emit(events, class, kind, Some(detail));
+        }
+        decision
     }
 
     /// What `class` asks of the counter now: its limit, and whether a slot is to be
@@ -385,6 +450,7 @@ impl<U> Clone for FleetShedder<U> {
             mode: self.mode.clone(),
             events: self.events.clone(),
             retry_after: self.retry_after,
+            on_failure: self.on_failure,
         }
     }
 }
@@ -398,6 +464,7 @@ impl<U: fmt::Debug> fmt::Debug for FleetShedder<U> {
             .field("shared_limit", &self.shared_limit)
             .field("counter", &self.counter)
             .field("mode", &self.mode)
+            .field("on_failure", &self.on_failure)
             .finish()
     }
 }

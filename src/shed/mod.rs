@@ -17,11 +17,14 @@
 //!   would have shed, sheds nothing) and has a kill switch, both settable at run
 //!   time.
 //!
-//! Every shedder implements [`Shedder`]: `decide(&class)` answers a
+//! Every shedder in process implements [`Shedder`]: `decide(&class)` answers a
 //! [`ShedDecision`] at once, without waiting, and an admitted request holds its slot
-//! until it finishes. Attach an [`Events`](crate::observe::Events) hub to see one
+//! until it finishes. The fleet shedder through Redis implements [`AsyncShedder`]
+//! instead: its decision is a future, and when Redis fails it admits or sheds by
+//! its [`OnFailure`] policy (admits by default). Attach an [`Events`](crate::observe::Events) hub to see one
 //! event per decision, keyed by the class name: `Admitted`,
-//! `Denied { reason: Shed, .. }` or `WouldShed`.
+//! `Denied { reason: Shed, .. }` or `WouldShed`, the last two with the
+//! [`ShedReason`] as the event's [`detail`](crate::observe::Event::detail).
 //!
 //! # Examples
 //!
@@ -38,6 +41,7 @@
 //! # Ok::<(), tollgate::ConfigError>(())
 //! ```
 
+mod asynchronous;
 mod class;
 mod decision;
 mod escalation;
@@ -51,6 +55,7 @@ mod utilisation;
 
 #[cfg(feature = "redis")]
 pub use self::redis::{RedisLease, RedisSlot, RedisUsage};
+pub use asynchronous::{AsyncShedder, OnFailure};
 pub use class::{Class, Classes};
 pub use decision::{Shed, ShedDecision, ShedReason, Shedder};
 pub use fleet::{FleetShedder, FleetSlot};

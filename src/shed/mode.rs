@@ -76,6 +76,15 @@ pub struct ModeSwitch {
 
 impl ModeSwitch {
     /// A switch set to `mode`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::shed::{Mode, ModeSwitch};
+    ///
+    /// let switch = ModeSwitch::new(Mode::Shadow);
+    /// assert_eq!(switch.get(), Mode::Shadow);
+    /// ```
     pub fn new(mode: Mode) -> ModeSwitch {
         ModeSwitch {
             mode: Arc::new(AtomicU8::new(mode.to_u8())),
@@ -83,6 +92,14 @@ impl ModeSwitch {
     }
 
     /// The mode now.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::shed::{Mode, ModeSwitch};
+    ///
+    /// assert_eq!(ModeSwitch::default().get(), Mode::Enforce);
+    /// ```
     #[inline]
     pub fn get(&self) -> Mode {
         Mode::from_u8(self.mode.load(Ordering::Relaxed))
@@ -90,6 +107,17 @@ impl ModeSwitch {
 
     /// Sets the mode for every shedder sharing this switch; decisions already made
     /// stand.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::shed::{Mode, ModeSwitch};
+    ///
+    /// let switch = ModeSwitch::default();
+    /// let shared = switch.clone(); // given to a shedder
+    /// switch.set(Mode::Off); // the kill switch
+    /// assert_eq!(shared.get(), Mode::Off);
+    /// ```
     pub fn set(&self, mode: Mode) {
         self.mode.store(mode.to_u8(), Ordering::Relaxed);
     }

@@ -2,12 +2,15 @@
 //! crashed process cannot leak; and the asynchronous [`FleetShedder`] over it.
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::Script;
 
-use super::class::Class;
+use super::asynchronous::{AsyncShedder, OnFailure};
+use super::class::{Class, Classes};
 use super::decision::ShedDecision;
 use super::fleet::FleetShedder;
 use crate::algorithm::script::whole_micros;
@@ -42,7 +45,8 @@ use crate::sync::Arc;
 /// Unlike [`LocalUsage`](super::LocalUsage) this is not a
 /// [`UsageCounter`](super::UsageCounter): every call is a round trip, so it is
 /// asynchronous, and a shedder over it decides with
-/// [`decide_async`](FleetShedder::decide_async).
+/// [`decide_async`](FleetShedder::decide_async), or as an
+/// [`AsyncShedder`] behind a `ShedLayer` (`ShedLayer::new_async`).
 ///
 /// # Examples
 ///
@@ -159,6 +163,27 @@ where
     /// # Cancel safety
     ///
     /// Dropping the future may leave a slot taken in Redis; its lease runs out.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use tollgate::shed::RedisUsage;
+    /// use tollgate::store::RedisStore;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = RedisStore::connect("redis://127.0.0.1/", "api").await?;
+    /// let usage = RedisUsage::new(&store, "fleet", Duration::from_secs(30))?;
+    /// match usage.try_take(100).await? {
+    ///     Some(lease) => {
+    ///         // ... the request runs ...
+    ///         usage.give_back(lease).await?;
+    ///     }
+    ///     None => println!("100 in flight across the fleet: shed"),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn try_take(&self, limit: u64) -> Result<Option<RedisLease>, StoreError> {
         let (lease, _) = self.take_within(limit, false).await?;
         Ok(lease)
@@ -174,6 +199,24 @@ where
     /// # Cancel safety
     ///
     /// As [`try_take`](RedisUsage::try_take).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use tollgate::shed::RedisUsage;
+    /// use tollgate::store::RedisStore;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = RedisStore::connect("redis://127.0.0.1/", "api").await?;
+    /// let usage = RedisUsage::new(&store, "fleet", Duration::from_secs(30))?;
+    /// // Shadow mode: the request runs whatever the count, and is counted.
+    /// let lease = usage.take().await?;
+    /// assert!(usage.in_use().await? >= 1);
+    /// usage.give_back(lease).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn take(&self) -> Result<RedisLease, StoreError> {
         match self.take_within(0, true).await? {
             (Some(lease), _) => Ok(lease),
@@ -192,6 +235,26 @@ where
     /// # Cancel safety
     ///
     /// Dropping the future leaves the lease renewed or not.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use tollgate::shed::RedisUsage;
+    /// use tollgate::store::RedisStore;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = RedisStore::connect("redis://127.0.0.1/", "api").await?;
+    /// let usage = RedisUsage::new(&store, "fleet", Duration::from_secs(30))?;
+    /// let lease = usage.take().await?;
+    /// // A long request: renew well within the lease, as a heartbeat.
+    /// if !usage.renew(lease).await? {
+    ///     println!("the lease ran out: the fleet may have counted the slot free");
+    /// }
+    /// usage.give_back(lease).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn renew(&self, lease: RedisLease) -> Result<bool, StoreError> {
         let reply: i64 = self
             .call(&[
@@ -212,6 +275,23 @@ where
     /// # Cancel safety
     ///
     /// Dropping the future leaves the lease given back or running out.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use tollgate::shed::RedisUsage;
+    /// use tollgate::store::RedisStore;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = RedisStore::connect("redis://127.0.0.1/", "api").await?;
+    /// let usage = RedisUsage::new(&store, "fleet", Duration::from_secs(30))?;
+    /// let lease = usage.take().await?;
+    /// assert!(usage.give_back(lease).await?);
+    /// assert!(!usage.give_back(lease).await?); // already given back
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn give_back(&self, lease: RedisLease) -> Result<bool, StoreError> {
         let reply: i64 = self.call(&["give_back", &lease.id.to_string()]).await?;
         Ok(reply == 1)
@@ -226,6 +306,21 @@ where
     /// # Cancel safety
     ///
     /// Reads only: cancel at will.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use tollgate::shed::RedisUsage;
+    /// use tollgate::store::RedisStore;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = RedisStore::connect("redis://127.0.0.1/", "api").await?;
+    /// let usage = RedisUsage::new(&store, "fleet", Duration::from_secs(30))?;
+    /// println!("{} slots in use across the fleet", usage.in_use().await?);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn in_use(&self) -> Result<u64, StoreError> {
         let reply: u64 = self.call(&["count"]).await?;
         Ok(reply)
@@ -306,7 +401,8 @@ where
     /// # Errors
     ///
     /// A [`StoreError`] when Redis could not answer. Whether to admit then (fail
-    /// open) or refuse (fail closed) is the caller's choice.
+    /// open) or refuse (fail closed) is the caller's choice; the [`AsyncShedder`]
+    /// implementation decides by [`on_failure`](FleetShedder::on_failure).
     ///
     /// # Cancel safety
     ///
@@ -352,12 +448,140 @@ where
     }
 }
 
+/// # Across a fleet, behind a layer
+impl<C> FleetShedder<RedisUsage<C>>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// The same shedder, answering by `policy` when Redis fails, in
+    /// [`AsyncShedder::decision`] (and so behind a `ShedLayer`). The default is
+    /// [`OnFailure::Open`], for the reasons [`OnFailure`] gives.
+    /// [`decide_async`](FleetShedder::decide_async) returns the error instead.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use tollgate::shed::{Classes, FleetShedder, OnFailure, RedisUsage};
+    /// use tollgate::store::RedisStore;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = RedisStore::connect("redis://127.0.0.1/", "api").await?;
+    /// let usage = RedisUsage::new(&store, "fleet", Duration::from_secs(30))?;
+    /// let fleet = FleetShedder::with_counter(Classes::google(), 1_000, 0.2, usage)?
+    ///     .on_failure(OnFailure::Closed);
+    /// assert_eq!(fleet.failure(), OnFailure::Closed);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn on_failure(self, policy: OnFailure) -> FleetShedder<RedisUsage<C>> {
+        self.set_failure_policy(policy)
+    }
+
+    /// What the shedder answers when Redis fails.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use tollgate::shed::{Classes, FleetShedder, OnFailure, RedisUsage};
+    /// use tollgate::store::RedisStore;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = RedisStore::connect("redis://127.0.0.1/", "api").await?;
+    /// let usage = RedisUsage::new(&store, "fleet", Duration::from_secs(30))?;
+    /// let fleet = FleetShedder::with_counter(Classes::google(), 1_000, 0.2, usage)?;
+    /// assert_eq!(fleet.failure(), OnFailure::Open);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn failure(&self) -> OnFailure {
+        self.failure_policy()
+    }
+
+    /// [`decide_async`](FleetShedder::decide_async), with a Redis error answered by
+    /// the [failure policy](FleetShedder::on_failure): no slot is then held.
+    async fn decide_or_fail(&self, class: &Class) -> ShedDecision<Option<RedisSlot<C>>> {
+        match self.decide_async(class).await {
+            Ok(decision) => decision.map_slot(Some),
+            Err(_) => self.unavailable(class),
+        }
+    }
+}
+
+/// The fleet-usage shedder through Redis behind a
+/// [`ShedLayer`](crate::http::shed::ShedLayer) (`ShedLayer::new_async`): each
+/// decision is one script call, and a Redis failure is answered by the
+/// [failure policy](FleetShedder::on_failure) (admit by default). The slot is
+/// `None` when the request was admitted without Redis.
+///
+/// # Cancel safety
+///
+/// Dropping the decision may leave a slot taken in Redis, which its lease returns.
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tollgate::shed::{AsyncShedder, Classes, FleetShedder, RedisUsage};
+/// use tollgate::store::RedisStore;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = RedisStore::connect("redis://127.0.0.1/", "api").await?;
+/// let usage = RedisUsage::new(&store, "fleet", Duration::from_secs(30))?;
+/// let classes = Classes::google();
+/// let fleet = FleetShedder::with_counter(classes.clone(), 1_000, 0.2, usage)?;
+/// // Never an error: Redis down, the request is admitted (holding no slot).
+/// let decision = fleet.decision(&classes.parse("sheddable")).await;
+/// println!("admitted: {}", decision.is_admitted());
+/// # Ok(())
+/// # }
+/// ```
+impl<C> AsyncShedder for FleetShedder<RedisUsage<C>>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    type Slot = Option<RedisSlot<C>>;
+    type Decision = Pin<Box<dyn Future<Output = ShedDecision<Option<RedisSlot<C>>>> + Send>>;
+
+    fn decision(&self, class: &Class) -> Self::Decision {
+        // The future owns its shedder (a few `Arc`s) and class: it outlives the call.
+        let fleet = self.clone();
+        let class = class.clone();
+        Box::pin(async move { fleet.decide_or_fail(&class).await })
+    }
+
+    fn classes(&self) -> &Classes {
+        self.class_set()
+    }
+}
+
 /// A request's slot in a fleet counted by a [`RedisUsage`].
 ///
 /// [`release`](RedisSlot::release) gives it back and says whether that worked.
 /// Dropped without it, the slot is given back by a task spawned on the current tokio
 /// runtime, best effort: with no runtime, or if Redis does not answer, its lease runs
 /// out instead, and the slot is back after at most one lease.
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tollgate::shed::{Classes, FleetShedder, RedisUsage};
+/// use tollgate::store::RedisStore;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = RedisStore::connect("redis://127.0.0.1/", "api").await?;
+/// let usage = RedisUsage::new(&store, "fleet", Duration::from_secs(30))?;
+/// let classes = Classes::google();
+/// let fleet = FleetShedder::with_counter(classes.clone(), 100, 0.2, usage)?;
+/// if let Ok(slot) = fleet.decide_async(&classes.highest()).await?.into_slot() {
+///     println!("holding lease {}", slot.lease().id());
+///     drop(slot); // given back by a spawned task
+/// }
+/// # Ok(())
+/// # }
+/// ```
 #[must_use = "the slot is given back as soon as it is dropped"]
 pub struct RedisSlot<C = ConnectionManager>
 where
@@ -388,6 +612,30 @@ where
     /// # Cancel safety
     ///
     /// Dropping the future leaves the lease renewed or not.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use tollgate::shed::{Classes, FleetShedder, RedisUsage};
+    /// use tollgate::store::RedisStore;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = RedisStore::connect("redis://127.0.0.1/", "api").await?;
+    /// let usage = RedisUsage::new(&store, "fleet", Duration::from_secs(30))?;
+    /// let classes = Classes::google();
+    /// let fleet = FleetShedder::with_counter(classes.clone(), 100, 0.2, usage)?;
+    /// let slot = fleet.decide_async(&classes.highest()).await?.into_slot()?;
+    /// // A long request renews its slot at a fraction of the lease.
+    /// let mut heartbeat = tokio::time::interval(Duration::from_secs(10));
+    /// for _ in 0..3 {
+    ///     heartbeat.tick().await;
+    ///     slot.renew().await?;
+    /// }
+    /// slot.release().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn renew(&self) -> Result<bool, StoreError> {
         self.usage.renew(self.lease()).await
     }
@@ -401,6 +649,25 @@ where
     /// # Cancel safety
     ///
     /// Dropping the future gives the slot back as dropping the slot does.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use tollgate::shed::{Classes, FleetShedder, RedisUsage};
+    /// use tollgate::store::RedisStore;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = RedisStore::connect("redis://127.0.0.1/", "api").await?;
+    /// let usage = RedisUsage::new(&store, "fleet", Duration::from_secs(30))?;
+    /// let classes = Classes::google();
+    /// let fleet = FleetShedder::with_counter(classes.clone(), 100, 0.2, usage)?;
+    /// let slot = fleet.decide_async(&classes.highest()).await?.into_slot()?;
+    /// // ... the request runs ...
+    /// assert!(slot.release().await?, "given back before its lease ran out");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn release(mut self) -> Result<bool, StoreError> {
         let given_back = self.usage.give_back(self.lease).await;
         // Failing, the lease runs out: no second try.

@@ -8,6 +8,7 @@ use super::class::{Class, Classes};
 use super::decision::{Shed, ShedDecision, ShedReason, Shedder};
 use super::escalation::Escalation;
 use super::mode::{Mode, ModeSwitch};
+use crate::adaptive::{AdaptiveLimiter, LimitAlgorithm};
 use crate::error::ConfigError;
 use crate::observe::Events;
 use crate::sync::{Arc, AtomicU64, Mutex, Ordering};
@@ -33,7 +34,8 @@ pub enum Measure {
         capacity: u64,
     },
     /// What the caller last [reported](UtilisationShedder::report): for example an
-    /// adaptive limit's in-flight count over its current limit.
+    /// adaptive limit's in-flight count over its current limit
+    /// ([`report_adaptive`](UtilisationShedder::report_adaptive)).
     Reported,
 }
 
@@ -52,7 +54,10 @@ pub enum Measure {
 /// The level moves only when the shedder reads utilisation: on every
 /// [`decide`](Shedder::decide), and on every [`report`](UtilisationShedder::report)
 /// with [`Measure::Reported`]; at most one step per reading. All time comes from
-/// the clock.
+/// the clock. The de-escalation hold is never shorter than the escalation hold
+/// (the builder checks it), so that the shedder recovers more slowly than it
+/// escalates, and the gap between the two thresholds keeps the level from flapping
+/// around one value.
 ///
 /// Clones share the level and the count in flight.
 ///
@@ -142,7 +147,29 @@ impl<C: Clock> UtilisationShedder<C> {
     }
 
     /// The same shedder, emitting one event per decision into `events`, keyed by
-    /// the class name.
+    /// the class name, with the [`ShedReason`] as the detail of a refusal.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use tollgate::observe::{Event, EventKind, Events};
+    /// use tollgate::shed::{Classes, Measure, Shedder, UtilisationShedder};
+    ///
+    /// let events = Events::new("utilisation");
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let sink = Arc::clone(&seen);
+    /// let _subscription = events.subscribe(move |event: &Event<'_>| {
+    ///     sink.lock().unwrap().push((event.key.map(str::to_owned), event.kind));
+    /// });
+    /// let classes = Classes::google();
+    /// let shedder = UtilisationShedder::builder(classes.clone(), Measure::Reported)
+    ///     .build()?
+    ///     .with_events(events);
+    /// let _slot = shedder.decide(&classes.lowest());
+    /// assert_eq!(*seen.lock().unwrap(), [(Some("sheddable".to_owned()), EventKind::Admitted)]);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn with_events(self, events: Events) -> UtilisationShedder<C> {
         UtilisationShedder {
             events: Some(events),
@@ -188,6 +215,51 @@ impl<C: Clock> UtilisationShedder<C> {
             .store(utilisation.to_bits(), Ordering::Relaxed);
         self.observe(utilisation);
         Ok(())
+    }
+
+    /// Reports an adaptive limiter's utilisation: its requests in flight
+    /// ([`inflight`](AdaptiveLimiter::inflight)) out of its current
+    /// [`limit`](AdaptiveLimiter::limit). Call it as often as the shedder should
+    /// see the load (on each request, or from a timer); the shedder then sheds the
+    /// least critical classes first while the adaptive limit is nearly used up,
+    /// before the limiter starts refusing every class alike.
+    ///
+    /// # Errors
+    ///
+    /// As [`report`](UtilisationShedder::report).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::shed::{Classes, Measure, Shedder, UtilisationShedder};
+    /// use tollgate::time::ManualClock;
+    ///
+    /// let clock = ManualClock::new();
+    /// let aimd = AimdLimit::builder().min_limit(1).initial_limit(10).max_limit(100).build()?;
+    /// let limiter = Arc::new(AdaptiveLimiter::with_clock(aimd, Mode::FailFast, clock.clone())?);
+    /// let classes = Classes::google();
+    /// let shedder = UtilisationShedder::builder(classes.clone(), Measure::Reported)
+    ///     .escalate_after(Duration::from_millis(100))
+    ///     .build_with_clock(clock.clone())?;
+    ///
+    /// let permits: Vec<_> = (0..9).map(|_| limiter.try_acquire()).collect::<Result<_, _>>()?;
+    /// shedder.report_adaptive(&limiter)?; // 9 of 10: at the 0.9 threshold
+    /// clock.advance(Duration::from_millis(100));
+    /// shedder.report_adaptive(&limiter)?;
+    /// assert_eq!(shedder.utilisation(), 0.9);
+    /// assert!(!shedder.decide(&classes.lowest()).is_admitted());
+    /// # drop(permits);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn report_adaptive<L: LimitAlgorithm, A: Clock>(
+        &self,
+        limiter: &AdaptiveLimiter<L, A>,
+    ) -> Result<(), ConfigError> {
+        self.report(limiter.inflight(), limiter.limit())
     }
 
     /// Utilisation now: in flight over capacity, or the last report (0 before any).
@@ -333,17 +405,58 @@ pub struct UtilisationBuilder {
 
 impl UtilisationBuilder {
     /// The utilisation at or above which the shedder escalates (default 0.9).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::shed::{Classes, Measure, UtilisationShedder};
+    ///
+    /// let shedder = UtilisationShedder::builder(Classes::google(), Measure::Reported)
+    ///     .shed_above(0.8)
+    ///     .build()?;
+    /// shedder.report(80, 100)?; // at the threshold: the escalation hold starts
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn shed_above(self, high: f64) -> UtilisationBuilder {
         UtilisationBuilder { high, ..self }
     }
 
     /// The utilisation at or below which it de-escalates, below `shed_above`
-    /// (default 0.7).
+    /// (default 0.7): the gap between the two is the hysteresis, in which the
+    /// level holds.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::shed::{Classes, Measure, UtilisationShedder};
+    ///
+    /// let builder = UtilisationShedder::builder(Classes::google(), Measure::Reported);
+    /// assert!(builder.clone().shed_above(0.9).recover_below(0.5).build().is_ok());
+    /// assert!(builder.shed_above(0.9).recover_below(0.95).build().is_err());
+    /// ```
     pub fn recover_below(self, low: f64) -> UtilisationBuilder {
         UtilisationBuilder { low, ..self }
     }
 
     /// How long utilisation stays high before each step up (default 1 s).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::shed::{Classes, Measure, UtilisationShedder};
+    /// use tollgate::time::ManualClock;
+    ///
+    /// let clock = ManualClock::new();
+    /// let shedder = UtilisationShedder::builder(Classes::google(), Measure::Reported)
+    ///     .escalate_after(Duration::from_millis(200))
+    ///     .build_with_clock(clock.clone())?;
+    /// shedder.report(95, 100)?;
+    /// clock.advance(Duration::from_millis(200));
+    /// shedder.report(95, 100)?;
+    /// assert_eq!(shedder.level(), 1);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn escalate_after(self, hold: Duration) -> UtilisationBuilder {
         UtilisationBuilder {
             up_after: hold,
@@ -353,6 +466,27 @@ impl UtilisationBuilder {
 
     /// How long utilisation stays low before each step down (default 10 s); also
     /// the `retry_after` hint of a refusal.
+    ///
+    /// It may not be shorter than [`escalate_after`](UtilisationBuilder::escalate_after):
+    /// the shedder recovers slowly. Shedding a class lowers utilisation at once, so
+    /// a quicker recovery would admit the class again while the overload lasts, and
+    /// shed it again a hold later: the level would flap, one class in and out.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::ConfigError;
+    /// use tollgate::shed::{Classes, Measure, UtilisationShedder};
+    ///
+    /// let builder = UtilisationShedder::builder(Classes::google(), Measure::Reported)
+    ///     .escalate_after(Duration::from_secs(2));
+    /// assert!(builder.clone().deescalate_after(Duration::from_secs(20)).build().is_ok());
+    /// assert_eq!(
+    ///     builder.deescalate_after(Duration::from_secs(1)).build().unwrap_err(),
+    ///     ConfigError::OutOfRange { parameter: "deescalate_after", expected: "at least escalate_after" }
+    /// );
+    /// ```
     pub fn deescalate_after(self, hold: Duration) -> UtilisationBuilder {
         UtilisationBuilder {
             down_after: hold,
@@ -382,7 +516,8 @@ impl UtilisationBuilder {
     /// # Errors
     ///
     /// [`ConfigError::OutOfRange`] for fewer than two classes (one could never be
-    /// shed), a negative `recover_below`, or one not below `shed_above`;
+    /// shed), a negative `recover_below`, one not below `shed_above`, or a
+    /// `deescalate_after` shorter than `escalate_after`;
     /// [`ConfigError::NotANumber`] / [`ConfigError::Infinite`] for such thresholds;
     /// [`ConfigError::Zero`] for a zero hold or a zero in-flight capacity.
     ///
@@ -430,6 +565,12 @@ impl UtilisationBuilder {
             if hold.is_zero() {
                 return Err(ConfigError::Zero { parameter });
             }
+        }
+        if self.down_after < self.up_after {
+            return Err(ConfigError::OutOfRange {
+                parameter: "deescalate_after",
+                expected: "at least escalate_after",
+            });
         }
         if self.measure == (Measure::InFlight { capacity: 0 }) {
             return Err(ConfigError::Zero {

@@ -10,7 +10,9 @@
 //!    a closure. A request it cannot place gets the set's
 //!    [default class](crate::shed::Classes::default_class).
 //! 2. The [`ShedLayer`]'s [`Shedder`](crate::shed::Shedder) decides at once, without
-//!    waiting:
+//!    waiting (an [`AsyncShedder`](crate::shed::AsyncShedder) behind
+//!    [`ShedLayer::new_async`], such as the fleet shedder through Redis, decides in
+//!    the response future, which awaits it before calling the inner service):
 //!    - **admitted** (`Admit`, or `WouldShed` in shadow mode): the class is put
 //!      into the request's extensions, the inner service is called, and the
 //!      shedder's slot is held until the response body ends, or until the future or
@@ -23,8 +25,10 @@
 //! # Responses
 //!
 //! A shed request gets 503 ([`ShedLayer::status`] changes it), `Cache-Control:
-//! no-store`, and, when the shedder hints how long to wait, `Retry-After` in
-//! delay-seconds: the hint rounded up, at least 1, at most
+//! no-store`, and `Retry-After` in delay-seconds: the shedder's hint of how long to
+//! wait or, without one, the layer's
+//! [`fallback_retry_after`](ShedLayer::fallback_retry_after) (1 s by default; `None`
+//! sends no `Retry-After`), rounded up, at least 1, at most
 //! [`max_retry_after`](ShedLayer::max_retry_after) (an hour by default). The body is
 //! JSON:
 //!
@@ -36,12 +40,15 @@
 //!
 //! The layer reports nothing itself: the shedder does, one event per decision
 //! **keyed by the class name** (`Admitted`, `Denied { reason: Shed, .. }` or
-//! `WouldShed`), into the [`Events`](crate::observe::Events) hub given to it (for
+//! `WouldShed`, the last two with the [`ShedReason`](crate::shed::ShedReason) as
+//! the event's [`detail`](crate::observe::Event::detail)), into the [`Events`](crate::observe::Events) hub given to it (for
 //! example [`FleetShedder::with_events`](crate::shed::FleetShedder::with_events)).
 //! Counting by class is a listener reading `event.key`. For metrics per class,
 //! subscribe `MetricsRecorder::with_keys(name, classes.names())` (feature
 //! `metrics`): each class gets series labelled `key = <class>`; the classes are few,
-//! so the number of series stays bounded.
+//! so the number of series stays bounded. `tollgate_shed_total` counts refusals by
+//! shed reason (`reserved`, `full`, `utilisation`, `system_cpu`, ...), another
+//! bounded label.
 //!
 //! # Examples
 //!
@@ -67,6 +74,8 @@
 
 mod body;
 mod classify;
+mod deferred;
+mod deferred_future;
 mod future;
 mod header;
 mod layer;
@@ -78,6 +87,8 @@ mod service;
 
 pub use body::ShedBody;
 pub use classify::Classify;
+pub use deferred::{Async, AsyncShedService};
+pub use deferred_future::AsyncShedFuture;
 pub use future::ShedFuture;
 pub use header::{ClassHeader, CLASS_HEADER};
 pub use layer::ShedLayer;

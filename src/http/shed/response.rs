@@ -25,10 +25,12 @@ struct Problem<'a> {
     retry_after: Option<u64>,
 }
 
-/// The `Retry-After` of `shed`, in delay-seconds: its hint cut to `max` and rounded
-/// up to whole seconds, at least 1; `None` when the shedder gives no hint.
+/// The `Retry-After` of `shed`, in delay-seconds: its hint, or the layer's fallback
+/// without one, cut to `max` and rounded up to whole seconds, at least 1; `None`
+/// when there is neither.
 pub(super) fn retry_after_seconds(shed: &Shed, settings: &Settings) -> Option<u64> {
     shed.retry_after()
+        .or(settings.fallback_retry_after)
         .map(|hint| seconds_up(hint.min(settings.max_retry_after)).max(1))
 }
 
@@ -71,12 +73,41 @@ mod tests {
     use std::time::Duration;
 
     fn seconds(hint: Option<Duration>, max: Duration) -> Option<u64> {
+        seconds_with(hint, max, None)
+    }
+
+    fn seconds_with(
+        hint: Option<Duration>,
+        max: Duration,
+        fallback: Option<Duration>,
+    ) -> Option<u64> {
         let shed = Shed::new(Classes::google().lowest(), ShedReason::Full, hint);
         let settings = Settings {
             status: StatusCode::SERVICE_UNAVAILABLE,
             max_retry_after: max,
+            fallback_retry_after: fallback,
         };
         retry_after_seconds(&shed, &settings)
+    }
+
+    #[test]
+    fn the_fallback_stands_in_for_a_missing_hint_only() {
+        let hour = Duration::from_secs(3600);
+        let second = Some(Duration::from_secs(1));
+        assert_eq!(seconds_with(None, hour, second), Some(1));
+        assert_eq!(
+            seconds_with(None, hour, Some(Duration::from_millis(2_500))),
+            Some(3)
+        );
+        assert_eq!(
+            seconds_with(Some(Duration::from_secs(7)), hour, second),
+            Some(7)
+        );
+        assert_eq!(
+            seconds_with(None, Duration::from_secs(2), Some(Duration::from_secs(9))),
+            Some(2)
+        );
+        assert_eq!(seconds_with(None, hour, None), None);
     }
 
     #[test]

@@ -118,7 +118,30 @@ impl<R: SystemReadings> SystemProtection<R> {
 }
 
 impl<R: SystemReadings, C: Clock> SystemProtection<R, C> {
-    /// As [`new`](SystemProtection::new), on `clock`.
+    /// As [`new`](SystemProtection::new), on `clock`: a
+    /// [`ManualClock`](crate::time::ManualClock) in tests, with
+    /// [`ManualReadings`](super::ManualReadings).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::shed::system::{ManualReadings, SystemProtection, SystemRule, Threshold};
+    /// use tollgate::shed::{Classes, ShedReason, Shedder};
+    /// use tollgate::time::ManualClock;
+    ///
+    /// let readings = ManualReadings::new();
+    /// let clock = ManualClock::new();
+    /// let rule = SystemRule::builder().highest_cpu_usage(0.8).build()?;
+    /// let protection = SystemProtection::with_clock(Classes::google(), rule, readings.clone(), clock.clone());
+    /// readings.set_cpu_usage(0.95);
+    /// let shed = protection.decide(&Classes::google().lowest()).into_slot().unwrap_err();
+    /// assert_eq!(shed.reason(), ShedReason::System(Threshold::Cpu));
+    /// readings.set_cpu_usage(0.2);
+    /// clock.advance(Duration::from_secs(1)); // the next reading is due
+    /// assert!(protection.decide(&Classes::google().lowest()).is_admitted());
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn with_clock(
         classes: Classes,
         rule: SystemRule,
@@ -417,11 +440,13 @@ impl<R: SystemReadings, C: Clock> Shared<R, C> {
                 cpu_usage,
                 load_average,
             }) => {
-                // A source without a value keeps the previous one, as a failure does.
-                if let Some(usage) = cpu_usage {
+                // A source without a usable value keeps the previous one, as a
+                // failure does: a NaN stored would read as "never read" and turn the
+                // check off, an infinite or negative one is no measurement.
+                if let Some(usage) = usable(cpu_usage) {
                     self.cpu_usage.store(usage.to_bits(), Ordering::Release);
                 }
-                if let Some(load) = load_average {
+                if let Some(load) = usable(load_average) {
                     self.load_average.store(load.to_bits(), Ordering::Release);
                 }
             }
@@ -450,7 +475,12 @@ impl<R: SystemReadings, C: Clock> Shared<R, C> {
     }
 }
 
-/// A reading stored as bits; NaN (never read, or a source that gave NaN) is unknown.
+/// A value a reading may replace the last one with: finite and not negative.
+fn usable(value: Option<f64>) -> Option<f64> {
+    value.filter(|v| v.is_finite() && *v >= 0.0)
+}
+
+/// A reading stored as bits; NaN (never read) is unknown.
 fn known(bits: u64) -> Option<f64> {
     let value = f64::from_bits(bits);
     (!value.is_nan()).then_some(value)

@@ -12,6 +12,9 @@ use crate::sync::{Arc, Mutex};
 /// One reading of the machine: CPU usage and load average, each `None` when the
 /// source cannot tell (yet).
 ///
+/// A value that is NaN, infinite or negative is taken as `None`:
+/// [`SystemProtection`](super::SystemProtection) keeps the last good one.
+///
 /// # Examples
 ///
 /// ```

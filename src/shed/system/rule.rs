@@ -270,6 +270,26 @@ impl SystemRuleBuilder {
     /// - [`ConfigError::Zero`] for a QPS of 0 (it would shed everything), a zero
     ///   window, bucket count, sampling interval or statistic max RT;
     /// - [`ConfigError::TooLong`] for a duration beyond what `u64` nanoseconds hold.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::ConfigError;
+    /// use tollgate::shed::system::SystemRule;
+    ///
+    /// let rule = SystemRule::builder()
+    ///     .highest_cpu_usage(0.8)
+    ///     .max_in_flight(200)
+    ///     .avg_rt(Duration::from_millis(50))
+    ///     .build()?;
+    /// assert_eq!(rule.max_in_flight(), Some(200));
+    /// assert_eq!(
+    ///     SystemRule::builder().highest_cpu_usage(f64::NAN).build().unwrap_err(),
+    ///     ConfigError::NotANumber { parameter: "highest_cpu_usage" }
+    /// );
+    /// # Ok::<(), ConfigError>(())
+    /// ```
     pub fn build(self) -> Result<SystemRule, ConfigError> {
         let rule = self.rule;
         if let Some(load) = rule.highest_system_load {
