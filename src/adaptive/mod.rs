@@ -52,5 +52,5 @@ pub use limit::LimitAlgorithm;
 pub use limiter::AdaptiveLimiter;
 pub use mode::Mode;
 pub use partitioned::{PartitionedLimiter, PartitionedLimiterBuilder, PartitionedPermit};
-pub use permit::AdaptivePermit;
+pub use permit::{AdaptivePermit, AdaptivePermitRef};
 pub use sample::Sample;

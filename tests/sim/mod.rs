@@ -362,7 +362,7 @@ impl Sim {
             return;
         };
         match limiter.mode() {
-            Mode::FailFast => match limiter.try_acquire() {
+            Mode::FailFast => match limiter.try_acquire_owned() {
                 Ok(permit) => self.send(now, now, Some(permit), warm),
                 Err(_) => self.report.rejected += 1,
             },
