@@ -61,6 +61,7 @@ impl<L: LimitAlgorithm> Feedback<L> {
     /// only lets the time pass for the algorithm's timers, if it has any. Answers
     /// what `apply` answers for the new limit, or the default (no change) when the
     /// limit stays as it was without the lock.
+    #[inline]
     pub(super) fn record<R: Default>(
         &self,
         outcome: Outcome,
@@ -95,5 +96,69 @@ impl<L: LimitAlgorithm> Feedback<L> {
         let limit = algorithm.on_time(now);
         self.current.store(limit, Ordering::Relaxed);
         apply(limit.max(1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::adaptive::limit::AimdLimit;
+
+    fn aimd(min: u64, initial: u64, max: u64, backoff: f64, timeout_ms: u64) -> AimdLimit {
+        AimdLimit::builder()
+            .min_limit(min)
+            .initial_limit(initial)
+            .max_limit(max)
+            .backoff_ratio(backoff)
+            .timeout(Duration::from_millis(timeout_ms))
+            .build()
+            .unwrap()
+    }
+
+    fn step() -> impl Strategy<Value = (u8, u64, u64)> {
+        // outcome (success, drop, ignored), RTT in ms, in flight
+        (0u8..3, 0u64..40, 0u64..60)
+    }
+
+    proptest! {
+        /// AIMD through `Feedback`, its no-change samples skipped without the lock,
+        /// answers after every sample the limit AIMD fed every sample under a lock
+        /// answers; the lock is taken exactly when the limit changes.
+        #[test]
+        fn aimd_without_the_lock_matches_aimd_under_it(
+            min in 1u64..10,
+            span in 0u64..40,
+            start in 0u64..40,
+            backoff in 0.5f64..1.0,
+            timeout_ms in 1u64..30,
+            steps in proptest::collection::vec(step(), 0..200),
+        ) {
+            let max = min + span;
+            let initial = min + start % (span + 1);
+            let mut locked = aimd(min, initial, max, backoff, timeout_ms);
+            let feedback = Feedback::new(aimd(min, initial, max, backoff, timeout_ms));
+            prop_assert!(feedback.rule.is_some());
+            for (outcome, rtt_ms, inflight) in steps {
+                let outcome = [Outcome::Success, Outcome::Dropped, Outcome::Ignored][outcome as usize];
+                let end = Nanos::ZERO + Duration::from_millis(rtt_ms);
+                let before = locked.limit();
+                let expected = match outcome {
+                    Outcome::Ignored => before,
+                    _ => locked.on_sample(Sample::new(
+                        Nanos::ZERO,
+                        Duration::from_millis(rtt_ms),
+                        inflight,
+                        outcome == Outcome::Dropped,
+                    )),
+                };
+                let applied = feedback.record(outcome, Nanos::ZERO, end, inflight, Some);
+                prop_assert_eq!(feedback.limit(), expected.max(1));
+                prop_assert_eq!(applied.is_some(), expected != before, "locked only on a change");
+            }
+        }
     }
 }

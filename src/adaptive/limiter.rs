@@ -393,7 +393,11 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
     #[inline]
     pub fn try_acquire(&self) -> Result<AdaptivePermitRef<'_, L, C>, Denied> {
         let inflight = self.take()?;
-        Ok(AdaptivePermitRef::new(self, self.started(inflight), inflight))
+        Ok(AdaptivePermitRef::new(
+            self,
+            self.started(inflight),
+            inflight,
+        ))
     }
 
     /// As [`try_acquire`](Self::try_acquire), with a permit that owns a reference to
@@ -564,9 +568,20 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
     /// itself included.
     #[inline]
     fn take(&self) -> Result<u64, Denied> {
-        let admitted = self.permits.take(1)?;
-        // A concurrency limit admits up to its limit: `remaining` is what is left.
-        Ok(admitted.limit() - admitted.remaining())
+        if self.permits.events().is_none() {
+            if let Some(inflight) = self.permits.take_one() {
+                return Ok(inflight);
+            }
+        }
+        self.take_reported()
+    }
+
+    /// [`take`](Self::take) with its decision: reported to the events, or why none
+    /// was free.
+    #[cold]
+    fn take_reported(&self) -> Result<u64, Denied> {
+        self.permits.take(1)?;
+        Ok(self.permits.in_use())
     }
 
     /// When a request admitted with `inflight` in flight starts: now if requests are
@@ -594,18 +609,27 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
     /// (so a lowered limit holds before a waiter takes the permit).
     ///
     /// Untimed, a success or a drop reads no clock (its sample's `start` and `rtt`
-    /// are zero, and the algorithm does not read them); an ignored request reads it
-    /// only for an algorithm with timers, and takes no lock without them.
+    /// are zero, and the algorithm does not read them). An ignored request reads it
+    /// only for an algorithm with timers or for the events, and takes no lock
+    /// without timers.
     #[inline]
     pub(super) fn finish(&self, outcome: Outcome, start: Nanos, inflight: u64) {
         let sample = matches!(outcome, Outcome::Success | Outcome::Dropped);
-        let now = if self.timed || (!sample && self.feedback.has_timers()) {
+        let needs_time = if sample {
+            self.timed
+        } else {
+            self.feedback.has_timers() || self.permits.events().is_some()
+        };
+        let now = if needs_time {
             self.clock().now()
         } else {
             start
         };
         // Given back even if the algorithm panics.
-        let release = Release(&self.permits);
+        let release = Release {
+            permits: &self.permits,
+            waited: self.mode.timeout().is_some(),
+        };
         let changed = self
             .feedback
             .record(outcome, start, now, inflight, |limit| self.apply(limit));
@@ -654,11 +678,22 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
 }
 
 /// Gives one permit back when dropped.
-struct Release<'a, C: Clock>(&'a Semaphore<C>);
+struct Release<'a, C: Clock> {
+    permits: &'a Semaphore<C>,
+    /// Whether anyone may wait for it: in [`Mode::FailFast`] no one ever queues
+    /// (every acquire is a `try_acquire`), so the release skips the queue's check
+    /// for waiters, and its fence.
+    waited: bool,
+}
 
 impl<C: Clock> Drop for Release<'_, C> {
+    #[inline]
     fn drop(&mut self) {
-        self.0.release(1);
+        if self.waited {
+            self.permits.release(1);
+        } else {
+            self.permits.release_unwaited(1);
+        }
     }
 }
 
@@ -838,6 +873,135 @@ mod tests {
             limiter.try_acquire().is_ok(),
             "the lock shrugs off the poison"
         );
+    }
+
+    /// A clock that counts its reads.
+    #[derive(Clone, Debug, Default)]
+    struct Counting(Arc<crate::sync::AtomicU64>);
+
+    impl Counting {
+        fn reads(&self) -> u64 {
+            self.0.load(crate::sync::Ordering::Relaxed)
+        }
+    }
+
+    impl Clock for Counting {
+        fn now(&self) -> Nanos {
+            self.0.fetch_add(1, crate::sync::Ordering::Relaxed);
+            Nanos::ZERO
+        }
+        fn unix_origin(&self) -> Duration {
+            Duration::ZERO
+        }
+    }
+
+    fn counted(timeout: Duration) -> (AdaptiveLimiter<AimdLimit, Counting>, Counting) {
+        let aimd = AimdLimit::builder()
+            .min_limit(1)
+            .initial_limit(4)
+            .timeout(timeout)
+            .build()
+            .unwrap();
+        let clock = Counting::default();
+        let limiter = AdaptiveLimiter::with_clock(aimd, Mode::FailFast, clock.clone()).unwrap();
+        (limiter, clock)
+    }
+
+    #[test]
+    fn an_algorithm_without_time_reads_no_clock() {
+        let (limiter, clock) = counted(Duration::MAX);
+        let before = clock.reads();
+        limiter.try_acquire().unwrap().success();
+        limiter.try_acquire().unwrap().ignore();
+        drop(limiter.try_acquire().unwrap());
+        let dropped = limiter.try_acquire().unwrap();
+        assert_eq!(dropped.start(), None);
+        assert_eq!(clock.reads(), before);
+        // A change of the limit serves the queue, which reads the clock once.
+        dropped.dropped();
+        assert_eq!(clock.reads(), before + 1);
+        assert_eq!(limiter.limit(), 3, "the drop still counts: 4 × 0.9");
+
+        // With a timeout, each request reads the clock at both ends, except an
+        // ignored one's end: AIMD has no timers.
+        let (limiter, clock) = counted(Duration::from_secs(5));
+        let before = clock.reads();
+        limiter.try_acquire().unwrap().success();
+        assert_eq!(clock.reads(), before + 2);
+        limiter.try_acquire().unwrap().ignore();
+        assert_eq!(clock.reads(), before + 3);
+    }
+
+    #[test]
+    fn events_time_every_request() {
+        let (limiter, clock) = counted(Duration::MAX);
+        let limiter = limiter.with_events(crate::observe::Events::new("timed"));
+        let before = clock.reads();
+        let permit = limiter.try_acquire().unwrap();
+        assert_eq!(permit.start(), Some(Nanos::ZERO));
+        permit.success();
+        assert_eq!(clock.reads(), before + 2);
+    }
+
+    /// An ignored request lets the algorithm's timers run only if it has any: one
+    /// that says it has none is not called.
+    #[test]
+    fn ignored_requests_skip_an_algorithm_without_timers() {
+        struct Timers(Arc<crate::sync::AtomicU64>, bool);
+        impl LimitAlgorithm for Timers {
+            fn limit(&self) -> u64 {
+                5
+            }
+            fn on_sample(&mut self, _: Sample) -> u64 {
+                5
+            }
+            fn on_time(&mut self, _: Nanos) -> u64 {
+                self.0.fetch_add(1, crate::sync::Ordering::Relaxed);
+                5
+            }
+            fn has_timers(&self) -> bool {
+                self.1
+            }
+        }
+        for timers in [false, true] {
+            let calls = Arc::new(crate::sync::AtomicU64::new(0));
+            let algorithm = Timers(Arc::clone(&calls), timers);
+            let limiter =
+                AdaptiveLimiter::with_clock(algorithm, Mode::FailFast, ManualClock::new()).unwrap();
+            limiter.try_acquire().unwrap().ignore();
+            let calls = calls.load(crate::sync::Ordering::Relaxed);
+            assert_eq!(calls, u64::from(timers));
+        }
+    }
+
+    #[test]
+    fn borrowed_and_owned_permits_record_alike() {
+        let aimd = || {
+            AimdLimit::builder()
+                .min_limit(1)
+                .initial_limit(2)
+                .build()
+                .unwrap()
+        };
+        let borrowed =
+            AdaptiveLimiter::with_clock(aimd(), Mode::FailFast, ManualClock::new()).unwrap();
+        let owned = Arc::new(
+            AdaptiveLimiter::with_clock(aimd(), Mode::FailFast, ManualClock::new()).unwrap(),
+        );
+        let a = borrowed.try_acquire().unwrap();
+        let b = owned.try_acquire_owned().unwrap();
+        assert_eq!((a.inflight(), b.inflight()), (1, 1));
+        a.success();
+        b.success();
+        assert_eq!((borrowed.limit(), owned.limit()), (3, 3));
+        borrowed.try_acquire().unwrap().dropped();
+        owned.try_acquire_owned().unwrap().dropped();
+        assert_eq!((borrowed.limit(), owned.limit()), (2, 2));
+        drop(borrowed.try_acquire().unwrap());
+        drop(owned.try_acquire_owned().unwrap());
+        assert_eq!((borrowed.inflight(), owned.inflight()), (0, 0));
+        let permit = format!("{:?}", borrowed.try_acquire().unwrap());
+        assert!(permit.starts_with("AdaptivePermitRef"), "{permit}");
     }
 
     #[test]

@@ -275,8 +275,11 @@ impl<L: LimitAlgorithm, C: Clock> fmt::Debug for AdaptivePermit<L, C> {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[must_use = "the permit is given back, as ignored, as soon as it is dropped"]
-pub struct AdaptivePermitRef<'a, L: LimitAlgorithm = Box<dyn LimitAlgorithm>, C: Clock = MonotonicClock>
-{
+pub struct AdaptivePermitRef<
+    'a,
+    L: LimitAlgorithm = Box<dyn LimitAlgorithm>,
+    C: Clock = MonotonicClock,
+> {
     limiter: &'a AdaptiveLimiter<L, C>,
     start: Nanos,
     inflight: u64,

@@ -266,7 +266,9 @@ impl LimitAlgorithm for AimdLimit {
 
     fn limit_rule(&self) -> Option<LimitRule> {
         let rule = self.rule();
-        Some(LimitRule::new(move |limit, sample| rule.next(limit, sample)))
+        Some(LimitRule::new(move |limit, sample| {
+            rule.next(limit, sample)
+        }))
     }
 }
 

@@ -25,7 +25,10 @@ use crate::adaptive::Sample;
 /// let dropped = Sample::new(Nanos::ZERO, Duration::ZERO, 1, true);
 /// assert_eq!(rule.next(10, &dropped), 5);
 /// ```
-pub struct LimitRule(Box<dyn Fn(u64, &Sample) -> u64 + Send + Sync>);
+pub struct LimitRule(Box<Next>);
+
+/// The function behind a rule.
+type Next = dyn Fn(u64, &Sample) -> u64 + Send + Sync;
 
 impl LimitRule {
     /// A rule answering `next(limit, sample)`.
