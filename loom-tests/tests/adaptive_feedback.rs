@@ -32,9 +32,9 @@ fn a_sample_skipped_without_the_lock_is_one_fed_at_its_read() {
         let succeeded = limiter.try_acquire_owned().unwrap();
         let dropped = limiter.try_acquire_owned().unwrap();
 
-        let dropper = thread::spawn(move || dropped.dropped());
-        succeeded.success();
-        dropper.join().unwrap();
+        let successor = thread::spawn(move || succeeded.success());
+        dropped.dropped();
+        successor.join().unwrap();
 
         let limit = limiter.limit();
         assert!(limit == 2 || limit == 3, "limit {limit}");

@@ -78,14 +78,14 @@ impl<L: LimitAlgorithm> Feedback<L> {
             _ => return R::default(),
         };
         if let Some(rule) = &self.rule {
-            let limit = self.current.load(Ordering::Relaxed);
+            let limit = self.current.load(Ordering::Acquire);
             if rule.next(limit, &sample) == limit {
                 return R::default();
             }
         }
         let mut algorithm = self.algorithm.lock();
         let limit = algorithm.on_sample(sample);
-        self.current.store(limit, Ordering::Relaxed);
+        self.current.store(limit, Ordering::Release);
         apply(limit.max(1))
     }
 
@@ -94,7 +94,7 @@ impl<L: LimitAlgorithm> Feedback<L> {
     pub(super) fn tick<R>(&self, now: Nanos, apply: impl FnOnce(u64) -> R) -> R {
         let mut algorithm = self.algorithm.lock();
         let limit = algorithm.on_time(now);
-        self.current.store(limit, Ordering::Relaxed);
+        self.current.store(limit, Ordering::Release);
         apply(limit.max(1))
     }
 }
