@@ -421,6 +421,7 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
     /// assert_eq!(limiter.inflight(), 0);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    #[inline]
     pub fn try_acquire_owned(self: &Arc<Self>) -> Result<AdaptivePermit<L, C>, Denied> {
         let inflight = self.take()?;
         Ok(AdaptivePermit::new(

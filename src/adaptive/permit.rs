@@ -57,6 +57,7 @@ pub struct AdaptivePermit<L: LimitAlgorithm = Box<dyn LimitAlgorithm>, C: Clock 
 }
 
 impl<L: LimitAlgorithm, C: Clock> AdaptivePermit<L, C> {
+    #[inline]
     pub(super) fn new(
         limiter: Arc<AdaptiveLimiter<L, C>>,
         start: Nanos,
@@ -100,6 +101,7 @@ impl<L: LimitAlgorithm, C: Clock> AdaptivePermit<L, C> {
     /// assert_eq!(limiter.limit(), 2);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    #[inline]
     pub fn success(self) {
         self.finish(Outcome::Success)
     }
@@ -120,6 +122,7 @@ impl<L: LimitAlgorithm, C: Clock> AdaptivePermit<L, C> {
     /// assert_eq!(limiter.limit(), 18); // 20 × 0.9
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    #[inline]
     pub fn dropped(self) {
         self.finish(Outcome::Dropped)
     }
@@ -141,6 +144,7 @@ impl<L: LimitAlgorithm, C: Clock> AdaptivePermit<L, C> {
     /// assert_eq!((limiter.limit(), limiter.inflight()), (1, 0));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    #[inline]
     pub fn ignore(self) {
         self.finish(Outcome::Ignored)
     }
@@ -164,6 +168,7 @@ impl<L: LimitAlgorithm, C: Clock> AdaptivePermit<L, C> {
     /// assert_eq!(limiter.inflight(), 0);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    #[inline]
     pub fn finish(mut self, outcome: Outcome) {
         self.end(outcome)
     }
@@ -232,6 +237,7 @@ impl<L: LimitAlgorithm, C: Clock> AdaptivePermit<L, C> {
         &self.limiter
     }
 
+    #[inline]
     fn end(&mut self, outcome: Outcome) {
         if std::mem::take(&mut self.held) {
             self.limiter.finish(outcome, self.start, self.inflight);
@@ -241,6 +247,7 @@ impl<L: LimitAlgorithm, C: Clock> AdaptivePermit<L, C> {
 
 /// Without an outcome: ignored.
 impl<L: LimitAlgorithm, C: Clock> Drop for AdaptivePermit<L, C> {
+    #[inline]
     fn drop(&mut self) {
         self.end(Outcome::Ignored);
     }
