@@ -19,20 +19,26 @@ use crate::wait::future::WaitFor;
 /// A concurrency limit that follows a [`LimitAlgorithm`]: as many requests in flight
 /// at once as the algorithm's limit, which moves with every request that ends.
 ///
-/// Each admitted request holds an [`AdaptivePermit`] and ends it with
-/// [`success`](AdaptivePermit::success), [`dropped`](AdaptivePermit::dropped) or
-/// [`ignore`](AdaptivePermit::ignore): the time it held the permit, on the limiter's
-/// clock, is the sample fed to the algorithm, whose new limit applies at once. A
-/// raised limit lets waiters through; a lowered one takes effect as permits come
-/// back, so that no permit is lost or created.
+/// Each admitted request holds a permit, borrowing the limiter
+/// ([`AdaptivePermitRef`], from [`try_acquire`](AdaptiveLimiter::try_acquire)) or
+/// owning a reference to it ([`AdaptivePermit`], from
+/// [`try_acquire_owned`](AdaptiveLimiter::try_acquire_owned) and the waits), and
+/// ends it with `success`, `dropped` or `ignore`: the time it held the permit, on
+/// the limiter's clock, is the sample fed to the algorithm, whose new limit applies
+/// at once. A raised limit lets waiters through; a lowered one takes effect as
+/// permits come back, so that no permit is lost or created.
 ///
 /// The permits are a [`Semaphore`]'s: taking and giving one back is a
-/// compare-and-swap without a lock; only recording an outcome takes the lock
-/// around the algorithm. What a request does when every permit is held is the
-/// [`Mode`]: fail fast, wait in arrival order, or wait in a bounded LIFO backlog.
+/// compare-and-swap without a lock. Recording an outcome takes the lock around the
+/// algorithm, except for a sample that an algorithm with a
+/// [`LimitRule`](super::limit::LimitRule) (AIMD) says leaves the limit as it is. An
+/// algorithm that reads no time ([`LimitAlgorithm::uses_time`]) is fed without a
+/// clock read, unless events are attached. What a request does when every permit is
+/// held is the [`Mode`]: fail fast, wait in arrival order, or wait in a bounded LIFO
+/// backlog.
 ///
 /// Events (with [`with_events`](AdaptiveLimiter::with_events)): admissions, waits
-/// and rejections as for a semaphore, plus
+/// and rejections as for a semaphore, plus [`Started`](EventKind::Started),
 /// [`LimitChanged`](EventKind::LimitChanged) and [`Finished`](EventKind::Finished).
 ///
 /// # Examples
@@ -268,7 +274,7 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
     ///
     /// let limiter = AdaptiveLimiter::with_clock(AimdLimit::new(), Mode::FailFast, ManualClock::new())?;
     /// limiter.clock().advance(Duration::from_secs(1));
-    /// assert_eq!(limiter.clock().now().as_nanos(), 1_000_000_000);
+    /// assert_eq!(limiter.clock().now().as_u64(), 1_000_000_000);
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn clock(&self) -> &C {
