@@ -6,6 +6,10 @@
 //! every acquire is admitted and AIMD never moves its limit (it grows only when at
 //! least half the limit is in flight): what is measured is the bookkeeping around a
 //! permit, not the algorithm's arithmetic.
+//!
+//! Like for like: tollgate's borrowed permit (`try_acquire`) against tokio's
+//! `try_acquire`, its owned one (`try_acquire_owned`, `tollgate.owned`) against
+//! tokio's `try_acquire_owned` (`tokio.owned`).
 
 use std::convert::Infallible;
 use std::future::{ready, Future, Ready};
@@ -18,7 +22,9 @@ use criterion::Criterion;
 use futures::task::noop_waker_ref;
 use tollgate::adaptive::limit::{AimdLimit, Gradient2Limit, WindowedLimit};
 use tollgate::adaptive::partition::Partitions;
-use tollgate::adaptive::{AdaptiveLimiter, AdaptivePermit, LimitAlgorithm, Mode};
+use tollgate::adaptive::{
+    AdaptiveLimiter, AdaptivePermit, AdaptivePermitRef, LimitAlgorithm, Mode,
+};
 use tower::{Service, ServiceExt as _};
 
 use crate::harness::{self, bench_single_thread, bench_two_threads, bench_two_threads_each};
@@ -36,6 +42,7 @@ fn now<F: Future>(future: F) -> F::Output {
     }
 }
 
+/// Upstream's AIMD: a timeout of 5 s, so every request is timed (two clock reads).
 fn aimd() -> AimdLimit {
     AimdLimit::builder()
         .initial_limit(LIMIT)
@@ -43,15 +50,36 @@ fn aimd() -> AimdLimit {
         .expect("valid AIMD")
 }
 
+/// AIMD without a timeout: only drops lower the limit, and no request is timed.
+fn aimd_untimed() -> AimdLimit {
+    AimdLimit::builder()
+        .initial_limit(LIMIT)
+        .timeout(std::time::Duration::MAX)
+        .build()
+        .expect("valid AIMD")
+}
+
 fn tollgate<L: LimitAlgorithm>(algorithm: L) -> Arc<AdaptiveLimiter<L>> {
     let limiter = Arc::new(AdaptiveLimiter::new(algorithm, Mode::FailFast).expect("valid"));
-    check(|| limiter.try_acquire().map(AdaptivePermit::success).is_ok());
+    check(|| {
+        limiter
+            .try_acquire()
+            .map(AdaptivePermitRef::success)
+            .is_ok()
+    });
+    check(|| {
+        limiter
+            .try_acquire_owned()
+            .map(AdaptivePermit::success)
+            .is_ok()
+    });
     limiter
 }
 
-fn tokio_semaphore() -> tokio::sync::Semaphore {
-    let semaphore = tokio::sync::Semaphore::new(LIMIT as usize);
+fn tokio_semaphore() -> Arc<tokio::sync::Semaphore> {
+    let semaphore = Arc::new(tokio::sync::Semaphore::new(LIMIT as usize));
     check(|| semaphore.try_acquire().is_ok());
+    check(|| Arc::clone(&semaphore).try_acquire_owned().is_ok());
     semaphore
 }
 
@@ -111,7 +139,7 @@ impl Service<u64> for Adaptive {
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         if self.permit.is_none() {
-            match self.limiter.try_acquire() {
+            match self.limiter.try_acquire_owned() {
                 Ok(permit) => self.permit = Some(permit),
                 // Fail-fast with a free permit in every benchmark: never taken.
                 Err(_) => return Poll::Pending,
@@ -147,11 +175,19 @@ fn single_thread(c: &mut Criterion) {
     // Scenario `success`: the permit ends as a success, a sample for the algorithm.
     let limiter = tollgate(aimd());
     bench_single_thread(&mut group, "tollgate.aimd", "success", |_| {
-        limiter.try_acquire().map(AdaptivePermit::success)
+        limiter.try_acquire().map(AdaptivePermitRef::success)
+    });
+    let untimed = tollgate(aimd_untimed());
+    bench_single_thread(&mut group, "tollgate.aimd_untimed", "success", |_| {
+        untimed.try_acquire().map(AdaptivePermitRef::success)
+    });
+    // The owned permit, on the untimed AIMD: what owning the limiter adds.
+    bench_single_thread(&mut group, "tollgate.owned", "success", |_| {
+        untimed.try_acquire_owned().map(AdaptivePermit::success)
     });
     let limiter = tollgate(WindowedLimit::new(Gradient2Limit::new()));
     bench_single_thread(&mut group, "tollgate.gradient2_windowed", "success", |_| {
-        limiter.try_acquire().map(AdaptivePermit::success)
+        limiter.try_acquire().map(AdaptivePermitRef::success)
     });
     let limiter = congestion_limiter();
     bench_single_thread(&mut group, "congestion_limiter.aimd", "success", |_| {
@@ -168,11 +204,20 @@ fn single_thread(c: &mut Criterion) {
     bench_single_thread(&mut group, "tokio", "success", |_| {
         semaphore.try_acquire().is_ok()
     });
+    bench_single_thread(&mut group, "tokio.owned", "success", |_| {
+        Arc::clone(&semaphore).try_acquire_owned().is_ok()
+    });
 
     // Scenario `ignore`: the permit goes back with no sample.
     let limiter = tollgate(aimd());
     bench_single_thread(&mut group, "tollgate.aimd", "ignore", |_| {
-        limiter.try_acquire().map(AdaptivePermit::ignore)
+        limiter.try_acquire().map(AdaptivePermitRef::ignore)
+    });
+    bench_single_thread(&mut group, "tollgate.owned", "ignore", |_| {
+        untimed.try_acquire_owned().map(AdaptivePermit::ignore)
+    });
+    bench_single_thread(&mut group, "tollgate.aimd_untimed", "ignore", |_| {
+        untimed.try_acquire().map(AdaptivePermitRef::ignore)
     });
     let limiter = congestion_limiter();
     bench_single_thread(&mut group, "congestion_limiter.aimd", "ignore", |_| {
@@ -180,6 +225,9 @@ fn single_thread(c: &mut Criterion) {
     });
     bench_single_thread(&mut group, "tokio", "ignore", |_| {
         semaphore.try_acquire().is_ok()
+    });
+    bench_single_thread(&mut group, "tokio.owned", "ignore", |_| {
+        Arc::clone(&semaphore).try_acquire_owned().is_ok()
     });
 
     // Scenario `tower`: a request through a tower service over `Echo`, the
@@ -215,10 +263,14 @@ fn two_threads(c: &mut Criterion) {
     let mut group = harness::group(c, "adaptive_two_threads");
     let limiter = tollgate(aimd());
     bench_two_threads(&mut group, "tollgate.aimd", "success", |_| {
-        limiter.try_acquire().map(AdaptivePermit::success)
+        limiter.try_acquire().map(AdaptivePermitRef::success)
     });
     bench_two_threads(&mut group, "tollgate.aimd", "ignore", |_| {
-        limiter.try_acquire().map(AdaptivePermit::ignore)
+        limiter.try_acquire().map(AdaptivePermitRef::ignore)
+    });
+    let untimed = tollgate(aimd_untimed());
+    bench_two_threads(&mut group, "tollgate.aimd_untimed", "success", |_| {
+        untimed.try_acquire().map(AdaptivePermitRef::success)
     });
     let semaphore = tokio_semaphore();
     for scenario in ["success", "ignore"] {

@@ -325,6 +325,36 @@ impl<C: Clock> Semaphore<C> {
         }
     }
 
+    /// Takes one permit if one is free and no one waits, and answers how many are
+    /// held then, itself included: one compare-and-swap, no decision built and
+    /// nothing reported (for an owner without events). `None` otherwise, and then
+    /// [`take`](Semaphore::take) says why.
+    #[inline]
+    pub(crate) fn take_one(&self) -> Option<u64> {
+        if self.shared.is_contended() {
+            return None;
+        }
+        self.shared
+            .gate
+            .core
+            .cell
+            .try_commit(|concurrency, in_use| {
+                // `Concurrency::acquire` of 1: the maximum is at least 1.
+                (*in_use < concurrency.max()).then(|| {
+                    *in_use += 1;
+                    *in_use
+                })
+            })
+    }
+
+    /// Gives back `n` permits taken with [`take`](Semaphore::take), without looking
+    /// for waiters: for an owner that never lets anyone wait on this semaphore (a
+    /// fail-fast adaptive limiter), a release is then one compare-and-swap.
+    #[inline]
+    pub(crate) fn release_unwaited(&self, n: u64) {
+        self.shared.gate.refund(NOW, n);
+    }
+
     /// Where decisions and waits are reported, if anywhere.
     pub(crate) fn events(&self) -> Option<&Events> {
         self.shared.gate.core.events()

@@ -63,7 +63,7 @@ impl Setup {
 
     fn acquire_n(&self, n: usize) -> Vec<Permit> {
         (0..n)
-            .map(|_| self.limiter.try_acquire().unwrap())
+            .map(|_| self.limiter.try_acquire_owned().unwrap())
             .collect()
     }
 }
@@ -118,7 +118,7 @@ mod simple_limiter {
         assert!(setup.limiter.try_acquire().is_err());
         held.remove(0).success();
         assert_eq!(setup.limiter.inflight(), 9);
-        held.push(setup.limiter.try_acquire().unwrap());
+        held.push(setup.limiter.try_acquire_owned().unwrap());
         assert_eq!(setup.limiter.inflight(), 10);
     }
 
@@ -283,7 +283,7 @@ mod lifo_blocking_limiter {
         setup.clock.advance(Duration::from_millis(250));
         held.remove(0).success();
         match poll(&mut waiting) {
-            Poll::Ready(Ok(permit)) => assert_eq!(permit.start(), setup.clock.now()),
+            Poll::Ready(Ok(permit)) => assert_eq!(permit.start(), Some(setup.clock.now())),
             other => panic!("not granted: {:?}", other.map(|r| r.map(drop))),
         }
     }
@@ -528,8 +528,18 @@ fn events_report_limits_outcomes_and_rejections() {
     assert_eq!(
         *seen.lock().unwrap(),
         [
+            // The initial limit, reported as events are attached.
+            (
+                0,
+                EventKind::LimitChanged {
+                    previous: 0,
+                    limit: 2
+                }
+            ),
             (1, EventKind::Admitted),
+            (1, EventKind::Started { inflight: 1 }),
             (1, EventKind::Admitted),
+            (1, EventKind::Started { inflight: 2 }),
             (
                 1,
                 EventKind::Denied {
@@ -568,6 +578,88 @@ fn events_report_limits_outcomes_and_rejections() {
                 }
             ),
         ]
+    );
+}
+
+/// A permit granted to a waiter reports its start too, and a limiter without
+/// events reports nothing and reads no clock for an algorithm that needs none.
+#[test]
+fn events_report_waiters_starting() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let events = Events::new("backend");
+    let _subscription = events.subscribe({
+        let seen = Arc::clone(&seen);
+        move |event: &Event<'_>| seen.lock().unwrap().push(event.kind)
+    });
+    let aimd = AimdLimit::builder()
+        .min_limit(1)
+        .initial_limit(1)
+        .timeout(Duration::MAX)
+        .build()
+        .unwrap();
+    let clock = ManualClock::new();
+    let limiter = Arc::new(
+        AdaptiveLimiter::with_clock(aimd, lifo(1, 100), clock.clone())
+            .unwrap()
+            .with_events(events),
+    );
+    let held = limiter.try_acquire().unwrap();
+    let mut waiting = limiter.acquire();
+    assert!(poll(&mut waiting).is_pending());
+    held.ignore();
+    let Poll::Ready(Ok(permit)) = poll(&mut waiting) else {
+        panic!("granted on release")
+    };
+    // Events need the time, whatever the algorithm: `Finished` reports it.
+    assert_eq!(permit.start(), Some(clock.now()));
+    assert_eq!(
+        seen.lock().unwrap()[1..],
+        [
+            EventKind::Admitted,
+            EventKind::Started { inflight: 1 },
+            EventKind::Finished {
+                outcome: Outcome::Ignored,
+                rtt: Duration::ZERO,
+                inflight: 1
+            },
+            EventKind::Waited {
+                wait: Duration::ZERO
+            },
+            EventKind::Started { inflight: 1 },
+        ]
+    );
+}
+
+/// With events attached, the limit and in-flight gauges hold values from the
+/// start: the initial limit when attached, the in-flight count at each admission.
+#[cfg(feature = "metrics")]
+#[test]
+fn metrics_report_the_initial_limit_and_inflight_at_admission() {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let events = Events::new("db");
+    let _metrics = metrics::with_local_recorder(&recorder, || events.record_metrics());
+    let setup = Setup::new(3, Mode::FailFast);
+    let limiter = Arc::new(Arc::into_inner(setup.limiter).unwrap().with_events(events));
+    let gauge = |name: &str| {
+        snapshotter
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .find(|(key, _, _, _)| key.key().name() == name)
+            .map(|(_, _, _, value)| value)
+    };
+    assert_eq!(
+        gauge("tollgate_adaptive_limit"),
+        Some(DebugValue::Gauge(3.0.into()))
+    );
+    let _a = limiter.try_acquire().unwrap();
+    let _b = limiter.try_acquire().unwrap();
+    assert_eq!(
+        gauge("tollgate_inflight"),
+        Some(DebugValue::Gauge(2.0.into()))
     );
 }
 

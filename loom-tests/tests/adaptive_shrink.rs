@@ -26,7 +26,7 @@ fn concurrent_release_and_shrink_never_leak_or_lose_a_permit() {
         let limiter = Arc::new(
             AdaptiveLimiter::with_clock(aimd, Mode::FailFast, ManualClock::new()).unwrap(),
         );
-        let dropped = limiter.try_acquire().unwrap();
+        let dropped = limiter.try_acquire_owned().unwrap();
         let succeeded = limiter.try_acquire().unwrap();
 
         let shrinker = thread::spawn(move || dropped.dropped());

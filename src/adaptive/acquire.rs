@@ -61,7 +61,7 @@ impl<L: LimitAlgorithm, C: Clock> Future for AdaptiveAcquire<L, C> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         let outcome = match &mut this.state {
-            State::FailFast => this.limiter.try_acquire().map_err(refused),
+            State::FailFast => this.limiter.try_acquire_owned().map_err(refused),
             // Granted: the guard is made in this same poll, so no permit is left
             // without an owner.
             State::Wait(wait) => match wait.poll(cx) {

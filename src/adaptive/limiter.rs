@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::acquire::AdaptiveAcquire;
 use super::feedback::Feedback;
 use super::mode::Mode;
-use super::permit::AdaptivePermit;
+use super::permit::{AdaptivePermit, AdaptivePermitRef};
 use super::LimitAlgorithm;
 use crate::decision::Denied;
 use crate::error::{AcquireError, ConfigError};
@@ -19,20 +19,26 @@ use crate::wait::future::WaitFor;
 /// A concurrency limit that follows a [`LimitAlgorithm`]: as many requests in flight
 /// at once as the algorithm's limit, which moves with every request that ends.
 ///
-/// Each admitted request holds an [`AdaptivePermit`] and ends it with
-/// [`success`](AdaptivePermit::success), [`dropped`](AdaptivePermit::dropped) or
-/// [`ignore`](AdaptivePermit::ignore): the time it held the permit, on the limiter's
-/// clock, is the sample fed to the algorithm, whose new limit applies at once. A
-/// raised limit lets waiters through; a lowered one takes effect as permits come
-/// back, so that no permit is lost or created.
+/// Each admitted request holds a permit, borrowing the limiter
+/// ([`AdaptivePermitRef`], from [`try_acquire`](AdaptiveLimiter::try_acquire)) or
+/// owning a reference to it ([`AdaptivePermit`], from
+/// [`try_acquire_owned`](AdaptiveLimiter::try_acquire_owned) and the waits), and
+/// ends it with `success`, `dropped` or `ignore`: the time it held the permit, on
+/// the limiter's clock, is the sample fed to the algorithm, whose new limit applies
+/// at once. A raised limit lets waiters through; a lowered one takes effect as
+/// permits come back, so that no permit is lost or created.
 ///
 /// The permits are a [`Semaphore`]'s: taking and giving one back is a
-/// compare-and-swap without a lock; only recording an outcome takes the lock
-/// around the algorithm. What a request does when every permit is held is the
-/// [`Mode`]: fail fast, wait in arrival order, or wait in a bounded LIFO backlog.
+/// compare-and-swap without a lock. Recording an outcome takes the lock around the
+/// algorithm, except for a sample that an algorithm with a
+/// [`LimitRule`](super::limit::LimitRule) (AIMD) says leaves the limit as it is. An
+/// algorithm that reads no time ([`LimitAlgorithm::uses_time`]) is fed without a
+/// clock read, unless events are attached. What a request does when every permit is
+/// held is the [`Mode`]: fail fast, wait in arrival order, or wait in a bounded LIFO
+/// backlog.
 ///
 /// Events (with [`with_events`](AdaptiveLimiter::with_events)): admissions, waits
-/// and rejections as for a semaphore, plus
+/// and rejections as for a semaphore, plus [`Started`](EventKind::Started),
 /// [`LimitChanged`](EventKind::LimitChanged) and [`Finished`](EventKind::Finished).
 ///
 /// # Examples
@@ -63,6 +69,10 @@ pub struct AdaptiveLimiter<L: LimitAlgorithm = Box<dyn LimitAlgorithm>, C: Clock
     /// so that limits are applied in the order they were computed.
     feedback: Feedback<L>,
     mode: Mode,
+    /// Whether requests are timed: the algorithm reads the time of its samples, or
+    /// events report it. Untimed, no clock is read for a request that ends as a
+    /// success or a drop.
+    timed: bool,
 }
 
 impl<L: LimitAlgorithm> AdaptiveLimiter<L> {
@@ -126,15 +136,20 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
         }
         Ok(AdaptiveLimiter {
             permits,
+            timed: feedback.uses_time(),
             feedback,
             mode,
         })
     }
 
     /// Reports to `events`: admissions, waits and rejections (as a [`Semaphore`]
-    /// does), every change of the limit ([`EventKind::LimitChanged`]) and every
-    /// request that ends ([`EventKind::Finished`]). Subscribe a
+    /// does), the requests in flight at each admission ([`EventKind::Started`]),
+    /// the limit ([`EventKind::LimitChanged`]: at once, from 0, to the listeners
+    /// subscribed by then, then every change) and every request that ends
+    /// ([`EventKind::Finished`]). Subscribe a
     /// [`MetricsRecorder`](crate::observe::Events::record_metrics) for metrics.
+    ///
+    /// With events, every request is timed on the clock, for `Finished`'s `rtt`.
     ///
     /// # Examples
     ///
@@ -154,45 +169,141 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
     /// let limiter = Arc::new(AdaptiveLimiter::new(aimd, Mode::FailFast)?.with_events(events));
     /// limiter.try_acquire()?.dropped();
     /// let seen = seen.lock().unwrap();
-    /// assert_eq!(seen[0], EventKind::Admitted);
-    /// assert_eq!(seen[1], EventKind::LimitChanged { previous: 20, limit: 18 });
-    /// assert!(matches!(seen[2], EventKind::Finished { .. }));
+    /// assert_eq!(seen[0], EventKind::LimitChanged { previous: 0, limit: 20 });
+    /// assert_eq!(seen[1], EventKind::Admitted);
+    /// assert_eq!(seen[2], EventKind::Started { inflight: 1 });
+    /// assert_eq!(seen[3], EventKind::LimitChanged { previous: 20, limit: 18 });
+    /// assert!(matches!(seen[4], EventKind::Finished { .. }));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn with_events(self, events: Events) -> AdaptiveLimiter<L, C> {
-        AdaptiveLimiter {
+        let limiter = AdaptiveLimiter {
             permits: self.permits.with_events(events),
+            // `Finished` reports the time each request took.
+            timed: true,
             ..self
+        };
+        if let Some(events) = limiter.permits.events() {
+            let limit = limiter.limit();
+            events.emit(0, EventKind::LimitChanged { previous: 0, limit });
         }
+        limiter
     }
 
     /// The limit enforced now: the algorithm's, at least 1.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    ///
+    /// let aimd = AimdLimit::builder().min_limit(1).initial_limit(10).build()?;
+    /// let limiter = AdaptiveLimiter::new(aimd, Mode::FailFast)?;
+    /// assert_eq!(limiter.limit(), 10);
+    /// limiter.try_acquire()?.dropped();
+    /// assert_eq!(limiter.limit(), 9); // 10 × 0.9
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn limit(&self) -> u64 {
         self.permits.max_permits()
     }
 
     /// Requests holding a permit now. Above [`limit`](AdaptiveLimiter::limit) after
     /// the limit was lowered, until enough have ended.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    ///
+    /// let limiter = AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?;
+    /// let permit = limiter.try_acquire()?;
+    /// assert_eq!(limiter.inflight(), 1);
+    /// permit.success();
+    /// assert_eq!(limiter.inflight(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn inflight(&self) -> u64 {
         self.permits.in_use()
     }
 
     /// Permits free now: zero while more are held than a lowered limit allows.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    ///
+    /// let limiter = AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?; // limit 20
+    /// let _permit = limiter.try_acquire()?;
+    /// assert_eq!(limiter.available_permits(), 19);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn available_permits(&self) -> u64 {
         self.permits.available_permits()
     }
 
     /// What a request does when every permit is held.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    ///
+    /// let limiter = AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?;
+    /// assert_eq!(limiter.mode(), Mode::FailFast);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn mode(&self) -> Mode {
         self.mode
     }
 
     /// The clock requests and waits are timed on.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::time::{Clock, ManualClock};
+    ///
+    /// let limiter = AdaptiveLimiter::with_clock(AimdLimit::new(), Mode::FailFast, ManualClock::new())?;
+    /// limiter.clock().advance(Duration::from_secs(1));
+    /// assert_eq!(limiter.clock().now().as_u64(), 1_000_000_000);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn clock(&self) -> &C {
         self.permits.clock()
     }
 
     /// Requests waiting for a permit.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    ///
+    /// # futures::executor::block_on(async {
+    /// let aimd = AimdLimit::builder().min_limit(1).initial_limit(1).build()?;
+    /// let limiter = Arc::new(AdaptiveLimiter::new(aimd, Mode::fifo(Duration::from_secs(1))?)?);
+    /// let held = limiter.try_acquire()?;
+    /// let mut waiting = Box::pin(limiter.acquire());
+    /// assert!(futures::poll!(waiting.as_mut()).is_pending());
+    /// assert_eq!(limiter.waiters(), 1);
+    /// held.success();
+    /// waiting.await?.success();
+    /// assert_eq!(limiter.waiters(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
     pub fn waiters(&self) -> usize {
         self.permits.waiters()
     }
@@ -200,11 +311,41 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
     /// Closes the limiter: waiters and later acquires fail with
     /// [`AcquireError::Closed`]. Permits held stay valid and still record their
     /// outcomes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::Denied;
+    ///
+    /// let limiter = AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?;
+    /// let held = limiter.try_acquire()?;
+    /// limiter.close();
+    /// assert!(limiter.is_closed());
+    /// assert!(matches!(limiter.try_acquire(), Err(Denied::Closed)));
+    /// held.success(); // still recorded
+    /// assert_eq!(limiter.inflight(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn close(&self) {
         self.permits.close()
     }
 
     /// Whether [`close`](AdaptiveLimiter::close) was called.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    ///
+    /// let limiter = AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?;
+    /// assert!(!limiter.is_closed());
+    /// limiter.close();
+    /// assert!(limiter.is_closed());
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn is_closed(&self) -> bool {
         self.permits.is_closed()
     }
@@ -231,7 +372,9 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
         self.limit()
     }
 
-    /// Takes a permit if one is free now, and never waits, whatever the mode.
+    /// Takes a permit if one is free now, and never waits, whatever the mode. The
+    /// permit borrows the limiter; [`try_acquire_owned`](Self::try_acquire_owned)
+    /// gives one that can move into a task or another thread.
     ///
     /// # Errors
     ///
@@ -242,21 +385,56 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
     /// # Examples
     ///
     /// ```
-    /// use std::sync::Arc;
     /// use tollgate::adaptive::limit::AimdLimit;
     /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
     ///
     /// let aimd = AimdLimit::builder().min_limit(1).initial_limit(1).build()?;
-    /// let limiter = Arc::new(AdaptiveLimiter::new(aimd, Mode::FailFast)?);
+    /// let limiter = AdaptiveLimiter::new(aimd, Mode::FailFast)?;
     /// let permit = limiter.try_acquire()?;
     /// assert!(limiter.try_acquire().unwrap_err().is_limited());
     /// permit.success();
     /// assert!(limiter.try_acquire().is_ok());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn try_acquire(self: &Arc<Self>) -> Result<AdaptivePermit<L, C>, Denied> {
-        self.permits.take(1)?;
-        Ok(self.admitted())
+    #[inline]
+    pub fn try_acquire(&self) -> Result<AdaptivePermitRef<'_, L, C>, Denied> {
+        let inflight = self.take()?;
+        Ok(AdaptivePermitRef::new(
+            self,
+            self.started(inflight),
+            inflight,
+        ))
+    }
+
+    /// As [`try_acquire`](Self::try_acquire), with a permit that owns a reference to
+    /// the limiter: `'static`, for a response future, a spawned task or another
+    /// thread (the tower layers' permits).
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Self::try_acquire).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    ///
+    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?);
+    /// let permit = limiter.try_acquire_owned()?;
+    /// std::thread::spawn(move || permit.success()).join().unwrap();
+    /// assert_eq!(limiter.inflight(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn try_acquire_owned(self: &Arc<Self>) -> Result<AdaptivePermit<L, C>, Denied> {
+        let inflight = self.take()?;
+        Ok(AdaptivePermit::new(
+            Arc::clone(self),
+            self.started(inflight),
+            inflight,
+        ))
     }
 
     /// Takes a permit, waiting as the [`Mode`] says when none is free.
@@ -345,9 +523,33 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
     /// # Errors
     ///
     /// As [`acquire`](AdaptiveLimiter::acquire).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    ///
+    /// let aimd = AimdLimit::builder().min_limit(1).initial_limit(1).build()?;
+    /// let limiter = Arc::new(AdaptiveLimiter::new(aimd, Mode::fifo(Duration::from_secs(5))?)?);
+    /// let held = limiter.acquire_blocking()?;
+    /// let waiter = std::thread::spawn({
+    ///     let limiter = Arc::clone(&limiter);
+    ///     move || limiter.acquire_blocking().map(|permit| permit.success())
+    /// });
+    /// while limiter.waiters() == 0 {
+    ///     std::thread::yield_now();
+    /// }
+    /// held.success(); // the waiter takes it
+    /// waiter.join().unwrap()?;
+    /// assert_eq!(limiter.inflight(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn acquire_blocking(self: &Arc<Self>) -> Result<AdaptivePermit<L, C>, AcquireError> {
         match self.mode.timeout() {
-            None => self.try_acquire().map_err(super::acquire::refused),
+            None => self.try_acquire_owned().map_err(super::acquire::refused),
             Some(timeout) => {
                 WaitFor::new(Arc::clone(self.permits.waiting()), 1, Some(timeout)).block()?;
                 Ok(self.admitted())
@@ -362,36 +564,107 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
         &self.permits
     }
 
-    /// The guard of a permit just taken: started now, with the requests in flight
-    /// now (itself included).
+    /// The guard of a permit just granted to a waiter: started now, with the
+    /// requests in flight now (itself included).
     pub(super) fn admitted(self: &Arc<Self>) -> AdaptivePermit<L, C> {
-        AdaptivePermit::new(Arc::clone(self), self.clock().now(), self.permits.in_use())
+        let inflight = self.permits.in_use();
+        AdaptivePermit::new(Arc::clone(self), self.started(inflight), inflight)
+    }
+
+    /// Takes a permit without waiting; answers the requests in flight with it,
+    /// itself included.
+    #[inline]
+    fn take(&self) -> Result<u64, Denied> {
+        if self.permits.events().is_none() {
+            if let Some(inflight) = self.permits.take_one() {
+                return Ok(inflight);
+            }
+        }
+        self.take_reported()
+    }
+
+    /// [`take`](Self::take) with its decision: reported to the events, or why none
+    /// was free.
+    #[cold]
+    fn take_reported(&self) -> Result<u64, Denied> {
+        self.permits.take(1)?;
+        Ok(self.permits.in_use())
+    }
+
+    /// When a request admitted with `inflight` in flight starts: now if requests are
+    /// timed, [`Nanos::ZERO`] otherwise (see [`AdaptivePermit::start`]). Reports
+    /// the in-flight count to the events, if any.
+    #[inline]
+    pub(super) fn started(&self, inflight: u64) -> Nanos {
+        if let Some(events) = self.permits.events() {
+            events.emit(1, EventKind::Started { inflight });
+        }
+        if self.timed {
+            self.clock().now()
+        } else {
+            Nanos::ZERO
+        }
+    }
+
+    /// Whether requests are timed on the clock (see [`AdaptivePermit::start`]).
+    pub(super) fn is_timed(&self) -> bool {
+        self.timed
     }
 
     /// A request that started at `start`, with `inflight` in flight, ended as
     /// `outcome`: feeds the algorithm, applies its limit, then gives the permit back
     /// (so a lowered limit holds before a waiter takes the permit).
+    ///
+    /// Untimed, a success or a drop reads no clock (its sample's `start` and `rtt`
+    /// are zero, and the algorithm does not read them). An ignored request reads it
+    /// only for an algorithm with timers or for the events, and takes no lock
+    /// without timers.
+    #[inline]
     pub(super) fn finish(&self, outcome: Outcome, start: Nanos, inflight: u64) {
-        let now = self.clock().now();
-        let rtt = now.saturating_since(start);
+        let sample = matches!(outcome, Outcome::Success | Outcome::Dropped);
+        let needs_time = if sample {
+            self.timed
+        } else {
+            self.feedback.has_timers() || self.permits.events().is_some()
+        };
+        let now = if needs_time {
+            self.clock().now()
+        } else {
+            start
+        };
         // Given back even if the algorithm panics.
-        let release = Release(&self.permits);
+        let release = Release {
+            permits: &self.permits,
+            waited: self.mode.timeout().is_some(),
+        };
         let changed = self
             .feedback
             .record(outcome, start, now, inflight, |limit| self.apply(limit));
         drop(release);
-        self.report_change(changed);
         if let Some(events) = self.permits.events() {
-            let inflight = self.permits.in_use();
-            events.emit(
-                1,
-                EventKind::Finished {
-                    outcome,
-                    rtt,
-                    inflight,
-                },
-            );
+            self.report(events, changed, outcome, now.saturating_since(start));
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn report(
+        &self,
+        events: &Events,
+        changed: Option<(u64, u64)>,
+        outcome: Outcome,
+        rtt: Duration,
+    ) {
+        self.report_change(changed);
+        let inflight = self.permits.in_use();
+        events.emit(
+            1,
+            EventKind::Finished {
+                outcome,
+                rtt,
+                inflight,
+            },
+        );
     }
 
     /// Enforces `limit` (at least 1), under the algorithm's lock; returns the change.
@@ -412,11 +685,22 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
 }
 
 /// Gives one permit back when dropped.
-struct Release<'a, C: Clock>(&'a Semaphore<C>);
+struct Release<'a, C: Clock> {
+    permits: &'a Semaphore<C>,
+    /// Whether anyone may wait for it: in [`Mode::FailFast`] no one ever queues
+    /// (every acquire is a `try_acquire`), so the release skips the queue's check
+    /// for waiters, and its fence.
+    waited: bool,
+}
 
 impl<C: Clock> Drop for Release<'_, C> {
+    #[inline]
     fn drop(&mut self) {
-        self.0.release(1);
+        if self.waited {
+            self.permits.release(1);
+        } else {
+            self.permits.release_unwaited(1);
+        }
     }
 }
 
@@ -596,6 +880,135 @@ mod tests {
             limiter.try_acquire().is_ok(),
             "the lock shrugs off the poison"
         );
+    }
+
+    /// A clock that counts its reads.
+    #[derive(Clone, Debug, Default)]
+    struct Counting(Arc<crate::sync::AtomicU64>);
+
+    impl Counting {
+        fn reads(&self) -> u64 {
+            self.0.load(crate::sync::Ordering::Relaxed)
+        }
+    }
+
+    impl Clock for Counting {
+        fn now(&self) -> Nanos {
+            self.0.fetch_add(1, crate::sync::Ordering::Relaxed);
+            Nanos::ZERO
+        }
+        fn unix_origin(&self) -> Duration {
+            Duration::ZERO
+        }
+    }
+
+    fn counted(timeout: Duration) -> (AdaptiveLimiter<AimdLimit, Counting>, Counting) {
+        let aimd = AimdLimit::builder()
+            .min_limit(1)
+            .initial_limit(4)
+            .timeout(timeout)
+            .build()
+            .unwrap();
+        let clock = Counting::default();
+        let limiter = AdaptiveLimiter::with_clock(aimd, Mode::FailFast, clock.clone()).unwrap();
+        (limiter, clock)
+    }
+
+    #[test]
+    fn an_algorithm_without_time_reads_no_clock() {
+        let (limiter, clock) = counted(Duration::MAX);
+        let before = clock.reads();
+        limiter.try_acquire().unwrap().success();
+        limiter.try_acquire().unwrap().ignore();
+        drop(limiter.try_acquire().unwrap());
+        let dropped = limiter.try_acquire().unwrap();
+        assert_eq!(dropped.start(), None);
+        assert_eq!(clock.reads(), before);
+        // A change of the limit serves the queue, which reads the clock once.
+        dropped.dropped();
+        assert_eq!(clock.reads(), before + 1);
+        assert_eq!(limiter.limit(), 3, "the drop still counts: 4 × 0.9");
+
+        // With a timeout, each request reads the clock at both ends, except an
+        // ignored one's end: AIMD has no timers.
+        let (limiter, clock) = counted(Duration::from_secs(5));
+        let before = clock.reads();
+        limiter.try_acquire().unwrap().success();
+        assert_eq!(clock.reads(), before + 2);
+        limiter.try_acquire().unwrap().ignore();
+        assert_eq!(clock.reads(), before + 3);
+    }
+
+    #[test]
+    fn events_time_every_request() {
+        let (limiter, clock) = counted(Duration::MAX);
+        let limiter = limiter.with_events(crate::observe::Events::new("timed"));
+        let before = clock.reads();
+        let permit = limiter.try_acquire().unwrap();
+        assert_eq!(permit.start(), Some(Nanos::ZERO));
+        permit.success();
+        assert_eq!(clock.reads(), before + 2);
+    }
+
+    /// An ignored request lets the algorithm's timers run only if it has any: one
+    /// that says it has none is not called.
+    #[test]
+    fn ignored_requests_skip_an_algorithm_without_timers() {
+        struct Timers(Arc<crate::sync::AtomicU64>, bool);
+        impl LimitAlgorithm for Timers {
+            fn limit(&self) -> u64 {
+                5
+            }
+            fn on_sample(&mut self, _: Sample) -> u64 {
+                5
+            }
+            fn on_time(&mut self, _: Nanos) -> u64 {
+                self.0.fetch_add(1, crate::sync::Ordering::Relaxed);
+                5
+            }
+            fn has_timers(&self) -> bool {
+                self.1
+            }
+        }
+        for timers in [false, true] {
+            let calls = Arc::new(crate::sync::AtomicU64::new(0));
+            let algorithm = Timers(Arc::clone(&calls), timers);
+            let limiter =
+                AdaptiveLimiter::with_clock(algorithm, Mode::FailFast, ManualClock::new()).unwrap();
+            limiter.try_acquire().unwrap().ignore();
+            let calls = calls.load(crate::sync::Ordering::Relaxed);
+            assert_eq!(calls, u64::from(timers));
+        }
+    }
+
+    #[test]
+    fn borrowed_and_owned_permits_record_alike() {
+        let aimd = || {
+            AimdLimit::builder()
+                .min_limit(1)
+                .initial_limit(2)
+                .build()
+                .unwrap()
+        };
+        let borrowed =
+            AdaptiveLimiter::with_clock(aimd(), Mode::FailFast, ManualClock::new()).unwrap();
+        let owned = Arc::new(
+            AdaptiveLimiter::with_clock(aimd(), Mode::FailFast, ManualClock::new()).unwrap(),
+        );
+        let a = borrowed.try_acquire().unwrap();
+        let b = owned.try_acquire_owned().unwrap();
+        assert_eq!((a.inflight(), b.inflight()), (1, 1));
+        a.success();
+        b.success();
+        assert_eq!((borrowed.limit(), owned.limit()), (3, 3));
+        borrowed.try_acquire().unwrap().dropped();
+        owned.try_acquire_owned().unwrap().dropped();
+        assert_eq!((borrowed.limit(), owned.limit()), (2, 2));
+        drop(borrowed.try_acquire().unwrap());
+        drop(owned.try_acquire_owned().unwrap());
+        assert_eq!((borrowed.inflight(), owned.inflight()), (0, 0));
+        let permit = format!("{:?}", borrowed.try_acquire().unwrap());
+        assert!(permit.starts_with("AdaptivePermitRef"), "{permit}");
     }
 
     #[test]

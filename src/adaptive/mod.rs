@@ -6,8 +6,9 @@
 //! reads no clock; time arrives in the samples, from the [`Clock`](crate::time::Clock)
 //! of whatever enforces the limit.
 //!
-//! An [`AdaptiveLimiter`] enforces one: each request holds an [`AdaptivePermit`]
-//! and ends it as a success, a drop or ignored; the limiter feeds the algorithm and
+//! An [`AdaptiveLimiter`] enforces one: each request holds a permit (an
+//! [`AdaptivePermitRef`] borrowing the limiter, or an owned [`AdaptivePermit`]) and
+//! ends it as a success, a drop or ignored; the limiter feeds the algorithm and
 //! applies the limit it answers. When every permit is held, the [`Mode`] says what
 //! a request does: fail fast, wait in arrival order, or wait in a bounded LIFO
 //! backlog (Netflix's `LifoBlockingLimiter`). A [`PartitionedLimiter`] enforces
@@ -52,5 +53,5 @@ pub use limit::LimitAlgorithm;
 pub use limiter::AdaptiveLimiter;
 pub use mode::Mode;
 pub use partitioned::{PartitionedLimiter, PartitionedLimiterBuilder, PartitionedPermit};
-pub use permit::AdaptivePermit;
+pub use permit::{AdaptivePermit, AdaptivePermitRef};
 pub use sample::Sample;

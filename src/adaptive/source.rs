@@ -89,7 +89,7 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
     fn grant(self: &Arc<Self>, n: u64) -> Decided<AdaptivePermit<L, C>> {
         let permit = match n {
             0 => AdaptivePermit::empty(Arc::clone(self)),
-            1 => self.try_acquire()?,
+            1 => self.try_acquire_owned()?,
             _ => return Err(Denied::Insufficient(InsufficientCapacity::new(n, 1))),
         };
         let admitted = Admitted::new(self.limit(), self.available_permits(), Duration::ZERO);
@@ -134,7 +134,7 @@ mod tests {
     #[test]
     fn wait_takes_the_shorter_timeout_and_gives_back_when_dropped() {
         let limiter = limiter(Mode::fifo(Duration::from_secs(10)).unwrap());
-        let held = limiter.try_acquire().unwrap();
+        let held = limiter.try_acquire_owned().unwrap();
         let clock = limiter.clock().clone();
         let mut waiting = limiter.wait(&(), 1, Some(Duration::from_secs(1)));
         assert!(

@@ -97,6 +97,14 @@ impl<A: Algorithm> Atomic<A> {
     /// changed it. Each attempt reads the configuration afresh, so a retry after a
     /// reconfiguration decides under the new configuration.
     #[inline]
+    pub(crate) fn try_commit<T, E>(
+        &self,
+        f: impl FnMut(&A, &mut A::State) -> Result<T, E>,
+    ) -> Result<T, E> {
+        self.commit(f)
+    }
+
+    #[inline]
     fn commit<T, E>(&self, mut f: impl FnMut(&A, &mut A::State) -> Result<T, E>) -> Result<T, E> {
         let packing = Self::packing();
         let mut current = self.state.0.load(Ordering::Acquire);

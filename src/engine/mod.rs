@@ -94,6 +94,27 @@ impl<A: Algorithm> Cell<A> {
         either!(self, cell => cell.update(f))
     }
 
+    /// Runs `f` on the configuration and a copy of the state, and keeps the copy if
+    /// `f` answers `Some`: one compare-and-swap in the lock-free cell. For a caller
+    /// with a decision of its own that needs no [`Decision`].
+    #[inline]
+    pub(crate) fn try_commit<T>(
+        &self,
+        mut f: impl FnMut(&A, &mut A::State) -> Option<T>,
+    ) -> Option<T> {
+        match self {
+            Cell::Atomic(cell) => cell.try_commit(|alg, state| f(alg, state).ok_or(())).ok(),
+            Cell::Locked(cell) => cell.update(&mut |alg, state| {
+                let mut next = state.clone();
+                let answer = f(alg, &mut next);
+                if answer.is_some() {
+                    *state = next;
+                }
+                answer
+            }),
+        }
+    }
+
     /// A copy of the configuration and state.
     pub(crate) fn snapshot(&self) -> (A, A::State) {
         either!(self, cell => cell.snapshot())

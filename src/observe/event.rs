@@ -146,6 +146,7 @@ impl fmt::Display for Event<'_> {
             EventKind::LimitChanged { previous, limit } => {
                 write!(f, "limit {previous} -> {limit}")
             }
+            EventKind::Started { inflight } => write!(f, "started, {inflight} in flight"),
             EventKind::Finished {
                 outcome,
                 rtt,
@@ -214,6 +215,12 @@ pub enum EventKind {
         previous: u64,
         /// The limit now.
         limit: u64,
+    },
+    /// A request admitted by an adaptive limiter took its permit; reported right
+    /// after its `Admitted` or `Waited`.
+    Started {
+        /// Requests in flight now, itself included.
+        inflight: u64,
     },
     /// A request admitted by an adaptive limiter ended and gave its permit back.
     Finished {

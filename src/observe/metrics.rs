@@ -20,7 +20,8 @@ pub const WAIT_SECONDS: &str = "tollgate_wait_seconds";
 pub const DRAINED_TOTAL: &str = "tollgate_drained_total";
 /// An adaptive limit, as it last changed ([`EventKind::LimitChanged`]).
 pub const ADAPTIVE_LIMIT: &str = "tollgate_adaptive_limit";
-/// Requests in flight under an adaptive limit, as the last one to end left them.
+/// Requests in flight under an adaptive limit, as the last request to start or end
+/// left them ([`EventKind::Started`], [`EventKind::Finished`]).
 pub const INFLIGHT: &str = "tollgate_inflight";
 /// Requests admitted by an adaptive limiter that ended, labelled with the
 /// [`Outcome`] ([`EventKind::Finished`]).
@@ -178,6 +179,7 @@ impl Series {
             EventKind::Drained => self.drained.increment(1),
             // Lossless for any limit below 2^53; a gauge is an f64.
             EventKind::LimitChanged { limit, .. } => self.limit.set(limit as f64),
+            EventKind::Started { inflight } => self.inflight.set(inflight as f64),
             EventKind::Finished {
                 outcome,
                 rtt,

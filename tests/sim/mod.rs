@@ -462,7 +462,7 @@ impl Sim {
             Some(Gate::Adaptive(limiter)) => Arc::clone(limiter),
         };
         match limiter.mode() {
-            Mode::FailFast => match limiter.try_acquire() {
+            Mode::FailFast => match limiter.try_acquire_owned() {
                 Ok(permit) => self.send(now, now, Some(Permit::Adaptive(permit)), warm),
                 Err(_) => self.report.rejected += 1,
             },

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use super::checks;
-use super::LimitAlgorithm;
+use super::{LimitAlgorithm, LimitRule};
 use crate::adaptive::Sample;
 use crate::error::ConfigError;
 
@@ -179,6 +179,9 @@ impl AimdBuilder {
     }
 
     /// The RTT beyond which a sample counts as a drop (default 5 s).
+    /// [`Duration::MAX`] turns the timeout off: only drops lower the limit, and an
+    /// [`AdaptiveLimiter`](crate::adaptive::AdaptiveLimiter) then reads no clock for
+    /// its requests ([`LimitAlgorithm::uses_time`]).
     ///
     /// # Examples
     ///
@@ -247,15 +250,59 @@ impl LimitAlgorithm for AimdLimit {
     }
 
     fn on_sample(&mut self, sample: Sample) -> u64 {
-        let mut limit = self.limit;
+        self.limit = self.rule().next(self.limit, &sample);
+        self.limit
+    }
+
+    /// Only to compare the RTT with the timeout: a timeout of [`Duration::MAX`]
+    /// never fires, and then the RTT is not needed.
+    fn uses_time(&self) -> bool {
+        self.timeout != Duration::MAX
+    }
+
+    fn has_timers(&self) -> bool {
+        false
+    }
+
+    fn limit_rule(&self) -> Option<LimitRule> {
+        let rule = self.rule();
+        Some(LimitRule::new(move |limit, sample| {
+            rule.next(limit, sample)
+        }))
+    }
+}
+
+/// AIMD's arithmetic, apart from its limit: the one rule both
+/// [`AimdLimit::on_sample`] and its [`LimitRule`] follow.
+#[derive(Clone, Copy, Debug)]
+struct Rule {
+    min: u64,
+    max: u64,
+    backoff_ratio: f64,
+    timeout: Duration,
+}
+
+impl AimdLimit {
+    fn rule(&self) -> Rule {
+        Rule {
+            min: self.min,
+            max: self.max,
+            backoff_ratio: self.backoff_ratio,
+            timeout: self.timeout,
+        }
+    }
+}
+
+impl Rule {
+    #[inline]
+    fn next(&self, mut limit: u64, sample: &Sample) -> u64 {
         if sample.dropped || sample.rtt > self.timeout {
             limit = (limit as f64 * self.backoff_ratio) as u64;
         } else if sample.inflight.saturating_mul(2) >= limit {
             // Grow only while the limit is in use: an idle limit says nothing.
             limit = limit.saturating_add(1);
         }
-        self.limit = limit.clamp(self.min, self.max);
-        self.limit
+        limit.clamp(self.min, self.max)
     }
 }
 

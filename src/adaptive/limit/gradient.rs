@@ -439,6 +439,11 @@ impl fmt::Debug for GradientBuilder {
 }
 
 impl LimitAlgorithm for GradientLimit {
+    /// No timers: `on_time` is the default.
+    fn has_timers(&self) -> bool {
+        false
+    }
+
     fn limit(&self) -> u64 {
         checks::whole(self.estimated)
     }

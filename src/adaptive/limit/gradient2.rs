@@ -523,6 +523,11 @@ impl fmt::Debug for Gradient2Builder {
 }
 
 impl LimitAlgorithm for Gradient2Limit {
+    /// No timers: `on_time` is the default.
+    fn has_timers(&self) -> bool {
+        false
+    }
+
     fn limit(&self) -> u64 {
         checks::whole(self.estimated)
     }

@@ -40,6 +40,9 @@ pub use gradient2::{DropPolicy, Gradient2Builder, Gradient2Limit, QueuePolicy};
 pub use vegas::{VegasBuilder, VegasLimit};
 pub use windowed::{Aggregation, WindowedBuilder, WindowedLimit};
 
+mod rule;
+pub use rule::LimitRule;
+
 /// A concurrency limit that adapts to samples of finished requests.
 ///
 /// Implementations are pure: no clock, no I/O, no locks. The enforcing limiter owns
@@ -77,6 +80,71 @@ pub trait LimitAlgorithm: Send + 'static {
         let _ = now;
         self.limit()
     }
+
+    /// Whether [`on_sample`](LimitAlgorithm::on_sample) reads a sample's `start` or
+    /// `rtt`. When it does not, an enforcing limiter reads no clock for its requests
+    /// (unless its events need the time) and hands it samples with a `start` and an
+    /// `rtt` of zero. Asked once, when the limiter is built: the answer must not
+    /// change. The default is `true`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::limit::{AimdLimit, LimitAlgorithm, VegasLimit};
+    ///
+    /// assert!(VegasLimit::new().uses_time());
+    /// assert!(AimdLimit::new().uses_time()); // its timeout: 5 s
+    /// let drops_only = AimdLimit::builder().timeout(Duration::MAX).build()?;
+    /// assert!(!drops_only.uses_time());
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    fn uses_time(&self) -> bool {
+        true
+    }
+
+    /// Whether [`on_time`](LimitAlgorithm::on_time) may change anything. When it
+    /// cannot, an enforcing limiter skips it, with its clock read and its lock, for
+    /// requests that end ignored. Asked once, when the limiter is built. The default
+    /// is `true`; an algorithm that keeps the default `on_time` answers `false`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::limit::{AimdLimit, Gradient2Limit, LimitAlgorithm, WindowedLimit};
+    ///
+    /// assert!(!AimdLimit::new().has_timers());
+    /// assert!(WindowedLimit::new(Gradient2Limit::new()).has_timers()); // windows close
+    /// ```
+    fn has_timers(&self) -> bool {
+        true
+    }
+
+    /// For an algorithm whose whole state is its limit (AIMD): its
+    /// [`on_sample`](LimitAlgorithm::on_sample) as a pure function of the limit, so
+    /// that an enforcing limiter can tell without its lock that a sample leaves the
+    /// limit as it is, and skip the lock then. `None` (the default) for any other.
+    ///
+    /// The rule must answer exactly what `on_sample` would from a state with that
+    /// limit, and a sample it answers the same limit for must change nothing in the
+    /// algorithm. Asked once, when the limiter is built.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::limit::{AimdLimit, LimitAlgorithm};
+    /// use tollgate::adaptive::Sample;
+    /// use tollgate::time::Nanos;
+    ///
+    /// let rule = AimdLimit::new().limit_rule().expect("AIMD is a function of its limit");
+    /// let idle = Sample::new(Nanos::ZERO, Duration::from_millis(1), 1, false);
+    /// assert_eq!(rule.next(20, &idle), 20); // 1 in flight of 20: no growth
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    fn limit_rule(&self) -> Option<LimitRule> {
+        None
+    }
 }
 
 /// A boxed algorithm is one: the enforcing limiter can hold a
@@ -92,6 +160,18 @@ impl<L: LimitAlgorithm + ?Sized> LimitAlgorithm for Box<L> {
 
     fn on_time(&mut self, now: Nanos) -> u64 {
         (**self).on_time(now)
+    }
+
+    fn uses_time(&self) -> bool {
+        (**self).uses_time()
+    }
+
+    fn has_timers(&self) -> bool {
+        (**self).has_timers()
+    }
+
+    fn limit_rule(&self) -> Option<LimitRule> {
+        (**self).limit_rule()
     }
 }
 

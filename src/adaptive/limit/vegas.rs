@@ -492,6 +492,11 @@ impl VegasBuilder {
 }
 
 impl LimitAlgorithm for VegasLimit {
+    /// No timers: `on_time` is the default.
+    fn has_timers(&self) -> bool {
+        false
+    }
+
     fn limit(&self) -> u64 {
         checks::whole(self.estimated)
     }

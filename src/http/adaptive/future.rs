@@ -71,7 +71,7 @@ impl<S: Service<Req>, Req, L: LimitAlgorithm, C: Clock, K> Call<S, Req, L, C, K>
         S: Clone,
     {
         let state = if matches!(limiter.mode(), Mode::FailFast) {
-            match limiter.try_acquire() {
+            match limiter.try_acquire_owned() {
                 Ok(permit) => State::Calling {
                     future: inner.call(request),
                     permit: Some(permit),
