@@ -295,7 +295,16 @@ fn events_report_admissions_refusals_limit_changes_and_ends() {
     assert_eq!(
         *seen.lock().unwrap(),
         [
+            (
+                None,
+                0,
+                EventKind::LimitChanged {
+                    previous: 0,
+                    limit: 2
+                }
+            ),
             (key("a"), 1, EventKind::Admitted),
+            (None, 1, EventKind::Started { inflight: 1 }),
             (
                 key("a"),
                 1,

@@ -8,7 +8,7 @@ use crate::adaptive::feedback::Feedback;
 use crate::adaptive::partition::{PartitionMode, Partitions, PartitionsBuilder};
 use crate::adaptive::LimitAlgorithm;
 use crate::error::ConfigError;
-use crate::observe::Events;
+use crate::observe::{EventKind, Events};
 use crate::sync::Arc;
 use crate::time::{Clock, MonotonicClock};
 
@@ -216,9 +216,12 @@ impl<L: LimitAlgorithm, C: Clock, Ctx: ?Sized + 'static> PartitionedLimiterBuild
 
     /// Reports to `events`: admissions and refusals keyed by the partition's name
     /// ([`EventKind::Admitted`](crate::observe::EventKind::Admitted),
-    /// [`EventKind::Denied`](crate::observe::EventKind::Denied)), every change of the
-    /// limit ([`EventKind::LimitChanged`](crate::observe::EventKind::LimitChanged))
-    /// and every request that ends
+    /// [`EventKind::Denied`](crate::observe::EventKind::Denied)), the requests in
+    /// flight after each admission
+    /// ([`EventKind::Started`](crate::observe::EventKind::Started)), the limit (at
+    /// once from 0 when built, then every change:
+    /// [`EventKind::LimitChanged`](crate::observe::EventKind::LimitChanged)) and
+    /// every request that ends
     /// ([`EventKind::Finished`](crate::observe::EventKind::Finished)), as an
     /// [`AdaptiveLimiter`](crate::adaptive::AdaptiveLimiter) reports them. Bypassed
     /// requests are counted nowhere, events included.
@@ -244,9 +247,11 @@ impl<L: LimitAlgorithm, C: Clock, Ctx: ?Sized + 'static> PartitionedLimiterBuild
     ///     .build()?;
     /// limiter.try_acquire("live")?.dropped();
     /// let seen = seen.lock().unwrap();
-    /// assert_eq!(seen[0], (Some("live".to_string()), EventKind::Admitted));
-    /// assert_eq!(seen[1].1, EventKind::LimitChanged { previous: 20, limit: 18 });
-    /// assert!(matches!(seen[2].1, EventKind::Finished { .. }));
+    /// assert_eq!(seen[0].1, EventKind::LimitChanged { previous: 0, limit: 20 });
+    /// assert_eq!(seen[1], (Some("live".to_string()), EventKind::Admitted));
+    /// assert_eq!(seen[2].1, EventKind::Started { inflight: 1 });
+    /// assert_eq!(seen[3].1, EventKind::LimitChanged { previous: 20, limit: 18 });
+    /// assert!(matches!(seen[4].1, EventKind::Finished { .. }));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn events(mut self, events: Events) -> PartitionedLimiterBuilder<L, C, Ctx> {
@@ -296,6 +301,12 @@ impl<L: LimitAlgorithm, C: Clock, Ctx: ?Sized + 'static> PartitionedLimiterBuild
             });
         }
         let partitions = Arc::new(self.partitions.build()?);
+        if let Some(events) = &self.events {
+            // The limit from the start, as an adaptive limiter reports it: a gauge
+            // fed by these events is not empty until the first change.
+            let limit = partitions.limit();
+            events.emit(0, EventKind::LimitChanged { previous: 0, limit });
+        }
         Ok(PartitionedLimiter {
             shared: Arc::new(Shared {
                 partitions,

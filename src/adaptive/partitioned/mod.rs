@@ -241,6 +241,10 @@ impl<L: LimitAlgorithm, C: Clock, Ctx: ?Sized + 'static> PartitionedLimiter<L, C
                 Err(denied) => EventKind::of_denied(&source::limited(*denied)),
             };
             events.emit_keyed(partition, 1, kind);
+            if admitted.is_ok() {
+                let inflight = self.shared.partitions.in_flight();
+                events.emit(1, EventKind::Started { inflight });
+            }
         }
         Ok(PartitionedPermit::new(Arc::clone(&self.shared), admitted?))
     }
