@@ -16,6 +16,7 @@
 //! [`adaptive`] holds server and client layers to an adaptive concurrency limit.
 
 pub mod adaptive;
+mod body;
 pub mod client;
 mod key;
 mod limits;

@@ -8,6 +8,8 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
+use crate::http::body::{BodyKind, BodyKindProj};
+
 use super::classify::Classify;
 use crate::adaptive::{AdaptivePermit, LimitAlgorithm};
 use crate::observe::Outcome;
@@ -56,22 +58,8 @@ pin_project! {
     /// ```
     pub struct AdaptiveBody<B, L: LimitAlgorithm = Box<dyn LimitAlgorithm>, C: Clock = MonotonicClock, K = HttpStatus> {
         #[pin]
-        kind: Kind<B>,
+        kind: BodyKind<B>,
         end: Option<End<L, C, K>>,
-    }
-}
-
-pin_project! {
-    #[project = KindProj]
-    enum Kind<B> {
-        Inner {
-            #[pin]
-            body: B,
-        },
-        /// The layer's own answer, until it is sent.
-        Full {
-            bytes: Option<Bytes>,
-        },
     }
 }
 
@@ -121,7 +109,7 @@ impl<B: Body, L: LimitAlgorithm, C: Clock, K> AdaptiveBody<B, L, C, K> {
             Some(end)
         };
         AdaptiveBody {
-            kind: Kind::Inner { body },
+            kind: BodyKind::inner(body),
             end,
         }
     }
@@ -131,7 +119,7 @@ impl<B, L: LimitAlgorithm, C: Clock, K> AdaptiveBody<B, L, C, K> {
     /// The layer's own answer: `bytes` in one frame.
     pub(super) fn full(bytes: Bytes) -> Self {
         AdaptiveBody {
-            kind: Kind::Full { bytes: Some(bytes) },
+            kind: BodyKind::full(bytes),
             end: None,
         }
     }
@@ -140,8 +128,8 @@ impl<B, L: LimitAlgorithm, C: Clock, K> AdaptiveBody<B, L, C, K> {
 impl<B, L: LimitAlgorithm, C: Clock, K> fmt::Debug for AdaptiveBody<B, L, C, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let kind = match &self.kind {
-            Kind::Inner { .. } => "inner",
-            Kind::Full { .. } => "refused",
+            BodyKind::Inner { .. } => "inner",
+            BodyKind::Full { .. } => "refused",
         };
         f.debug_struct("AdaptiveBody")
             .field("kind", &kind)
@@ -167,13 +155,8 @@ where
     ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
         let this = self.project();
         match this.kind.project() {
-            KindProj::Full { bytes } => Poll::Ready(
-                bytes
-                    .take()
-                    .filter(|b| !b.is_empty())
-                    .map(|b| Ok(Frame::data(b.into()))),
-            ),
-            KindProj::Inner { mut body } => {
+            BodyKindProj::Full { bytes } => BodyKind::<B>::poll_full(bytes),
+            BodyKindProj::Inner { mut body } => {
                 let polled = ready!(body.as_mut().poll_frame(cx));
                 if let Some(mut end) = this.end.take() {
                     let outcome = match &polled {
@@ -200,18 +183,10 @@ where
     }
 
     fn is_end_stream(&self) -> bool {
-        match &self.kind {
-            Kind::Inner { body } => body.is_end_stream(),
-            Kind::Full { bytes } => bytes.as_ref().map_or(true, Bytes::is_empty),
-        }
+        self.kind.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
-        match &self.kind {
-            Kind::Inner { body } => body.size_hint(),
-            Kind::Full { bytes } => {
-                SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
-            }
-        }
+        self.kind.size_hint()
     }
 }

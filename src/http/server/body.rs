@@ -8,6 +8,8 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
+use crate::http::body::BodyKind;
+
 pin_project! {
     /// The body of a [`RateLimitService`](super::RateLimitService)'s responses: the inner
     /// service's body on an admitted request, or the layer's JSON on a request it answered
@@ -33,21 +35,7 @@ pin_project! {
     /// ```
     pub struct RateLimitBody<B> {
         #[pin]
-        kind: Kind<B>,
-    }
-}
-
-pin_project! {
-    #[project = KindProj]
-    enum Kind<B> {
-        Inner {
-            #[pin]
-            body: B,
-        },
-        /// The whole body, until it is sent.
-        Full {
-            bytes: Option<Bytes>,
-        },
+        kind: BodyKind<B>,
     }
 }
 
@@ -65,7 +53,7 @@ impl<B> RateLimitBody<B> {
     /// ```
     pub fn new(body: B) -> RateLimitBody<B> {
         RateLimitBody {
-            kind: Kind::Inner { body },
+            kind: BodyKind::inner(body),
         }
     }
 
@@ -82,9 +70,7 @@ impl<B> RateLimitBody<B> {
     /// ```
     pub fn full(bytes: impl Into<Bytes>) -> RateLimitBody<B> {
         RateLimitBody {
-            kind: Kind::Full {
-                bytes: Some(bytes.into()),
-            },
+            kind: BodyKind::full(bytes),
         }
     }
 }
@@ -92,8 +78,8 @@ impl<B> RateLimitBody<B> {
 impl<B> fmt::Debug for RateLimitBody<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.kind {
-            Kind::Inner { .. } => f.write_str("RateLimitBody::Inner(..)"),
-            Kind::Full { bytes } => f.debug_tuple("RateLimitBody::Full").field(bytes).finish(),
+            BodyKind::Inner { .. } => f.write_str("RateLimitBody::Inner(..)"),
+            BodyKind::Full { bytes } => f.debug_tuple("RateLimitBody::Full").field(bytes).finish(),
         }
     }
 }
@@ -110,31 +96,15 @@ where
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
-        match self.project().kind.project() {
-            KindProj::Inner { body } => body.poll_frame(cx),
-            KindProj::Full { bytes } => Poll::Ready(
-                bytes
-                    .take()
-                    .filter(|b| !b.is_empty())
-                    .map(|b| Ok(Frame::data(b.into()))),
-            ),
-        }
+        self.project().kind.poll_frame(cx)
     }
 
     fn is_end_stream(&self) -> bool {
-        match &self.kind {
-            Kind::Inner { body } => body.is_end_stream(),
-            Kind::Full { bytes } => bytes.as_ref().map_or(true, Bytes::is_empty),
-        }
+        self.kind.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
-        match &self.kind {
-            Kind::Inner { body } => body.size_hint(),
-            Kind::Full { bytes } => {
-                SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
-            }
-        }
+        self.kind.size_hint()
     }
 }
 

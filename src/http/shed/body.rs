@@ -9,6 +9,8 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
+use crate::http::body::{BodyKind, BodyKindProj};
+
 pin_project! {
     /// The body of a [`ShedService`](super::ShedService)'s responses: the inner
     /// service's body, holding the shedder's slot `T` until the body ends (its last
@@ -42,22 +44,8 @@ pin_project! {
     /// ```
     pub struct ShedBody<B, T> {
         #[pin]
-        kind: Kind<B>,
+        kind: BodyKind<B>,
         slot: Option<T>,
-    }
-}
-
-pin_project! {
-    #[project = KindProj]
-    enum Kind<B> {
-        Inner {
-            #[pin]
-            body: B,
-        },
-        /// The whole body, until it is sent.
-        Full {
-            bytes: Option<Bytes>,
-        },
     }
 }
 
@@ -65,7 +53,7 @@ impl<B, T> ShedBody<B, T> {
     /// The inner service's `body`, releasing `slot` when it ends.
     pub(super) fn new(body: B, slot: Option<T>) -> ShedBody<B, T> {
         ShedBody {
-            kind: Kind::Inner { body },
+            kind: BodyKind::inner(body),
             slot,
         }
     }
@@ -73,9 +61,7 @@ impl<B, T> ShedBody<B, T> {
     /// A body of `bytes`, sent in one frame, holding no slot.
     pub(super) fn full(bytes: impl Into<Bytes>) -> ShedBody<B, T> {
         ShedBody {
-            kind: Kind::Full {
-                bytes: Some(bytes.into()),
-            },
+            kind: BodyKind::full(bytes),
             slot: None,
         }
     }
@@ -108,11 +94,11 @@ impl<B, T> ShedBody<B, T> {
 impl<B, T> fmt::Debug for ShedBody<B, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.kind {
-            Kind::Inner { .. } => f
+            BodyKind::Inner { .. } => f
                 .debug_struct("ShedBody::Inner")
                 .field("holds_slot", &self.slot.is_some())
                 .finish_non_exhaustive(),
-            Kind::Full { bytes } => f.debug_tuple("ShedBody::Full").field(bytes).finish(),
+            BodyKind::Full { bytes } => f.debug_tuple("ShedBody::Full").field(bytes).finish(),
         }
     }
 }
@@ -131,7 +117,7 @@ where
     ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
         let this = self.project();
         match this.kind.project() {
-            KindProj::Inner { body } => {
+            BodyKindProj::Inner { body } => {
                 let frame = ready!(body.poll_frame(cx));
                 // The response is sent (or has failed): its slot goes back now,
                 // not when the server gets round to dropping the body.
@@ -140,28 +126,15 @@ where
                 }
                 Poll::Ready(frame)
             }
-            KindProj::Full { bytes } => Poll::Ready(
-                bytes
-                    .take()
-                    .filter(|b| !b.is_empty())
-                    .map(|b| Ok(Frame::data(b.into()))),
-            ),
+            BodyKindProj::Full { bytes } => BodyKind::<B>::poll_full(bytes),
         }
     }
 
     fn is_end_stream(&self) -> bool {
-        match &self.kind {
-            Kind::Inner { body } => body.is_end_stream(),
-            Kind::Full { bytes } => bytes.as_ref().map_or(true, Bytes::is_empty),
-        }
+        self.kind.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
-        match &self.kind {
-            Kind::Inner { body } => body.size_hint(),
-            Kind::Full { bytes } => {
-                SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
-            }
-        }
+        self.kind.size_hint()
     }
 }
