@@ -1,5 +1,5 @@
-//! Time: the [`Clock`] trait, the default [`MonotonicClock`], the [`ManualClock`] that
-//! tests advance by hand, and the [`Scheduler`] thread that rings the alarms of
+//! Time: the [`Clock`] trait, the default [`MonotonicClock`], the opt-in
+//! [`CoarseClock`] read with one load, the [`ManualClock`] that tests advance by hand, and the [`Scheduler`] thread that rings the alarms of
 //! clocks that move in real time.
 //!
 //! Every limiter reads time through a clock, and algorithms receive it as a [`Nanos`]
@@ -7,10 +7,11 @@
 //! Waiting goes through the same clock: a waiter sets an [`Alarm`] on it, and a
 //! [`ManualClock`] rings due alarms when the test moves it.
 //!
-//! This is the bottom layer: it imports nothing of the crate but the sync shim and
-//! the unit conversions.
+//! This is the bottom layer: it imports nothing of the crate but the sync shim, the
+//! unit conversions and the configuration error.
 
 mod clock;
+mod coarse;
 mod manual;
 mod monotonic;
 mod nanos;
@@ -18,6 +19,7 @@ mod scheduler;
 mod sleep;
 
 pub use clock::{Alarm, Clock};
+pub use coarse::CoarseClock;
 pub use manual::ManualClock;
 pub use monotonic::MonotonicClock;
 pub use nanos::Nanos;
