@@ -16,6 +16,7 @@ use std::future::{ready, Future, Ready};
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use congestion_limiter::limiter::{DefaultLimiter, Limiter as _, Outcome};
 use criterion::Criterion;
@@ -25,6 +26,7 @@ use tollgate::adaptive::partition::Partitions;
 use tollgate::adaptive::{
     AdaptiveLimiter, AdaptivePermit, AdaptivePermitRef, LimitAlgorithm, Mode,
 };
+use tollgate::time::{Clock, CoarseClock, MonotonicClock};
 use tower::{Service, ServiceExt as _};
 
 use crate::harness::{self, bench_single_thread, bench_two_threads, bench_two_threads_each};
@@ -54,13 +56,25 @@ fn aimd() -> AimdLimit {
 fn aimd_untimed() -> AimdLimit {
     AimdLimit::builder()
         .initial_limit(LIMIT)
-        .timeout(std::time::Duration::MAX)
+        .timeout(Duration::MAX)
         .build()
         .expect("valid AIMD")
 }
 
 fn tollgate<L: LimitAlgorithm>(algorithm: L) -> Arc<AdaptiveLimiter<L>> {
-    let limiter = Arc::new(AdaptiveLimiter::new(algorithm, Mode::FailFast).expect("valid"));
+    tollgate_on(algorithm, MonotonicClock::new())
+}
+
+/// Upstream's AIMD timed on a coarse clock of 1 ms: its two clock reads are two
+/// loads.
+fn tollgate_coarse() -> Arc<AdaptiveLimiter<AimdLimit, CoarseClock>> {
+    let clock = CoarseClock::new(Duration::from_millis(1)).expect("valid resolution");
+    tollgate_on(aimd(), clock)
+}
+
+fn tollgate_on<L: LimitAlgorithm, C: Clock>(algorithm: L, clock: C) -> Arc<AdaptiveLimiter<L, C>> {
+    let limiter =
+        Arc::new(AdaptiveLimiter::with_clock(algorithm, Mode::FailFast, clock).expect("valid"));
     check(|| {
         limiter
             .try_acquire()
@@ -177,6 +191,10 @@ fn single_thread(c: &mut Criterion) {
     bench_single_thread(&mut group, "tollgate.aimd", "success", |_| {
         limiter.try_acquire().map(AdaptivePermitRef::success)
     });
+    let coarse = tollgate_coarse();
+    bench_single_thread(&mut group, "tollgate.aimd_coarse", "success", |_| {
+        coarse.try_acquire().map(AdaptivePermitRef::success)
+    });
     let untimed = tollgate(aimd_untimed());
     bench_single_thread(&mut group, "tollgate.aimd_untimed", "success", |_| {
         untimed.try_acquire().map(AdaptivePermitRef::success)
@@ -212,6 +230,9 @@ fn single_thread(c: &mut Criterion) {
     let limiter = tollgate(aimd());
     bench_single_thread(&mut group, "tollgate.aimd", "ignore", |_| {
         limiter.try_acquire().map(AdaptivePermitRef::ignore)
+    });
+    bench_single_thread(&mut group, "tollgate.aimd_coarse", "ignore", |_| {
+        coarse.try_acquire().map(AdaptivePermitRef::ignore)
     });
     bench_single_thread(&mut group, "tollgate.owned", "ignore", |_| {
         untimed.try_acquire_owned().map(AdaptivePermit::ignore)
