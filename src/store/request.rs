@@ -171,19 +171,17 @@ impl<'a> Request<'a> {
     /// The answer to this request from its one combined verdict.
     #[inline(always)]
     pub(crate) fn answer(&self, verdict: RuleOutcome) -> Result<Outcome, StoreError> {
-        Ok(match (self.op, verdict) {
-            (Op::Reserve { n, .. }, RuleOutcome::Decision(d)) => {
-                Outcome::Reservation(d.map(|_| Reservation::new(n, Duration::ZERO)))
-            }
-            (Op::Reserve { .. }, RuleOutcome::Reservation(r)) => Outcome::Reservation(r),
-            (Op::Acquire(_) | Op::Peek(_), RuleOutcome::Decision(d)) => Outcome::Decision(d),
-            (Op::Refund(_), RuleOutcome::Refunded) => Outcome::Refunded,
-            (op, verdict) => {
-                return Err(StoreError::Protocol(format!(
-                    "verdict {verdict:?} for {op:?}"
-                )))
-            }
-        })
+        match (self.op, verdict) {
+            (Op::Acquire(_) | Op::Peek(_), RuleOutcome::Decision(_))
+            | (Op::Reserve { .. }, RuleOutcome::Reservation(_))
+            | (Op::Refund(_), RuleOutcome::Refunded) => Ok(verdict),
+            (Op::Reserve { n, .. }, RuleOutcome::Decision(d)) => Ok(Outcome::Reservation(
+                d.map(|_| Reservation::new(n, Duration::ZERO)),
+            )),
+            (op, verdict) => Err(StoreError::Protocol(format!(
+                "verdict {verdict:?} for {op:?}"
+            ))),
+        }
     }
 }
 

@@ -14,7 +14,6 @@ use crate::algorithm::{
     Algorithm, Aligned, Arg, Facts, FirstHit, FixedWindow, Gcra, LeakyBucket, Leased,
     RefreshPeriod, Share, SlidingCounter, SlidingLog, SmoothBursty, SmoothWarmingUp,
 };
-use crate::decision::{Decision, Denied, Reservation};
 use crate::error::ConfigError;
 use crate::time::Nanos;
 
@@ -371,7 +370,7 @@ fn step_changed<A: Algorithm<State: PartialEq>>(
         // call to be compared: it changes unless a denial that lasts left it as it
         // was, which is what `denial_lasts` promises.
         let verdict = step(algorithm, state, now, op);
-        let unchanged = !verdict.admits() && algorithm.denial_lasts();
+        let unchanged = !verdict.is_admitted() && algorithm.denial_lasts();
         return (verdict, (!unchanged).then(|| algorithm.idle_at(state)));
     }
     let before = state.clone();
@@ -443,24 +442,10 @@ pub(crate) enum Step {
     Refund(u64),
 }
 
-/// One check's answer, before the answers of a request's checks are combined.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum RuleOutcome {
-    Decision(Decision),
-    Reservation(Result<Reservation, Denied>),
-    Refunded,
-}
-
-impl RuleOutcome {
-    /// Whether the check lets the request go on.
-    pub(crate) fn admits(&self) -> bool {
-        match self {
-            RuleOutcome::Decision(d) => d.is_ok(),
-            RuleOutcome::Reservation(r) => r.is_ok(),
-            RuleOutcome::Refunded => true,
-        }
-    }
-}
+/// One check's answer, before the answers of a request's checks are combined: of
+/// the same type as the request's answer, so that a request of one check hands it on
+/// as it is, with no copy into another enum.
+pub(crate) use super::request::Outcome as RuleOutcome;
 
 #[cfg(test)]
 pub(crate) mod tests {
