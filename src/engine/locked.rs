@@ -61,7 +61,7 @@ impl<A: Algorithm> Locked<A> {
     }
 
     fn acquire_locked(&self, now: Nanos, n: u64) -> Decision {
-        let mut guard = self.inner.lock();
+        let mut guard = self.inner.lock_briefly();
         let inner = &mut *guard;
         let latest = inner.latest <= now;
         inner.latest = inner.latest.max(now);
@@ -80,7 +80,7 @@ impl<A: Algorithm> Locked<A> {
     }
 
     pub(crate) fn peek(&self, now: Nanos, n: u64) -> Decision {
-        let guard = self.inner.lock();
+        let guard = self.inner.lock_briefly();
         guard.algorithm.peek(&guard.state, now, n)
     }
 
@@ -90,7 +90,7 @@ impl<A: Algorithm> Locked<A> {
         n: u64,
         max_wait: Duration,
     ) -> Result<Reservation, Denied> {
-        let mut guard = self.inner.lock();
+        let mut guard = self.inner.lock_briefly();
         let inner = &mut *guard;
         inner.latest = inner.latest.max(now);
         let reservation = inner.algorithm.reserve(&mut inner.state, now, n, max_wait);
@@ -101,7 +101,7 @@ impl<A: Algorithm> Locked<A> {
     }
 
     pub(crate) fn refund(&self, now: Nanos, n: u64) {
-        let mut guard = self.inner.lock();
+        let mut guard = self.inner.lock_briefly();
         let inner = &mut *guard;
         inner.latest = inner.latest.max(now);
         inner.algorithm.refund(&mut inner.state, now, n);
