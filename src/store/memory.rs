@@ -553,7 +553,8 @@ impl<C: Clock> MemoryStore<C> {
             states.push((before, state));
         }
         // Several rules write only if all admit.
-        let commit = !matches!(step, Step::Peek(_)) && verdicts.iter().all(RuleOutcome::is_admitted);
+        let commit =
+            !matches!(step, Step::Peek(_)) && verdicts.iter().all(RuleOutcome::is_admitted);
         if commit {
             for &i in &expired {
                 let name = names[i];
