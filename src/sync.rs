@@ -68,8 +68,8 @@ impl<T> Mutex<T> {
     pub(crate) fn lock_briefly(&self) -> MutexGuard<'_, T> {
         match self.0.try_lock() {
             Ok(guard) => guard,
-            Err(loom::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-            Err(loom::sync::TryLockError::WouldBlock) => self.lock(),
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => self.lock(),
         }
     }
 }
@@ -87,12 +87,14 @@ pub(crate) mod unmodeled {
     pub(crate) struct Mutex<T>(std::sync::Mutex<T>);
 
     /// Attempts [`Mutex::lock_briefly`] makes before it yields, then blocks.
+    #[cfg_attr(loom, allow(dead_code))]
     const ATTEMPTS: u32 = 32;
 
     /// Spin hints between two attempts: 2.3 µs on the benchmark machine (9 ns a
     /// `pause`), longer on CPUs with a slower one. Shorter spacing hands the lock
     /// over more often: 128 took two threads admitting on a sliding log from 1.4× to
     /// 1.6× the cost of one (`benches/README.md`).
+    #[cfg_attr(loom, allow(dead_code))]
     const SPINS_BETWEEN_ATTEMPTS: u32 = 256;
 
     impl<T> Mutex<T> {
@@ -121,6 +123,7 @@ pub(crate) mod unmodeled {
         /// decides many times at its one-thread speed before the lock changes hands.
         /// After some tens of microseconds (a holder that was descheduled), this
         /// yields, then blocks as `lock` does.
+        #[cfg_attr(loom, allow(dead_code))]
         #[inline]
         pub(crate) fn lock_briefly(&self) -> MutexGuard<'_, T> {
             match self.try_lock() {
@@ -129,6 +132,7 @@ pub(crate) mod unmodeled {
             }
         }
 
+        #[cfg_attr(loom, allow(dead_code))]
         #[cold]
         fn lock_contended(&self) -> MutexGuard<'_, T> {
             for _ in 0..ATTEMPTS {
@@ -143,6 +147,7 @@ pub(crate) mod unmodeled {
             self.try_lock().unwrap_or_else(|| self.lock())
         }
 
+        #[cfg_attr(loom, allow(dead_code))]
         #[inline]
         fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
             match self.0.try_lock() {
