@@ -43,6 +43,7 @@ pub struct Admitted {
 
 impl Admitted {
     /// A decision with these values.
+    #[inline]
     pub fn new(limit: u64, remaining: u64, reset_after: Duration) -> Admitted {
         Admitted {
             limit,

@@ -76,11 +76,13 @@ impl SmoothState {
     }
 
     /// The instant `us` microseconds after the start, saturating.
+    #[inline]
     fn instant(&self, us: i64) -> Nanos {
         self.checked_instant(us).unwrap_or(Nanos::MAX)
     }
 
     /// The instant `us` microseconds after the start; `None` past the clock's end.
+    #[inline]
     fn checked_instant(&self, us: i64) -> Option<Nanos> {
         let ns = u64::try_from(us).unwrap_or(0).checked_mul(1000)?;
         self.start.as_u64().checked_add(ns).map(Nanos::new)
@@ -368,7 +370,7 @@ impl<S: SmoothShape> Smooth<S> {
     fn full_at(&self, state: &SmoothState) -> i64 {
         let missing = self.max_permits() - state.stored_permits;
         let refill_us = if missing > 0.0 {
-            (missing * self.cool_down_us()).ceil() as i64
+            ceil_to_i64(missing * self.cool_down_us())
         } else {
             0
         };
@@ -385,6 +387,20 @@ impl<S: SmoothShape> Smooth<S> {
         let (limit, _, reset_after) = self.status(state, now_us, now);
         let retry_after = state.instant(fits_at).saturating_since(now);
         Limited::new(retry_after, limit, 0, reset_after).into()
+    }
+}
+
+/// `x.ceil() as i64`, without the call to libm's `ceil` that x86-64's baseline
+/// (no SSE4.1 rounding instruction) compiles `f64::ceil` to.
+#[inline]
+fn ceil_to_i64(x: f64) -> i64 {
+    // Saturating, as `as` is; NaN gives 0. Every f64 of magnitude 2⁵³ or more is a
+    // whole number, so the truncation below is exact there.
+    let truncated = x as i64;
+    if (truncated as f64) < x {
+        truncated.saturating_add(1)
+    } else {
+        truncated
     }
 }
 
@@ -464,6 +480,44 @@ impl<S: SmoothShape> Algorithm for Smooth<S> {
     /// one's saved permits short while they still matter.
     fn idle_at(&self, state: &SmoothState) -> Nanos {
         state.instant(self.full_at(state))
+    }
+}
+
+#[cfg(test)]
+mod ceil_tests {
+    use super::ceil_to_i64;
+    use proptest::prelude::*;
+
+    #[test]
+    fn ceil_to_i64_matches_ceil_at_the_extremes() {
+        for x in [
+            0.0,
+            -0.0,
+            0.5,
+            -0.5,
+            1.0,
+            1.000_000_1,
+            2.5e15,
+            9.007_199_254_740_993e15,
+            1e300,
+            -1e300,
+            f64::MAX,
+            f64::MIN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            f64::MIN_POSITIVE,
+            9.223_372_036_854_775e18,
+        ] {
+            assert_eq!(ceil_to_i64(x), x.ceil() as i64, "{x}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn ceil_to_i64_matches_ceil(x in proptest::num::f64::ANY) {
+            prop_assert_eq!(ceil_to_i64(x), x.ceil() as i64);
+        }
     }
 }
 
