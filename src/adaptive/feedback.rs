@@ -89,6 +89,36 @@ impl<L: LimitAlgorithm> Feedback<L> {
         apply(limit.max(1))
     }
 
+    /// Whether a request that started at `start` with `inflight` in flight and ended
+    /// at `now` as `outcome` leaves the limit as it is, told with one load and no
+    /// lock: a request that is not a sample, for an algorithm without timers, or a
+    /// sample that the crate's own AIMD rule says changes nothing. `false` when it
+    /// cannot tell so cheaply; [`record`](Self::record) then decides. Nothing here
+    /// can panic (a rule of the caller's own, which could, is left to `record`).
+    #[inline]
+    pub(super) fn leaves_unchanged(
+        &self,
+        outcome: Outcome,
+        start: Nanos,
+        now: Nanos,
+        inflight: u64,
+    ) -> bool {
+        match outcome {
+            Outcome::Success | Outcome::Dropped => {
+                match self.rule.as_ref().and_then(LimitRule::as_aimd) {
+                    Some(rule) => {
+                        let limit = self.current.load(Ordering::Acquire);
+                        let rtt_nanos = now.as_u64().saturating_sub(start.as_u64());
+                        let dropped = outcome == Outcome::Dropped;
+                        rule.next_after(limit, rtt_nanos, inflight, dropped) == limit
+                    }
+                    None => false,
+                }
+            }
+            _ => !self.has_timers,
+        }
+    }
+
     /// Lets the algorithm see the time without a request ending
     /// ([`LimitAlgorithm::on_time`]); answers what `apply` answers for its limit.
     pub(super) fn tick<R>(&self, now: Nanos, apply: impl FnOnce(u64) -> R) -> R {
@@ -127,7 +157,8 @@ mod tests {
     proptest! {
         /// AIMD through `Feedback`, its no-change samples skipped without the lock,
         /// answers after every sample the limit AIMD fed every sample under a lock
-        /// answers; the lock is taken exactly when the limit changes.
+        /// answers; the lock is taken exactly when the limit changes, and the
+        /// release's own check (`leaves_unchanged`) says so exactly then.
         #[test]
         fn aimd_without_the_lock_matches_aimd_under_it(
             min in 1u64..10,
@@ -155,6 +186,8 @@ mod tests {
                         outcome == Outcome::Dropped,
                     )),
                 };
+                let quick = feedback.leaves_unchanged(outcome, Nanos::ZERO, end, inflight);
+                prop_assert_eq!(quick, expected == before, "the release's check without the lock");
                 let applied = feedback.record(outcome, Nanos::ZERO, end, inflight, Some);
                 prop_assert_eq!(feedback.limit(), expected.max(1));
                 prop_assert_eq!(applied.is_some(), expected != before, "locked only on a change");

@@ -632,17 +632,42 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
         } else {
             start
         };
+        // The common case, kept small: nothing listens, and the limit stays.
+        if self.permits.events().is_none()
+            && self
+                .feedback
+                .leaves_unchanged(outcome, start, now, inflight)
+        {
+            self.release();
+            return;
+        }
+        self.finish_recorded(outcome, start, now, inflight);
+    }
+
+    /// [`finish`](Self::finish) of a request the algorithm hears of, or events
+    /// report.
+    #[inline(never)]
+    fn finish_recorded(&self, outcome: Outcome, start: Nanos, now: Nanos, inflight: u64) {
         // Given back even if the algorithm panics.
-        let release = Release {
-            permits: &self.permits,
-            waited: self.mode.timeout().is_some(),
-        };
+        let release = Release { limiter: self };
         let changed = self
             .feedback
             .record(outcome, start, now, inflight, |limit| self.apply(limit));
         drop(release);
         if let Some(events) = self.permits.events() {
             self.report(events, changed, outcome, now.saturating_since(start));
+        }
+    }
+
+    /// Gives one permit back. In [`Mode::FailFast`] no one ever queues (every
+    /// acquire is a `try_acquire`), so the release skips the queue's check for
+    /// waiters, and its fence.
+    #[inline]
+    fn release(&self) {
+        if self.mode.timeout().is_some() {
+            self.permits.release(1);
+        } else {
+            self.permits.release_unwaited(1);
         }
     }
 
@@ -685,22 +710,14 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
 }
 
 /// Gives one permit back when dropped.
-struct Release<'a, C: Clock> {
-    permits: &'a Semaphore<C>,
-    /// Whether anyone may wait for it: in [`Mode::FailFast`] no one ever queues
-    /// (every acquire is a `try_acquire`), so the release skips the queue's check
-    /// for waiters, and its fence.
-    waited: bool,
+struct Release<'a, L: LimitAlgorithm, C: Clock> {
+    limiter: &'a AdaptiveLimiter<L, C>,
 }
 
-impl<C: Clock> Drop for Release<'_, C> {
+impl<L: LimitAlgorithm, C: Clock> Drop for Release<'_, L, C> {
     #[inline]
     fn drop(&mut self) {
-        if self.waited {
-            self.permits.release(1);
-        } else {
-            self.permits.release_unwaited(1);
-        }
+        self.limiter.release();
     }
 }
 

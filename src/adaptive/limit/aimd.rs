@@ -265,21 +265,18 @@ impl LimitAlgorithm for AimdLimit {
     }
 
     fn limit_rule(&self) -> Option<LimitRule> {
-        let rule = self.rule();
-        Some(LimitRule::new(move |limit, sample| {
-            rule.next(limit, sample)
-        }))
+        Some(LimitRule::aimd(self.rule()))
     }
 }
 
 /// AIMD's arithmetic, apart from its limit: the one rule both
 /// [`AimdLimit::on_sample`] and its [`LimitRule`] follow.
 #[derive(Clone, Copy, Debug)]
-struct Rule {
+pub(crate) struct Rule {
     min: u64,
     max: u64,
     backoff_ratio: f64,
-    timeout: Duration,
+    timeout_nanos: u64,
 }
 
 impl AimdLimit {
@@ -288,17 +285,34 @@ impl AimdLimit {
             min: self.min,
             max: self.max,
             backoff_ratio: self.backoff_ratio,
-            timeout: self.timeout,
+            timeout_nanos: u64::try_from(self.timeout.as_nanos()).unwrap_or(u64::MAX),
         }
     }
 }
 
 impl Rule {
     #[inline]
-    fn next(&self, mut limit: u64, sample: &Sample) -> u64 {
-        if sample.dropped || sample.rtt > self.timeout {
+    pub(crate) fn next(&self, limit: u64, sample: &Sample) -> u64 {
+        let rtt_nanos = u64::try_from(sample.rtt.as_nanos()).unwrap_or(u64::MAX);
+        self.next_after(limit, rtt_nanos, sample.inflight, sample.dropped)
+    }
+
+    /// [`next`](Self::next) of a sample given by its parts, the RTT in nanoseconds
+    /// (saturating): what an enforcing limiter checks on every release, with no
+    /// [`Duration`] built.
+    #[inline]
+    pub(crate) fn next_after(
+        &self,
+        mut limit: u64,
+        rtt_nanos: u64,
+        inflight: u64,
+        dropped: bool,
+    ) -> u64 {
+        // A timeout of more than u64::MAX ns saturates to it, and no RTT exceeds it,
+        // as no RTT exceeds the timeout itself.
+        if dropped || rtt_nanos > self.timeout_nanos {
             limit = (limit as f64 * self.backoff_ratio) as u64;
-        } else if sample.inflight.saturating_mul(2) >= limit {
+        } else if inflight.saturating_mul(2) >= limit {
             // Grow only while the limit is in use: an idle limit says nothing.
             limit = limit.saturating_add(1);
         }

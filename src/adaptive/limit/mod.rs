@@ -22,6 +22,7 @@ use crate::time::Nanos;
 use super::Sample;
 
 mod aimd;
+pub(crate) use aimd::Rule as AimdRule;
 mod checks;
 pub mod functions;
 mod gradient;

@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use super::AimdRule;
 use crate::adaptive::Sample;
 
 /// The next limit as a pure function of the current limit and a sample: what an
@@ -25,21 +26,46 @@ use crate::adaptive::Sample;
 /// let dropped = Sample::new(Nanos::ZERO, Duration::ZERO, 1, true);
 /// assert_eq!(rule.next(10, &dropped), 5);
 /// ```
-pub struct LimitRule(Box<Next>);
+pub struct LimitRule(Next);
 
-/// The function behind a rule.
-type Next = dyn Fn(u64, &Sample) -> u64 + Send + Sync;
+/// The function behind a rule: the crate's own AIMD inline (no call through a
+/// pointer on every request's release), or any other.
+enum Next {
+    Aimd(AimdRule),
+    Other(Box<OtherRule>),
+}
+
+/// A rule of the caller's own.
+type OtherRule = dyn Fn(u64, &Sample) -> u64 + Send + Sync;
 
 impl LimitRule {
     /// A rule answering `next(limit, sample)`.
     pub fn new(next: impl Fn(u64, &Sample) -> u64 + Send + Sync + 'static) -> LimitRule {
-        LimitRule(Box::new(next))
+        LimitRule(Next::Other(Box::new(next)))
+    }
+
+    /// [`AimdLimit`](super::AimdLimit)'s rule.
+    pub(crate) fn aimd(rule: AimdRule) -> LimitRule {
+        LimitRule(Next::Aimd(rule))
+    }
+
+    /// The crate's AIMD rule, if this is it: a rule that cannot panic, which a
+    /// limiter may then apply outside any guard.
+    #[inline]
+    pub(crate) fn as_aimd(&self) -> Option<&AimdRule> {
+        match &self.0 {
+            Next::Aimd(rule) => Some(rule),
+            Next::Other(_) => None,
+        }
     }
 
     /// The limit after `sample`, from `limit`.
     #[inline]
     pub fn next(&self, limit: u64, sample: &Sample) -> u64 {
-        (self.0)(limit, sample)
+        match &self.0 {
+            Next::Aimd(rule) => rule.next(limit, sample),
+            Next::Other(next) => next(limit, sample),
+        }
     }
 }
 
