@@ -62,15 +62,11 @@ impl<T> Mutex<T> {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// As [`unmodeled::Mutex::lock_briefly`]: one attempt without blocking, then
-    /// [`lock`](Self::lock), which is all a model needs to explore either way in.
+    /// As [`unmodeled::Mutex::lock_briefly`], whose spinning is a matter of speed
+    /// alone: a model explores the plain lock.
     #[inline]
     pub(crate) fn lock_briefly(&self) -> MutexGuard<'_, T> {
-        match self.0.try_lock() {
-            Ok(guard) => guard,
-            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => self.lock(),
-        }
+        self.lock()
     }
 }
 
@@ -88,14 +84,21 @@ pub(crate) mod unmodeled {
 
     /// Attempts [`Mutex::lock_briefly`] makes before it yields, then blocks.
     #[cfg_attr(loom, allow(dead_code))]
-    const ATTEMPTS: u32 = 32;
+    const ATTEMPTS: u32 = 16;
 
-    /// Spin hints between two attempts: 2.3 µs on the benchmark machine (9 ns a
-    /// `pause`), longer on CPUs with a slower one. Shorter spacing hands the lock
-    /// over more often: 128 took two threads admitting on a sliding log from 1.4× to
-    /// 1.6× the cost of one (`benches/README.md`).
+    /// Spin hints between two attempts (2.3 µs where a `pause` takes 9 ns). Closer
+    /// attempts hand the lock over more often; see benches/README.md, "Session 5".
     #[cfg_attr(loom, allow(dead_code))]
     const SPINS_BETWEEN_ATTEMPTS: u32 = 256;
+
+    /// Whether another CPU can run the holder while a waiter spins: with one, the
+    /// spinning only delays it.
+    #[cfg_attr(loom, allow(dead_code))]
+    fn spinning_helps() -> bool {
+        static SEVERAL_CPUS: OnceLock<bool> = OnceLock::new();
+        *SEVERAL_CPUS
+            .get_or_init(|| std::thread::available_parallelism().is_ok_and(|cpus| cpus.get() > 1))
+    }
 
     impl<T> Mutex<T> {
         pub(crate) fn new(value: T) -> Mutex<T> {
@@ -109,20 +112,18 @@ pub(crate) mod unmodeled {
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
         }
 
-        /// Locks a mutex that is only ever held for a short critical section (a
-        /// limiter's decision: no allocation, I/O or clock read inside), spinning
-        /// rather than sleeping while it is held.
+        /// Locks a mutex held only for short critical sections (a limiter's
+        /// decision: no allocation, I/O or clock read inside), spinning rather than
+        /// sleeping while it is taken.
         ///
-        /// std's `lock` parks a thread that finds the lock taken after a short spin,
-        /// and marks it contended; every unlock after that is a system call to wake
-        /// it. Two threads deciding in a loop then take turns through the kernel,
-        /// several times slower than either alone. Trying again without blocking
-        /// never marks the lock contended, so the holder's unlock stays one atomic
-        /// swap. The attempts are spaced out, not back to back: each one takes the
-        /// lock's cache line from the holder, and a holder left alone for a while
-        /// decides many times at its one-thread speed before the lock changes hands.
-        /// After some tens of microseconds (a holder that was descheduled), this
-        /// yields, then blocks as `lock` does.
+        /// std's `lock` parks a waiter and marks the lock contended, so every later
+        /// unlock is a system call: two threads deciding in a loop then take turns
+        /// through the kernel. `try_lock` never marks it contended, and attempts
+        /// spaced apart leave the holder its cache line for many decisions. After
+        /// the attempts (tens to hundreds of microseconds, by the CPU's `pause`),
+        /// this yields, then blocks as `lock` does; on one CPU it blocks at once.
+        /// Implementers of [`Algorithm`](crate::algorithm::Algorithm) are expected
+        /// to keep decisions that short.
         #[cfg_attr(loom, allow(dead_code))]
         #[inline]
         pub(crate) fn lock_briefly(&self) -> MutexGuard<'_, T> {
@@ -132,9 +133,13 @@ pub(crate) mod unmodeled {
             }
         }
 
+        /// [`lock_briefly`](Self::lock_briefly) once a first attempt failed.
         #[cfg_attr(loom, allow(dead_code))]
         #[cold]
         fn lock_contended(&self) -> MutexGuard<'_, T> {
+            if !spinning_helps() {
+                return self.lock();
+            }
             for _ in 0..ATTEMPTS {
                 for _ in 0..SPINS_BETWEEN_ATTEMPTS {
                     std::hint::spin_loop();
@@ -147,6 +152,7 @@ pub(crate) mod unmodeled {
             self.try_lock().unwrap_or_else(|| self.lock())
         }
 
+        /// `try_lock`, shrugging off poisoning as [`lock`](Self::lock) does.
         #[cfg_attr(loom, allow(dead_code))]
         #[inline]
         fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
@@ -198,7 +204,7 @@ mod tests {
                 locked.wait();
                 // Held past every spinning attempt, so the waiter ends up blocking;
                 // then it poisons the lock.
-                std::thread::park_timeout(std::time::Duration::from_millis(50));
+                std::thread::sleep(std::time::Duration::from_millis(50));
                 panic!("poisons the lock");
             })
         };

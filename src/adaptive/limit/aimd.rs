@@ -276,6 +276,9 @@ pub(crate) struct Rule {
     min: u64,
     max: u64,
     backoff_ratio: f64,
+    timeout: Duration,
+    /// The timeout in nanoseconds, saturating: exact for the RTTs a limiter
+    /// measures, which are whole nanoseconds of at most `u64::MAX`.
     timeout_nanos: u64,
 }
 
@@ -285,32 +288,37 @@ impl AimdLimit {
             min: self.min,
             max: self.max,
             backoff_ratio: self.backoff_ratio,
+            timeout: self.timeout,
             timeout_nanos: u64::try_from(self.timeout.as_nanos()).unwrap_or(u64::MAX),
         }
     }
 }
 
 impl Rule {
+    /// The limit after `sample`, from `limit`.
     #[inline]
     pub(crate) fn next(&self, limit: u64, sample: &Sample) -> u64 {
-        let rtt_nanos = u64::try_from(sample.rtt.as_nanos()).unwrap_or(u64::MAX);
-        self.next_after(limit, rtt_nanos, sample.inflight, sample.dropped)
+        let timed_out = sample.rtt > self.timeout;
+        self.step(limit, sample.dropped || timed_out, sample.inflight)
     }
 
-    /// [`next`](Self::next) of a sample given by its parts, the RTT in nanoseconds
-    /// (saturating): what an enforcing limiter checks on every release, with no
-    /// [`Duration`] built.
+    /// [`next`](Self::next) of a sample given by its parts, its RTT in whole
+    /// nanoseconds as a limiter measures it: what the limiter checks on every
+    /// release, with no [`Duration`] built.
     #[inline]
     pub(crate) fn next_after(
         &self,
-        mut limit: u64,
+        limit: u64,
         rtt_nanos: u64,
         inflight: u64,
         dropped: bool,
     ) -> u64 {
-        // A timeout of more than u64::MAX ns saturates to it, and no RTT exceeds it,
-        // as no RTT exceeds the timeout itself.
-        if dropped || rtt_nanos > self.timeout_nanos {
+        self.step(limit, dropped || rtt_nanos > self.timeout_nanos, inflight)
+    }
+
+    #[inline]
+    fn step(&self, mut limit: u64, backs_off: bool, inflight: u64) -> u64 {
+        if backs_off {
             limit = (limit as f64 * self.backoff_ratio) as u64;
         } else if inflight.saturating_mul(2) >= limit {
             // Grow only while the limit is in use: an idle limit says nothing.
@@ -327,6 +335,29 @@ mod tests {
 
     fn sample(rtt: Duration, inflight: u64, dropped: bool) -> Sample {
         Sample::new(Nanos::ZERO, rtt, inflight, dropped)
+    }
+
+    /// A timeout and an RTT both past what nanoseconds in a u64 hold (584 years)
+    /// still compare as durations, through the algorithm and through its rule.
+    #[test]
+    fn an_rtt_past_a_timeout_of_centuries_backs_off() {
+        let centuries = Duration::from_secs(700 * 365 * 24 * 3600);
+        let mut aimd = AimdLimit::builder().timeout(centuries).build().unwrap();
+        let rule = aimd.limit_rule().unwrap();
+        let slow = sample(Duration::MAX, 20, false);
+        assert_eq!(
+            rule.next(20, &slow),
+            20,
+            "⌊20 × 0.9⌋, held at the minimum 20"
+        );
+        assert_eq!(rule.next(30, &slow), 27);
+        assert_eq!(aimd.on_sample(slow), 20);
+        let fast = sample(centuries, 10, false);
+        assert_eq!(
+            rule.next(30, &fast),
+            30,
+            "at the timeout, not past it: no change"
+        );
     }
 
     /// AIMDLimitTest.testDefault. Upstream builds `initialLimit(10)` under the

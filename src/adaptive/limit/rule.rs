@@ -31,7 +31,9 @@ pub struct LimitRule(Next);
 /// The function behind a rule: the crate's own AIMD inline (no call through a
 /// pointer on every request's release), or any other.
 enum Next {
+    /// [`AimdLimit`](super::AimdLimit)'s.
     Aimd(AimdRule),
+    /// One made with [`LimitRule::new`].
     Other(Box<OtherRule>),
 }
 
