@@ -437,22 +437,24 @@ impl<C: Clock> MemoryStore<C> {
                 // Forgotten, as Redis forgets a key by its TTL: afresh, in place.
                 entry.state = rule.initial_state(now);
             }
-            let verdict = if peek {
+            let applied = if peek {
                 // A peek changes no state.
                 rule.apply(&mut entry.state, now, step)
+                    .map(|verdict| (verdict, None))
             } else {
                 rule.apply_changed(&mut entry.state, now, step)
-                    .map(|(verdict, expires_at)| {
-                        // An unchanged state is not written: it keeps its expiry.
-                        if let Some(expires_at) = expires_at {
-                            entry.expires_at = expires_at;
-                            entry.booked(&verdict, now);
-                        }
-                        verdict
-                    })
             };
+            // Taken apart where it lands rather than through a closure: each copy of
+            // the verdict is read back with wider loads than it was written with.
+            let Some((verdict, changed_expiry)) = applied else {
+                return Err(self.conflict(request, check));
+            };
+            // An unchanged state is not written: it keeps its expiry.
+            if let Some(expires_at) = changed_expiry {
+                entry.expires_at = expires_at;
+                entry.booked(&verdict, now);
+            }
             let expires_at = entry.expires_at;
-            let verdict = verdict.ok_or_else(|| self.conflict(request, check))?;
             shard.note(expires_at);
             if !peek && expires_at <= now {
                 shard.remove(hash, |e| name.matches(&e.name));
