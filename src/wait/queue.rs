@@ -283,7 +283,9 @@ impl<G: Gate> Waiting<G> {
     /// `try_acquire` for a caller who will not wait, respecting the queue.
     #[inline]
     pub(crate) fn try_acquire(&self, n: u64) -> Decision {
-        if !self.is_contended() {
+        // One test on the hot path: no waiters and open. Unfair waiting and the rest
+        // are sorted out off it.
+        if self.word.load(Ordering::Relaxed) == 0 {
             return self.gate.acquire(self.gate.decision_time(), n);
         }
         self.try_acquire_contended(n)
