@@ -126,7 +126,7 @@ impl<A: Algorithm, C: Clock> Gate for Core<A, C> {
         self.clock.now()
     }
 
-    #[inline]
+    #[inline(always)]
     fn acquire(&self, now: Nanos, n: u64) -> Decision {
         self.cell.acquire(now, n)
     }

@@ -104,7 +104,7 @@ impl<A: Algorithm> Atomic<A> {
         self.commit(f)
     }
 
-    #[inline]
+    #[inline(always)]
     fn commit<T, E>(&self, mut f: impl FnMut(&A, &mut A::State) -> Result<T, E>) -> Result<T, E> {
         let packing = Self::packing();
         let mut current = self.state.0.load(Ordering::Acquire);
@@ -128,7 +128,7 @@ impl<A: Algorithm> Atomic<A> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn acquire(&self, now: Nanos, n: u64) -> Decision {
         self.commit(|alg, state| alg.acquire(state, now, n))
     }

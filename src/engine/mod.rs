@@ -52,7 +52,7 @@ impl<A: Algorithm> Cell<A> {
     }
 
     /// [`Algorithm::acquire`], atomically.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn acquire(&self, now: Nanos, n: u64) -> Decision {
         // The kind `new` picked comes first, so it is the straight path.
         if A::PACKING.is_some() {

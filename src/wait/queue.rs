@@ -281,7 +281,7 @@ impl<G: Gate> Waiting<G> {
     }
 
     /// `try_acquire` for a caller who will not wait, respecting the queue.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn try_acquire(&self, n: u64) -> Decision {
         // One test on the hot path: no waiters and open. Unfair waiting and the rest
         // are sorted out off it.
