@@ -286,12 +286,22 @@ impl Retry {
     }
 }
 
+/// What a denial's retry waits for. A whole word rather than a `bool`: the decision
+/// types then have no padding bytes, so moving one copies whole words instead of
+/// the padding around a one-byte flag piece by piece.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u64)]
+enum WaitsFor {
+    Time = 0,
+    Release = 1,
+}
+
 /// Limited: retry after a while, or once permits are released.
 #[derive(Clone, Copy)]
 pub struct Limited {
     retry_after_nanos: u64,
-    /// The retry waits for a release; `retry_after_nanos` is then unused.
-    on_release: bool,
+    /// What the retry waits for; `retry_after_nanos` is unused for a release.
+    waits_for: WaitsFor,
     limit: u64,
     remaining: Quotient,
     reset_after_nanos: u64,
@@ -307,7 +317,7 @@ impl Limited {
     ) -> Limited {
         Limited {
             retry_after_nanos: duration_to_nanos(retry_after),
-            on_release: false,
+            waits_for: WaitsFor::Time,
             limit,
             remaining: Quotient::whole(remaining),
             reset_after_nanos: duration_to_nanos(reset_after),
@@ -329,7 +339,7 @@ impl Limited {
     pub const fn on_release(limit: u64, remaining: u64) -> Limited {
         Limited {
             retry_after_nanos: 0,
-            on_release: true,
+            waits_for: WaitsFor::Release,
             limit,
             remaining: Quotient {
                 numerator: remaining,
@@ -351,7 +361,7 @@ impl Limited {
     ) -> Limited {
         Limited {
             retry_after_nanos,
-            on_release: false,
+            waits_for: WaitsFor::Time,
             limit,
             remaining: Quotient::new(remaining_numerator, remaining_divisor),
             reset_after_nanos,
@@ -361,7 +371,7 @@ impl Limited {
     /// When the same request can succeed: after a time, if nothing else consumes
     /// permits meanwhile, or once permits are released.
     pub const fn retry(&self) -> Retry {
-        if self.on_release {
+        if let WaitsFor::Release = self.waits_for {
             Retry::OnRelease
         } else {
             Retry::After(Duration::from_nanos(self.retry_after_nanos))
@@ -392,7 +402,7 @@ impl Limited {
 
     /// The retry in nanoseconds; `None` for [`Retry::OnRelease`].
     pub(crate) const fn retry_after_nanos(&self) -> Option<u64> {
-        if self.on_release {
+        if let WaitsFor::Release = self.waits_for {
             None
         } else {
             Some(self.retry_after_nanos)
