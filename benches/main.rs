@@ -16,6 +16,7 @@ mod keyed;
 mod memory;
 mod shed;
 mod store;
+mod threads;
 mod waiting;
 
 /// Short runs: the suite shares small machines and has about seventy benchmarks of

@@ -14,13 +14,15 @@
 
 use std::hint::black_box;
 use std::num::NonZeroU32;
-use std::sync::Barrier;
-use std::thread;
 use std::time::{Duration, Instant};
 
 use governor::DefaultDirectRateLimiter;
 use tollgate::algorithm::{Algorithm, FixedWindow, Gcra, LeakyBucket};
 use tollgate::{Limiter, Quota};
+
+mod threads;
+
+use threads::split_across_threads;
 
 /// Rounds per scenario; odd, so the median is one round's ratio.
 const ROUNDS: usize = 41;
@@ -114,30 +116,7 @@ fn timed<R>(calls: u64, threads: u64, op: &(impl Fn() -> R + Sync)) -> Duration 
         }
         return start.elapsed();
     }
-    let barrier = Barrier::new(threads as usize);
-    let spans: Vec<(Instant, Instant)> = thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                let barrier = &barrier;
-                scope.spawn(move || {
-                    barrier.wait();
-                    let start = Instant::now();
-                    for _ in 0..calls / threads {
-                        let result = op();
-                        black_box(&result);
-                    }
-                    (start, Instant::now())
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .map(|worker| worker.join().expect("benchmark thread panicked"))
-            .collect()
-    });
-    let first_start = spans.iter().map(|s| s.0).min().expect("a thread");
-    let last_end = spans.iter().map(|s| s.1).max().expect("a thread");
-    last_end - first_start
+    split_across_threads(calls, threads, &|_, _| op())
 }
 
 /// The value at fraction `q` of the sorted `values`.
