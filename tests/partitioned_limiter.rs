@@ -588,13 +588,24 @@ fn strict_never_admits_past_a_falling_limit_under_threads() {
         )
         .build()
         .unwrap();
-    let high = hammer(&limiter, 4, 20_000, 4, |permit, before| {
+    let check = |permit: &PartitionedPermit<Countdown, ManualClock>, before: u64| {
         assert!(
             permit.inflight() <= before,
             "{} in flight at admission against a limit of at most {before}",
             permit.inflight()
         );
-    });
+    };
+    // Only admitted requests give samples, and how many are admitted depends on how
+    // the threads interleave (near the floor, a thread holding nothing is refused
+    // and gives none): a busy machine can leave the limit a step short after one
+    // round, so hammer again, within a bound, until it has fallen all the way.
+    let mut high = 0;
+    for _ in 0..5 {
+        high = high.max(hammer(&limiter, 4, 20_000, 4, &check));
+        if limiter.limit() == 3 {
+            break;
+        }
+    }
     assert!(high <= 12);
     assert_eq!(limiter.limit(), 3, "the limit fell all the way");
     assert_eq!(limiter.in_flight(), 0, "every request was given back");
