@@ -601,7 +601,7 @@ fn strict_never_admits_past_a_falling_limit_under_threads() {
     // round, so hammer again, within a bound, until it has fallen all the way.
     let mut high = 0;
     for _ in 0..5 {
-        high = high.max(hammer(&limiter, 4, 20_000, 4, &check));
+        high = high.max(hammer(&limiter, 4, 20_000, 4, check));
         if limiter.limit() == 3 {
             break;
         }
