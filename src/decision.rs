@@ -289,7 +289,7 @@ impl Retry {
 /// What a denial's retry waits for. A whole word rather than a `bool`: the decision
 /// types then have no padding bytes, so moving one copies whole words instead of
 /// the padding around a one-byte flag piece by piece.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy)]
 #[repr(u64)]
 enum WaitsFor {
     Time = 0,
