@@ -111,10 +111,16 @@ impl<A: Algorithm> Atomic<A> {
         loop {
             let alg = self.config();
             let mut next = (packing.word_to_state)(current);
-            let result = f(&alg, &mut next);
+            // A denial returns from here, apart from the admission's value, so that it
+            // is built in the caller's slot rather than merged with the admission and
+            // copied there (a GCRA denial: 105 instructions to 80, callgrind).
+            let value = match f(&alg, &mut next) {
+                Ok(value) => value,
+                Err(denied) => return Err(denied),
+            };
             let next = (packing.state_to_word)(&next);
-            if result.is_err() || next == current {
-                return result;
+            if next == current {
+                return Ok(value);
             }
             match self.state.0.compare_exchange_weak(
                 current,
@@ -122,15 +128,39 @@ impl<A: Algorithm> Atomic<A> {
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
-                Ok(_) => return result,
+                Ok(_) => return Ok(value),
                 Err(actual) => current = actual,
             }
         }
     }
 
+    /// [`commit`](Atomic::commit) written out for [`Algorithm::acquire`]: through the
+    /// closure, a GCRA admission costs 12 more instructions (callgrind: 97 against 85).
     #[inline(always)]
     pub(crate) fn acquire(&self, now: Nanos, n: u64) -> Decision {
-        self.commit(|alg, state| alg.acquire(state, now, n))
+        let packing = Self::packing();
+        let mut current = self.state.0.load(Ordering::Acquire);
+        loop {
+            let alg = self.config();
+            let mut next = (packing.word_to_state)(current);
+            let admitted = match alg.acquire(&mut next, now, n) {
+                Ok(admitted) => admitted,
+                Err(denied) => return Err(denied),
+            };
+            let next = (packing.state_to_word)(&next);
+            if next == current {
+                return Ok(admitted);
+            }
+            match self.state.0.compare_exchange_weak(
+                current,
+                next,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Ok(admitted),
+                Err(actual) => current = actual,
+            }
+        }
     }
 
     #[inline]

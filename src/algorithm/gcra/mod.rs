@@ -157,16 +157,15 @@ impl Gcra {
     #[inline]
     pub(super) fn limited(&self, tat: u64, now: u64, retry: u64) -> Denied {
         let ttl = tat.saturating_sub(now);
-        limited(retry, self.burst, self.tolerance, self.interval, ttl)
+        Limited::deferred(
+            retry,
+            self.burst,
+            self.tolerance.saturating_sub(ttl),
+            self.interval,
+            ttl,
+        )
+        .into()
     }
-}
-
-/// A denial for `retry` nanoseconds with `ttl` of debt, built out of line: inlined,
-/// its five values cost the denial path more registers than its own work
-/// (`benches/paired.rs`), and all arrive in registers here.
-#[inline(never)]
-fn limited(retry: u64, burst: u64, tolerance: u64, interval: u64, ttl: u64) -> Denied {
-    Limited::deferred(retry, burst, tolerance.saturating_sub(ttl), interval, ttl).into()
 }
 
 impl Algorithm for Gcra {
