@@ -128,6 +128,11 @@ impl<C: Clock> LeakyQueue<C> {
         WaitFor::new(&*self.shared, n, None).block()
     }
 
+    /// A copy of the bucket: its capacity and drain rate.
+    pub(crate) fn bucket(&self) -> LeakyBucket {
+        self.shared.gate.cell.snapshot().0
+    }
+
     /// Units in the queue: waiting, plus booked and not yet drained.
     pub fn queue_len(&self) -> u64 {
         let (waiting, _) = self.shared.queued();

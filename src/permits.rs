@@ -253,3 +253,73 @@ where
         self.source.refund(self.key(), n)
     }
 }
+
+/// A single [`PermitSource`] that serves every key alike: one limit shared by all
+/// keys, for an integration that asks a keyed source (the HTTP server layer's
+/// [`RateLimitLayer::global`](crate::http::server::RateLimitLayer::global) wraps its
+/// source in one). The reverse of [`ForKey`].
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::algorithm::Gcra;
+/// use tollgate::time::ManualClock;
+/// use tollgate::{EveryKey, Limiter, PermitSource, Quota};
+///
+/// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(1)?), ManualClock::new());
+/// let shared = EveryKey::new(limiter);
+/// assert!(matches!(shared.decide_now("alice", 1), Some(Ok(Ok(_)))));
+/// assert!(matches!(shared.decide_now("bob", 1), Some(Ok(Err(_)))));
+/// # Ok::<(), tollgate::ConfigError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct EveryKey<S> {
+    source: S,
+}
+
+impl<S: PermitSource> EveryKey<S> {
+    /// `source`, serving every key.
+    pub fn new(source: S) -> EveryKey<S> {
+        EveryKey { source }
+    }
+
+    /// The source.
+    pub fn source(&self) -> &S {
+        &self.source
+    }
+}
+
+impl<S: PermitSource, Key: ?Sized> PermitSource<Key> for EveryKey<S> {
+    type Permit = S::Permit;
+    type Error = S::Error;
+
+    fn capacity(&self) -> u64 {
+        self.source.capacity()
+    }
+
+    fn chunk(&self, max: u64) -> u64 {
+        self.source.chunk(max)
+    }
+
+    #[inline]
+    fn decide_now(&self, _: &Key, n: u64) -> Option<Result<Decided<S::Permit>, S::Error>> {
+        self.source.decide_now(&(), n)
+    }
+
+    fn decide(&self, _: &Key, n: u64) -> PermitFuture<Result<Decided<S::Permit>, S::Error>> {
+        self.source.decide(&(), n)
+    }
+
+    fn wait(
+        &self,
+        _: &Key,
+        n: u64,
+        timeout: Option<Duration>,
+    ) -> PermitFuture<Result<S::Permit, AcquireError<S::Error>>> {
+        self.source.wait(&(), n, timeout)
+    }
+
+    fn refund(&self, _: &Key, n: u64) {
+        self.source.refund(&(), n)
+    }
+}

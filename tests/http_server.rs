@@ -21,7 +21,7 @@ use tollgate::http::server::RateLimitLayer;
 use tollgate::http::{ClientIp, Global, HeaderKey, KeyedLimits};
 use tollgate::store::{MemoryStore, Outcome, Rule, SharedLimiter, Store, StoreError};
 use tollgate::time::ManualClock;
-use tollgate::{KeyedConfig, Quota};
+use tollgate::{KeyedConfig, PermitSource, Quota};
 
 fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
@@ -230,7 +230,7 @@ async fn per_route_limits_under_a_global_limit() {
         .route("/login", post(|| async { "welcome" }))
         .route_layer(RateLimitLayer::keyed(ClientIp::new(), login))
         .route("/other", get(|| async { "other" }))
-        .layer(RateLimitLayer::global(everyone));
+        .layer(RateLimitLayer::global(everyone.for_key("global")));
     let addr = serve(app).await;
 
     let first = send(addr, Method::POST, "/login", &[]).await;
@@ -271,11 +271,9 @@ async fn per_route_limits_under_a_global_limit() {
 #[tokio::test]
 async fn clones_of_a_layer_share_one_limit() {
     let clock = ManualClock::new();
-    let layer = RateLimitLayer::global(limiter(
-        &clock,
-        "shared",
-        FixedWindow::new(3, secs(60)).unwrap(),
-    ));
+    let layer = RateLimitLayer::global(
+        limiter(&clock, "shared", FixedWindow::new(3, secs(60)).unwrap()).for_key("global"),
+    );
     let a = serve(hello().layer(layer.clone())).await;
     let b = serve(
         Router::new()
@@ -634,11 +632,9 @@ async fn every_decision_is_reported_to_the_layers_events() {
                 .push((event.source.to_owned(), event.kind))
         }
     });
-    let layer = RateLimitLayer::global(limiter(
-        &clock,
-        "reported",
-        FixedWindow::new(1, secs(60)).unwrap(),
-    ))
+    let layer = RateLimitLayer::global(
+        limiter(&clock, "reported", FixedWindow::new(1, secs(60)).unwrap()).for_key("global"),
+    )
     .events(events);
     let addr = serve(hello().layer(layer)).await;
 
@@ -689,5 +685,95 @@ async fn a_keyed_limiter_serves_the_layer_directly() {
         limiter.len(),
         2,
         "the layer decided in the limiter passed in"
+    );
+}
+
+/// Issue 11: the server layer takes any permit source. A `Limiter` serves it
+/// directly, as one limit for every request, with its policy in the fields.
+#[tokio::test]
+async fn a_limiter_serves_the_layer_as_one_global_limit() {
+    let clock = ManualClock::new();
+    let limiter = tollgate::Limiter::with_clock(FixedWindow::new(2, secs(10)).unwrap(), clock);
+    let layer = RateLimitLayer::global(limiter.clone());
+    let addr = serve(hello().layer(layer)).await;
+
+    let first = get_with(addr, "/", &[("x-forwarded-for", "10.0.0.1")]).await;
+    assert_eq!(first.status, StatusCode::OK);
+    assert_eq!(first.headers["ratelimit-policy"], r#""default";q=2;w=10"#);
+    assert_eq!(first.headers["ratelimit"], r#""default";r=1;t=10"#);
+    // Another client counts against the same limit.
+    let second = get_with(addr, "/", &[("x-forwarded-for", "10.0.0.2")]).await;
+    assert_eq!(second.status, StatusCode::OK);
+    let third = get_path(addr, "/").await;
+    assert_eq!(third.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(third.one("retry-after"), Some("10"));
+    assert!(
+        limiter.try_acquire(1).is_err(),
+        "the layer decided in the limiter passed in"
+    );
+}
+
+/// A semaphore behind an `Arc` limits requests at once: its permit is held until
+/// the response is answered, and its policy has a quota and no window.
+#[tokio::test]
+async fn a_semaphore_serves_the_layer_as_a_limit_on_requests_at_once() {
+    use std::sync::Arc;
+    use tokio::sync::Notify;
+
+    let semaphore = Arc::new(tollgate::Semaphore::new(1).unwrap());
+    let (entered, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let app = Router::new()
+        .route("/fast", get(|| async { "fast" }))
+        .route(
+            "/slow",
+            get({
+                let (entered, release) = (Arc::clone(&entered), Arc::clone(&release));
+                move || async move {
+                    entered.notify_one();
+                    release.notified().await;
+                    "slow"
+                }
+            }),
+        )
+        .layer(RateLimitLayer::global(Arc::clone(&semaphore)));
+    let addr = serve(app).await;
+
+    let slow = tokio::spawn(async move { get_path(addr, "/slow").await });
+    entered.notified().await;
+    assert_eq!(
+        semaphore.available_permits(),
+        0,
+        "the slow request holds the permit"
+    );
+    let refused = get_path(addr, "/fast").await;
+    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(refused.headers["ratelimit-policy"], r#""default";q=1"#);
+    assert_eq!(
+        refused.one("retry-after"),
+        None,
+        "a release, not a time, frees it"
+    );
+
+    release.notify_one();
+    assert_eq!(slow.await.unwrap().status, StatusCode::OK);
+    let after = get_path(addr, "/fast").await;
+    assert_eq!(after.status, StatusCode::OK);
+    assert_eq!(semaphore.available_permits(), 1, "given back once answered");
+}
+
+/// A leaky queue serves the layer with its bucket's policy.
+#[tokio::test]
+async fn a_leaky_queue_serves_the_layer() {
+    let clock = ManualClock::new();
+    let queue = tollgate::LeakyQueue::with_clock(2, Quota::per_second(1).unwrap(), clock).unwrap();
+    let addr = serve(hello().layer(RateLimitLayer::global(queue))).await;
+
+    let first = get_path(addr, "/").await;
+    assert_eq!(first.status, StatusCode::OK);
+    assert_eq!(first.headers["ratelimit-policy"], r#""default";q=2;w=2"#);
+    assert_eq!(get_path(addr, "/").await.status, StatusCode::OK);
+    assert_eq!(
+        get_path(addr, "/").await.status,
+        StatusCode::TOO_MANY_REQUESTS
     );
 }

@@ -4,16 +4,12 @@ use std::fmt;
 
 use http::request::Parts;
 
-use super::{CheckError, CheckFuture, Held, Limits, Policies, Policy, Verdict};
-use crate::algorithm::Algorithm;
+use super::{CheckError, CheckFuture, DescribeLimits, Held, Limits, Policies, Policy, Verdict};
 use crate::decision::{Decision, Denied};
 use crate::http::key::KeyExtractor;
 use crate::permits::{Decided, PermitSource};
-use crate::store::{Rule, SharedLimiter, Store, StoreError};
+use crate::store::StoreError;
 use crate::sync::Arc;
-use crate::time::Clock;
-use crate::KeyedLimiter;
-use std::hash::Hash;
 
 /// What one request costs, in permits.
 #[derive(Clone)]
@@ -31,19 +27,20 @@ impl fmt::Debug for Cost {
     }
 }
 
-/// A [`SharedLimiter`] per key, the key read from each request by a [`KeyExtractor`].
+/// A permit source per key, the key read from each request by a [`KeyExtractor`].
 ///
 /// Each request costs one permit, or what [`cost`](KeyedLimits::cost) /
-/// [`cost_with`](KeyedLimits::cost_with) say. Every rule of the limiter is a
-/// [`Policy`]: named as the rule (a single unnamed rule, as
-/// [`SharedLimiter::new`] makes, is `"default"`), with the quota its decisions report
-/// as their `limit` (the rule's capacity; for Guava's limiters the permits idle time
-/// stores, at least 1, and for Resilience4j's the permits per period) and the window
-/// [`Rule::window`].
+/// [`cost_with`](KeyedLimits::cost_with) say. Every rule of the source is a
+/// [`Policy`], as its [`DescribeLimits`] says: named as the rule (a single unnamed
+/// rule, as [`SharedLimiter::new`](crate::store::SharedLimiter::new) makes, is
+/// `"default"`), with the quota its decisions report as their `limit` (the rule's
+/// capacity; for Guava's limiters the permits idle time stores, at least 1, and for
+/// Resilience4j's the permits per period) and the window
+/// [`Rule::window`](crate::store::Rule::window).
 ///
 /// # The decisive policy
 ///
-/// With several rules ([`SharedLimiter::all_of`]) the store combines their decisions
+/// With several rules ([`SharedLimiter::all_of`](crate::store::SharedLimiter::all_of)) the store combines their decisions
 /// into one: the admission with the fewest permits remaining (its `reset_after` the
 /// longest of all), or the denial with the longest wait, or a request more costly
 /// than some rule can ever grant. The verdict's `decisive` policy is the rule that
@@ -90,68 +87,6 @@ impl<K: fmt::Debug, P: fmt::Debug> fmt::Debug for KeyedLimits<K, P> {
             .field("source", &self.source)
             .field("cost", &self.cost)
             .finish()
-    }
-}
-
-/// What a permit source tells of its limits, for `RateLimit-Policy`: one [`Policy`]
-/// per rule, and the most one request can be granted under each.
-///
-/// Implemented by [`SharedLimiter`] (a policy per rule) and [`KeyedLimiter`] (one,
-/// `"default"`).
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use tollgate::algorithm::Gcra;
-/// use tollgate::http::{DescribeLimits, Policy};
-/// use tollgate::store::{MemoryStore, SharedLimiter};
-/// use tollgate::{KeyedConfig, Quota};
-///
-/// let store = MemoryStore::new(KeyedConfig::new(10), "api")?;
-/// let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(10)?.burst(20)?))?;
-/// assert_eq!(limiter.policies(), [Policy::new("default", 20, Duration::from_secs(2))]);
-/// assert_eq!(limiter.capacities(), [20]);
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub trait DescribeLimits {
-    /// One policy per rule, in the rules' order.
-    fn policies(&self) -> Vec<Policy>;
-
-    /// The most permits one request can be granted under each rule, in the same
-    /// order; a request too costly for one is reported as that rule's.
-    fn capacities(&self) -> Vec<u64>;
-}
-
-/// One policy, `"default"`, from the algorithm's facts: every key has the same limit.
-impl<K, A, C> DescribeLimits for KeyedLimiter<K, A, C>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    A: Algorithm + Into<Rule>,
-    C: Clock,
-{
-    fn policies(&self) -> Vec<Policy> {
-        let rule: Rule = self.algorithm().into();
-        vec![Policy::new("default", rule.quota(), rule.window())]
-    }
-
-    fn capacities(&self) -> Vec<u64> {
-        vec![self.algorithm().capacity()]
-    }
-}
-
-impl<S: Store + 'static, C: Clock> DescribeLimits for SharedLimiter<S, C> {
-    fn policies(&self) -> Vec<Policy> {
-        self.rules()
-            .map(|(name, rule)| {
-                let name = if name.is_empty() { "default" } else { name };
-                Policy::new(name, rule.quota(), rule.window())
-            })
-            .collect()
-    }
-
-    fn capacities(&self) -> Vec<u64> {
-        self.rules().map(|(_, rule)| rule.capacity()).collect()
     }
 }
 

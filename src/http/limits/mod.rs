@@ -9,13 +9,15 @@ use std::task::{Context, Poll};
 
 use http::request::Parts;
 
+mod describe;
 mod error;
 mod keyed;
 mod policy;
 mod verdict;
 
+pub use describe::DescribeLimits;
 pub use error::CheckError;
-pub use keyed::{DescribeLimits, KeyedLimits};
+pub use keyed::KeyedLimits;
 pub use policy::{Policies, Policy};
 pub(crate) use verdict::Held;
 pub use verdict::Verdict;

@@ -42,13 +42,11 @@ pin_project! {
     /// use std::convert::Infallible;
     /// use tollgate::algorithm::Gcra;
     /// use tollgate::http::server::{RateLimitLayer, ResponseFuture};
-    /// use tollgate::store::{MemoryStore, SharedLimiter};
-    /// use tollgate::{KeyedConfig, Quota};
+        /// use tollgate::{Limiter, Quota};
     /// use tower::{Layer, Service};
     ///
     /// # futures::executor::block_on(async {
-    /// let store = MemoryStore::new(KeyedConfig::new(10), "api")?;
-    /// let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(1)?))?;
+    /// let limiter = Limiter::new(Gcra::new(Quota::per_second(1)?));
     /// let echo = tower::service_fn(|_: http::Request<()>| async {
     ///     Ok::<_, Infallible>(http::Response::new(http_body_util::Empty::<bytes::Bytes>::new()))
     /// });

@@ -8,7 +8,7 @@ use super::service::RateLimitService;
 use crate::http::key::{Global, KeyExtractor};
 use crate::http::limits::{DescribeLimits, KeyedLimits, Limits, Verdict};
 use crate::observe::{EventKind, Events};
-use crate::permits::PermitSource;
+use crate::permits::{EveryKey, PermitSource};
 use crate::store::StoreError;
 use crate::sync::Arc;
 
@@ -110,12 +110,10 @@ impl<L: Limits + ?Sized> RateLimitLayer<L> {
     /// use tollgate::algorithm::Gcra;
     /// use tollgate::http::{Global, KeyedLimits, Limits};
     /// use tollgate::http::server::RateLimitLayer;
-    /// use tollgate::store::{MemoryStore, SharedLimiter};
-    /// use tollgate::{KeyedConfig, Quota};
+    /// use tollgate::{EveryKey, Limiter, Quota};
     ///
-    /// let store = MemoryStore::new(KeyedConfig::new(10), "api")?;
-    /// let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(10)?))?;
-    /// let limits: Arc<dyn Limits> = Arc::new(KeyedLimits::new(Global, limiter));
+    /// let limiter = Limiter::new(Gcra::new(Quota::per_second(10)?));
+    /// let limits: Arc<dyn Limits> = Arc::new(KeyedLimits::new(Global, EveryKey::new(limiter)));
     /// let layer = RateLimitLayer::from_arc(limits);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -135,11 +133,9 @@ impl<L: Limits + ?Sized> RateLimitLayer<L> {
     /// ```
     /// use tollgate::algorithm::Gcra;
     /// use tollgate::http::server::RateLimitLayer;
-    /// use tollgate::store::{MemoryStore, SharedLimiter};
-    /// use tollgate::{KeyedConfig, Quota};
+    /// use tollgate::{Limiter, Quota};
     ///
-    /// let store = MemoryStore::new(KeyedConfig::new(10), "api")?;
-    /// let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(10)?))?;
+    /// let limiter = Limiter::new(Gcra::new(Quota::per_second(10)?));
     /// let layer = RateLimitLayer::global(limiter).legacy_headers(true);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -161,13 +157,11 @@ impl<L: Limits + ?Sized> RateLimitLayer<L> {
     /// use tollgate::algorithm::Gcra;
     /// use tollgate::http::server::RateLimitLayer;
     /// use tollgate::observe::{Event, Events};
-    /// use tollgate::store::{MemoryStore, SharedLimiter};
-    /// use tollgate::{KeyedConfig, Quota};
+    /// use tollgate::{Limiter, Quota};
     ///
     /// let events = Events::new("api");
     /// let _subscription = events.subscribe(|event: &Event<'_>| println!("{:?}", event.kind));
-    /// let store = MemoryStore::new(KeyedConfig::new(10), "api")?;
-    /// let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(10)?))?;
+    /// let limiter = Limiter::new(Gcra::new(Quota::per_second(10)?));
     /// let layer = RateLimitLayer::global(limiter).events(events);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -184,11 +178,9 @@ impl<L: Limits + ?Sized> RateLimitLayer<L> {
     /// use tollgate::algorithm::Gcra;
     /// use tollgate::http::Limits;
     /// use tollgate::http::server::RateLimitLayer;
-    /// use tollgate::store::{MemoryStore, SharedLimiter};
-    /// use tollgate::{KeyedConfig, Quota};
+    /// use tollgate::{Limiter, Quota};
     ///
-    /// let store = MemoryStore::new(KeyedConfig::new(10), "api")?;
-    /// let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(10)?))?;
+    /// let limiter = Limiter::new(Gcra::new(Quota::per_second(10)?));
     /// let layer = RateLimitLayer::global(limiter);
     /// assert_eq!(layer.limits().policies()[0].quota, 10);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -228,28 +220,44 @@ where
     }
 }
 
-impl<P> RateLimitLayer<KeyedLimits<Global, P>>
+impl<P> RateLimitLayer<KeyedLimits<Global, EveryKey<P>>>
 where
-    P: PermitSource<str> + DescribeLimits,
+    P: PermitSource + DescribeLimits,
     P::Error: Into<StoreError>,
 {
-    /// One limit for every request, shared by every clone of the layer.
+    /// One limit for every request, shared by every clone of the layer: any single
+    /// [`PermitSource`] that describes its limits, such as a
+    /// [`Limiter`](crate::Limiter), a [`Semaphore`](crate::Semaphore) behind an `Arc`
+    /// (its permit held until the response is answered: a limit on requests at once),
+    /// a [`LeakyQueue`](crate::LeakyQueue), or a keyed source with its key fixed by
+    /// [`for_key`](PermitSource::for_key).
     ///
     /// # Examples
     ///
     /// ```
     /// use tollgate::algorithm::Gcra;
     /// use tollgate::http::server::RateLimitLayer;
+    /// use tollgate::{Limiter, Quota};
+    ///
+    /// let layer = RateLimitLayer::global(Limiter::new(Gcra::new(Quota::per_second(1_000)?)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// A quota shared through a store, under one key:
+    ///
+    /// ```
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::http::server::RateLimitLayer;
     /// use tollgate::store::{MemoryStore, SharedLimiter};
-    /// use tollgate::{KeyedConfig, Quota};
+    /// use tollgate::{KeyedConfig, PermitSource, Quota};
     ///
     /// let store = MemoryStore::new(KeyedConfig::new(10), "api")?;
     /// let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(1_000)?))?;
-    /// let layer = RateLimitLayer::global(limiter);
+    /// let layer = RateLimitLayer::global(limiter.for_key("global"));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn global(limiter: P) -> Self {
-        RateLimitLayer::keyed(Global, limiter)
+    pub fn global(source: P) -> Self {
+        RateLimitLayer::keyed(Global, EveryKey::new(source))
     }
 }
 

@@ -87,7 +87,7 @@
 //! use tollgate::http::{ClientIp, HeaderKey};
 //! use tollgate::http::server::RateLimitLayer;
 //! use tollgate::store::{MemoryStore, SharedLimiter};
-//! use tollgate::{KeyedConfig, Quota};
+//! use tollgate::{KeyedConfig, PermitSource, Quota};
 //!
 //! let store = || MemoryStore::new(KeyedConfig::new(100_000), "api");
 //! let per_key = SharedLimiter::all_of(store()?, [
@@ -102,7 +102,7 @@
 //!     .route_layer(RateLimitLayer::keyed(ClientIp::new().trust("10.0.0.0/8")?, login))
 //!     .route("/orders", get(|| async { "[]" }))
 //!     .layer(RateLimitLayer::keyed(HeaderKey::from_static("x-api-key"), per_key))
-//!     .layer(RateLimitLayer::global(everyone));
+//!     .layer(RateLimitLayer::global(everyone.for_key("global")));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!

@@ -30,13 +30,11 @@ use crate::sync::Arc;
 /// use std::convert::Infallible;
 /// use tollgate::algorithm::Gcra;
 /// use tollgate::http::server::RateLimitLayer;
-/// use tollgate::store::{MemoryStore, SharedLimiter};
-/// use tollgate::{KeyedConfig, Quota};
+/// use tollgate::{Limiter, Quota};
 /// use tower::{Layer, Service, ServiceExt};
 ///
 /// # futures::executor::block_on(async {
-/// let store = MemoryStore::new(KeyedConfig::new(10), "api")?;
-/// let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_minute(1)?))?;
+/// let limiter = Limiter::new(Gcra::new(Quota::per_minute(1)?));
 /// let hello = tower::service_fn(|_: http::Request<()>| async {
 ///     Ok::<_, Infallible>(http::Response::new(http_body_util::Full::new(bytes::Bytes::from("hello"))))
 /// });
@@ -74,12 +72,10 @@ impl<S, L: ?Sized> RateLimitService<S, L> {
     /// ```
     /// use tollgate::algorithm::Gcra;
     /// use tollgate::http::server::RateLimitLayer;
-    /// use tollgate::store::{MemoryStore, SharedLimiter};
-    /// use tollgate::{KeyedConfig, Quota};
+    /// use tollgate::{Limiter, Quota};
     /// use tower::Layer;
     ///
-    /// let store = MemoryStore::new(KeyedConfig::new(10), "api")?;
-    /// let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(1)?))?;
+    /// let limiter = Limiter::new(Gcra::new(Quota::per_second(1)?));
     /// let service = RateLimitLayer::global(limiter).layer(42);
     /// assert_eq!(*service.get_ref(), 42);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -96,12 +92,10 @@ impl<S, L: ?Sized> RateLimitService<S, L> {
     /// use std::sync::Arc;
     /// use tollgate::algorithm::Gcra;
     /// use tollgate::http::server::RateLimitLayer;
-    /// use tollgate::store::{MemoryStore, SharedLimiter};
-    /// use tollgate::{KeyedConfig, Quota};
+    /// use tollgate::{Limiter, Quota};
     /// use tower::Layer;
     ///
-    /// let store = MemoryStore::new(KeyedConfig::new(10), "api")?;
-    /// let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(1)?))?;
+    /// let limiter = Limiter::new(Gcra::new(Quota::per_second(1)?));
     /// let layer = RateLimitLayer::global(limiter);
     /// let service = layer.layer(());
     /// assert!(Arc::ptr_eq(service.limits(), layer.limits()));
@@ -169,6 +163,7 @@ mod tests {
     use super::*;
     use crate::algorithm::FixedWindow;
     use crate::http::server::RateLimitLayer;
+    use crate::permits::PermitSource;
     use crate::store::{
         MemoryStore, Outcome, Request as StoreRequest, SharedLimiter, Store, StoreError,
     };
@@ -265,7 +260,9 @@ mod tests {
         let inner = tower::service_fn(|_: Request<()>| async {
             Ok::<_, std::convert::Infallible>(Response::new(()))
         });
-        let mut service = RateLimitLayer::global(limiter).events(events).layer(inner);
+        let mut service = RateLimitLayer::global(limiter.for_key("global"))
+            .events(events)
+            .layer(inner);
         let admitted = service.call(Request::new(()));
         assert_eq!(seen.load(Ordering::SeqCst), 1);
         assert_eq!(block_on(admitted).unwrap().status(), 200);
@@ -285,7 +282,7 @@ mod tests {
             ready: false,
             calls: calls.clone(),
         };
-        let mut service = RateLimitLayer::global(limiter).layer(inner);
+        let mut service = RateLimitLayer::global(limiter.for_key("global")).layer(inner);
         let mut send = || {
             block_on(async {
                 poll_fn(|cx| service.poll_ready(cx)).await?;
