@@ -295,7 +295,7 @@ mod tests {
     use crate::decision::{Admitted, InsufficientCapacity, Limited};
     use crate::http::key::{Global, HeaderKey};
     use crate::http::KeyError;
-    use crate::store::MemoryStore;
+    use crate::store::{MemoryStore, Rule, SharedLimiter, Store};
     use crate::time::ManualClock;
     use crate::{KeyedConfig, Quota};
     use futures::executor::block_on;
