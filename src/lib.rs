@@ -27,6 +27,24 @@
 //! - **Observability** ([`observe`]): events to subscribe to, `metrics` counters
 //!   (feature `metrics`) and `tracing` spans.
 //!
+//! # Names
+//!
+//! A method's name says what it does with permits, the same on every type; whether it
+//! is `async` follows from where the state is, never from the name:
+//!
+//! | name | what it does | in process ([`Limiter`], [`KeyedLimiter`], [`Semaphore`]) | over a store ([`SharedLimiter`](store::SharedLimiter), `BatchedLimiter`) |
+//! |---|---|---|---|
+//! | `try_acquire` | decides now, never waits, no I/O | sync: a [`Decision`], or a semaphore's permit | sync, `None` when only a round trip can decide |
+//! | `check` | decides by one round trip, never waits for permits | — | `async` |
+//! | `peek`, `reserve`, `refund` | as their names say, at once | sync | `async` (a round trip) |
+//! | `acquire`, `acquire_timeout` | waits in the FIFO queue for permits | `async` (a named future) | `async` (a named future) |
+//! | `acquire_blocking`, `acquire_blocking_timeout` | the same wait, on the calling thread | sync | sync |
+//!
+//! The integrations see every source through [`PermitSource`] with the same split:
+//! `decide_now` (sync, `None` when a round trip is needed), `decide` (a round trip),
+//! `wait`. Constructors taking a clock are `with_clock`; `with_events` attaches a hub
+//! ([`observe::Events`]) shared by every clone.
+//!
 //! # Examples
 //!
 //! ```
