@@ -368,13 +368,10 @@ impl<S: Store, C: Clock> DeniedCache<S, C> {
 }
 
 /// Whether the store's denial of `checks` holds until its retry time, whatever happens
-/// in this process meanwhile (refunds aside, which invalidate).
+/// in this process meanwhile (refunds aside, which invalidate): the rules themselves
+/// say so, each in [`Rule::denial_lasts`].
 fn cacheable(checks: &[Check<'_>]) -> bool {
-    checks.iter().all(|c| match c.rule {
-        Rule::Concurrency(_) => false,
-        Rule::SlidingLog(log) => !log.counts_blocked(),
-        _ => true,
-    })
+    checks.iter().all(|c| c.rule.denial_lasts())
 }
 
 /// Drops the denials under a tag once a refund or reservation has run, or was
@@ -421,5 +418,81 @@ impl<S: Store, C: Clock> Store for DeniedCache<S, C> {
 
     fn check_rule(&self, rule: &Rule) -> Result<(), StoreError> {
         self.inner.check_rule(rule)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use futures::executor::block_on;
+
+    use super::super::super::rule::tests::sample;
+    use super::super::super::rule::RuleKind;
+    use super::*;
+    use crate::algorithm::SlidingLog;
+    use crate::time::ManualClock;
+
+    /// A store that denies every request for a second, counting the requests it is
+    /// asked: whatever the rule, its denial is one the cache could keep.
+    #[derive(Default)]
+    struct DeniesForASecond {
+        calls: AtomicU64,
+    }
+
+    #[async_trait]
+    impl Store for DeniesForASecond {
+        async fn execute(&self, _request: &Request<'_>) -> Result<Outcome, StoreError> {
+            self.calls.fetch_add(1, Ordering::Relaxed);
+            let denial = Limited::new(Duration::from_secs(1), 1, 0, Duration::from_secs(1));
+            Ok(Outcome::Decision(Err(Denied::Limited(denial))))
+        }
+    }
+
+    /// Whether a second denied acquire under `rules` is answered without the store.
+    fn is_cached(rules: &[&Rule]) -> bool {
+        let cache =
+            DeniedCache::with_clock(DeniesForASecond::default(), 16, ManualClock::new()).unwrap();
+        let checks: Vec<Check<'_>> = rules.iter().map(|rule| Check::new("k", rule)).collect();
+        let request = Request::new("t", &checks, Op::Acquire(1));
+        for _ in 0..2 {
+            let outcome = block_on(cache.execute(&request)).unwrap();
+            assert!(!outcome.is_admitted());
+        }
+        let calls = cache.inner().calls.load(Ordering::Relaxed);
+        assert_eq!(calls + cache.hits(), 2);
+        calls == 1
+    }
+
+    #[test]
+    fn every_kind_of_rule_is_cached_exactly_when_its_denial_lasts() {
+        let counting = Rule::from(
+            SlidingLog::new(10, Duration::from_secs(1))
+                .unwrap()
+                .count_blocked(true),
+        );
+        let mut rules: Vec<Rule> = RuleKind::ALL.iter().map(|&k| sample(k, 10)).collect();
+        rules.push(counting);
+        for rule in &rules {
+            assert_eq!(is_cached(&[rule]), rule.denial_lasts(), "{rule:?}");
+        }
+        // The denials that do not last: a release or a counted attempt ends them.
+        let passed_through: Vec<&Rule> = rules.iter().filter(|r| !is_cached(&[*r])).collect();
+        assert!(
+            matches!(
+                passed_through[..],
+                [Rule::Concurrency(_), Rule::SlidingLog(log)] if log.counts_blocked()
+            ),
+            "{passed_through:?}"
+        );
+    }
+
+    #[test]
+    fn a_request_is_cached_only_if_every_rules_denial_lasts() {
+        let lasting = sample(RuleKind::FixedWindow, 10);
+        let released = sample(RuleKind::Concurrency, 10);
+        assert!(is_cached(&[&lasting, &lasting]));
+        assert!(!is_cached(&[&lasting, &released]));
+        assert!(!is_cached(&[&released, &lasting]));
     }
 }
