@@ -41,19 +41,70 @@ fn layer_of(module: &str) -> Option<usize> {
         .position(|(_, modules)| modules.contains(&module))
 }
 
-/// The file's code without comments and without a trailing `#[cfg(test)]` module.
+/// The file's code without comments, string contents or `#[cfg(test)]` inline modules
+/// (`mod tests { .. }`, wherever they stand). A `#[cfg(test)] mod tests;` declaration
+/// stays, and so does the code after it: its file is scanned on its own.
 fn code_of(text: &str) -> String {
-    let text = match text.find("#[cfg(test)]\nmod tests") {
-        Some(i) => &text[..i],
-        None => text,
-    };
-    text.lines()
-        .map(|line| match line.find("//") {
-            Some(i) => &line[..i],
-            None => line,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    without_test_modules(&code_without_comments(text))
+}
+
+/// `code` without the inline modules gated by `#[cfg(test)]`. `code` has no comments
+/// or string contents, so the braces counted are the code's own.
+fn without_test_modules(code: &str) -> String {
+    const GATE: &str = "#[cfg(test)]";
+    let mut kept = String::new();
+    let mut rest = code;
+    while let Some(i) = rest.find(GATE) {
+        let after = &rest[i + GATE.len()..];
+        let Some(body) = inline_module_body(after) else {
+            // Another gated item, or a `mod tests;` declaration: kept.
+            kept.push_str(&rest[..i + GATE.len()]);
+            rest = after;
+            continue;
+        };
+        kept.push_str(&rest[..i]);
+        let mut depth = 0;
+        let end = body
+            .char_indices()
+            .find_map(|(j, c)| {
+                match c {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+                (depth == 0).then_some(j + 1)
+            })
+            .unwrap_or(body.len());
+        rest = &body[end..];
+    }
+    kept.push_str(rest);
+    kept
+}
+
+/// The text from the opening brace of `#[..] pub(..) mod name {` (attributes and
+/// visibility optional) at the start of `item`, or `None` if `item` is not an inline
+/// module.
+fn inline_module_body(item: &str) -> Option<&str> {
+    let mut item = item.trim_start();
+    while let Some(attribute) = item.strip_prefix("#[") {
+        item = attribute.split_once(']')?.1.trim_start();
+    }
+    if let Some(public) = item.strip_prefix("pub") {
+        item = public.trim_start();
+        if let Some(scope) = item.strip_prefix('(') {
+            item = scope.split_once(')')?.1.trim_start();
+        }
+    }
+    let named = item.strip_prefix("mod")?;
+    if !named.starts_with(char::is_whitespace) {
+        return None;
+    }
+    let named = named.trim_start();
+    let name_end = named
+        .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .unwrap_or(named.len());
+    let body = named[name_end..].trim_start();
+    (name_end > 0 && body.starts_with('{')).then_some(body)
 }
 
 /// Top-level modules named after `crate::` in `code`, including those listed in
@@ -73,7 +124,13 @@ fn imports(code: &str) -> BTreeSet<String> {
                     '{' => depth += 1,
                     '}' if depth == 0 => break,
                     '}' => depth -= 1,
-                    ',' if depth == 0 => at_start = true,
+                    ',' if depth == 0 => {
+                        // A name standing alone (`crate::{Quota, time}`) ends here.
+                        if !name.is_empty() {
+                            found.insert(std::mem::take(&mut name));
+                        }
+                        at_start = true;
+                    }
                     c if depth == 0 && at_start && (c.is_alphanumeric() || c == '_') => {
                         name.push(c)
                     }
@@ -237,17 +294,128 @@ fn the_scanner_reads_groups_and_paths() {
     let code = "use crate::{decision::{A, B}, time::Nanos};\nlet x = crate::sync::Arc::new(1);";
     let found: Vec<String> = imports(code).into_iter().collect();
     assert_eq!(found, ["decision", "sync", "time"]);
+    let found: Vec<String> = imports("use crate::{KeyedConfig, Quota,\n    time};")
+        .into_iter()
+        .collect();
+    assert_eq!(found, ["KeyedConfig", "Quota", "time"]);
 }
 
-/// The file's code without comments (doc examples included); tests kept.
+#[test]
+fn the_scanner_reads_past_a_test_module_declaration_and_skips_inline_test_modules() {
+    let file = "use crate::time::Nanos;\n\
+                #[cfg(test)]\nmod tests;\n\
+                use crate::decision::Decision;\n\
+                #[cfg(test)]\npub(crate) mod tests {\n    use crate::limiter::Limiter;\n    \
+                fn brace() -> char { '}' }\n}\n\
+                use crate::sync::Arc;\n";
+    let found: Vec<String> = imports(&code_of(file)).into_iter().collect();
+    assert_eq!(found, ["decision", "sync", "time"]);
+}
+
+#[test]
+fn the_scanner_skips_block_comments_but_not_strings_that_look_like_one() {
+    let file = "/* use crate::http::A; /* nested */ crate::keyed::B; */\n\
+                let glob = \"/api/*\"; let quote = '\"';\n\
+                use crate::time::Nanos;\n\
+                let raw = r#\"*/ crate::shed \"#;\n\
+                /** crate::wait */ use crate::sync::Arc;";
+    let found: Vec<String> = imports(&code_of(file)).into_iter().collect();
+    assert_eq!(found, ["sync", "time"]);
+}
+
+/// The file's code without comments (`//` and nested `/* */`, doc comments and their
+/// examples included) and without the contents of string and character literals, so
+/// that neither a comment nor a `"/*"` or `'{'` is read as code; tests kept.
 fn code_without_comments(text: &str) -> String {
-    text.lines()
-        .map(|line| match line.find("//") {
-            Some(i) => &line[..i],
-            None => line,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    let chars: Vec<char> = text.chars().collect();
+    let mut code = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < chars.len() {
+        let next = chars.get(i + 1).copied();
+        match chars[i] {
+            '/' if next == Some('/') => {
+                while i < chars.len() && chars[i] != '\n' {
+                    i += 1;
+                }
+            }
+            '/' if next == Some('*') => {
+                let mut depth = 0;
+                while i < chars.len() {
+                    match (chars[i], chars.get(i + 1).copied()) {
+                        ('/', Some('*')) => {
+                            depth += 1;
+                            i += 2;
+                        }
+                        ('*', Some('/')) => {
+                            depth -= 1;
+                            i += 2;
+                            if depth == 0 {
+                                break;
+                            }
+                        }
+                        (c, _) => {
+                            if c == '\n' {
+                                code.push('\n');
+                            }
+                            i += 1;
+                        }
+                    }
+                }
+                code.push(' ');
+            }
+            '"' => {
+                i = end_of_string(&chars, i + 1, None);
+                code.push_str("\"\"");
+            }
+            '\'' if next == Some('\\') || chars.get(i + 2) == Some(&'\'') => {
+                // A character literal (past `'\\x` if escaped, `'x` if not);
+                // otherwise a lifetime or a label, kept.
+                i += if next == Some('\\') { 3 } else { 2 };
+                while i < chars.len() && chars[i] != '\'' {
+                    i += 1;
+                }
+                i += 1;
+                code.push_str("' '");
+            }
+            c if c.is_alphabetic() || c == '_' => {
+                let start = i;
+                while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_') {
+                    i += 1;
+                }
+                let word: String = chars[start..i].iter().collect();
+                let hashes = chars[i..].iter().take_while(|&&c| c == '#').count();
+                let raw = matches!(word.as_str(), "r" | "br" | "cr")
+                    && chars.get(i + hashes) == Some(&'"');
+                if raw {
+                    i = end_of_string(&chars, i + hashes + 1, Some(hashes));
+                    code.push_str("\"\"");
+                } else {
+                    code.push_str(&word);
+                }
+            }
+            c => {
+                code.push(c);
+                i += 1;
+            }
+        }
+    }
+    code
+}
+
+/// Where the string literal whose contents start at `start` ends, past its closing
+/// quote: `raw` gives a raw string's count of hashes (it has no escapes).
+fn end_of_string(chars: &[char], start: usize, raw: Option<usize>) -> usize {
+    let hashes = raw.unwrap_or(0);
+    let closes = |i: usize| chars[i + 1..].iter().take_while(|&&c| c == '#').count() >= hashes;
+    let mut i = start;
+    while i < chars.len() {
+        match chars[i] {
+            '\\' if raw.is_none() => i += 2,
+            '"' if closes(i) => return i + 1 + hashes,
+            _ => i += 1,
+        }
+    }
+    chars.len()
 }
 
 /// Whether `code` names `std::sync`, as a path or in a `use std::{.., sync, ..}` group.
