@@ -18,8 +18,8 @@ use http_body_util::{BodyExt, Empty, Full, StreamBody};
 use tollgate::adaptive::limit::AimdLimit;
 use tollgate::adaptive::{AdaptiveLimiter, Mode};
 use tollgate::http::adaptive::{
-    classify_fn, AdaptiveClientLayer, AdaptiveLayer, Classify, ClientError, GrpcStatus, HttpStatus,
-    RejectStatus,
+    classify_fn, AdaptiveClientLayer, AdaptiveLayer, ClassifyResponse, ClientError, GrpcStatus,
+    HttpStatus, RejectStatus,
 };
 use tollgate::observe::Outcome;
 use tollgate::time::ManualClock;

@@ -10,7 +10,7 @@ use pin_project_lite::pin_project;
 
 use crate::http::body::{BodyKind, BodyKindProj};
 
-use super::classify::Classify;
+use super::classify::ClassifyResponse;
 use crate::adaptive::{AdaptivePermit, LimitAlgorithm};
 use crate::observe::Outcome;
 use crate::sync::Arc;
@@ -144,7 +144,7 @@ where
     B::Data: From<Bytes>,
     L: LimitAlgorithm,
     C: Clock,
-    K: Classify,
+    K: ClassifyResponse,
 {
     type Data = B::Data;
     type Error = B::Error;

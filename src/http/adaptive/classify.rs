@@ -10,25 +10,25 @@ use crate::observe::Outcome;
 /// Reads a response as an [`Outcome`] for the limit algorithm: a success (its
 /// latency is a sample), a drop (the limit is too high) or ignored.
 ///
-/// [`classify`](Classify::classify) reads the head; when the body ends with
-/// trailers, [`classify_trailers`](Classify::classify_trailers) may override it
+/// [`classify`](ClassifyResponse::classify) reads the head; when the body ends with
+/// trailers, [`classify_trailers`](ClassifyResponse::classify_trailers) may override it
 /// (a gRPC status sent at the end of a stream). Errors of the inner service are
 /// read by [`ClassifyError`].
 ///
 /// Provided: [`HttpStatus`] (the default), [`GrpcStatus`], and [`classify_fn`]
-/// for a closure; [`on_error`](Classify::on_error) replaces how errors are read.
+/// for a closure; [`on_error`](ClassifyResponse::on_error) replaces how errors are read.
 ///
 /// # Examples
 ///
 /// ```
 /// use http::response::Parts;
-/// use tollgate::http::adaptive::Classify;
+/// use tollgate::http::adaptive::ClassifyResponse;
 /// use tollgate::observe::Outcome;
 ///
 /// /// Anything slower than the client would wait is a drop.
 /// struct GaveUp;
 ///
-/// impl Classify for GaveUp {
+/// impl ClassifyResponse for GaveUp {
 ///     fn classify(&self, response: &Parts) -> Outcome {
 ///         match response.headers.get("x-gave-up") {
 ///             Some(_) => Outcome::Dropped,
@@ -40,7 +40,7 @@ use crate::observe::Outcome;
 /// let (parts, ()) = http::Response::builder().header("x-gave-up", "1").body(()).unwrap().into_parts();
 /// assert_eq!(GaveUp.classify(&parts), Outcome::Dropped);
 /// ```
-pub trait Classify {
+pub trait ClassifyResponse {
     /// The outcome the response's head says.
     fn classify(&self, response: &Parts) -> Outcome;
 
@@ -58,7 +58,7 @@ pub trait Classify {
     ///
     /// ```
     /// use std::io;
-    /// use tollgate::http::adaptive::{Classify, ClassifyError, HttpStatus};
+    /// use tollgate::http::adaptive::{ClassifyResponse, ClassifyError, HttpStatus};
     /// use tollgate::observe::Outcome;
     ///
     /// // Only timeouts say the limit is too high; other failures are the request's own.
@@ -85,7 +85,7 @@ pub trait Classify {
 /// Every classifier this module provides counts every error as a drop: a timeout
 /// (tower's `Elapsed`, a deadline) is the plainest sign of overload, and a service
 /// that fails is one whose latency cannot be trusted. Use
-/// [`Classify::on_error`] to tell errors apart.
+/// [`ClassifyResponse::on_error`] to tell errors apart.
 ///
 /// # Examples
 ///
@@ -115,7 +115,7 @@ pub trait ClassifyError<E> {
 /// not load, and its latency is still a sample. [`outcome`](HttpStatus::outcome)
 /// overrides any one status. Errors of the inner service are drops (Netflix's
 /// filter ignores exceptions; here the common error is a timeout, which is load:
-/// see [`Classify::on_error`] to ignore the others).
+/// see [`ClassifyResponse::on_error`] to ignore the others).
 ///
 /// # Examples
 ///
@@ -222,7 +222,7 @@ impl HttpStatus {
     }
 }
 
-impl Classify for HttpStatus {
+impl ClassifyResponse for HttpStatus {
     fn classify(&self, response: &Parts) -> Outcome {
         self.status(response.status)
     }
@@ -270,7 +270,7 @@ const UNKNOWN: u32 = 2;
 /// # Examples
 ///
 /// ```
-/// use tollgate::http::adaptive::{Classify, GrpcStatus};
+/// use tollgate::http::adaptive::{ClassifyResponse, GrpcStatus};
 /// use tollgate::observe::Outcome;
 ///
 /// let head = |status: &str| {
@@ -395,7 +395,7 @@ impl GrpcStatus {
     }
 }
 
-impl Classify for GrpcStatus {
+impl ClassifyResponse for GrpcStatus {
     fn classify(&self, response: &Parts) -> Outcome {
         if let Some(outcome) = self.header(&response.headers) {
             return outcome;
@@ -422,12 +422,12 @@ impl<E> ClassifyError<E> for GrpcStatus {
     }
 }
 
-/// A closure as a [`Classify`]: made by [`classify_fn`].
+/// A closure as a [`ClassifyResponse`]: made by [`classify_fn`].
 ///
 /// # Examples
 ///
 /// ```
-/// use tollgate::http::adaptive::{classify_fn, Classify};
+/// use tollgate::http::adaptive::{classify_fn, ClassifyResponse};
 /// use tollgate::observe::Outcome;
 ///
 /// let classifier = classify_fn(|response: &http::response::Parts| {
@@ -442,7 +442,7 @@ pub struct ClassifyFn<F> {
 }
 
 /// Classifies each response's head with `f`; errors of the inner service are
-/// drops (see [`Classify::on_error`]), trailers are not read.
+/// drops (see [`ClassifyResponse::on_error`]), trailers are not read.
 ///
 /// # Examples
 ///
@@ -474,7 +474,7 @@ impl<F> fmt::Debug for ClassifyFn<F> {
     }
 }
 
-impl<F: Fn(&Parts) -> Outcome> Classify for ClassifyFn<F> {
+impl<F: Fn(&Parts) -> Outcome> ClassifyResponse for ClassifyFn<F> {
     fn classify(&self, response: &Parts) -> Outcome {
         (self.f)(response)
     }
@@ -487,12 +487,12 @@ impl<F, E> ClassifyError<E> for ClassifyFn<F> {
 }
 
 /// A classifier whose errors are read by a closure: made by
-/// [`Classify::on_error`].
+/// [`ClassifyResponse::on_error`].
 ///
 /// # Examples
 ///
 /// ```
-/// use tollgate::http::adaptive::{Classify, ClassifyError, GrpcStatus};
+/// use tollgate::http::adaptive::{ClassifyResponse, ClassifyError, GrpcStatus};
 /// use tollgate::observe::Outcome;
 ///
 /// let classifier = GrpcStatus::new().on_error(|_: &std::io::Error| Outcome::Ignored);
@@ -513,7 +513,7 @@ impl<K: fmt::Debug, F> fmt::Debug for OnError<K, F> {
     }
 }
 
-impl<K: Classify, F> Classify for OnError<K, F> {
+impl<K: ClassifyResponse, F> ClassifyResponse for OnError<K, F> {
     fn classify(&self, response: &Parts) -> Outcome {
         self.classify.classify(response)
     }

@@ -9,7 +9,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use super::body::AdaptiveBody;
-use super::classify::{Classify, ClassifyError, HttpStatus};
+use super::classify::{ClassifyError, ClassifyResponse, HttpStatus};
 use super::error::ClientError;
 use super::future::ClientFuture;
 use crate::adaptive::{AdaptiveLimiter, LimitAlgorithm};
@@ -252,7 +252,7 @@ where
     B: http_body::Body,
     L: LimitAlgorithm,
     C: Clock,
-    K: Classify + ClassifyError<S::Error>,
+    K: ClassifyResponse + ClassifyError<S::Error>,
 {
     type Response = Response<AdaptiveBody<B, L, C, K>>;
     type Error = ClientError<S::Error>;

@@ -10,7 +10,7 @@ use pin_project_lite::pin_project;
 use tower_service::Service;
 
 use super::body::{AdaptiveBody, End};
-use super::classify::{Classify, ClassifyError, HttpStatus};
+use super::classify::{ClassifyError, ClassifyResponse, HttpStatus};
 use super::error::ClientError;
 use super::response::{Refusal, Rejection};
 use crate::adaptive::{AdaptiveAcquire, AdaptiveLimiter, AdaptivePermit, LimitAlgorithm, Mode};
@@ -116,7 +116,7 @@ where
     B: http_body::Body,
     L: LimitAlgorithm,
     C: Clock,
-    K: Classify + ClassifyError<S::Error>,
+    K: ClassifyResponse + ClassifyError<S::Error>,
 {
     type Output = Output<B, L, C, K, S::Error>;
 
@@ -258,7 +258,7 @@ where
     B: http_body::Body,
     L: LimitAlgorithm,
     C: Clock,
-    K: Classify + ClassifyError<S::Error>,
+    K: ClassifyResponse + ClassifyError<S::Error>,
 {
     type Output = Result<Response<AdaptiveBody<B, L, C, K>>, S::Error>;
 
@@ -348,7 +348,7 @@ where
     B: http_body::Body,
     L: LimitAlgorithm,
     C: Clock,
-    K: Classify + ClassifyError<S::Error>,
+    K: ClassifyResponse + ClassifyError<S::Error>,
 {
     type Output = Output<B, L, C, K, S::Error>;
 

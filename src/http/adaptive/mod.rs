@@ -12,7 +12,7 @@
 //!    optional `Retry-After`; the client layer fails with
 //!    [`ClientError::Refused`]. Nothing reaches the inner service.
 //! 3. Admitted, the inner service is called; its response's head is read by a
-//!    [`Classify`] as a success, a drop or ignored, and the permit moves into the
+//!    [`ClassifyResponse`] as a success, a drop or ignored, and the permit moves into the
 //!    response's [`AdaptiveBody`].
 //! 4. **The request's latency ends when the body does** (its last frame, or
 //!    [`is_end_stream`](http_body::Body::is_end_stream)), not at the head: a
@@ -21,7 +21,7 @@
 //!    outcome and the latency, on the limiter's clock, move the limit.
 //! 5. An error of the inner service ends the request at once, read by
 //!    [`ClassifyError`]: a drop by default (timeouts are the plainest sign of
-//!    overload; tell errors apart with [`Classify::on_error`]).
+//!    overload; tell errors apart with [`ClassifyResponse::on_error`]).
 //!
 //! # Classifiers
 //!
@@ -88,7 +88,7 @@ mod service;
 
 pub use body::AdaptiveBody;
 pub use classify::{
-    classify_fn, Classify, ClassifyError, ClassifyFn, GrpcStatus, HttpStatus, OnError,
+    classify_fn, ClassifyError, ClassifyFn, ClassifyResponse, GrpcStatus, HttpStatus, OnError,
 };
 pub use client::{AdaptiveClient, AdaptiveClientLayer};
 pub use error::ClientError;

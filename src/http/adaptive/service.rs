@@ -7,7 +7,7 @@ use http::Response;
 use tower_service::Service;
 
 use super::body::AdaptiveBody;
-use super::classify::{Classify, ClassifyError, HttpStatus};
+use super::classify::{ClassifyError, ClassifyResponse, HttpStatus};
 use super::future::ResponseFuture;
 use super::response::Rejection;
 use crate::adaptive::{AdaptiveLimiter, LimitAlgorithm};
@@ -136,7 +136,7 @@ where
     B: http_body::Body,
     L: LimitAlgorithm,
     C: Clock,
-    K: Classify + ClassifyError<S::Error>,
+    K: ClassifyResponse + ClassifyError<S::Error>,
 {
     type Response = Response<AdaptiveBody<B, L, C, K>>;
     type Error = S::Error;
