@@ -19,7 +19,7 @@ use hyper_util::rt::TokioExecutor;
 use tollgate::algorithm::{FixedWindow, Gcra};
 use tollgate::http::server::RateLimitLayer;
 use tollgate::http::{ClientIp, Global, HeaderKey, KeyedLimits};
-use tollgate::store::{MemoryStore, Outcome, Rule, SharedLimiter, Store, StoreError};
+use tollgate::store::{Answer, MemoryStore, Rule, SharedLimiter, Store, StoreError};
 use tollgate::time::ManualClock;
 use tollgate::{KeyedConfig, PermitSource, Quota};
 
@@ -452,7 +452,7 @@ struct Unreachable;
 
 #[async_trait::async_trait]
 impl Store for Unreachable {
-    async fn execute(&self, _: &tollgate::store::Request<'_>) -> Result<Outcome, StoreError> {
+    async fn execute(&self, _: &tollgate::store::Request<'_>) -> Result<Answer, StoreError> {
         Err(StoreError::Connection(
             "connection refused (10.9.9.9:6379)".into(),
         ))

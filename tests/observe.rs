@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use tollgate::algorithm::{Gcra, RefreshPeriod};
 use tollgate::observe::{DenyReason, Event, EventKind, Events, Listener};
 use tollgate::store::{
-    FailurePolicy, MemoryStore, Outcome, Request, Resilient, SharedLimiter, Store, StoreError,
+    Answer, FailurePolicy, MemoryStore, Request, Resilient, SharedLimiter, Store, StoreError,
 };
 use tollgate::time::ManualClock;
 use tollgate::AcquireError;
@@ -901,7 +901,7 @@ mod tracing_spans {
 
     #[async_trait]
     impl Store for Down {
-        async fn execute(&self, _: &Request<'_>) -> Result<Outcome, StoreError> {
+        async fn execute(&self, _: &Request<'_>) -> Result<Answer, StoreError> {
             Err(StoreError::Connection("connection refused".into()))
         }
     }
@@ -948,7 +948,7 @@ mod tracing_spans {
 
     #[async_trait]
     impl Store for FailsThenHangs {
-        async fn execute(&self, _: &Request<'_>) -> Result<Outcome, StoreError> {
+        async fn execute(&self, _: &Request<'_>) -> Result<Answer, StoreError> {
             if self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
                 return Err(StoreError::Connection("connection refused".into()));
             }

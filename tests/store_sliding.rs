@@ -17,7 +17,7 @@ use proptest::test_runner::{TestCaseError, TestRunner};
 use redis::AsyncCommands;
 use tollgate::algorithm::{Gcra, SlidingCounter, SlidingLog};
 use tollgate::store::{
-    Check, MemoryStore, Outcome, RedisStore, Request, Rule, SharedLimiter, Store, StoreError,
+    Answer, Check, MemoryStore, RedisStore, Request, Rule, SharedLimiter, Store, StoreError,
 };
 use tollgate::time::ManualClock;
 use tollgate::{Denied, KeyedConfig, Limited, Quota};
@@ -153,7 +153,7 @@ fn sliding_counter_with_a_gcra_rule_decides_all_or_nothing_as_the_memory_store()
 }
 
 /// `outcome` with a denial's `retry_after` rounded up to the microsecond.
-fn retry_in_whole_micros(outcome: Outcome) -> Outcome {
+fn retry_in_whole_micros(outcome: Answer) -> Answer {
     let round = |denied: Denied| match denied {
         Denied::Limited(l) => Denied::from(Limited::new(
             Duration::from_micros(
@@ -166,8 +166,8 @@ fn retry_in_whole_micros(outcome: Outcome) -> Outcome {
         other => other,
     };
     match outcome {
-        Outcome::Decision(Err(denied)) => Outcome::Decision(Err(round(denied))),
-        Outcome::Reservation(Err(denied)) => Outcome::Reservation(Err(round(denied))),
+        Answer::Decision(Err(denied)) => Answer::Decision(Err(round(denied))),
+        Answer::Reservation(Err(denied)) => Answer::Reservation(Err(round(denied))),
         other => other,
     }
 }
@@ -207,7 +207,7 @@ fn jittered(rules: Vec<Rule>, steps: Vec<Step>) -> impl Strategy<Value = Jittere
 fn differential_with_earlier_readings(
     cases: u32,
     strategy: impl Strategy<Value = JitteredCase>,
-    expect: fn(Outcome) -> Outcome,
+    expect: fn(Answer) -> Answer,
 ) {
     let Some(()) = require_redis() else { return };
     let server = RedisServer::start();

@@ -165,7 +165,7 @@ mod tests {
     use crate::http::server::RateLimitLayer;
     use crate::permits::PermitSource;
     use crate::store::{
-        MemoryStore, Outcome, Request as StoreRequest, SharedLimiter, Store, StoreError,
+        Answer, MemoryStore, Request as StoreRequest, SharedLimiter, Store, StoreError,
     };
     use crate::sync::{AtomicU64, Ordering};
     use crate::time::ManualClock;
@@ -217,7 +217,7 @@ mod tests {
 
     #[async_trait::async_trait]
     impl Store for Remote {
-        async fn execute(&self, request: &StoreRequest<'_>) -> Result<Outcome, StoreError> {
+        async fn execute(&self, request: &StoreRequest<'_>) -> Result<Answer, StoreError> {
             self.0.execute(request).await
         }
     }

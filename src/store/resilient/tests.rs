@@ -13,7 +13,7 @@ use super::*;
 use crate::algorithm::{FixedWindow, Gcra};
 use crate::decision::{Denied, Reservation};
 use crate::error::ConfigError;
-use crate::store::{Check, MemoryStore, Op, Outcome, Request, Rule, Store, StoreError};
+use crate::store::{Answer, Check, MemoryStore, Op, Request, Rule, Store, StoreError};
 use crate::sync::{Arc, AtomicU64, Mutex, Ordering};
 use crate::time::{ManualClock, Nanos, Sleep};
 use crate::{KeyedConfig, Quota};
@@ -61,7 +61,7 @@ impl Fake {
 
 #[async_trait]
 impl Store for Fake {
-    async fn execute(&self, request: &Request<'_>) -> Result<Outcome, StoreError> {
+    async fn execute(&self, request: &Request<'_>) -> Result<Answer, StoreError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         let mode = *self.mode.lock();
         match mode {
@@ -106,7 +106,7 @@ fn poll<F: Future + ?Sized>(future: Pin<&mut F>) -> Poll<F::Output> {
     future.poll(&mut Context::from_waker(&waker))
 }
 
-fn now<S: Store>(store: &S, rule: &Rule, op: Op) -> Result<Outcome, StoreError> {
+fn now<S: Store>(store: &S, rule: &Rule, op: Op) -> Result<Answer, StoreError> {
     let checks = [Check::new("k", rule)];
     let request = Request::new("user", &checks, op);
     let mut future = store.execute(&request);
@@ -116,7 +116,7 @@ fn now<S: Store>(store: &S, rule: &Rule, op: Op) -> Result<Outcome, StoreError> 
     }
 }
 
-fn acquire<S: Store>(store: &S, rule: &Rule, n: u64) -> Outcome {
+fn acquire<S: Store>(store: &S, rule: &Rule, n: u64) -> Answer {
     now(store, rule, Op::Acquire(n)).unwrap()
 }
 
@@ -157,7 +157,7 @@ fn the_deadline_fires_on_a_hanging_store() {
     clock.advance(DEADLINE - Duration::from_nanos(1));
     assert!(poll(future.as_mut()).is_pending());
     clock.advance(Duration::from_nanos(1));
-    let Poll::Ready(Ok(Outcome::Decision(Err(Denied::Limited(_))))) = poll(future.as_mut()) else {
+    let Poll::Ready(Ok(Answer::Decision(Err(Denied::Limited(_))))) = poll(future.as_mut()) else {
         panic!("no denial at the deadline")
     };
     let stats = store.stats();
@@ -239,7 +239,7 @@ fn one_probe_after_the_cool_down_and_recovery() {
     let mut probe = store.execute(&request);
     assert!(poll(probe.as_mut()).is_pending());
     assert_eq!(store.stats().state, BreakerState::HalfOpen);
-    let Outcome::Decision(Err(denied)) = acquire(&store, &rule, 1) else {
+    let Answer::Decision(Err(denied)) = acquire(&store, &rule, 1) else {
         panic!("admitted while half open")
     };
     assert_eq!(denied.retry_after(), Some(DEADLINE), "the probe's deadline");
@@ -251,7 +251,7 @@ fn one_probe_after_the_cool_down_and_recovery() {
     drop(probe);
     assert_eq!(store.stats().state, BreakerState::Open);
     assert_eq!(store.stats().opened, 2, "tripped, then the probe failed");
-    let Outcome::Decision(Err(denied)) = acquire(&store, &rule, 1) else {
+    let Answer::Decision(Err(denied)) = acquire(&store, &rule, 1) else {
         panic!("admitted while open")
     };
     assert_eq!(denied.retry_after(), Some(COOL_DOWN));
@@ -295,7 +295,7 @@ fn failures_of_calls_sent_before_the_breaker_opened_do_not_extend_it() {
     trip(&store, &fake, 3);
     clock.advance(DEADLINE);
     assert!(poll(late.as_mut()).is_ready());
-    let Outcome::Decision(Err(denied)) = acquire(&store, &rule, 1) else {
+    let Answer::Decision(Err(denied)) = acquire(&store, &rule, 1) else {
         panic!("admitted while open")
     };
     assert_eq!(denied.retry_after(), Some(COOL_DOWN - DEADLINE));
@@ -307,7 +307,7 @@ fn open_admits_and_reserves_but_refunds_fail() {
     let (store, fake, _) = resilient(FailurePolicy::Open);
     trip(&store, &fake, 3);
     let rule = gcra(10);
-    let Outcome::Decision(Ok(admitted)) = acquire(&store, &rule, 4) else {
+    let Answer::Decision(Ok(admitted)) = acquire(&store, &rule, 4) else {
         panic!("denied while open")
     };
     assert_eq!(
@@ -325,13 +325,13 @@ fn open_admits_and_reserves_but_refunds_fail() {
     };
     assert_eq!(
         now(&store, &rule, reserve).unwrap(),
-        Outcome::Reservation(Ok(Reservation::new(3, Duration::ZERO)))
+        Answer::Reservation(Ok(Reservation::new(3, Duration::ZERO)))
     );
     assert!(matches!(
         now(&store, &rule, Op::Refund(1)),
         Err(StoreError::CircuitOpen)
     ));
-    let Outcome::Decision(Err(Denied::Insufficient(_))) = acquire(&store, &rule, 11) else {
+    let Answer::Decision(Err(Denied::Insufficient(_))) = acquire(&store, &rule, 11) else {
         panic!("more than the capacity was admitted")
     };
     assert_eq!(
@@ -347,7 +347,7 @@ fn closed_denies_with_the_breakers_time_and_refunds_fail() {
     let rule = gcra(10);
     fake.set(Mode::Fail);
     // Before the breaker opens, retry at once.
-    let Outcome::Decision(Err(denied)) = acquire(&store, &rule, 1) else {
+    let Answer::Decision(Err(denied)) = acquire(&store, &rule, 1) else {
         panic!("admitted")
     };
     assert_eq!(denied.retry_after(), Some(Duration::ZERO));
@@ -357,7 +357,7 @@ fn closed_denies_with_the_breakers_time_and_refunds_fail() {
     ));
     trip(&store, &fake, 1);
     clock.advance(Duration::from_millis(400));
-    let Outcome::Decision(Err(Denied::Limited(limited))) = acquire(&store, &rule, 2) else {
+    let Answer::Decision(Err(Denied::Limited(limited))) = acquire(&store, &rule, 2) else {
         panic!("admitted")
     };
     assert_eq!(limited.retry_after(), Some(Duration::from_millis(600)));
@@ -368,7 +368,7 @@ fn closed_denies_with_the_breakers_time_and_refunds_fail() {
     };
     assert!(matches!(
         now(&store, &rule, reserve).unwrap(),
-        Outcome::Reservation(Err(Denied::Limited(_)))
+        Answer::Reservation(Err(Denied::Limited(_)))
     ));
     assert!(acquire(&store, &rule, 0).is_admitted(), "zero permits");
     assert!(matches!(
@@ -386,14 +386,11 @@ fn fallback_admits_the_local_share() {
         .filter(|_| acquire(&store, &rule, 1).is_admitted())
         .count();
     assert_eq!(admitted, 2, "10 over 4 nodes");
-    let Outcome::Decision(Err(Denied::Limited(limited))) = acquire(&store, &rule, 1) else {
+    let Answer::Decision(Err(Denied::Limited(limited))) = acquire(&store, &rule, 1) else {
         panic!("admitted past the share")
     };
     assert_eq!(limited.limit(), 2);
-    assert_eq!(
-        now(&store, &rule, Op::Refund(1)).unwrap(),
-        Outcome::Refunded
-    );
+    assert_eq!(now(&store, &rule, Op::Refund(1)).unwrap(), Answer::Refunded);
     assert!(now(&store, &rule, Op::Peek(1)).unwrap().is_admitted());
     let reserve = Op::Reserve {
         n: 1,
@@ -402,7 +399,7 @@ fn fallback_admits_the_local_share() {
     assert!(now(&store, &rule, reserve).unwrap().is_admitted());
     assert!(!acquire(&store, &rule, 1).is_admitted());
     // More than the share but within the rule: denied for now, not for ever.
-    let Outcome::Decision(Err(denied)) = acquire(&store, &rule, 10) else {
+    let Answer::Decision(Err(denied)) = acquire(&store, &rule, 10) else {
         panic!("admitted")
     };
     assert_eq!(denied.retry_after(), Some(COOL_DOWN), "{denied:?}");
