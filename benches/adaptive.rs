@@ -24,7 +24,7 @@ use futures::task::noop_waker_ref;
 use tollgate::adaptive::limit::{AimdLimit, Gradient2Limit, WindowedLimit};
 use tollgate::adaptive::partition::Partitions;
 use tollgate::adaptive::{
-    AdaptiveLimiter, AdaptivePermit, AdaptivePermitRef, LimitAlgorithm, Mode,
+    AdaptiveLimiter, AdaptivePermit, AdaptivePermitRef, LimitAlgorithm, WhenLimited,
 };
 use tollgate::time::{Clock, CoarseClock, MonotonicClock};
 use tower::{Service, ServiceExt as _};
@@ -73,8 +73,9 @@ fn tollgate_coarse() -> Arc<AdaptiveLimiter<AimdLimit, CoarseClock>> {
 }
 
 fn tollgate_on<L: LimitAlgorithm, C: Clock>(algorithm: L, clock: C) -> Arc<AdaptiveLimiter<L, C>> {
-    let limiter =
-        Arc::new(AdaptiveLimiter::with_clock(algorithm, Mode::FailFast, clock).expect("valid"));
+    let limiter = Arc::new(
+        AdaptiveLimiter::with_clock(algorithm, WhenLimited::FailFast, clock).expect("valid"),
+    );
     check(|| {
         limiter
             .try_acquire()

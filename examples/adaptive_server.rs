@@ -40,7 +40,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
 use tollgate::adaptive::limit::{Gradient2Limit, WindowedBuilder, WindowedLimit};
-use tollgate::adaptive::{AdaptiveLimiter, Mode};
+use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
 use tollgate::http::adaptive::AdaptiveLayer;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -199,7 +199,7 @@ async fn main() -> Result<(), Error> {
         .min_window(Duration::from_millis(100))
         .max_window(Duration::from_millis(200))
         .build(gradient2)?;
-    let limiter = Arc::new(AdaptiveLimiter::new(windowed, Mode::FailFast)?);
+    let limiter = Arc::new(AdaptiveLimiter::new(windowed, WhenLimited::FailFast)?);
 
     println!(
         "A backend with a knee at {KNEE} in flight ({} requests/s), load ramping {} -> {} requests/s.\n",

@@ -14,7 +14,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tollgate::adaptive::limit::{AimdLimit, LimitAlgorithm};
-use tollgate::adaptive::{AdaptiveAcquire, AdaptiveLimiter, AdaptivePermit, Mode, Sample};
+use tollgate::adaptive::{AdaptiveAcquire, AdaptiveLimiter, AdaptivePermit, Sample, WhenLimited};
 use tollgate::observe::{DenyReason, Event, EventKind, Events, Outcome};
 use tollgate::time::{Clock, ManualClock};
 use tollgate::{AcquireError, ConfigError, PermitSource};
@@ -42,7 +42,7 @@ struct Setup {
 }
 
 impl Setup {
-    fn new(limit: u64, mode: Mode) -> Setup {
+    fn new(limit: u64, mode: WhenLimited) -> Setup {
         let shared = Arc::new(AtomicU64::new(limit));
         let clock = ManualClock::new();
         let limiter =
@@ -79,12 +79,12 @@ fn pending(limiter: &Limiter) -> AdaptiveAcquire<Settable, ManualClock> {
     waiting
 }
 
-fn lifo(backlog: usize, timeout_ms: u64) -> Mode {
-    Mode::lifo(backlog, Duration::from_millis(timeout_ms)).unwrap()
+fn lifo(backlog: usize, timeout_ms: u64) -> WhenLimited {
+    WhenLimited::lifo(backlog, Duration::from_millis(timeout_ms)).unwrap()
 }
 
-fn fifo(timeout_ms: u64) -> Mode {
-    Mode::fifo(Duration::from_millis(timeout_ms)).unwrap()
+fn fifo(timeout_ms: u64) -> WhenLimited {
+    WhenLimited::fifo(Duration::from_millis(timeout_ms)).unwrap()
 }
 
 fn assert_send_sync<T: Send + Sync + 'static>() {}
@@ -104,7 +104,7 @@ mod simple_limiter {
 
     #[test]
     fn use_limiter_capacity_until_total_limit() {
-        let setup = Setup::new(10, Mode::FailFast);
+        let setup = Setup::new(10, WhenLimited::FailFast);
         let _held = setup.acquire_n(10);
         assert!(setup.limiter.try_acquire().unwrap_err().is_limited());
         assert_eq!(setup.limiter.inflight(), 10);
@@ -112,7 +112,7 @@ mod simple_limiter {
 
     #[test]
     fn release_limit() {
-        let setup = Setup::new(10, Mode::FailFast);
+        let setup = Setup::new(10, WhenLimited::FailFast);
         let mut held = setup.acquire_n(10);
         assert_eq!(setup.limiter.inflight(), 10);
         assert!(setup.limiter.try_acquire().is_err());
@@ -124,7 +124,7 @@ mod simple_limiter {
 
     #[test]
     fn acquire_in_fail_fast_mode_never_waits() {
-        let setup = Setup::new(1, Mode::FailFast);
+        let setup = Setup::new(1, WhenLimited::FailFast);
         let _held = setup.limiter.try_acquire().unwrap();
         let refused = futures::executor::block_on(setup.limiter.acquire());
         assert_eq!(refused.unwrap_err(), AcquireError::TimedOut);
@@ -197,12 +197,12 @@ mod blocking_limiter {
     /// mode's timeout, an hour at most).
     #[test]
     fn a_wait_without_release_keeps_waiting_until_its_timeout() {
-        let setup = Setup::new(1, Mode::fifo(Mode::MAX_TIMEOUT).unwrap());
+        let setup = Setup::new(1, WhenLimited::fifo(WhenLimited::MAX_TIMEOUT).unwrap());
         let _held = setup.limiter.try_acquire().unwrap();
         let mut waiting = pending(&setup.limiter);
         setup.clock.advance(Duration::from_secs(1));
         assert!(poll(&mut waiting).is_pending());
-        setup.clock.advance(Mode::MAX_TIMEOUT);
+        setup.clock.advance(WhenLimited::MAX_TIMEOUT);
         assert!(poll(&mut waiting).is_ready());
     }
 
@@ -211,13 +211,13 @@ mod blocking_limiter {
     fn a_timeout_over_an_hour_is_refused() {
         let day = Duration::from_secs(86_400);
         assert!(matches!(
-            Mode::fifo(day),
+            WhenLimited::fifo(day),
             Err(ConfigError::TooLong {
                 parameter: "timeout",
                 ..
             })
         ));
-        let by_hand = Mode::Fifo { timeout: day };
+        let by_hand = WhenLimited::Fifo { timeout: day };
         let limit = Arc::new(AtomicU64::new(1));
         assert!(AdaptiveLimiter::with_clock(Settable(limit), by_hand, ManualClock::new()).is_err());
     }
@@ -415,7 +415,7 @@ mod shrink_and_grow {
 
     #[test]
     fn shrink_below_inflight_then_release_all_leaves_exactly_the_new_limit() {
-        for mode in [Mode::FailFast, fifo(1_000), lifo(8, 1_000)] {
+        for mode in [WhenLimited::FailFast, fifo(1_000), lifo(8, 1_000)] {
             let setup = Setup::new(8, mode);
             let held = setup.acquire_n(8);
             setup.set_limit(3);
@@ -465,7 +465,7 @@ fn aimd_shrinks_under_overload_and_regrows() {
         .build()
         .unwrap();
     let limiter =
-        Arc::new(AdaptiveLimiter::with_clock(aimd, Mode::FailFast, clock.clone()).unwrap());
+        Arc::new(AdaptiveLimiter::with_clock(aimd, WhenLimited::FailFast, clock.clone()).unwrap());
     // One round: admit as many as the limit allows (of 100 offered), run them for
     // 10 ms, end them as the backend answers.
     let round = |capacity: usize| {
@@ -641,7 +641,7 @@ fn metrics_report_the_initial_limit_and_inflight_at_admission() {
     let snapshotter = recorder.snapshotter();
     let events = Events::new("db");
     let _metrics = metrics::with_local_recorder(&recorder, || events.record_metrics());
-    let setup = Setup::new(3, Mode::FailFast);
+    let setup = Setup::new(3, WhenLimited::FailFast);
     let limiter = Arc::new(Arc::into_inner(setup.limiter).unwrap().with_events(events));
     let gauge = |name: &str| {
         snapshotter
@@ -672,7 +672,7 @@ fn metrics_record_the_limit_inflight_and_outcomes() {
     let snapshotter = recorder.snapshotter();
     let events = Events::new("db");
     let _metrics = metrics::with_local_recorder(&recorder, || events.record_metrics());
-    let setup = Setup::new(3, Mode::FailFast);
+    let setup = Setup::new(3, WhenLimited::FailFast);
     let limiter = Arc::new(Arc::into_inner(setup.limiter).unwrap().with_events(events));
     let a = limiter.try_acquire().unwrap();
     let b = limiter.try_acquire().unwrap();
@@ -735,7 +735,7 @@ fn any_permit_source_consumer_accepts_it() {
             _ => None,
         }
     }
-    let setup = Setup::new(1, Mode::FailFast);
+    let setup = Setup::new(1, WhenLimited::FailFast);
     let permit = admit(&setup.limiter).expect("admitted");
     assert!(admit(&setup.limiter).is_none());
     permit.success();

@@ -56,7 +56,7 @@ use tollgate::adaptive::limit::{
     VegasLimit, WindowedBuilder,
 };
 use tollgate::adaptive::partition::PartitionMode;
-use tollgate::adaptive::{Mode, PartitionedLimiter};
+use tollgate::adaptive::{PartitionedLimiter, WhenLimited};
 use tollgate::time::{Clock, ManualClock};
 
 /// N = 10, M = 40, 10 ms at the knee; rejects past M at once (Vector's `defer`).
@@ -150,7 +150,7 @@ fn gradient2() -> Gradient2Limit {
 }
 
 /// Twice the capacity for 5 s; statistics over the last 3 s.
-fn steady(which: Algorithm, mode: Mode, seed: u64) -> Report {
+fn steady(which: Algorithm, mode: WhenLimited, seed: u64) -> Report {
     let clock = ManualClock::new();
     let limiter = limiter(algorithm(which, &clock), mode, &clock);
     let run = Run {
@@ -168,7 +168,8 @@ fn steady(which: Algorithm, mode: Mode, seed: u64) -> Report {
 /// From half to three times the capacity over 8 s; statistics after the first.
 fn ramp(which: Option<Algorithm>, service: Service) -> Report {
     let clock = ManualClock::new();
-    let limiter = which.map(|which| limiter(algorithm(which, &clock), Mode::FailFast, &clock));
+    let limiter =
+        which.map(|which| limiter(algorithm(which, &clock), WhenLimited::FailFast, &clock));
     let run = Run {
         length: Duration::from_secs(8),
         load: Load::Ramp(0.5 * service.capacity(), 3.0 * service.capacity()),
@@ -201,11 +202,17 @@ struct Expect {
 
 fn check(expect: Expect) {
     let knee = SERVICE.knee as f64;
-    let fifo = Mode::fifo(FIFO_TIMEOUT).unwrap();
-    let lifo = Mode::lifo(LIFO_BACKLOG, FIFO_TIMEOUT).unwrap();
+    let fifo = WhenLimited::fifo(FIFO_TIMEOUT).unwrap();
+    let lifo = WhenLimited::lifo(LIFO_BACKLOG, FIFO_TIMEOUT).unwrap();
     let runs = [
-        (steady(expect.which, Mode::FailFast, 1), Duration::ZERO),
-        (steady(expect.which, Mode::FailFast, 2), Duration::ZERO),
+        (
+            steady(expect.which, WhenLimited::FailFast, 1),
+            Duration::ZERO,
+        ),
+        (
+            steady(expect.which, WhenLimited::FailFast, 2),
+            Duration::ZERO,
+        ),
         // A waiter's latency includes its wait.
         (steady(expect.which, fifo, 7), FIFO_TIMEOUT),
         (steady(expect.which, lifo, 7), FIFO_TIMEOUT),
@@ -375,7 +382,11 @@ fn without_a_limit_p99_reaches_the_timeout() {
 fn the_same_seed_gives_the_same_run() {
     let run = |seed| {
         let clock = ManualClock::new();
-        let limiter = limiter(algorithm(Algorithm::Vegas, &clock), Mode::FailFast, &clock);
+        let limiter = limiter(
+            algorithm(Algorithm::Vegas, &clock),
+            WhenLimited::FailFast,
+            &clock,
+        );
         let run = Run {
             length: Duration::from_millis(500),
             load: Load::Constant(SERVICE.capacity()),

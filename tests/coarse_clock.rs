@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use tollgate::adaptive::limit::AimdLimit;
-use tollgate::adaptive::{AdaptiveLimiter, Mode};
+use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
 use tollgate::time::{Clock, CoarseClock, MonotonicClock, Nanos};
 use tollgate::ConfigError;
 
@@ -143,7 +143,7 @@ fn aimd_runs_on_a_coarse_clock() {
         .build()
         .unwrap();
     let clock = CoarseClock::new(Duration::from_millis(1)).unwrap();
-    let limiter = AdaptiveLimiter::with_clock(aimd, Mode::FailFast, clock).unwrap();
+    let limiter = AdaptiveLimiter::with_clock(aimd, WhenLimited::FailFast, clock).unwrap();
     for _ in 0..1_000 {
         let permits: Vec<_> = (0..4).map(|_| limiter.try_acquire().unwrap()).collect();
         assert!(limiter.try_acquire().is_err(), "fail-fast at the limit");
@@ -170,7 +170,7 @@ fn aimd_on_a_coarse_clock_sees_a_slow_request() {
         .build()
         .unwrap();
     let clock = CoarseClock::new(Duration::from_millis(1)).unwrap();
-    let limiter = AdaptiveLimiter::with_clock(aimd, Mode::FailFast, clock.clone()).unwrap();
+    let limiter = AdaptiveLimiter::with_clock(aimd, WhenLimited::FailFast, clock.clone()).unwrap();
     let permit = limiter.try_acquire().unwrap();
     // Read after the limiter's own reading, so never before it (one thread).
     let started = clock.now();

@@ -16,7 +16,7 @@ use http::{HeaderMap, Request, Response, StatusCode};
 use http_body::Frame;
 use http_body_util::{BodyExt, Empty, Full, StreamBody};
 use tollgate::adaptive::limit::AimdLimit;
-use tollgate::adaptive::{AdaptiveLimiter, Mode};
+use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
 use tollgate::http::adaptive::{
     classify_fn, AdaptiveClientLayer, AdaptiveLayer, ClassifyResponse, ClientError, GrpcStatus,
     HttpStatus, RejectStatus,
@@ -30,7 +30,7 @@ type Limiter = Arc<AdaptiveLimiter<AimdLimit, ManualClock>>;
 
 /// An AIMD limiter from `initial` (minimum 1, ×0.9 on a drop, +1 on a success
 /// while at least half the limit is in use; a sample slower than 1 s is a drop).
-fn limiter(initial: u64, mode: Mode) -> (Limiter, ManualClock) {
+fn limiter(initial: u64, mode: WhenLimited) -> (Limiter, ManualClock) {
     let clock = ManualClock::new();
     let aimd = AimdLimit::builder()
         .min_limit(1)
@@ -76,7 +76,7 @@ fn grpc_head(status: &'static str) -> Response<Empty<Bytes>> {
 
 #[test]
 fn fail_fast_refuses_with_503_and_no_retry_after_by_default() {
-    let (limiter, _) = limiter(1, Mode::FailFast);
+    let (limiter, _) = limiter(1, WhenLimited::FailFast);
     let calls = Arc::new(AtomicUsize::new(0));
     let mut service = AdaptiveLayer::new(Arc::clone(&limiter)).layer(status_service(200, &calls));
     block_on(async {
@@ -118,7 +118,7 @@ fn fail_fast_refuses_with_503_and_no_retry_after_by_default() {
 
 #[test]
 fn refusals_can_be_429_with_retry_after_rounded_up() {
-    let (limiter, _) = limiter(1, Mode::FailFast);
+    let (limiter, _) = limiter(1, WhenLimited::FailFast);
     let calls = Arc::new(AtomicUsize::new(0));
     let layer = AdaptiveLayer::new(Arc::clone(&limiter))
         .reject_with(RejectStatus::TooManyRequests)
@@ -147,7 +147,7 @@ fn refusals_can_be_429_with_retry_after_rounded_up() {
 
 #[test]
 fn retry_after_out_of_range_is_a_typed_error() {
-    let (limiter, _) = limiter(1, Mode::FailFast);
+    let (limiter, _) = limiter(1, WhenLimited::FailFast);
     let layer = AdaptiveLayer::new(limiter);
     assert_eq!(
         layer.clone().retry_after(Duration::ZERO).unwrap_err(),
@@ -173,7 +173,7 @@ fn retry_after_out_of_range_is_a_typed_error() {
 
 #[test]
 fn a_closed_limiter_is_503_whatever_the_reject_status() {
-    let (limiter, _) = limiter(1, Mode::FailFast);
+    let (limiter, _) = limiter(1, WhenLimited::FailFast);
     limiter.close();
     let calls = Arc::new(AtomicUsize::new(0));
     let service = AdaptiveLayer::new(Arc::clone(&limiter))
@@ -198,7 +198,7 @@ fn overload_statuses_reach_the_algorithm_as_drops() {
         (404, 10),
         (200, 10),
     ] {
-        let (limiter, _) = limiter(10, Mode::FailFast);
+        let (limiter, _) = limiter(10, WhenLimited::FailFast);
         let calls = Arc::new(AtomicUsize::new(0));
         let service =
             AdaptiveLayer::new(Arc::clone(&limiter)).layer(status_service(status, &calls));
@@ -213,7 +213,7 @@ fn overload_statuses_reach_the_algorithm_as_drops() {
 /// Repeated drops walk the limit down to its minimum, and refusals start.
 #[test]
 fn repeated_drops_shrink_the_limit_to_its_minimum() {
-    let (limiter, _) = limiter(4, Mode::FailFast);
+    let (limiter, _) = limiter(4, WhenLimited::FailFast);
     let calls = Arc::new(AtomicUsize::new(0));
     let mut service = AdaptiveLayer::new(Arc::clone(&limiter)).layer(status_service(503, &calls));
     block_on(async {
@@ -237,7 +237,7 @@ fn repeated_drops_shrink_the_limit_to_its_minimum() {
 /// 2 s later is a sample of 2 s, over the AIMD timeout of 1 s, so a drop.
 #[test]
 fn the_latency_ends_when_the_body_ends() {
-    let (limiter, clock) = limiter(10, Mode::FailFast);
+    let (limiter, clock) = limiter(10, WhenLimited::FailFast);
     let calls = Arc::new(AtomicUsize::new(0));
     let service = AdaptiveLayer::new(Arc::clone(&limiter)).layer(status_service(200, &calls));
     let response = block_on(service.oneshot(Request::new(()))).unwrap();
@@ -250,7 +250,7 @@ fn the_latency_ends_when_the_body_ends() {
 /// An empty body ends the request with its head: hyper does not poll such a body.
 #[test]
 fn an_empty_body_ends_the_request_at_the_head() {
-    let (limiter, _) = limiter(2, Mode::FailFast);
+    let (limiter, _) = limiter(2, WhenLimited::FailFast);
     let service = AdaptiveLayer::new(Arc::clone(&limiter)).layer(service_fn(|_: ()| async {
         Ok::<_, Infallible>(Response::new(Empty::<Bytes>::new()))
     }));
@@ -265,7 +265,7 @@ fn an_empty_body_ends_the_request_at_the_head() {
 #[test]
 fn a_body_dropped_early_keeps_only_a_drop() {
     for (status, limit) in [(200, 2), (503, 1)] {
-        let (limiter, _) = limiter(2, Mode::FailFast);
+        let (limiter, _) = limiter(2, WhenLimited::FailFast);
         let calls = Arc::new(AtomicUsize::new(0));
         let service =
             AdaptiveLayer::new(Arc::clone(&limiter)).layer(status_service(status, &calls));
@@ -282,7 +282,7 @@ fn a_body_dropped_early_keeps_only_a_drop() {
 #[test]
 fn a_body_that_fails_is_a_drop() {
     for (fails, limit) in [(true, 1), (false, 3)] {
-        let (limiter, clock) = limiter(2, Mode::FailFast);
+        let (limiter, clock) = limiter(2, WhenLimited::FailFast);
         let service =
             AdaptiveLayer::new(Arc::clone(&limiter)).layer(service_fn(move |_: ()| async move {
                 let last = match fails {
@@ -308,7 +308,7 @@ fn grpc_status_in_the_head_of_a_trailers_only_response() {
     // AIMD from 2, one call in flight: a success grows the limit to 3, a drop cuts
     // it to 1, an ignored call leaves it.
     for (grpc, limit) in [("0", 3), ("14", 1), ("4", 1), ("8", 1), ("1", 2), ("5", 3)] {
-        let (limiter, _) = limiter(2, Mode::FailFast);
+        let (limiter, _) = limiter(2, WhenLimited::FailFast);
         let service = AdaptiveLayer::new(Arc::clone(&limiter))
             .classify(GrpcStatus::new())
             .layer(service_fn(move |_: ()| async move {
@@ -323,7 +323,7 @@ fn grpc_status_in_the_head_of_a_trailers_only_response() {
 #[test]
 fn grpc_status_in_the_trailers_overrides_the_head() {
     for (grpc, limit) in [("0", 3), ("14", 1), ("1", 2)] {
-        let (limiter, _) = limiter(2, Mode::FailFast);
+        let (limiter, _) = limiter(2, WhenLimited::FailFast);
         let service = AdaptiveLayer::new(Arc::clone(&limiter))
             .classify(GrpcStatus::new())
             .layer(service_fn(move |_: ()| async move {
@@ -352,7 +352,7 @@ fn grpc_status_in_the_trailers_overrides_the_head() {
 
 #[test]
 fn a_closure_classifier_replaces_the_status_rules() {
-    let (limiter, _) = limiter(10, Mode::FailFast);
+    let (limiter, _) = limiter(10, WhenLimited::FailFast);
     let classify = classify_fn(|response: &http::response::Parts| {
         match response.headers.get("x-overloaded") {
             Some(_) => Outcome::Dropped,
@@ -386,7 +386,7 @@ fn an_error_of_the_inner_service_is_a_drop_unless_told_otherwise() {
             Err::<Response<Empty<Bytes>>, _>(io::Error::from(kind))
         })
     };
-    let (limiter, _) = limiter(10, Mode::FailFast);
+    let (limiter, _) = limiter(10, WhenLimited::FailFast);
     let service = AdaptiveLayer::new(Arc::clone(&limiter)).layer(failing());
     let error = block_on(service.oneshot(io::ErrorKind::TimedOut)).unwrap_err();
     assert_eq!(error.kind(), io::ErrorKind::TimedOut);
@@ -411,7 +411,7 @@ fn an_error_of_the_inner_service_is_a_drop_unless_told_otherwise() {
 /// is a drop by default, whatever it holds.
 #[test]
 fn a_boxed_error_such_as_a_tower_timeout_is_a_drop() {
-    let (limiter, _) = limiter(10, Mode::FailFast);
+    let (limiter, _) = limiter(10, WhenLimited::FailFast);
     let timed_out = service_fn(|_: ()| async {
         let error: tower::BoxError = "request timed out".into();
         Err::<Response<Empty<Bytes>>, _>(error)
@@ -423,7 +423,7 @@ fn a_boxed_error_such_as_a_tower_timeout_is_a_drop() {
 
 #[test]
 fn dropping_a_response_future_during_the_call_gives_the_permit_back() {
-    let (limiter, _) = limiter(2, Mode::FailFast);
+    let (limiter, _) = limiter(2, WhenLimited::FailFast);
     let never = service_fn(|_: ()| {
         futures::future::pending::<Result<Response<Empty<Bytes>>, Infallible>>()
     });
@@ -449,7 +449,7 @@ fn a_waiting_request_is_admitted_when_a_body_ends_and_leaves_the_queue_when_drop
         .max_limit(1)
         .build()
         .unwrap();
-    let mode = Mode::fifo(Duration::from_secs(10)).unwrap();
+    let mode = WhenLimited::fifo(Duration::from_secs(10)).unwrap();
     let limiter = Arc::new(AdaptiveLimiter::with_clock(aimd, mode, clock.clone()).unwrap());
     let calls = Arc::new(AtomicUsize::new(0));
     let mut service = AdaptiveLayer::new(Arc::clone(&limiter)).layer(status_service(200, &calls));
@@ -504,7 +504,7 @@ fn a_waiting_request_is_admitted_when_a_body_ends_and_leaves_the_queue_when_drop
 
 #[test]
 fn a_full_lifo_backlog_is_refused_at_once() {
-    let (limiter, _) = limiter(1, Mode::lifo(1, Duration::from_secs(1)).unwrap());
+    let (limiter, _) = limiter(1, WhenLimited::lifo(1, Duration::from_secs(1)).unwrap());
     let calls = Arc::new(AtomicUsize::new(0));
     let mut service = AdaptiveLayer::new(Arc::clone(&limiter)).layer(status_service(200, &calls));
     block_on(async {
@@ -530,7 +530,7 @@ fn a_full_lifo_backlog_is_refused_at_once() {
 
 #[test]
 fn the_client_layer_refuses_with_a_typed_error_and_sends_nothing() {
-    let (limiter, _) = limiter(1, Mode::FailFast);
+    let (limiter, _) = limiter(1, WhenLimited::FailFast);
     let calls = Arc::new(AtomicUsize::new(0));
     let mut client =
         AdaptiveClientLayer::new(Arc::clone(&limiter)).layer(status_service(200, &calls));
@@ -563,7 +563,7 @@ fn the_client_layer_refuses_with_a_typed_error_and_sends_nothing() {
 
 #[test]
 fn the_client_layer_learns_from_the_partners_answers() {
-    let (limiter, _) = limiter(10, Mode::FailFast);
+    let (limiter, _) = limiter(10, WhenLimited::FailFast);
     let calls = Arc::new(AtomicUsize::new(0));
     for status in [503, 429, 200] {
         let client =
@@ -627,7 +627,7 @@ async fn over_http_the_layer_refuses_past_the_limit_and_learns_from_503s() {
     use hyper_util::rt::TokioExecutor;
     use tokio::sync::Notify;
 
-    let (limiter, _) = limiter(1, Mode::FailFast);
+    let (limiter, _) = limiter(1, WhenLimited::FailFast);
     let release = Arc::new(Notify::new());
     let app = axum::Router::new()
         .route(
@@ -705,7 +705,7 @@ fn the_limiters_events_count_each_request_once() {
         .max_limit(1)
         .build()
         .unwrap();
-    let mode = Mode::fifo(Duration::from_secs(1)).unwrap();
+    let mode = WhenLimited::fifo(Duration::from_secs(1)).unwrap();
     let limiter = Arc::new(
         AdaptiveLimiter::with_clock(aimd, mode, clock.clone())
             .unwrap()

@@ -780,7 +780,7 @@ fn metrics_count_refusals_by_shed_reason_per_class() {
 #[test]
 fn utilisation_fed_by_an_adaptive_limiter_sheds_as_its_limit_fills() {
     use tollgate::adaptive::limit::AimdLimit;
-    use tollgate::adaptive::{AdaptiveLimiter, Mode as AdaptiveMode};
+    use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
 
     let clock = ManualClock::new();
     let aimd = AimdLimit::builder()
@@ -790,7 +790,7 @@ fn utilisation_fed_by_an_adaptive_limiter_sheds_as_its_limit_fills() {
         .build()
         .unwrap();
     let limiter =
-        Arc::new(AdaptiveLimiter::with_clock(aimd, AdaptiveMode::FailFast, clock.clone()).unwrap());
+        Arc::new(AdaptiveLimiter::with_clock(aimd, WhenLimited::FailFast, clock.clone()).unwrap());
     let classes = Classes::google();
     let shedder = UtilisationShedder::builder(classes.clone(), Measure::Reported)
         .shed_above(0.9)

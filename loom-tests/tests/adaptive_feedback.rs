@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use loom::thread;
 use tollgate::adaptive::limit::AimdLimit;
-use tollgate::adaptive::{AdaptiveLimiter, Mode};
+use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
 use tollgate::time::ManualClock;
 
 /// A limit of 4, two requests in flight. The first (1 in flight at its start)
@@ -27,7 +27,7 @@ fn a_sample_skipped_without_the_lock_is_one_fed_at_its_read() {
             .build()
             .unwrap();
         let limiter = Arc::new(
-            AdaptiveLimiter::with_clock(aimd, Mode::FailFast, ManualClock::new()).unwrap(),
+            AdaptiveLimiter::with_clock(aimd, WhenLimited::FailFast, ManualClock::new()).unwrap(),
         );
         let succeeded = limiter.try_acquire_owned().unwrap();
         let dropped = limiter.try_acquire_owned().unwrap();

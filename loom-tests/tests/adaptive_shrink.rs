@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use loom::thread;
 use tollgate::adaptive::limit::AimdLimit;
-use tollgate::adaptive::{AdaptiveLimiter, Mode};
+use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
 use tollgate::time::ManualClock;
 
 /// A limit of 2, both held. One request is dropped (the limit halves, then its permit
@@ -24,7 +24,7 @@ fn concurrent_release_and_shrink_never_leak_or_lose_a_permit() {
             .build()
             .unwrap();
         let limiter = Arc::new(
-            AdaptiveLimiter::with_clock(aimd, Mode::FailFast, ManualClock::new()).unwrap(),
+            AdaptiveLimiter::with_clock(aimd, WhenLimited::FailFast, ManualClock::new()).unwrap(),
         );
         let dropped = limiter.try_acquire_owned().unwrap();
         let succeeded = limiter.try_acquire().unwrap();

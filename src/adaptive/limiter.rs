@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use super::acquire::AdaptiveAcquire;
 use super::feedback::Feedback;
-use super::mode::Mode;
 use super::permit::{AdaptivePermit, AdaptivePermitRef};
+use super::when_limited::WhenLimited;
 use super::LimitAlgorithm;
 use crate::decision::Denied;
 use crate::error::{AcquireError, ConfigError};
@@ -34,7 +34,7 @@ use crate::wait::future::WaitFor;
 /// [`LimitRule`](super::limit::LimitRule) (AIMD) says leaves the limit as it is. An
 /// algorithm that reads no time ([`LimitAlgorithm::uses_time`]) is fed without a
 /// clock read, unless events are attached. What a request does when every permit is
-/// held is the [`Mode`]: fail fast, wait in arrival order, or wait in a bounded LIFO
+/// held is the [`WhenLimited`]: fail fast, wait in arrival order, or wait in a bounded LIFO
 /// backlog.
 ///
 /// Events (with [`with_events`](AdaptiveLimiter::with_events)): admissions, waits
@@ -47,12 +47,12 @@ use crate::wait::future::WaitFor;
 /// use std::sync::Arc;
 /// use std::time::Duration;
 /// use tollgate::adaptive::limit::AimdLimit;
-/// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+/// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
 /// use tollgate::time::ManualClock;
 ///
 /// let clock = ManualClock::new();
 /// let aimd = AimdLimit::builder().min_limit(1).initial_limit(2).max_limit(10).build()?;
-/// let limiter = Arc::new(AdaptiveLimiter::with_clock(aimd, Mode::FailFast, clock.clone())?);
+/// let limiter = Arc::new(AdaptiveLimiter::with_clock(aimd, WhenLimited::FailFast, clock.clone())?);
 ///
 /// let first = limiter.try_acquire()?;
 /// let second = limiter.try_acquire()?;
@@ -68,7 +68,7 @@ pub struct AdaptiveLimiter<L: LimitAlgorithm = Box<dyn LimitAlgorithm>, C: Clock
     /// Locked only to record an outcome; the limit it answers is applied under it,
     /// so that limits are applied in the order they were computed.
     feedback: Feedback<L>,
-    mode: Mode,
+    mode: WhenLimited,
     /// Whether requests are timed: the algorithm reads the time of its samples, or
     /// events report it. Untimed, no clock is read for a request that ends as a
     /// success or a drop.
@@ -87,13 +87,13 @@ impl<L: LimitAlgorithm> AdaptiveLimiter<L> {
     ///
     /// ```
     /// use tollgate::adaptive::limit::VegasLimit;
-    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
     ///
-    /// let limiter = AdaptiveLimiter::new(VegasLimit::new(), Mode::FailFast)?;
+    /// let limiter = AdaptiveLimiter::new(VegasLimit::new(), WhenLimited::FailFast)?;
     /// assert_eq!(limiter.limit(), 20);
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
-    pub fn new(algorithm: L, mode: Mode) -> Result<AdaptiveLimiter<L>, ConfigError> {
+    pub fn new(algorithm: L, mode: WhenLimited) -> Result<AdaptiveLimiter<L>, ConfigError> {
         AdaptiveLimiter::with_clock(algorithm, mode, MonotonicClock::new())
     }
 }
@@ -108,28 +108,28 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
     /// # Errors
     ///
     /// [`ConfigError::Zero`] or [`ConfigError::TooLong`] for a `mode` made by hand
-    /// with a zero backlog, or a zero or too long timeout (see [`Mode::lifo`]).
+    /// with a zero backlog, or a zero or too long timeout (see [`WhenLimited::lifo`]).
     ///
     /// # Examples
     ///
     /// ```
     /// use std::time::Duration;
     /// use tollgate::adaptive::limit::AimdLimit;
-    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
     /// use tollgate::time::ManualClock;
     ///
-    /// let mode = Mode::Lifo { backlog: 0, timeout: Duration::from_secs(1) };
+    /// let mode = WhenLimited::Lifo { backlog: 0, timeout: Duration::from_secs(1) };
     /// assert!(AdaptiveLimiter::with_clock(AimdLimit::new(), mode, ManualClock::new()).is_err());
     /// ```
     pub fn with_clock(
         algorithm: L,
-        mode: Mode,
+        mode: WhenLimited,
         clock: C,
     ) -> Result<AdaptiveLimiter<L, C>, ConfigError> {
         mode.check()?;
         let feedback = Feedback::new(algorithm);
         let permits = Semaphore::with_clock(feedback.limit(), clock)?;
-        if let Mode::Lifo { backlog, .. } = mode {
+        if let WhenLimited::Lifo { backlog, .. } = mode {
             let waiting = permits.waiting();
             waiting.set_lifo(true);
             waiting.set_max_units(u64::try_from(backlog).unwrap_or(u64::MAX));
@@ -156,7 +156,7 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
     /// ```
     /// use std::sync::{Arc, Mutex};
     /// use tollgate::adaptive::limit::AimdLimit;
-    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
     /// use tollgate::observe::{Event, EventKind, Events};
     ///
     /// let seen = Arc::new(Mutex::new(Vec::new()));
@@ -166,7 +166,7 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
     ///     move |event: &Event<'_>| seen.lock().unwrap().push(event.kind)
     /// });
     /// let aimd = AimdLimit::builder().min_limit(1).build()?; // starts at 20
-    /// let limiter = Arc::new(AdaptiveLimiter::new(aimd, Mode::FailFast)?.with_events(events));
+    /// let limiter = Arc::new(AdaptiveLimiter::new(aimd, WhenLimited::FailFast)?.with_events(events));
     /// limiter.try_acquire()?.dropped();
     /// let seen = seen.lock().unwrap();
     /// assert_eq!(seen[0], EventKind::LimitChanged { previous: 0, limit: 20 });
@@ -196,10 +196,10 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
     ///
     /// ```
     /// use tollgate::adaptive::limit::AimdLimit;
-    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
     ///
     /// let aimd = AimdLimit::builder().min_limit(1).initial_limit(10).build()?;
-    /// let limiter = AdaptiveLimiter::new(aimd, Mode::FailFast)?;
+    /// let limiter = AdaptiveLimiter::new(aimd, WhenLimited::FailFast)?;
     /// assert_eq!(limiter.limit(), 10);
     /// limiter.try_acquire()?.dropped();
     /// assert_eq!(limiter.limit(), 9); // 10 × 0.9
@@ -216,9 +216,9 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
     ///
     /// ```
     /// use tollgate::adaptive::limit::AimdLimit;
-    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
     ///
-    /// let limiter = AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?;
+    /// let limiter = AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?;
     /// let permit = limiter.try_acquire()?;
     /// assert_eq!(limiter.inflight(), 1);
     /// permit.success();
@@ -235,9 +235,9 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
     ///
     /// ```
     /// use tollgate::adaptive::limit::AimdLimit;
-    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
     ///
-    /// let limiter = AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?; // limit 20
+    /// let limiter = AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?; // limit 20
     /// let _permit = limiter.try_acquire()?;
     /// assert_eq!(limiter.available_permits(), 19);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -252,13 +252,13 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
     ///
     /// ```
     /// use tollgate::adaptive::limit::AimdLimit;
-    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
     ///
-    /// let limiter = AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?;
-    /// assert_eq!(limiter.mode(), Mode::FailFast);
+    /// let limiter = AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?;
+    /// assert_eq!(limiter.mode(), WhenLimited::FailFast);
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
-    pub fn mode(&self) -> Mode {
+    pub fn mode(&self) -> WhenLimited {
         self.mode
     }
 
@@ -269,10 +269,10 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
     /// ```
     /// use std::time::Duration;
     /// use tollgate::adaptive::limit::AimdLimit;
-    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
     /// use tollgate::time::{Clock, ManualClock};
     ///
-    /// let limiter = AdaptiveLimiter::with_clock(AimdLimit::new(), Mode::FailFast, ManualClock::new())?;
+    /// let limiter = AdaptiveLimiter::with_clock(AimdLimit::new(), WhenLimited::FailFast, ManualClock::new())?;
     /// limiter.clock().advance(Duration::from_secs(1));
     /// assert_eq!(limiter.clock().now().as_u64(), 1_000_000_000);
     /// # Ok::<(), tollgate::ConfigError>(())
@@ -289,11 +289,11 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
     /// use std::sync::Arc;
     /// use std::time::Duration;
     /// use tollgate::adaptive::limit::AimdLimit;
-    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
     ///
     /// # futures::executor::block_on(async {
     /// let aimd = AimdLimit::builder().min_limit(1).initial_limit(1).build()?;
-    /// let limiter = Arc::new(AdaptiveLimiter::new(aimd, Mode::fifo(Duration::from_secs(1))?)?);
+    /// let limiter = Arc::new(AdaptiveLimiter::new(aimd, WhenLimited::fifo(Duration::from_secs(1))?)?);
     /// let held = limiter.try_acquire()?;
     /// let mut waiting = Box::pin(limiter.acquire());
     /// assert!(futures::poll!(waiting.as_mut()).is_pending());
@@ -316,10 +316,10 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
     ///
     /// ```
     /// use tollgate::adaptive::limit::AimdLimit;
-    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
     /// use tollgate::Denied;
     ///
-    /// let limiter = AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?;
+    /// let limiter = AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?;
     /// let held = limiter.try_acquire()?;
     /// limiter.close();
     /// assert!(limiter.is_closed());
@@ -338,9 +338,9 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
     ///
     /// ```
     /// use tollgate::adaptive::limit::AimdLimit;
-    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
     ///
-    /// let limiter = AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?;
+    /// let limiter = AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?;
     /// assert!(!limiter.is_closed());
     /// limiter.close();
     /// assert!(limiter.is_closed());
@@ -359,9 +359,9 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
     ///
     /// ```
     /// use tollgate::adaptive::limit::AimdLimit;
-    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
     ///
-    /// let limiter = AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?;
+    /// let limiter = AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?;
     /// assert_eq!(limiter.tick(), 20);
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
@@ -386,10 +386,10 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
     ///
     /// ```
     /// use tollgate::adaptive::limit::AimdLimit;
-    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
     ///
     /// let aimd = AimdLimit::builder().min_limit(1).initial_limit(1).build()?;
-    /// let limiter = AdaptiveLimiter::new(aimd, Mode::FailFast)?;
+    /// let limiter = AdaptiveLimiter::new(aimd, WhenLimited::FailFast)?;
     /// let permit = limiter.try_acquire()?;
     /// assert!(limiter.try_acquire().unwrap_err().is_limited());
     /// permit.success();
@@ -419,9 +419,9 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
     /// ```
     /// use std::sync::Arc;
     /// use tollgate::adaptive::limit::AimdLimit;
-    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
     ///
-    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?);
+    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?);
     /// let permit = limiter.try_acquire_owned()?;
     /// std::thread::spawn(move || permit.success()).join().unwrap();
     /// assert_eq!(limiter.inflight(), 0);
@@ -437,12 +437,12 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
         ))
     }
 
-    /// Takes a permit, waiting as the [`Mode`] says when none is free.
+    /// Takes a permit, waiting as the [`WhenLimited`] says when none is free.
     ///
     /// # Errors
     ///
     /// [`AcquireError::TimedOut`] when the mode's timeout passes (at once in
-    /// [`Mode::FailFast`]); [`AcquireError::QueueFull`] at once when a LIFO
+    /// [`WhenLimited::FailFast`]); [`AcquireError::QueueFull`] at once when a LIFO
     /// backlog is full; [`AcquireError::Closed`] after
     /// [`close`](AdaptiveLimiter::close).
     ///
@@ -457,14 +457,14 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
     /// use std::sync::Arc;
     /// use std::time::Duration;
     /// use tollgate::adaptive::limit::AimdLimit;
-    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
     /// use tollgate::time::ManualClock;
     /// use tollgate::AcquireError;
     ///
     /// # futures::executor::block_on(async {
     /// let clock = ManualClock::new();
     /// let aimd = AimdLimit::builder().min_limit(1).initial_limit(1).build()?;
-    /// let mode = Mode::lifo(10, Duration::from_secs(1))?;
+    /// let mode = WhenLimited::lifo(10, Duration::from_secs(1))?;
     /// let limiter = Arc::new(AdaptiveLimiter::with_clock(aimd, mode, clock.clone())?);
     /// let held = limiter.acquire().await?;
     /// let mut waiting = Box::pin(limiter.acquire());
@@ -481,7 +481,7 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
 
     /// As [`acquire`](AdaptiveLimiter::acquire), waiting at most `timeout` or the
     /// mode's timeout, whichever is shorter (a request's own deadline, say). In
-    /// [`Mode::FailFast`] it never waits.
+    /// [`WhenLimited::FailFast`] it never waits.
     ///
     /// # Errors
     ///
@@ -497,13 +497,13 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
     /// use std::sync::Arc;
     /// use std::time::Duration;
     /// use tollgate::adaptive::limit::AimdLimit;
-    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
     /// use tollgate::time::ManualClock;
     ///
     /// # futures::executor::block_on(async {
     /// let clock = ManualClock::new();
     /// let aimd = AimdLimit::builder().min_limit(1).initial_limit(1).build()?;
-    /// let mode = Mode::fifo(Duration::from_secs(10))?;
+    /// let mode = WhenLimited::fifo(Duration::from_secs(10))?;
     /// let limiter = Arc::new(AdaptiveLimiter::with_clock(aimd, mode, clock.clone())?);
     /// let _held = limiter.try_acquire()?;
     /// let mut waiting = Box::pin(limiter.acquire_timeout(Duration::from_millis(100)));
@@ -518,7 +518,7 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
         AdaptiveAcquire::new(Arc::clone(self), timeout)
     }
 
-    /// Blocks the calling thread for a permit, waiting as the [`Mode`] says.
+    /// Blocks the calling thread for a permit, waiting as the [`WhenLimited`] says.
     ///
     /// # Errors
     ///
@@ -530,10 +530,10 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
     /// use std::sync::Arc;
     /// use std::time::Duration;
     /// use tollgate::adaptive::limit::AimdLimit;
-    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
     ///
     /// let aimd = AimdLimit::builder().min_limit(1).initial_limit(1).build()?;
-    /// let limiter = Arc::new(AdaptiveLimiter::new(aimd, Mode::fifo(Duration::from_secs(5))?)?);
+    /// let limiter = Arc::new(AdaptiveLimiter::new(aimd, WhenLimited::fifo(Duration::from_secs(5))?)?);
     /// let held = limiter.acquire_blocking()?;
     /// let waiter = std::thread::spawn({
     ///     let limiter = Arc::clone(&limiter);
@@ -659,7 +659,7 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
         }
     }
 
-    /// Gives one permit back. In [`Mode::FailFast`] no one ever queues (every
+    /// Gives one permit back. In [`WhenLimited::FailFast`] no one ever queues (every
     /// acquire is a `try_acquire`), so the release skips the queue's check for
     /// waiters, and its fence.
     #[inline]
@@ -754,7 +754,7 @@ mod tests {
 
     fn settable(
         start: u64,
-        mode: Mode,
+        mode: WhenLimited,
     ) -> (
         Arc<AdaptiveLimiter<Settable, ManualClock>>,
         Arc<crate::sync::AtomicU64>,
@@ -767,7 +767,7 @@ mod tests {
 
     #[test]
     fn a_zero_limit_is_held_at_one() {
-        let (limiter, limit) = settable(0, Mode::FailFast);
+        let (limiter, limit) = settable(0, WhenLimited::FailFast);
         assert_eq!(limiter.limit(), 1);
         limit.store(0, crate::sync::Ordering::Relaxed);
         limiter.try_acquire().unwrap().success();
@@ -793,7 +793,7 @@ mod tests {
         let limiter = Arc::new(
             AdaptiveLimiter::with_clock(
                 Record(Arc::clone(&samples)),
-                Mode::FailFast,
+                WhenLimited::FailFast,
                 clock.clone(),
             )
             .unwrap(),
@@ -828,7 +828,7 @@ mod tests {
             .build()
             .unwrap();
         let limiter = Arc::new(
-            AdaptiveLimiter::with_clock(aimd, Mode::FailFast, ManualClock::new()).unwrap(),
+            AdaptiveLimiter::with_clock(aimd, WhenLimited::FailFast, ManualClock::new()).unwrap(),
         );
         let permits: Vec<_> = (0..4).map(|_| limiter.try_acquire().unwrap()).collect();
         drop(permits);
@@ -839,7 +839,7 @@ mod tests {
 
     #[test]
     fn a_shrink_below_inflight_settles_on_the_new_limit() {
-        let (limiter, limit) = settable(4, Mode::FailFast);
+        let (limiter, limit) = settable(4, WhenLimited::FailFast);
         let mut held: Vec<_> = (0..4).map(|_| limiter.try_acquire().unwrap()).collect();
         limit.store(2, crate::sync::Ordering::Relaxed);
         held.pop().unwrap().success();
@@ -860,7 +860,10 @@ mod tests {
 
     #[test]
     fn extremes_do_not_panic() {
-        let (limiter, limit) = settable(u64::MAX, Mode::fifo(Mode::MAX_TIMEOUT).unwrap());
+        let (limiter, limit) = settable(
+            u64::MAX,
+            WhenLimited::fifo(WhenLimited::MAX_TIMEOUT).unwrap(),
+        );
         assert_eq!(limiter.limit(), u64::MAX);
         let permit = limiter.try_acquire().unwrap();
         limiter.clock().advance(Duration::MAX);
@@ -887,7 +890,7 @@ mod tests {
             }
         }
         let limiter = Arc::new(
-            AdaptiveLimiter::with_clock(Panics, Mode::FailFast, ManualClock::new()).unwrap(),
+            AdaptiveLimiter::with_clock(Panics, WhenLimited::FailFast, ManualClock::new()).unwrap(),
         );
         let permit = limiter.try_acquire().unwrap();
         let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| permit.success()));
@@ -927,7 +930,8 @@ mod tests {
             .build()
             .unwrap();
         let clock = Counting::default();
-        let limiter = AdaptiveLimiter::with_clock(aimd, Mode::FailFast, clock.clone()).unwrap();
+        let limiter =
+            AdaptiveLimiter::with_clock(aimd, WhenLimited::FailFast, clock.clone()).unwrap();
         (limiter, clock)
     }
 
@@ -991,7 +995,8 @@ mod tests {
             let calls = Arc::new(crate::sync::AtomicU64::new(0));
             let algorithm = Timers(Arc::clone(&calls), timers);
             let limiter =
-                AdaptiveLimiter::with_clock(algorithm, Mode::FailFast, ManualClock::new()).unwrap();
+                AdaptiveLimiter::with_clock(algorithm, WhenLimited::FailFast, ManualClock::new())
+                    .unwrap();
             limiter.try_acquire().unwrap().ignore();
             let calls = calls.load(crate::sync::Ordering::Relaxed);
             assert_eq!(calls, u64::from(timers));
@@ -1008,9 +1013,9 @@ mod tests {
                 .unwrap()
         };
         let borrowed =
-            AdaptiveLimiter::with_clock(aimd(), Mode::FailFast, ManualClock::new()).unwrap();
+            AdaptiveLimiter::with_clock(aimd(), WhenLimited::FailFast, ManualClock::new()).unwrap();
         let owned = Arc::new(
-            AdaptiveLimiter::with_clock(aimd(), Mode::FailFast, ManualClock::new()).unwrap(),
+            AdaptiveLimiter::with_clock(aimd(), WhenLimited::FailFast, ManualClock::new()).unwrap(),
         );
         let a = borrowed.try_acquire().unwrap();
         let b = owned.try_acquire_owned().unwrap();
@@ -1030,7 +1035,7 @@ mod tests {
 
     #[test]
     fn debug_shows_limit_inflight_and_mode() {
-        let (limiter, _) = settable(3, Mode::FailFast);
+        let (limiter, _) = settable(3, WhenLimited::FailFast);
         let _permit = limiter.try_acquire().unwrap();
         assert_eq!(
             format!("{limiter:?}"),

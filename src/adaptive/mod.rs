@@ -9,7 +9,7 @@
 //! An [`AdaptiveLimiter`] enforces one: each request holds a permit (an
 //! [`AdaptivePermitRef`] borrowing the limiter, or an owned [`AdaptivePermit`]) and
 //! ends it as a success, a drop or ignored; the limiter feeds the algorithm and
-//! applies the limit it answers. When every permit is held, the [`Mode`] says what
+//! applies the limit it answers. When every permit is held, [`WhenLimited`] says what
 //! a request does: fail fast, wait in arrival order, or wait in a bounded LIFO
 //! backlog (Netflix's `LifoBlockingLimiter`). A [`PartitionedLimiter`] enforces
 //! one shared by named [`partition`]s, each guaranteed a share of the limit.
@@ -24,10 +24,10 @@
 //! use std::sync::Arc;
 //! use std::time::Duration;
 //! use tollgate::adaptive::limit::Gradient2Limit;
-//! use tollgate::adaptive::{AdaptiveLimiter, Mode};
+//! use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
 //!
 //! # futures::executor::block_on(async {
-//! let mode = Mode::lifo(100, Duration::from_millis(500))?;
+//! let mode = WhenLimited::lifo(100, Duration::from_millis(500))?;
 //! let limiter = Arc::new(AdaptiveLimiter::new(Gradient2Limit::new(), mode)?);
 //! let permit = limiter.acquire().await?;
 //! // ... call the backend ...
@@ -40,18 +40,18 @@ mod acquire;
 mod feedback;
 pub mod limit;
 mod limiter;
-mod mode;
 pub mod outbound;
 pub mod partition;
 mod partitioned;
 mod permit;
 mod sample;
 mod source;
+mod when_limited;
 
 pub use acquire::AdaptiveAcquire;
 pub use limit::LimitAlgorithm;
 pub use limiter::AdaptiveLimiter;
-pub use mode::Mode;
 pub use partitioned::{PartitionedLimiter, PartitionedLimiterBuilder, PartitionedPermit};
 pub use permit::{AdaptivePermit, AdaptivePermitRef};
 pub use sample::Sample;
+pub use when_limited::WhenLimited;

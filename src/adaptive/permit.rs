@@ -32,10 +32,10 @@ use crate::time::{Clock, MonotonicClock, Nanos};
 /// ```
 /// use std::sync::Arc;
 /// use tollgate::adaptive::limit::AimdLimit;
-/// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+/// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
 ///
 /// let aimd = AimdLimit::builder().min_limit(1).build()?; // starts at 20
-/// let limiter = Arc::new(AdaptiveLimiter::new(aimd, Mode::FailFast)?);
+/// let limiter = Arc::new(AdaptiveLimiter::new(aimd, WhenLimited::FailFast)?);
 /// let permit = limiter.try_acquire_owned()?;
 /// assert_eq!(permit.inflight(), 1);
 /// let reply: Result<&str, &str> = Err("downstream timed out");
@@ -93,10 +93,10 @@ impl<L: LimitAlgorithm, C: Clock> AdaptivePermit<L, C> {
     /// ```
     /// use std::sync::Arc;
     /// use tollgate::adaptive::limit::AimdLimit;
-    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
     ///
     /// let aimd = AimdLimit::builder().min_limit(1).initial_limit(1).build()?;
-    /// let limiter = Arc::new(AdaptiveLimiter::new(aimd, Mode::FailFast)?);
+    /// let limiter = Arc::new(AdaptiveLimiter::new(aimd, WhenLimited::FailFast)?);
     /// limiter.try_acquire_owned()?.success(); // 1 in flight of 1: +1
     /// assert_eq!(limiter.limit(), 2);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -114,10 +114,10 @@ impl<L: LimitAlgorithm, C: Clock> AdaptivePermit<L, C> {
     /// ```
     /// use std::sync::Arc;
     /// use tollgate::adaptive::limit::AimdLimit;
-    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
     ///
     /// let aimd = AimdLimit::builder().min_limit(1).build()?; // starts at 20
-    /// let limiter = Arc::new(AdaptiveLimiter::new(aimd, Mode::FailFast)?);
+    /// let limiter = Arc::new(AdaptiveLimiter::new(aimd, WhenLimited::FailFast)?);
     /// limiter.try_acquire_owned()?.dropped();
     /// assert_eq!(limiter.limit(), 18); // 20 × 0.9
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -136,10 +136,10 @@ impl<L: LimitAlgorithm, C: Clock> AdaptivePermit<L, C> {
     /// ```
     /// use std::sync::Arc;
     /// use tollgate::adaptive::limit::AimdLimit;
-    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
     ///
     /// let aimd = AimdLimit::builder().min_limit(1).initial_limit(1).build()?;
-    /// let limiter = Arc::new(AdaptiveLimiter::new(aimd, Mode::FailFast)?);
+    /// let limiter = Arc::new(AdaptiveLimiter::new(aimd, WhenLimited::FailFast)?);
     /// limiter.try_acquire_owned()?.ignore();
     /// assert_eq!((limiter.limit(), limiter.inflight()), (1, 0));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -158,10 +158,10 @@ impl<L: LimitAlgorithm, C: Clock> AdaptivePermit<L, C> {
     /// ```
     /// use std::sync::Arc;
     /// use tollgate::adaptive::limit::AimdLimit;
-    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
     /// use tollgate::observe::Outcome;
     ///
-    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?);
+    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?);
     /// let status = 503;
     /// let outcome = if status == 503 { Outcome::Dropped } else { Outcome::Success };
     /// limiter.try_acquire_owned()?.finish(outcome);
@@ -183,16 +183,16 @@ impl<L: LimitAlgorithm, C: Clock> AdaptivePermit<L, C> {
     /// use std::sync::Arc;
     /// use std::time::Duration;
     /// use tollgate::adaptive::limit::AimdLimit;
-    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
     /// use tollgate::time::{Clock, ManualClock};
     ///
     /// let clock = ManualClock::new();
     /// clock.advance(Duration::from_secs(3));
-    /// let limiter = AdaptiveLimiter::with_clock(AimdLimit::new(), Mode::FailFast, clock.clone())?;
+    /// let limiter = AdaptiveLimiter::with_clock(AimdLimit::new(), WhenLimited::FailFast, clock.clone())?;
     /// let limiter = Arc::new(limiter);
     /// assert_eq!(limiter.try_acquire_owned()?.start(), Some(clock.now()));
     /// let drops_only = AimdLimit::builder().timeout(Duration::MAX).build()?;
-    /// let untimed = Arc::new(AdaptiveLimiter::with_clock(drops_only, Mode::FailFast, clock)?);
+    /// let untimed = Arc::new(AdaptiveLimiter::with_clock(drops_only, WhenLimited::FailFast, clock)?);
     /// assert_eq!(untimed.try_acquire_owned()?.start(), None);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -207,9 +207,9 @@ impl<L: LimitAlgorithm, C: Clock> AdaptivePermit<L, C> {
     /// ```
     /// use std::sync::Arc;
     /// use tollgate::adaptive::limit::AimdLimit;
-    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
     ///
-    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?);
+    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?);
     /// let first = limiter.try_acquire_owned()?;
     /// let second = limiter.try_acquire_owned()?;
     /// assert_eq!((first.inflight(), second.inflight()), (1, 2));
@@ -226,9 +226,9 @@ impl<L: LimitAlgorithm, C: Clock> AdaptivePermit<L, C> {
     /// ```
     /// use std::sync::Arc;
     /// use tollgate::adaptive::limit::AimdLimit;
-    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
     ///
-    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?);
+    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?);
     /// let permit = limiter.try_acquire_owned()?;
     /// assert!(Arc::ptr_eq(permit.limiter(), &limiter));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -272,9 +272,9 @@ impl<L: LimitAlgorithm, C: Clock> fmt::Debug for AdaptivePermit<L, C> {
 ///
 /// ```
 /// use tollgate::adaptive::limit::AimdLimit;
-/// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+/// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
 ///
-/// let limiter = AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?;
+/// let limiter = AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?;
 /// let permit = limiter.try_acquire()?;
 /// assert_eq!(permit.inflight(), 1);
 /// permit.success();
@@ -312,10 +312,10 @@ impl<'a, L: LimitAlgorithm, C: Clock> AdaptivePermitRef<'a, L, C> {
     ///
     /// ```
     /// use tollgate::adaptive::limit::AimdLimit;
-    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
     ///
     /// let aimd = AimdLimit::builder().min_limit(1).initial_limit(1).build()?;
-    /// let limiter = AdaptiveLimiter::new(aimd, Mode::FailFast)?;
+    /// let limiter = AdaptiveLimiter::new(aimd, WhenLimited::FailFast)?;
     /// limiter.try_acquire()?.success(); // 1 in flight of 1: +1
     /// assert_eq!(limiter.limit(), 2);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -332,10 +332,10 @@ impl<'a, L: LimitAlgorithm, C: Clock> AdaptivePermitRef<'a, L, C> {
     ///
     /// ```
     /// use tollgate::adaptive::limit::AimdLimit;
-    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
     ///
     /// let aimd = AimdLimit::builder().min_limit(1).build()?; // starts at 20
-    /// let limiter = AdaptiveLimiter::new(aimd, Mode::FailFast)?;
+    /// let limiter = AdaptiveLimiter::new(aimd, WhenLimited::FailFast)?;
     /// limiter.try_acquire()?.dropped();
     /// assert_eq!(limiter.limit(), 18); // 20 × 0.9
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -352,9 +352,9 @@ impl<'a, L: LimitAlgorithm, C: Clock> AdaptivePermitRef<'a, L, C> {
     ///
     /// ```
     /// use tollgate::adaptive::limit::AimdLimit;
-    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
     ///
-    /// let limiter = AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?;
+    /// let limiter = AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?;
     /// limiter.try_acquire()?.ignore();
     /// assert_eq!((limiter.limit(), limiter.inflight()), (20, 0));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -370,10 +370,10 @@ impl<'a, L: LimitAlgorithm, C: Clock> AdaptivePermitRef<'a, L, C> {
     ///
     /// ```
     /// use tollgate::adaptive::limit::AimdLimit;
-    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
     /// use tollgate::observe::Outcome;
     ///
-    /// let limiter = AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?;
+    /// let limiter = AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?;
     /// limiter.try_acquire()?.finish(Outcome::Success);
     /// assert_eq!(limiter.inflight(), 0);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -391,11 +391,11 @@ impl<'a, L: LimitAlgorithm, C: Clock> AdaptivePermitRef<'a, L, C> {
     ///
     /// ```
     /// use tollgate::adaptive::limit::AimdLimit;
-    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
     /// use tollgate::time::{Clock, ManualClock};
     ///
     /// let clock = ManualClock::new();
-    /// let limiter = AdaptiveLimiter::with_clock(AimdLimit::new(), Mode::FailFast, clock.clone())?;
+    /// let limiter = AdaptiveLimiter::with_clock(AimdLimit::new(), WhenLimited::FailFast, clock.clone())?;
     /// assert_eq!(limiter.try_acquire()?.start(), Some(clock.now()));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -409,9 +409,9 @@ impl<'a, L: LimitAlgorithm, C: Clock> AdaptivePermitRef<'a, L, C> {
     ///
     /// ```
     /// use tollgate::adaptive::limit::AimdLimit;
-    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
     ///
-    /// let limiter = AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?;
+    /// let limiter = AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?;
     /// let _first = limiter.try_acquire()?;
     /// assert_eq!(limiter.try_acquire()?.inflight(), 2);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -426,9 +426,9 @@ impl<'a, L: LimitAlgorithm, C: Clock> AdaptivePermitRef<'a, L, C> {
     ///
     /// ```
     /// use tollgate::adaptive::limit::AimdLimit;
-    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
     ///
-    /// let limiter = AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?;
+    /// let limiter = AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?;
     /// let permit = limiter.try_acquire()?;
     /// assert!(std::ptr::eq(permit.limiter(), &limiter));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -459,7 +459,7 @@ impl<L: LimitAlgorithm, C: Clock> fmt::Debug for AdaptivePermitRef<'_, L, C> {
 mod tests {
     use super::*;
     use crate::adaptive::limit::AimdLimit;
-    use crate::adaptive::Mode;
+    use crate::adaptive::WhenLimited;
     use crate::time::ManualClock;
 
     fn send_static<T: Send + Sync + 'static>() {}
@@ -476,8 +476,12 @@ mod tests {
     #[test]
     fn an_empty_permit_gives_back_and_records_nothing() {
         let limiter = Arc::new(
-            AdaptiveLimiter::with_clock(AimdLimit::new(), Mode::FailFast, ManualClock::new())
-                .unwrap(),
+            AdaptiveLimiter::with_clock(
+                AimdLimit::new(),
+                WhenLimited::FailFast,
+                ManualClock::new(),
+            )
+            .unwrap(),
         );
         AdaptivePermit::empty(Arc::clone(&limiter)).dropped();
         assert_eq!(limiter.limit(), 20);

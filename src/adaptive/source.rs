@@ -18,18 +18,18 @@ use crate::time::Clock;
 /// The [`capacity`](PermitSource::capacity) is 1: a request for more than one permit
 /// is refused as never, and a request for none is granted a permit that holds
 /// nothing and records nothing. [`wait`](PermitSource::wait) waits as the limiter's
-/// [`Mode`](super::Mode) says, for at most the shorter of `timeout` and the mode's
-/// timeout; in [`Mode::FailFast`](super::Mode::FailFast) it never waits.
+/// [`WhenLimited`](super::WhenLimited) says, for at most the shorter of `timeout` and the mode's
+/// timeout; in [`WhenLimited::FailFast`](super::WhenLimited::FailFast) it never waits.
 ///
 /// # Examples
 ///
 /// ```
 /// use std::sync::Arc;
 /// use tollgate::adaptive::limit::AimdLimit;
-/// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+/// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
 /// use tollgate::PermitSource;
 ///
-/// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?);
+/// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?);
 /// let Some(Ok(Ok(grant))) = limiter.decide_now(&(), 1) else { panic!("admitted") };
 /// assert_eq!(grant.admitted().remaining(), 19);
 /// grant.into_permit().success();
@@ -101,10 +101,10 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
 mod tests {
     use super::*;
     use crate::adaptive::limit::AimdLimit;
-    use crate::adaptive::Mode;
+    use crate::adaptive::WhenLimited;
     use crate::time::ManualClock;
 
-    fn limiter(mode: Mode) -> Arc<AdaptiveLimiter<AimdLimit, ManualClock>> {
+    fn limiter(mode: WhenLimited) -> Arc<AdaptiveLimiter<AimdLimit, ManualClock>> {
         let aimd = AimdLimit::builder()
             .min_limit(1)
             .initial_limit(1)
@@ -115,7 +115,7 @@ mod tests {
 
     #[test]
     fn one_permit_per_request() {
-        let limiter = limiter(Mode::FailFast);
+        let limiter = limiter(WhenLimited::FailFast);
         assert_eq!(limiter.capacity(), 1);
         assert_eq!(limiter.chunk(100), 1);
         let two = limiter.decide_now(&(), 2).unwrap().unwrap().unwrap_err();
@@ -133,7 +133,7 @@ mod tests {
 
     #[test]
     fn wait_takes_the_shorter_timeout_and_gives_back_when_dropped() {
-        let limiter = limiter(Mode::fifo(Duration::from_secs(10)).unwrap());
+        let limiter = limiter(WhenLimited::fifo(Duration::from_secs(10)).unwrap());
         let held = limiter.try_acquire_owned().unwrap();
         let clock = limiter.clock().clone();
         let mut waiting = limiter.wait(&(), 1, Some(Duration::from_secs(1)));
@@ -160,7 +160,7 @@ mod tests {
 
     #[test]
     fn wait_for_none_or_too_many() {
-        let limiter = limiter(Mode::FailFast);
+        let limiter = limiter(WhenLimited::FailFast);
         let none = futures::executor::block_on(limiter.wait(&(), 0, None)).unwrap();
         drop(none);
         let many = futures::executor::block_on(limiter.wait(&(), 3, None));

@@ -61,12 +61,12 @@ const THREAD_NAME: &str = "tollgate-coarse-clock";
 /// ```
 /// use std::time::Duration;
 /// use tollgate::adaptive::limit::AimdLimit;
-/// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+/// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
 /// use tollgate::time::CoarseClock;
 ///
 /// // AIMD compares each RTT with its 5 s timeout: a millisecond is plenty.
 /// let clock = CoarseClock::new(Duration::from_millis(1))?;
-/// let limiter = AdaptiveLimiter::with_clock(AimdLimit::new(), Mode::FailFast, clock)?;
+/// let limiter = AdaptiveLimiter::with_clock(AimdLimit::new(), WhenLimited::FailFast, clock)?;
 /// limiter.try_acquire()?.success();
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```

@@ -29,8 +29,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tollgate::adaptive::{
-    AdaptiveAcquire, AdaptiveLimiter, AdaptivePermit, LimitAlgorithm, Mode, PartitionedLimiter,
-    PartitionedPermit,
+    AdaptiveAcquire, AdaptiveLimiter, AdaptivePermit, LimitAlgorithm, PartitionedLimiter,
+    PartitionedPermit, WhenLimited,
 };
 use tollgate::time::{Clock, ManualClock, Nanos};
 
@@ -278,7 +278,11 @@ enum Event {
 }
 
 /// A limiter over `algorithm` in `mode`, on `clock`.
-pub fn limiter(algorithm: Box<dyn LimitAlgorithm>, mode: Mode, clock: &ManualClock) -> Limiter {
+pub fn limiter(
+    algorithm: Box<dyn LimitAlgorithm>,
+    mode: WhenLimited,
+    clock: &ManualClock,
+) -> Limiter {
     Arc::new(AdaptiveLimiter::with_clock(algorithm, mode, clock.clone()).expect("a valid mode"))
 }
 
@@ -462,7 +466,7 @@ impl Sim {
             Some(Gate::Adaptive(limiter)) => Arc::clone(limiter),
         };
         match limiter.mode() {
-            Mode::FailFast => match limiter.try_acquire_owned() {
+            WhenLimited::FailFast => match limiter.try_acquire_owned() {
                 Ok(permit) => self.send(now, now, Some(Permit::Adaptive(permit)), warm),
                 Err(_) => self.report.rejected += 1,
             },

@@ -41,11 +41,11 @@ pin_project! {
     /// use std::sync::Arc;
     /// use http_body_util::BodyExt;
     /// use tower::{Layer, ServiceExt};
-    /// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, WhenLimited};
     /// use tollgate::http::adaptive::AdaptiveLayer;
     ///
     /// # futures::executor::block_on(async {
-    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?);
+    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?);
     /// let hello = tower::service_fn(|_: ()| async {
     ///     Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Full::new(bytes::Bytes::from("hello"))))
     /// });

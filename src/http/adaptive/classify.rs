@@ -448,11 +448,11 @@ pub struct ClassifyFn<F> {
 ///
 /// ```
 /// use tollgate::http::adaptive::{classify_fn, AdaptiveLayer};
-/// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, Mode};
+/// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, WhenLimited};
 /// use tollgate::observe::Outcome;
 /// use std::sync::Arc;
 ///
-/// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?);
+/// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?);
 /// let layer = AdaptiveLayer::new(limiter).classify(classify_fn(|response: &http::response::Parts| {
 ///     match response.headers.get("x-overloaded") {
 ///         Some(_) => Outcome::Dropped,

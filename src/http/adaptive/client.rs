@@ -17,7 +17,7 @@ use crate::sync::Arc;
 use crate::time::{Clock, MonotonicClock};
 
 /// A tower layer that holds outbound calls to an [`AdaptiveLimiter`]'s limit: each
-/// call takes a permit (waiting as the limiter's [`Mode`](crate::adaptive::Mode)
+/// call takes a permit (waiting as the limiter's [`WhenLimited`](crate::adaptive::WhenLimited)
 /// says), and the partner's answer, read by a classifier, moves the limit. By
 /// default ([`HttpStatus`]) 429, 503 and 504 are drops, and so is every error of
 /// the inner service (a timeout, a refused connection); use
@@ -31,12 +31,12 @@ use crate::time::{Clock, MonotonicClock};
 /// ```
 /// use std::sync::Arc;
 /// use tower::{Layer, ServiceExt};
-/// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, Mode};
+/// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, WhenLimited};
 /// use tollgate::http::adaptive::AdaptiveClientLayer;
 ///
 /// # futures::executor::block_on(async {
 /// let aimd = AimdLimit::builder().min_limit(1).initial_limit(10).build()?;
-/// let limiter = Arc::new(AdaptiveLimiter::new(aimd, Mode::FailFast)?);
+/// let limiter = Arc::new(AdaptiveLimiter::new(aimd, WhenLimited::FailFast)?);
 /// let partner = tower::service_fn(|_: ()| async {
 ///     http::Response::builder().status(503).body(http_body_util::Empty::<bytes::Bytes>::new())
 /// });
@@ -64,10 +64,10 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveClientLayer<L, C> {
     /// ```
     /// use std::sync::Arc;
     /// use std::time::Duration;
-    /// use tollgate::adaptive::{limit::VegasLimit, AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{limit::VegasLimit, AdaptiveLimiter, WhenLimited};
     /// use tollgate::http::adaptive::AdaptiveClientLayer;
     ///
-    /// let mode = Mode::fifo(Duration::from_millis(100))?;
+    /// let mode = WhenLimited::fifo(Duration::from_millis(100))?;
     /// let layer = AdaptiveClientLayer::new(Arc::new(AdaptiveLimiter::new(VegasLimit::new(), mode)?));
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
@@ -86,10 +86,10 @@ impl<L: LimitAlgorithm, C: Clock, K> AdaptiveClientLayer<L, C, K> {
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, WhenLimited};
     /// use tollgate::http::adaptive::{AdaptiveClientLayer, GrpcStatus};
     ///
-    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?);
+    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?);
     /// let layer = AdaptiveClientLayer::new(limiter).classify(GrpcStatus::new());
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
@@ -106,10 +106,10 @@ impl<L: LimitAlgorithm, C: Clock, K> AdaptiveClientLayer<L, C, K> {
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, WhenLimited};
     /// use tollgate::http::adaptive::AdaptiveClientLayer;
     ///
-    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?);
+    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?);
     /// let layer = AdaptiveClientLayer::new(Arc::clone(&limiter));
     /// assert!(Arc::ptr_eq(layer.limiter(), &limiter));
     /// # Ok::<(), tollgate::ConfigError>(())
@@ -160,12 +160,12 @@ impl<S, L: LimitAlgorithm, C: Clock, K> Layer<S> for AdaptiveClientLayer<L, C, K
 /// ```
 /// use std::sync::Arc;
 /// use tower::{Layer, Service, ServiceExt};
-/// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, Mode};
+/// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, WhenLimited};
 /// use tollgate::http::adaptive::AdaptiveClientLayer;
 ///
 /// # futures::executor::block_on(async {
 /// let aimd = AimdLimit::builder().min_limit(1).initial_limit(1).build()?;
-/// let limiter = Arc::new(AdaptiveLimiter::new(aimd, Mode::FailFast)?);
+/// let limiter = Arc::new(AdaptiveLimiter::new(aimd, WhenLimited::FailFast)?);
 /// let mut client = AdaptiveClientLayer::new(limiter).layer(tower::service_fn(|_: ()| async {
 ///     Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Full::new(bytes::Bytes::from("hi"))))
 /// }));
@@ -195,10 +195,10 @@ impl<S, L: LimitAlgorithm, C: Clock, K> AdaptiveClient<S, L, C, K> {
     /// ```
     /// use std::sync::Arc;
     /// use tower::Layer;
-    /// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, WhenLimited};
     /// use tollgate::http::adaptive::AdaptiveClientLayer;
     ///
-    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?);
+    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?);
     /// let client = AdaptiveClientLayer::new(limiter).layer("partner");
     /// assert_eq!(*client.get_ref(), "partner");
     /// # Ok::<(), tollgate::ConfigError>(())
@@ -214,10 +214,10 @@ impl<S, L: LimitAlgorithm, C: Clock, K> AdaptiveClient<S, L, C, K> {
     /// ```
     /// use std::sync::Arc;
     /// use tower::Layer;
-    /// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, WhenLimited};
     /// use tollgate::http::adaptive::AdaptiveClientLayer;
     ///
-    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?);
+    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?);
     /// let client = AdaptiveClientLayer::new(Arc::clone(&limiter)).layer(());
     /// assert!(Arc::ptr_eq(client.limiter(), &limiter));
     /// # Ok::<(), tollgate::ConfigError>(())

@@ -24,7 +24,7 @@ pub enum ClientError<E> {
     /// not ready for it.
     Inner(E),
     /// The limiter admitted no more calls: every permit was held and the
-    /// [`Mode`](crate::adaptive::Mode) refused at once
+    /// [`WhenLimited`](crate::adaptive::WhenLimited) refused at once
     /// ([`TimedOut`](AcquireError::TimedOut) when failing fast), its wait timed out,
     /// its backlog was full ([`QueueFull`](AcquireError::QueueFull)), or it was
     /// closed ([`Closed`](AcquireError::Closed)). Nothing was sent.

@@ -13,7 +13,9 @@ use super::body::{AdaptiveBody, End};
 use super::classify::{ClassifyError, ClassifyResponse, HttpStatus};
 use super::error::ClientError;
 use super::response::{Refusal, Rejection};
-use crate::adaptive::{AdaptiveAcquire, AdaptiveLimiter, AdaptivePermit, LimitAlgorithm, Mode};
+use crate::adaptive::{
+    AdaptiveAcquire, AdaptiveLimiter, AdaptivePermit, LimitAlgorithm, WhenLimited,
+};
 use crate::decision::Denied;
 use crate::error::AcquireError;
 use crate::sync::Arc;
@@ -70,7 +72,7 @@ impl<S: Service<Req>, Req, L: LimitAlgorithm, C: Clock, K> Call<S, Req, L, C, K>
     where
         S: Clone,
     {
-        let state = if matches!(limiter.mode(), Mode::FailFast) {
+        let state = if matches!(limiter.mode(), WhenLimited::FailFast) {
             match limiter.try_acquire_owned() {
                 Ok(permit) => State::Calling {
                     future: inner.call(request),
@@ -174,7 +176,7 @@ where
 
 pin_project! {
     /// The response future of an [`AdaptiveService`](super::AdaptiveService): waits
-    /// for a permit as the limiter's [`Mode`] says, then calls the inner service; a
+    /// for a permit as the limiter's [`WhenLimited`] says, then calls the inner service; a
     /// refused request is answered by the layer (503 or 429).
     ///
     /// The permit goes into the response's [`AdaptiveBody`]; an error of the inner
@@ -197,11 +199,11 @@ pin_project! {
     /// ```
     /// use std::sync::Arc;
     /// use tower::{Layer, Service};
-    /// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, WhenLimited};
     /// use tollgate::http::adaptive::AdaptiveLayer;
     ///
     /// # futures::executor::block_on(async {
-    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?);
+    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?);
     /// let mut service = AdaptiveLayer::new(Arc::clone(&limiter)).layer(tower::service_fn(|_: ()| async {
     ///     Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Empty::<bytes::Bytes>::new()))
     /// }));
@@ -274,7 +276,7 @@ where
 
 pin_project! {
     /// The response future of an [`AdaptiveClient`](super::AdaptiveClient): waits
-    /// for a permit as the limiter's [`Mode`] says, then calls the inner service; a
+    /// for a permit as the limiter's [`WhenLimited`] says, then calls the inner service; a
     /// refused call fails with [`ClientError::Refused`] and is not sent.
     ///
     /// # Cancel safety
@@ -292,11 +294,11 @@ pin_project! {
     /// ```
     /// use std::sync::Arc;
     /// use tower::{Layer, ServiceExt};
-    /// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, WhenLimited};
     /// use tollgate::http::adaptive::AdaptiveClientLayer;
     ///
     /// # futures::executor::block_on(async {
-    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?);
+    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?);
     /// let client = AdaptiveClientLayer::new(limiter).layer(tower::service_fn(|_: ()| async {
     ///     Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Empty::<bytes::Bytes>::new()))
     /// }));

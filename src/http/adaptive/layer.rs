@@ -16,7 +16,7 @@ use crate::time::{Clock, MonotonicClock};
 
 /// A tower layer that holds a server's requests to an [`AdaptiveLimiter`]'s limit:
 /// each request takes a permit (waiting as the limiter's
-/// [`Mode`](crate::adaptive::Mode) says), the response's body holds it to its end,
+/// [`WhenLimited`](crate::adaptive::WhenLimited) says), the response's body holds it to its end,
 /// and a classifier reads the response as a success, a drop or ignored.
 ///
 /// Refused requests are answered 503 (or 429, [`reject_with`](AdaptiveLayer::reject_with)),
@@ -28,10 +28,10 @@ use crate::time::{Clock, MonotonicClock};
 /// ```
 /// use std::sync::Arc;
 /// use std::time::Duration;
-/// use tollgate::adaptive::{limit::Gradient2Limit, AdaptiveLimiter, Mode};
+/// use tollgate::adaptive::{limit::Gradient2Limit, AdaptiveLimiter, WhenLimited};
 /// use tollgate::http::adaptive::{AdaptiveLayer, RejectStatus};
 ///
-/// let limiter = Arc::new(AdaptiveLimiter::new(Gradient2Limit::new(), Mode::lifo(100, Duration::from_millis(50))?)?);
+/// let limiter = Arc::new(AdaptiveLimiter::new(Gradient2Limit::new(), WhenLimited::lifo(100, Duration::from_millis(50))?)?);
 /// let layer = AdaptiveLayer::new(limiter)
 ///     .reject_with(RejectStatus::TooManyRequests)
 ///     .retry_after(Duration::from_secs(1))?;
@@ -59,10 +59,10 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLayer<L, C> {
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use tollgate::adaptive::{limit::VegasLimit, AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{limit::VegasLimit, AdaptiveLimiter, WhenLimited};
     /// use tollgate::http::adaptive::AdaptiveLayer;
     ///
-    /// let limiter = Arc::new(AdaptiveLimiter::new(VegasLimit::new(), Mode::FailFast)?);
+    /// let limiter = Arc::new(AdaptiveLimiter::new(VegasLimit::new(), WhenLimited::FailFast)?);
     /// let layer = AdaptiveLayer::new(limiter);
     /// assert_eq!(layer.limiter().limit(), 20);
     /// # Ok::<(), tollgate::ConfigError>(())
@@ -84,10 +84,10 @@ impl<L: LimitAlgorithm, C: Clock, K> AdaptiveLayer<L, C, K> {
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, WhenLimited};
     /// use tollgate::http::adaptive::{AdaptiveLayer, GrpcStatus};
     ///
-    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?);
+    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?);
     /// let layer = AdaptiveLayer::new(limiter).classify(GrpcStatus::new());
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
@@ -105,10 +105,10 @@ impl<L: LimitAlgorithm, C: Clock, K> AdaptiveLayer<L, C, K> {
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, WhenLimited};
     /// use tollgate::http::adaptive::{AdaptiveLayer, RejectStatus};
     ///
-    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?);
+    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?);
     /// let layer = AdaptiveLayer::new(limiter).reject_with(RejectStatus::TooManyRequests);
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
@@ -131,10 +131,10 @@ impl<L: LimitAlgorithm, C: Clock, K> AdaptiveLayer<L, C, K> {
     /// ```
     /// use std::sync::Arc;
     /// use std::time::Duration;
-    /// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, WhenLimited};
     /// use tollgate::http::adaptive::AdaptiveLayer;
     ///
-    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?);
+    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?);
     /// let layer = AdaptiveLayer::new(limiter);
     /// assert!(layer.clone().retry_after(Duration::ZERO).is_err());
     /// assert!(layer.clone().retry_after(Duration::MAX).is_err());
@@ -164,10 +164,10 @@ impl<L: LimitAlgorithm, C: Clock, K> AdaptiveLayer<L, C, K> {
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, WhenLimited};
     /// use tollgate::http::adaptive::AdaptiveLayer;
     ///
-    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?);
+    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?);
     /// let layer = AdaptiveLayer::new(Arc::clone(&limiter));
     /// assert!(Arc::ptr_eq(layer.limiter(), &limiter));
     /// # Ok::<(), tollgate::ConfigError>(())

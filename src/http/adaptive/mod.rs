@@ -5,7 +5,7 @@
 //! # What a request does
 //!
 //! 1. It takes a permit if one is free. When none is, the limiter's
-//!    [`Mode`](crate::adaptive::Mode) decides: fail fast refuses at once; FIFO and
+//!    [`WhenLimited`](crate::adaptive::WhenLimited) decides: fail fast refuses at once; FIFO and
 //!    LIFO wait (up to their timeout, and the LIFO backlog's size), in a queue
 //!    that a dropped future leaves cleanly.
 //! 2. Refused, the server layer answers 503 (or 429, [`RejectStatus`]) with an
@@ -49,12 +49,12 @@
 //! use std::sync::Arc;
 //! use std::time::Duration;
 //! use axum::{routing::get, Router};
-//! use tollgate::adaptive::{limit::Gradient2Limit, AdaptiveLimiter, Mode};
+//! use tollgate::adaptive::{limit::Gradient2Limit, AdaptiveLimiter, WhenLimited};
 //! use tollgate::http::adaptive::AdaptiveLayer;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let mode = Mode::lifo(100, Duration::from_millis(50))?;
+//! let mode = WhenLimited::lifo(100, Duration::from_millis(50))?;
 //! let limiter = Arc::new(AdaptiveLimiter::new(Gradient2Limit::new(), mode)?);
 //! let app = Router::new()
 //!     .route("/", get(|| async { "hello" }))
@@ -69,10 +69,10 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use tollgate::adaptive::{limit::VegasLimit, AdaptiveLimiter, Mode};
+//! use tollgate::adaptive::{limit::VegasLimit, AdaptiveLimiter, WhenLimited};
 //! use tollgate::http::adaptive::{AdaptiveLayer, GrpcStatus};
 //!
-//! let limiter = Arc::new(AdaptiveLimiter::new(VegasLimit::new(), Mode::FailFast)?);
+//! let limiter = Arc::new(AdaptiveLimiter::new(VegasLimit::new(), WhenLimited::FailFast)?);
 //! let layer = AdaptiveLayer::new(limiter).classify(GrpcStatus::new());
 //! # Ok::<(), tollgate::ConfigError>(())
 //! ```

@@ -16,7 +16,7 @@ use crate::time::{Clock, MonotonicClock};
 
 /// The service an [`AdaptiveLayer`](super::AdaptiveLayer) wraps around `S`.
 ///
-/// In [`Mode::FailFast`](crate::adaptive::Mode::FailFast), `call` takes a permit
+/// In [`WhenLimited::FailFast`](crate::adaptive::WhenLimited::FailFast), `call` takes a permit
 /// and calls the inner service at once, or refuses. In the waiting modes the
 /// [`ResponseFuture`] takes or waits for the permit when polled, holding the inner
 /// service `poll_ready` made ready and leaving a clone in its place (so
@@ -27,12 +27,12 @@ use crate::time::{Clock, MonotonicClock};
 /// ```
 /// use std::sync::Arc;
 /// use tower::{Layer, Service, ServiceExt};
-/// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, Mode};
+/// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, WhenLimited};
 /// use tollgate::http::adaptive::AdaptiveLayer;
 ///
 /// # futures::executor::block_on(async {
 /// let aimd = AimdLimit::builder().min_limit(1).initial_limit(1).build()?;
-/// let limiter = Arc::new(AdaptiveLimiter::new(aimd, Mode::FailFast)?);
+/// let limiter = Arc::new(AdaptiveLimiter::new(aimd, WhenLimited::FailFast)?);
 /// let mut service = AdaptiveLayer::new(limiter).layer(tower::service_fn(|_: ()| async {
 ///     Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Full::new(bytes::Bytes::from("hi"))))
 /// }));
@@ -77,10 +77,10 @@ impl<S, L: LimitAlgorithm, C: Clock, K> AdaptiveService<S, L, C, K> {
     /// ```
     /// use std::sync::Arc;
     /// use tower::Layer;
-    /// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, WhenLimited};
     /// use tollgate::http::adaptive::AdaptiveLayer;
     ///
-    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?);
+    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?);
     /// let service = AdaptiveLayer::new(limiter).layer(42);
     /// assert_eq!(*service.get_ref(), 42);
     /// # Ok::<(), tollgate::ConfigError>(())
@@ -96,10 +96,10 @@ impl<S, L: LimitAlgorithm, C: Clock, K> AdaptiveService<S, L, C, K> {
     /// ```
     /// use std::sync::Arc;
     /// use tower::Layer;
-    /// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, WhenLimited};
     /// use tollgate::http::adaptive::AdaptiveLayer;
     ///
-    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), Mode::FailFast)?);
+    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?);
     /// let service = AdaptiveLayer::new(Arc::clone(&limiter)).layer(());
     /// assert!(Arc::ptr_eq(service.limiter(), &limiter));
     /// # Ok::<(), tollgate::ConfigError>(())

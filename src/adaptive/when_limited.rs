@@ -1,4 +1,4 @@
-//! [`Mode`]: what an adaptive limiter does with a request it cannot admit at once.
+//! [`WhenLimited`]: what an adaptive limiter does with a request it cannot admit at once.
 
 use std::time::Duration;
 
@@ -14,17 +14,17 @@ use crate::error::ConfigError;
 ///
 /// ```
 /// use std::time::Duration;
-/// use tollgate::adaptive::Mode;
+/// use tollgate::adaptive::WhenLimited;
 ///
-/// let lifo = Mode::lifo(100, Duration::from_secs(1))?;
+/// let lifo = WhenLimited::lifo(100, Duration::from_secs(1))?;
 /// assert_eq!(lifo.timeout(), Some(Duration::from_secs(1)));
-/// assert!(Mode::lifo(0, Duration::from_secs(1)).is_err());
-/// assert!(Mode::fifo(Duration::MAX).is_err());
+/// assert!(WhenLimited::lifo(0, Duration::from_secs(1)).is_err());
+/// assert!(WhenLimited::fifo(Duration::MAX).is_err());
 /// # Ok::<(), tollgate::ConfigError>(())
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum Mode {
+pub enum WhenLimited {
     /// Refuse at once: `acquire` fails with
     /// [`AcquireError::TimedOut`](crate::AcquireError::TimedOut) (a wait of zero).
     #[default]
@@ -46,7 +46,7 @@ pub enum Mode {
     },
 }
 
-impl Mode {
+impl WhenLimited {
     /// The longest wait accepted, as Netflix's `BlockingLimiter.MAX_TIMEOUT`: an
     /// hour. A wait for a concurrency permit longer than that is a caller that has
     /// gone, or one that waits forever.
@@ -55,10 +55,10 @@ impl Mode {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use tollgate::adaptive::Mode;
+    /// use tollgate::adaptive::WhenLimited;
     ///
-    /// assert!(Mode::fifo(Mode::MAX_TIMEOUT).is_ok());
-    /// assert!(Mode::fifo(Mode::MAX_TIMEOUT + Duration::from_nanos(1)).is_err());
+    /// assert!(WhenLimited::fifo(WhenLimited::MAX_TIMEOUT).is_ok());
+    /// assert!(WhenLimited::fifo(WhenLimited::MAX_TIMEOUT + Duration::from_nanos(1)).is_err());
     /// ```
     pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
 
@@ -66,23 +66,23 @@ impl Mode {
     ///
     /// # Errors
     ///
-    /// [`ConfigError::Zero`] for a zero `timeout` (that is [`Mode::FailFast`]);
-    /// [`ConfigError::TooLong`] beyond [`MAX_TIMEOUT`](Mode::MAX_TIMEOUT).
+    /// [`ConfigError::Zero`] for a zero `timeout` (that is [`WhenLimited::FailFast`]);
+    /// [`ConfigError::TooLong`] beyond [`MAX_TIMEOUT`](WhenLimited::MAX_TIMEOUT).
     ///
     /// # Examples
     ///
     /// ```
     /// use std::time::Duration;
-    /// use tollgate::adaptive::Mode;
+    /// use tollgate::adaptive::WhenLimited;
     ///
     /// assert_eq!(
-    ///     Mode::fifo(Duration::from_millis(50))?,
-    ///     Mode::Fifo { timeout: Duration::from_millis(50) },
+    ///     WhenLimited::fifo(Duration::from_millis(50))?,
+    ///     WhenLimited::Fifo { timeout: Duration::from_millis(50) },
     /// );
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
-    pub fn fifo(timeout: Duration) -> Result<Mode, ConfigError> {
-        let mode = Mode::Fifo { timeout };
+    pub fn fifo(timeout: Duration) -> Result<WhenLimited, ConfigError> {
+        let mode = WhenLimited::Fifo { timeout };
         mode.check()?;
         Ok(mode)
     }
@@ -94,22 +94,22 @@ impl Mode {
     ///
     /// [`ConfigError::Zero`] for a zero `backlog` or `timeout`;
     /// [`ConfigError::TooLong`] for a `timeout` beyond
-    /// [`MAX_TIMEOUT`](Mode::MAX_TIMEOUT).
+    /// [`MAX_TIMEOUT`](WhenLimited::MAX_TIMEOUT).
     ///
     /// # Examples
     ///
     /// ```
     /// use std::time::Duration;
-    /// use tollgate::adaptive::Mode;
+    /// use tollgate::adaptive::WhenLimited;
     /// use tollgate::ConfigError;
     ///
     /// assert_eq!(
-    ///     Mode::lifo(0, Duration::from_secs(1)),
+    ///     WhenLimited::lifo(0, Duration::from_secs(1)),
     ///     Err(ConfigError::Zero { parameter: "backlog" }),
     /// );
     /// ```
-    pub fn lifo(backlog: usize, timeout: Duration) -> Result<Mode, ConfigError> {
-        let mode = Mode::Lifo { backlog, timeout };
+    pub fn lifo(backlog: usize, timeout: Duration) -> Result<WhenLimited, ConfigError> {
+        let mode = WhenLimited::Lifo { backlog, timeout };
         mode.check()?;
         Ok(mode)
     }
@@ -120,22 +120,22 @@ impl Mode {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use tollgate::adaptive::Mode;
+    /// use tollgate::adaptive::WhenLimited;
     ///
-    /// assert_eq!(Mode::FailFast.timeout(), None);
-    /// assert_eq!(Mode::fifo(Duration::from_millis(50))?.timeout(), Some(Duration::from_millis(50)));
+    /// assert_eq!(WhenLimited::FailFast.timeout(), None);
+    /// assert_eq!(WhenLimited::fifo(Duration::from_millis(50))?.timeout(), Some(Duration::from_millis(50)));
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn timeout(&self) -> Option<Duration> {
         match *self {
-            Mode::FailFast => None,
-            Mode::Fifo { timeout } | Mode::Lifo { timeout, .. } => Some(timeout),
+            WhenLimited::FailFast => None,
+            WhenLimited::Fifo { timeout } | WhenLimited::Lifo { timeout, .. } => Some(timeout),
         }
     }
 
     /// Checks the parameters, however the mode was made.
     pub(crate) fn check(&self) -> Result<(), ConfigError> {
-        if let Mode::Lifo { backlog: 0, .. } = self {
+        if let WhenLimited::Lifo { backlog: 0, .. } = self {
             return Err(ConfigError::Zero {
                 parameter: "backlog",
             });
@@ -144,9 +144,9 @@ impl Mode {
             Some(timeout) if timeout.is_zero() => Err(ConfigError::Zero {
                 parameter: "timeout",
             }),
-            Some(timeout) if timeout > Mode::MAX_TIMEOUT => Err(ConfigError::TooLong {
+            Some(timeout) if timeout > WhenLimited::MAX_TIMEOUT => Err(ConfigError::TooLong {
                 parameter: "timeout",
-                max: Mode::MAX_TIMEOUT,
+                max: WhenLimited::MAX_TIMEOUT,
                 within: "a wait for a concurrency permit",
             }),
             _ => Ok(()),
@@ -160,44 +160,47 @@ mod tests {
 
     #[test]
     fn fail_fast_is_the_default_and_has_no_timeout() {
-        assert_eq!(Mode::default(), Mode::FailFast);
-        assert_eq!(Mode::FailFast.timeout(), None);
-        assert_eq!(Mode::FailFast.check(), Ok(()));
+        assert_eq!(WhenLimited::default(), WhenLimited::FailFast);
+        assert_eq!(WhenLimited::FailFast.timeout(), None);
+        assert_eq!(WhenLimited::FailFast.check(), Ok(()));
     }
 
     #[test]
     fn zero_and_absurd_parameters_are_typed_errors() {
         let second = Duration::from_secs(1);
         assert_eq!(
-            Mode::fifo(Duration::ZERO),
+            WhenLimited::fifo(Duration::ZERO),
             Err(ConfigError::Zero {
                 parameter: "timeout"
             })
         );
         assert_eq!(
-            Mode::lifo(10, Duration::ZERO),
+            WhenLimited::lifo(10, Duration::ZERO),
             Err(ConfigError::Zero {
                 parameter: "timeout"
             })
         );
         assert_eq!(
-            Mode::lifo(0, second),
+            WhenLimited::lifo(0, second),
             Err(ConfigError::Zero {
                 parameter: "backlog"
             })
         );
-        for timeout in [Mode::MAX_TIMEOUT + Duration::from_nanos(1), Duration::MAX] {
+        for timeout in [
+            WhenLimited::MAX_TIMEOUT + Duration::from_nanos(1),
+            Duration::MAX,
+        ] {
             assert!(matches!(
-                Mode::fifo(timeout),
+                WhenLimited::fifo(timeout),
                 Err(ConfigError::TooLong {
                     parameter: "timeout",
                     ..
                 })
             ));
-            assert!(Mode::lifo(1, timeout).is_err());
+            assert!(WhenLimited::lifo(1, timeout).is_err());
         }
         // Made by hand, checked all the same.
-        assert!(Mode::Lifo {
+        assert!(WhenLimited::Lifo {
             backlog: 0,
             timeout: second
         }
@@ -207,9 +210,9 @@ mod tests {
 
     #[test]
     fn the_bounds_themselves_are_accepted() {
-        assert!(Mode::fifo(Mode::MAX_TIMEOUT).is_ok());
-        assert!(Mode::fifo(Duration::from_nanos(1)).is_ok());
-        assert!(Mode::lifo(usize::MAX, Mode::MAX_TIMEOUT).is_ok());
-        assert!(Mode::lifo(1, Duration::from_nanos(1)).is_ok());
+        assert!(WhenLimited::fifo(WhenLimited::MAX_TIMEOUT).is_ok());
+        assert!(WhenLimited::fifo(Duration::from_nanos(1)).is_ok());
+        assert!(WhenLimited::lifo(usize::MAX, WhenLimited::MAX_TIMEOUT).is_ok());
+        assert!(WhenLimited::lifo(1, Duration::from_nanos(1)).is_ok());
     }
 }
