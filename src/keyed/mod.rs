@@ -16,9 +16,11 @@ use std::time::Duration;
 use crate::algorithm::Algorithm;
 use crate::decision::{Decision, Denied, Reservation};
 use crate::error::ConfigError;
+use crate::observe::{EventKind, Events};
 
 pub(crate) mod wait;
 
+use crate::sync::unmodeled::OnceLock;
 use crate::sync::{Arc, Mutex};
 use crate::table::{PerKey, Table};
 use crate::time::{Clock, MonotonicClock, Nanos};
@@ -82,13 +84,44 @@ pub struct KeyedLimiter<K, A: Algorithm, C: Clock = MonotonicClock> {
     queues: Arc<Queues<K, KeyGate<K, A, C>>>,
 }
 
-/// The table, the configuration and the clock, shared by clones and key queues.
+/// The table, the configuration, the clock and the events, shared by clones and key
+/// queues.
 struct Inner<K, A: Algorithm, C> {
     table: Table<PerKey<K, A>>,
     /// The configuration the shards copy. Its lock is held through a reconfiguration
     /// so that two cannot interleave shard by shard; decisions never take it.
     algorithm: Mutex<A>,
     clock: C,
+    /// Set at most once, as a `Limiter`'s: unset, a decision pays one load for it.
+    events: OnceLock<Events>,
+}
+
+impl<K, A: Algorithm, C> Inner<K, A, C> {
+    /// Reports a decision on `n` permits, if anyone listens.
+    #[inline]
+    fn report(&self, n: u64, decision: &Decision) {
+        if let Some(events) = self.events.get() {
+            if events.is_observed() {
+                emit(events, n, EventKind::of_decision(decision));
+            }
+        }
+    }
+
+    /// Reports a reservation of `n` permits: `Waited` for one booked ahead.
+    fn report_reservation(&self, n: u64, reservation: &Result<Reservation, Denied>) {
+        if let Some(events) = self.events.get() {
+            if events.is_observed() {
+                emit(events, n, EventKind::of_reservation(reservation));
+            }
+        }
+    }
+}
+
+/// Off the deciding path: only a limiter someone listens to gets here.
+#[cold]
+#[inline(never)]
+fn emit(events: &Events, n: u64, kind: EventKind) {
+    events.emit(n, kind);
 }
 
 impl<K, A: Algorithm, C: Clock> Clone for KeyedLimiter<K, A, C> {
@@ -169,6 +202,7 @@ where
                 table: Table::with_algorithm(algorithm.clone(), &config)?,
                 algorithm: Mutex::new(algorithm),
                 clock,
+                events: OnceLock::new(),
             }),
             queues: Arc::default(),
         })
@@ -203,6 +237,18 @@ where
     /// ```
     #[inline]
     pub fn try_acquire<Q>(&self, key: &Q, n: u64) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: ?Sized + Hash + Eq + ToOwned<Owned = K>,
+    {
+        let decision = self.decide(key, n);
+        self.inner.report(n, &decision);
+        decision
+    }
+
+    /// [`try_acquire`](KeyedLimiter::try_acquire), unreported.
+    #[inline(always)]
+    fn decide<Q>(&self, key: &Q, n: u64) -> Decision
     where
         K: Borrow<Q>,
         Q: ?Sized + Hash + Eq + ToOwned<Owned = K>,
@@ -256,6 +302,9 @@ where
     /// `key` is new and its shard is full of live keys and [`KeyedConfig::when_full`]
     /// turns it away.
     ///
+    /// Reported to the limiter's [`Events`] as `Admitted` when immediate, as `Waited`
+    /// with the booked wait otherwise.
+    ///
     /// # Examples
     ///
     /// ```
@@ -280,9 +329,11 @@ where
         Q: ?Sized + Hash + Eq + ToOwned<Owned = K>,
     {
         let now = self.inner.clock.now();
-        self.inner.table.with_state(key, now, n, |alg, state, now| {
+        let reservation = self.inner.table.with_state(key, now, n, |alg, state, now| {
             alg.reserve(state, now, n, max_wait)
-        })
+        });
+        self.inner.report_reservation(n, &reservation);
+        reservation
     }
 
     /// Gives back `n` permits taken for `key` earlier and not used. A key not stored
@@ -324,6 +375,68 @@ where
     /// The current time on the limiter's clock.
     pub fn now(&self) -> Nanos {
         self.inner.clock.now()
+    }
+}
+
+/// # Observing
+impl<K, A, C> KeyedLimiter<K, A, C>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    A: Algorithm,
+    C: Clock,
+{
+    /// Reports every decision of this limiter to `events`, as a
+    /// [`Limiter`](crate::Limiter) does: `try_acquire` and `reserve` decisions (a
+    /// reservation booked ahead as `Waited` with its wait), and the end of every
+    /// `acquire` (`Admitted` at once, `Waited` with the time waited on the limiter's
+    /// clock, or `Denied` with the reason), each with the permits asked. `peek`,
+    /// `refund` and `sweep` decide nothing and report nothing. Events carry no key: a
+    /// key need not be text.
+    ///
+    /// Clones share the hub, and the first hub attached stays: where one is attached
+    /// already (here or on a clone), this changes nothing. Subscribe more listeners
+    /// to the hub instead.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::observe::{Event, Events};
+    /// use tollgate::{KeyedConfig, KeyedLimiter, Quota};
+    ///
+    /// let events = Events::new("per-user");
+    /// events.subscribe(|event: &Event<'_>| println!("{event}")).detach();
+    /// let limiter: KeyedLimiter<String, Gcra> =
+    ///     KeyedLimiter::new(Gcra::new(Quota::per_second(10)?), KeyedConfig::new(1_000))?
+    ///         .with_events(events);
+    /// assert_eq!(limiter.events().map(|e| e.name()), Some("per-user"));
+    /// limiter.try_acquire("alice", 1)?; // prints "per-user: 1 permits admitted"
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_events(self, events: Events) -> KeyedLimiter<K, A, C> {
+        let _ = self.inner.events.set(events);
+        self
+    }
+
+    /// The hub this limiter reports to, if any.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::observe::Events;
+    /// use tollgate::{KeyedConfig, KeyedLimiter, Quota};
+    ///
+    /// let limiter: KeyedLimiter<u64, Gcra> =
+    ///     KeyedLimiter::new(Gcra::new(Quota::per_second(10)?), KeyedConfig::new(1_000))?;
+    /// assert!(limiter.events().is_none());
+    /// let limiter = limiter.with_events(Events::new("first"));
+    /// let limiter = limiter.with_events(Events::new("second"));
+    /// assert_eq!(limiter.events().map(Events::name), Some("first"));
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn events(&self) -> Option<&Events> {
+        self.inner.events.get()
     }
 }
 

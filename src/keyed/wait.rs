@@ -14,6 +14,7 @@ use super::{Inner, KeyedLimiter};
 use crate::algorithm::Algorithm;
 use crate::decision::{Decision, Denied, Reservation};
 use crate::error::AcquireError;
+use crate::observe::Events;
 use crate::permits::{Decided, Grant, PermitFuture, PermitSource};
 use crate::sync::Arc;
 use crate::time::{Alarm, Clock, Nanos};
@@ -74,6 +75,10 @@ where
 
     fn set_alarm(&self, deadline: Nanos, alarm: Arc<dyn Alarm>) {
         self.inner.clock.set_alarm(deadline, alarm)
+    }
+
+    fn events(&self) -> Option<&Events> {
+        self.inner.events.get()
     }
 }
 
@@ -165,6 +170,46 @@ where
         Q: ?Sized + Hash + Eq + ToOwned<Owned = K>,
     {
         WaitFor::new(self.join(key.to_owned()), n, None).block()
+    }
+
+    /// As [`acquire_blocking`](KeyedLimiter::acquire_blocking), giving up after
+    /// `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_timeout`](KeyedLimiter::acquire_timeout): at once when the wait
+    /// is already known to exceed `timeout`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::time::ManualClock;
+    /// use tollgate::{AcquireError, KeyedConfig, KeyedLimiter, Quota};
+    ///
+    /// let quota = Quota::per_second(10)?.burst(1)?;
+    /// let limiter: KeyedLimiter<String, _, _> =
+    ///     KeyedLimiter::with_clock(Gcra::new(quota), KeyedConfig::new(100), ManualClock::new())?;
+    /// assert_eq!(limiter.acquire_blocking_timeout("ann", 1, Duration::ZERO), Ok(Duration::ZERO));
+    /// // The next permit for "ann" comes in 100 ms: more than the timeout, known at once.
+    /// assert_eq!(
+    ///     limiter.acquire_blocking_timeout("ann", 1, Duration::from_millis(50)),
+    ///     Err(AcquireError::TimedOut)
+    /// );
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn acquire_blocking_timeout<Q>(
+        &self,
+        key: &Q,
+        n: u64,
+        timeout: Duration,
+    ) -> Result<Duration, AcquireError>
+    where
+        K: Borrow<Q>,
+        Q: ?Sized + Hash + Eq + ToOwned<Owned = K>,
+    {
+        WaitFor::new(self.join(key.to_owned()), n, Some(timeout)).block()
     }
 
     /// Closes the limiter: every waiter and every later wait fails with

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::decision::{Decision, Denied};
+use crate::decision::{Decision, Denied, Reservation};
 use crate::AcquireError;
 
 /// One thing a limiter did, as its listeners see it.
@@ -280,6 +280,16 @@ impl EventKind {
         EventKind::Denied {
             reason,
             retry_after: denied.retry_after(),
+        }
+    }
+
+    /// The event of a reservation: `Admitted` when immediate, `Waited` with the
+    /// wait booked ahead otherwise, or the denial's.
+    pub(crate) fn of_reservation(reservation: &Result<Reservation, Denied>) -> EventKind {
+        match reservation {
+            Ok(r) if r.is_immediate() => EventKind::Admitted,
+            Ok(r) => EventKind::Waited { wait: r.wait() },
+            Err(denied) => EventKind::of_denied(denied),
         }
     }
 

@@ -53,7 +53,8 @@ where
 /// A named hub of [`Listener`]s: limiters emit into it, listeners subscribe to it.
 ///
 /// Attach one to a limiter with [`Limiter::with_events`](crate::Limiter::with_events)
-/// (or [`SharedLimiter`](crate::store::SharedLimiter), [`LeakyQueue`](crate::LeakyQueue),
+/// (or [`KeyedLimiter`](crate::KeyedLimiter),
+/// [`SharedLimiter`](crate::store::SharedLimiter), [`LeakyQueue`](crate::LeakyQueue),
 /// [`Semaphore`](crate::Semaphore)); any other component (an HTTP layer) can hold a
 /// clone and [`emit`](Events::emit) its own events. Clones share the hub; several
 /// limiters may share one, each event then naming the hub as its

@@ -2,7 +2,9 @@
 //!
 //! - **Events**, as Resilience4j's rate limiter publishes them: attach an [`Events`]
 //!   hub to a limiter ([`Limiter::with_events`](crate::Limiter::with_events),
+//!   [`KeyedLimiter::with_events`](crate::KeyedLimiter::with_events),
 //!   [`SharedLimiter::with_events`](crate::store::SharedLimiter::with_events),
+//!   `BatchedLimiter::with_events` (feature `redis`),
 //!   [`LeakyQueue::with_events`](crate::LeakyQueue::with_events),
 //!   [`Semaphore::with_events`](crate::Semaphore::with_events)) and
 //!   [`subscribe`](Events::subscribe) listeners to it. Every decision is an
@@ -31,6 +33,10 @@
 //! adds [`RateChanged`](EventKind::RateChanged) to its limiter's decisions, and
 //! [`SreThrottle::with_events`](crate::adaptive::outbound::SreThrottle::with_events)
 //! reports each call it admits or refuses locally.
+//!
+//! On every limiter, clones share the hub and the first hub attached stays. A load
+//! shedder's hub ([`shed`](crate::shed)) is instead a setting of each copy, as its
+//! mode is: a later `with_events` replaces it.
 //!
 //! Nothing is emitted while nobody listens: a limiter without `Events` checks one
 //! `Option` per decision, and one with `Events` but no listener one relaxed flag.

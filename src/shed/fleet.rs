@@ -217,6 +217,9 @@ impl<U> FleetShedder<U> {
     /// The same shedder, emitting one event per decision into `events`, keyed by
     /// the class name.
     ///
+    /// The hub is a setting of this copy, as the mode is: clones made after this
+    /// call share it, and a later call replaces it.
+    ///
     /// # Examples
     ///
     /// ```

@@ -149,6 +149,9 @@ impl<C: Clock> UtilisationShedder<C> {
     /// The same shedder, emitting one event per decision into `events`, keyed by
     /// the class name, with the [`ShedReason`] as the detail of a refusal.
     ///
+    /// The hub is a setting of this copy, as the mode is: clones made after this
+    /// call share it, and a later call replaces it.
+    ///
     /// # Examples
     ///
     /// ```

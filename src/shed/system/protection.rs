@@ -261,6 +261,9 @@ impl<R: SystemReadings, C: Clock> SystemProtection<R, C> {
     /// [`DenyReason::Shed`](crate::observe::DenyReason::Shed). The threshold is in
     /// the decision's [`Shed::reason`] and counted in [`status`](Self::status).
     ///
+    /// The hub is a setting of this copy, as the mode is: clones made after this
+    /// call share it, and a later call replaces it.
+    ///
     /// # Examples
     ///
     /// ```

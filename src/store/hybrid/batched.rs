@@ -17,7 +17,9 @@ use super::super::rule::Rule;
 use super::super::{storage_key, validate_prefix, StoreError, DEFAULT_MAX_KEY_LEN};
 use crate::decision::{Admitted, Decision, Denied, InsufficientCapacity, Limited, Reservation};
 use crate::error::{AcquireError, ConfigError};
+use crate::observe::{EventKind, Events};
 use crate::permits::{Decided, Grant, PermitFuture, PermitSource};
+use crate::sync::unmodeled::OnceLock;
 use crate::sync::{Arc, Mutex, MutexGuard};
 use crate::time::{Alarm, Clock, MonotonicClock, Nanos};
 use crate::wait::future::WaitFor;
@@ -156,6 +158,8 @@ struct Node<Conn, C> {
     clock: C,
     script: Arc<Script>,
     counters: Arc<Mutex<Counters>>,
+    /// Set at most once, shared by clones and the queues' gates.
+    events: Arc<OnceLock<Events>>,
 }
 
 impl<Conn: Clone, C: Clone> Clone for BatchedLimiter<Conn, C> {
@@ -181,6 +185,7 @@ impl<Conn: Clone, C: Clone> Clone for Node<Conn, C> {
             clock: self.clock.clone(),
             script: self.script.clone(),
             counters: self.counters.clone(),
+            events: self.events.clone(),
         }
     }
 }
@@ -387,6 +392,7 @@ where
                 clock,
                 script: Arc::new(Script::new(SCRIPT)),
                 counters: Arc::new(Mutex::new(Counters::default())),
+                events: Arc::default(),
             },
             queues: Arc::default(),
         })
@@ -413,6 +419,66 @@ where
         let mut limiter = self;
         limiter.node.max_keys = max_keys;
         Ok(limiter)
+    }
+
+    /// Reports this limiter's decisions to `events`, each with its tag: `check` and
+    /// `try_acquire` decisions, and the end of every wait (`Admitted` at once,
+    /// `Waited` with the time waited on this limiter's clock, or `Denied` with the
+    /// reason), each with the permits asked. A [`StoreError`] is not a decision and
+    /// is not reported, nor is a `try_acquire` that could not decide without a round
+    /// trip; `peek`, `refund` and `flush` decide nothing and report nothing.
+    ///
+    /// Clones share the hub, and the first hub attached stays: where one is attached
+    /// already (here or on a clone), this changes nothing. Subscribe more listeners
+    /// to the hub instead.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use tollgate::algorithm::FixedWindow;
+    /// # use tollgate::store::BatchedLimiter;
+    /// use tollgate::observe::{Event, Events};
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let connection = redis::Client::open("redis://127.0.0.1/")?.get_multiplexed_async_connection().await?;
+    /// let events = Events::new("api");
+    /// events.subscribe(|event: &Event<'_>| assert_eq!(event.key, Some("user-42"))).detach();
+    /// let rule = FixedWindow::new(100, Duration::from_secs(60))?;
+    /// let limiter = BatchedLimiter::new(connection, "api", rule, Duration::from_millis(100))?
+    ///     .with_events(events);
+    /// assert_eq!(limiter.events().map(Events::name), Some("api"));
+    /// limiter.check("user-42", 1).await?; // reported as admitted
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn with_events(self, events: Events) -> Self {
+        let _ = self.node.events.set(events);
+        self
+    }
+
+    /// The hub this limiter reports to, if any.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use tollgate::algorithm::FixedWindow;
+    /// # use tollgate::store::BatchedLimiter;
+    /// use tollgate::observe::Events;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let connection = redis::Client::open("redis://127.0.0.1/")?.get_multiplexed_async_connection().await?;
+    /// let rule = FixedWindow::new(100, Duration::from_secs(60))?;
+    /// let limiter = BatchedLimiter::new(connection, "api", rule, Duration::from_millis(100))?;
+    /// assert!(limiter.events().is_none());
+    /// let limiter = limiter.with_events(Events::new("first")).with_events(Events::new("second"));
+    /// assert_eq!(limiter.events().map(Events::name), Some("first"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn events(&self) -> Option<&Events> {
+        self.node.events.get()
     }
 
     /// The most permits a window admits (across all nodes, up to the over-admission
@@ -511,10 +577,12 @@ where
     /// sync carried are sent again with the next one (counted twice if the dropped one
     /// reached Redis, which only denies more).
     pub async fn check(&self, tag: &str, n: u64) -> Result<Decision, StoreError> {
-        if let Some(denied) = self.queued_denial(tag, n) {
-            return Ok(Err(denied));
-        }
-        self.node.decide(tag, n, true).await
+        let decision = match self.queued_denial(tag, n) {
+            Some(denied) => Err(denied),
+            None => self.node.decide(tag, n, true).await?,
+        };
+        self.report(tag, n, &decision);
+        Ok(decision)
     }
 
     /// [`check`](Self::check) without a future, when this node can decide without a
@@ -543,10 +611,24 @@ where
     /// [`StoreError::KeyTooLong`], inside the `Some`. A request for more than the
     /// limit is `Some(Ok(Err(Denied::Insufficient)))`.
     pub fn try_acquire(&self, tag: &str, n: u64) -> Option<Result<Decision, StoreError>> {
-        if let Some(denied) = self.queued_denial(tag, n) {
-            return Some(Ok(Err(denied)));
+        let decision = match self.queued_denial(tag, n) {
+            Some(denied) => Ok(Err(denied)),
+            None => self.node.decide_now(tag, n, true)?,
+        };
+        if let Ok(decision) = &decision {
+            self.report(tag, n, decision);
         }
-        self.node.decide_now(tag, n, true)
+        Some(decision)
+    }
+
+    /// Reports a decision on `n` permits for `tag`, if anyone listens.
+    #[inline]
+    fn report(&self, tag: &str, n: u64, decision: &Decision) {
+        if let Some(events) = self.node.events.get() {
+            if events.is_observed() {
+                emit(events, tag, n, EventKind::of_decision(decision));
+            }
+        }
     }
 
     /// A denial for callers who would overtake this process's waiters on `tag`, or
@@ -798,6 +880,13 @@ where
     }
 }
 
+/// Off the deciding path: only a limiter someone listens to gets here.
+#[cold]
+#[inline(never)]
+fn emit(events: &Events, tag: &str, n: u64, kind: EventKind) {
+    events.emit_keyed(tag, n, kind);
+}
+
 /// One tag's side of the limiter, as its queue sees it: decided by the first waiter,
 /// with a round trip when a sync is due.
 struct KeyGate<Conn, C> {
@@ -860,6 +949,10 @@ where
 
     fn set_alarm(&self, deadline: Nanos, alarm: Arc<dyn Alarm>) {
         self.node.clock.set_alarm(deadline, alarm)
+    }
+
+    fn events(&self) -> Option<&Events> {
+        self.node.events.get()
     }
 
     fn event_key(&self) -> Option<&str> {
