@@ -237,13 +237,13 @@ impl<C: Clock> UtilisationShedder<C> {
     /// use std::sync::Arc;
     /// use std::time::Duration;
     /// use tollgate::adaptive::limit::AimdLimit;
-    /// use tollgate::adaptive::{AdaptiveLimiter, Mode};
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
     /// use tollgate::shed::{Classes, Measure, Shedder, UtilisationShedder};
     /// use tollgate::time::ManualClock;
     ///
     /// let clock = ManualClock::new();
     /// let aimd = AimdLimit::builder().min_limit(1).initial_limit(10).max_limit(100).build()?;
-    /// let limiter = Arc::new(AdaptiveLimiter::with_clock(aimd, Mode::FailFast, clock.clone())?);
+    /// let limiter = Arc::new(AdaptiveLimiter::with_clock(aimd, WhenLimited::FailFast, clock.clone())?);
     /// let classes = Classes::google();
     /// let shedder = UtilisationShedder::builder(classes.clone(), Measure::Reported)
     ///     .escalate_after(Duration::from_millis(100))
