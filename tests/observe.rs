@@ -995,3 +995,45 @@ mod tracing_spans {
         assert_eq!(opened, 1, "{events:?}");
     }
 }
+
+/// A store whose every answer takes a round trip that is pending once, as a remote
+/// store's does.
+struct RoundTrip(MemoryStore<ManualClock>);
+
+#[async_trait]
+impl Store for RoundTrip {
+    async fn execute(&self, request: &Request<'_>) -> Result<Answer, StoreError> {
+        let mut answered = false;
+        std::future::poll_fn(|cx| {
+            if answered {
+                return Poll::Ready(());
+            }
+            answered = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        })
+        .await;
+        self.0.execute(request).await
+    }
+}
+
+/// Regression: a first waiter whose round trip was still in flight when polled was
+/// reported as having waited (0 ns on a manual clock), though the round trip
+/// granted it and it never queued behind anything.
+#[test]
+fn a_first_waiter_granted_by_its_round_trip_is_admitted_not_waited() {
+    let clock = ManualClock::new();
+    let store = MemoryStore::with_clock(KeyedConfig::new(10), "t", clock.clone()).unwrap();
+    let log = Log::default();
+    let events = Events::new("api");
+    events.subscribe(log.clone()).detach();
+    let limiter = SharedLimiter::with_clock(
+        RoundTrip(store),
+        Gcra::new(Quota::per_second(10).unwrap()),
+        clock.clone(),
+    )
+    .unwrap()
+    .with_events(events);
+    assert_eq!(block(limiter.acquire("k", 1)).unwrap(), Duration::ZERO);
+    assert_eq!(log.kinds(), [EventKind::Admitted]);
+}

@@ -61,8 +61,9 @@ impl<R: Deref<Target = Waiting<G>>, G: Gate> WaitFor<R, G> {
                         .map_err(AcquireError::widen),
                     false,
                 ),
-                Begin::Waiting(slot) => {
-                    let since = self.waiting.gate.now();
+                // The time the queue counted the deadline from: a reading taken
+                // after `begin` could already be past an alarm rung meanwhile.
+                Begin::Waiting(slot, since) => {
                     let span = self.span();
                     self.state = State::Queued {
                         slot,
@@ -115,7 +116,11 @@ impl<R: Deref<Target = Waiting<G>>, G: Gate> WaitFor<R, G> {
                                 Some(Mutex::new(waiting.gate.reserve_remote(self.n, max_wait)));
                         }
                         Polled::Pending => {
-                            *waited = true;
+                            // A first waiter's round trip in flight is not a wait yet:
+                            // granted by it, the waiter did not wait.
+                            if booking.is_none() {
+                                *waited = true;
+                            }
                             return Poll::Pending;
                         }
                     }

@@ -211,7 +211,8 @@ pub(crate) struct Waiting<G> {
 /// What starting to wait gave.
 pub(crate) enum Begin {
     Ready(Result<(), AcquireError>),
-    Waiting(Arc<Slot>),
+    /// Queued at the time given, which its deadline counts from.
+    Waiting(Arc<Slot>, Nanos),
 }
 
 /// Wake-ups and an alarm to deliver once the queue lock is released.
@@ -406,7 +407,7 @@ impl<G: Gate> Waiting<G> {
         self.deliver(effects);
         match Self::peek_outcome(&slot, n) {
             Some(outcome) => Begin::Ready(outcome),
-            None => Begin::Waiting(slot),
+            None => Begin::Waiting(slot, now),
         }
     }
 
