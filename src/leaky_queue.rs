@@ -81,8 +81,11 @@ impl<C: Clock> LeakyQueue<C> {
 
     /// Reports the end of every [`enqueue`](LeakyQueue::enqueue) to `events`:
     /// `Admitted` for a request that left at once, `Waited` with its time in the
-    /// queue, or `Denied` (`QueueFull`, `Insufficient`, `Closed`). On a queue that
-    /// already reports to a hub, this changes nothing.
+    /// queue, or `Denied` (`QueueFull`, `Insufficient`, `Closed`).
+    ///
+    /// Clones share the hub, and the first hub attached stays: where one is attached
+    /// already (here or on a clone), this changes nothing. Subscribe more listeners
+    /// to the hub instead.
     ///
     /// # Examples
     ///

@@ -382,8 +382,11 @@ impl<C: Clock> Semaphore<C> {
 
     /// Reports acquisitions to `events`: `try_acquire` as `Admitted` or `Denied`,
     /// and the end of every wait as `Admitted` (no queueing), `Waited` (with the time
-    /// waited on the semaphore's clock) or `Denied`. Releases are not reported. On a
-    /// semaphore that already reports to a hub, this changes nothing.
+    /// waited on the semaphore's clock) or `Denied`. Releases are not reported.
+    ///
+    /// Every holder of the semaphore shares the hub, and the first hub attached stays:
+    /// where one is attached already, this changes nothing. Subscribe more listeners
+    /// to the hub instead.
     ///
     /// # Examples
     ///

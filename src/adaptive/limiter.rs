@@ -151,6 +151,10 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
     ///
     /// With events, every request is timed on the clock, for `Finished`'s `rtt`.
     ///
+    /// Clones share the hub, and the first hub attached stays: where one is attached
+    /// already (here or on a clone), this changes nothing. Subscribe more listeners
+    /// to the hub instead.
+    ///
     /// # Examples
     ///
     /// ```

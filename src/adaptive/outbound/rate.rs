@@ -214,6 +214,10 @@ impl<C: Clock> LearnedRate<C> {
     /// client layer (`ThrottleLayer`, feature `http`) the layer's waits and the
     /// answers it reports through [`Feedback`] are reported the same way.
     ///
+    /// Clones share the hub, and the first hub attached stays: where one is attached
+    /// already (here or on a clone), this changes nothing. Subscribe more listeners
+    /// to the hub instead.
+    ///
     /// # Examples
     ///
     /// ```

@@ -268,6 +268,10 @@ impl<C: Clock> SreThrottle<C> {
     /// (`ThrottleLayer`, feature `http`) every call the layer lets through or
     /// refuses is reported.
     ///
+    /// Clones share the hub, and the first hub attached stays: where one is attached
+    /// already (here or on a clone), this changes nothing. Subscribe more listeners
+    /// to the hub instead.
+    ///
     /// # Examples
     ///
     /// ```
