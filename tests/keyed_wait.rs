@@ -125,6 +125,9 @@ fn close_fails_waiters_and_later_calls() {
         Poll::Ready(Err(AcquireError::Closed))
     );
     assert_eq!(limiter.try_acquire("bob", 1), Err(Denied::Closed));
+    // Regression: a booking ahead went through on a closed keyed limiter, as it
+    // does not on a closed `Limiter`.
+    assert_eq!(limiter.reserve("carl", 1, ms(500)), Err(Denied::Closed));
 }
 
 #[test]

@@ -328,10 +328,14 @@ where
         K: Borrow<Q>,
         Q: ?Sized + Hash + Eq + ToOwned<Owned = K>,
     {
-        let now = self.inner.clock.now();
-        let reservation = self.inner.table.with_state(key, now, n, |alg, state, now| {
-            alg.reserve(state, now, n, max_wait)
-        });
+        let reservation = if self.queues.is_closed() {
+            Err(Denied::Closed)
+        } else {
+            let now = self.inner.clock.now();
+            self.inner.table.with_state(key, now, n, |alg, state, now| {
+                alg.reserve(state, now, n, max_wait)
+            })
+        };
         self.inner.report_reservation(n, &reservation);
         reservation
     }
