@@ -606,7 +606,12 @@ impl<A: Algorithm, C: Clock> fmt::Debug for Acquire<'_, A, C> {
     }
 }
 
-/// In process: decided at once, never failing; a grant holds nothing.
+/// In process: decided at once, never failing; a grant holds nothing. For a limit on
+/// work at once, give the integrations a [`Semaphore`](crate::Semaphore) behind an
+/// `Arc`, whose grant gives its permits back when dropped: permits a
+/// `Limiter<Concurrency>` grants through this trait come back only by
+/// [`refund`](PermitSource::refund), which the integrations call only for work they
+/// did not do.
 impl<A: Algorithm, C: Clock> PermitSource for Limiter<A, C> {
     type Permit = ();
     type Error = Infallible;

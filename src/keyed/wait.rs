@@ -280,7 +280,9 @@ where
 }
 
 /// Per key, under any form the keys borrow as (`str` for `String` keys): decided at
-/// once in process; a grant holds nothing.
+/// once in process; a grant holds nothing, so over a concurrency algorithm the
+/// permits come back only by [`refund`](PermitSource::refund) (see
+/// [`Limiter`](crate::Limiter)'s implementation).
 impl<K, A, C, Q> PermitSource<Q> for KeyedLimiter<K, A, C>
 where
     K: Borrow<Q> + Hash + Eq + Clone + Send + Sync + 'static,
