@@ -132,6 +132,7 @@ impl<C: Clock> LeakyQueue<C> {
     }
 
     /// A copy of the bucket: its capacity and drain rate.
+    #[cfg(feature = "http")]
     pub(crate) fn bucket(&self) -> LeakyBucket {
         self.shared.gate.cell.snapshot().0
     }

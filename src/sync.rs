@@ -55,6 +55,12 @@ impl<T> Mutex<T> {
         Mutex(loom::sync::Mutex::new(value))
     }
 
+    pub(crate) fn into_inner(self) -> T {
+        self.0
+            .into_inner()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     #[inline]
     pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
         self.0
@@ -103,6 +109,13 @@ pub(crate) mod unmodeled {
     impl<T> Mutex<T> {
         pub(crate) fn new(value: T) -> Mutex<T> {
             Mutex(std::sync::Mutex::new(value))
+        }
+
+        #[cfg_attr(loom, allow(dead_code))]
+        pub(crate) fn into_inner(self) -> T {
+            self.0
+                .into_inner()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
         }
 
         #[inline]

@@ -319,3 +319,70 @@ fn a_peek_at_an_expired_key_writes_nothing() {
         "an earlier reading still sees the spent window"
     );
 }
+
+/// A store whose replies wait, while `hold` is set, until `release` is notified: a
+/// remote store that has decided (the command reached the server) and whose reply is
+/// still in flight.
+#[cfg(feature = "redis")]
+struct Gated {
+    inner: MemoryStore<ManualClock>,
+    hold: std::sync::atomic::AtomicBool,
+    release: tokio::sync::Notify,
+    executed: std::sync::atomic::AtomicU64,
+}
+
+#[cfg(feature = "redis")]
+#[async_trait::async_trait]
+impl Store for Gated {
+    async fn execute(&self, request: &Request<'_>) -> Result<Answer, StoreError> {
+        let answer = self.inner.execute(request).await;
+        self.executed
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if self.hold.load(std::sync::atomic::Ordering::SeqCst) {
+            self.release.notified().await;
+        }
+        answer
+    }
+}
+
+/// Regression: a waiter cancelled while its booking was in flight left what the store
+/// then booked taken (a concurrency lease: until it expired). The booking now ends
+/// in the background, and what it booked is given back.
+#[cfg(feature = "redis")]
+#[tokio::test]
+async fn a_waiter_cancelled_mid_round_trip_leaves_nothing_taken() {
+    use std::sync::atomic::Ordering;
+
+    let clock = ManualClock::new();
+    let gated = Gated {
+        inner: store(&clock),
+        hold: true.into(),
+        release: tokio::sync::Notify::new(),
+        executed: 0.into(),
+    };
+    let rule = Leased::new(Concurrency::new(1).unwrap(), Duration::from_secs(60)).unwrap();
+    let limiter = Arc::new(SharedLimiter::with_clock(gated, rule, clock.clone()).unwrap());
+
+    let mut waiting = Box::pin(limiter.acquire("k", 1));
+    assert!(poll(&mut waiting).is_pending(), "its booking is in flight");
+    // The store has booked the one permit; its waiter leaves before the reply.
+    drop(waiting);
+    limiter.store().hold.store(false, Ordering::SeqCst);
+    limiter.store().release.notify_one();
+    // Bounded: the booking and the refund run as tasks on this runtime.
+    for _ in 0..1_000 {
+        if limiter.store().executed.load(Ordering::SeqCst) >= 2 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        limiter.store().executed.load(Ordering::SeqCst),
+        2,
+        "booked, then refunded"
+    );
+    assert!(
+        limiter.check("k", 1).await.unwrap().is_ok(),
+        "the permit is free"
+    );
+}

@@ -736,6 +736,27 @@ impl<S: Store + 'static, C: Clock> Gate for KeyGate<S, C> {
         Box::pin(async move { booking(core.run(&key, op, None).await?, n) })
     }
 
+    /// On the current tokio runtime (the Redis store's): the booking ends as the store
+    /// decides it, and what it booked is refunded. Without a runtime to finish it, it
+    /// is dropped, and what the store booked stays taken until its time passes.
+    fn abandon(&self, mut booking: RemoteBooking<StoreError>, n: u64) {
+        let waker = noop_waker();
+        match booking.as_mut().poll(&mut Context::from_waker(&waker)) {
+            Poll::Ready(Ok(Ok(_))) => refund_detached(&self.core, &self.key, n),
+            Poll::Ready(_) => {}
+            Poll::Pending => {
+                let core = Arc::clone(&self.core);
+                let key = self.key.clone();
+                finish_detached(Box::pin(async move {
+                    if let Ok(Ok(_)) = booking.await {
+                        // Best effort, as every refund.
+                        let _ = core.run(&key, Op::Refund(n), None).await;
+                    }
+                }));
+            }
+        }
+    }
+
     fn release_poll(&self) -> Option<Duration> {
         Some(RELEASE_POLL)
     }

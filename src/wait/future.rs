@@ -218,9 +218,18 @@ impl std::task::Wake for Unpark {
 
 impl<R: Deref<Target = Waiting<G>>, G: Gate> Drop for WaitFor<R, G> {
     fn drop(&mut self) {
-        if let State::Queued { slot, span, .. } = &self.state {
+        if let State::Queued {
+            slot,
+            span,
+            booking,
+            ..
+        } = &mut self.state
+        {
             span.record("outcome", "cancelled");
             self.waiting.cancel(slot, self.n);
+            if let Some(booking) = booking.take() {
+                self.waiting.gate.abandon(booking.into_inner(), self.n);
+            }
         }
     }
 }

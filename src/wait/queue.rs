@@ -85,6 +85,12 @@ pub(crate) trait Gate: Send + Sync + 'static {
         let booked = self.reserve(self.now(), n, max_wait);
         Box::pin(std::future::ready(Ok(booked)))
     }
+    /// Takes over a booking in flight whose waiter left: the store books whether or
+    /// not anyone still waits, so a remote gate finishes it in the background and
+    /// gives back what it booked. A local gate books at once, never in flight.
+    fn abandon(&self, booking: RemoteBooking<Self::Error>, _n: u64) {
+        drop(booking);
+    }
     /// How long a remote gate's first waiter waits before asking again when capacity
     /// comes back only by release, which another process does unseen.
     fn release_poll(&self) -> Option<Duration> {
@@ -482,8 +488,8 @@ impl<G: Gate> Waiting<G> {
             let mut inner = self.inner.lock();
             let now = self.gate.now();
             match slot.state.swap(DONE, Ordering::AcqRel) {
-                // A round trip abandoned mid-flight leaves its outcome to the store, as
-                // any dropped store call does: at worst permits taken and unused.
+                // A round trip in flight is the waiter's to hand to the gate
+                // (`Gate::abandon`), which gives back what it books.
                 WAITING | TURN | BOOKING => {
                     let position = inner
                         .waiters
@@ -738,6 +744,9 @@ impl<G: Gate> Waiting<G> {
         let mut effects = Effects::default();
         {
             let mut inner = self.inner.lock();
+            // A booked wait counts from now, when the reply is read, not from when
+            // the store decided it, which this process cannot know: late by the
+            // reply's flight, never early.
             let now = self.gate.now();
             let first = inner
                 .waiters
