@@ -482,8 +482,10 @@ impl<S: Store + 'static, C: Clock> SharedLimiter<S, C> {
     ///
     /// Dropped while it waits on a booking, it gives the permits back: at once on a
     /// store that answers without waiting (the memory store), and otherwise as a task
-    /// on the current tokio runtime (the Redis store's). Dropped during a round trip,
-    /// it leaves that call's outcome to the store, as any dropped store call does.
+    /// on the current tokio runtime (the Redis store's). Dropped during its booking's
+    /// round trip, it leaves that call to finish on the same runtime, and what the
+    /// store booked is given back; without a runtime the call is dropped, and what
+    /// the store booked stays taken until its time passes.
     pub fn acquire(&self, key: &str, n: u64) -> SharedAcquire<S, C> {
         SharedAcquire {
             wait: WaitFor::new(self.join(key), n, None),
