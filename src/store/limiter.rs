@@ -4,9 +4,10 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
+use super::detached::run_detached;
 use super::request::{Answer, Check, Op, Request};
 use super::rule::Rule;
 use super::{Store, StoreError};
@@ -741,22 +742,15 @@ impl<S: Store + 'static, C: Clock> Gate for KeyGate<S, C> {
     /// On the current tokio runtime (the Redis store's): the booking ends as the store
     /// decides it, and what it booked is refunded. Without a runtime to finish it, it
     /// is dropped, and what the store booked stays taken until its time passes.
-    fn abandon(&self, mut booking: RemoteBooking<StoreError>, n: u64) {
-        let waker = noop_waker();
-        match booking.as_mut().poll(&mut Context::from_waker(&waker)) {
-            Poll::Ready(Ok(Ok(_))) => refund_detached(&self.core, &self.key, n),
-            Poll::Ready(_) => {}
-            Poll::Pending => {
-                let core = Arc::clone(&self.core);
-                let key = self.key.clone();
-                finish_detached(Box::pin(async move {
-                    if let Ok(Ok(_)) = booking.await {
-                        // Best effort, as every refund.
-                        let _ = core.run(&key, Op::Refund(n), None).await;
-                    }
-                }));
+    fn abandon(&self, booking: RemoteBooking<StoreError>, n: u64) {
+        let core = Arc::clone(&self.core);
+        let key = self.key.clone();
+        run_detached(Box::pin(async move {
+            if let Ok(Ok(_)) = booking.await {
+                // Best effort, as every refund.
+                let _ = core.run(&key, Op::Refund(n), None).await;
             }
-        }
+        }));
     }
 
     fn release_poll(&self) -> Option<Duration> {
@@ -825,18 +819,10 @@ fn refund_detached<S: Store + 'static, C: Clock>(core: &Arc<Core<S, C>>, key: &s
     }
     let core = Arc::clone(core);
     let key = key.to_owned();
-    let mut refund: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(async move {
+    run_detached(Box::pin(async move {
         // Best effort: a failed refund only leaves the booked permits unused.
         let _ = core.run(&key, Op::Refund(n), None).await;
-    });
-    let waker = noop_waker();
-    if refund
-        .as_mut()
-        .poll(&mut Context::from_waker(&waker))
-        .is_pending()
-    {
-        finish_detached(refund);
-    }
+    }));
 }
 
 fn op_name(op: &Op) -> &'static str {
@@ -885,27 +871,4 @@ impl<'a> std::ops::Deref for Checks<'a> {
             Checks::Many(many) => many,
         }
     }
-}
-
-/// Runs the rest of a refund as a task on the current tokio runtime (the Redis store's).
-#[cfg(feature = "redis")]
-fn finish_detached(refund: Pin<Box<dyn Future<Output = ()> + Send>>) {
-    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-        runtime.spawn(refund);
-    }
-}
-
-/// Without a runtime to finish it, a refund that cannot complete at once is dropped:
-/// the booked permits then stay unused until their time passes.
-#[cfg(not(feature = "redis"))]
-fn finish_detached(refund: Pin<Box<dyn Future<Output = ()> + Send>>) {
-    drop(refund);
-}
-
-fn noop_waker() -> Waker {
-    struct Noop;
-    impl Wake for Noop {
-        fn wake(self: Arc<Self>) {}
-    }
-    Waker::from(Arc::new(Noop))
 }

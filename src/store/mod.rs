@@ -26,6 +26,7 @@ use async_trait::async_trait;
 
 use crate::sync::Arc;
 
+mod detached;
 mod error;
 pub(crate) mod hybrid;
 pub(crate) mod limiter;
