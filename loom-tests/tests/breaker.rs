@@ -17,7 +17,7 @@ use loom::thread;
 use loom_tests::poll_once;
 use tollgate::algorithm::FixedWindow;
 use tollgate::store::{
-    BreakerState, Check, FailurePolicy, Op, Answer, Request, Resilient, Rule, Store, StoreError,
+    Answer, BreakerState, Check, FailurePolicy, Op, Request, Resilient, Rule, Store, StoreError,
 };
 use tollgate::time::ManualClock;
 use tollgate::Admitted;
