@@ -36,8 +36,9 @@
 //!    `Facts` implementations, declared in this module (`mod` and `pub use`);
 //! 2. its Lua twin, `src/store/redis/scripts/<name>.lua`, which registers
 //!    `ALGORITHMS.<name>` and which its `Facts::SCRIPT` names;
-//! 3. one line of the `rules!` registry in `src/store/rule.rs` (whose tests then ask,
-//!    by an exhaustive `match`, for a sample rule of the new kind).
+//! 3. one line of the `rules!` registry in `src/store/rule.rs`, with the type's name
+//!    in that file's `use` list (its tests then ask, by an exhaustive `match`, for a
+//!    sample rule of the new kind).
 //!
 //! The store, the Redis script, the fallback's shares, the HTTP headers, the denied
 //! cache and the rules file read these facts through [`Rule`] and [`RuleKind`]; none
