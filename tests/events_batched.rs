@@ -9,64 +9,23 @@ mod common;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use tollgate::algorithm::FixedWindow;
-use tollgate::observe::{DenyReason, Event, EventKind, Events, Listener};
+use tollgate::observe::{DenyReason, EventKind, Events};
 use tollgate::store::BatchedLimiter;
 use tollgate::time::{ManualClock, Nanos};
 use tollgate::AcquireError;
 
+use common::events::{denied, hub, limited, Log, Seen};
 use common::redis::{require_redis, RedisServer};
 
 type Node = BatchedLimiter<MultiplexedConnection, ManualClock>;
 
 /// 2023-11-14 22:13:20 UTC, on a whole second: fixed windows start there.
 const START_SECS: u64 = 1_700_000_000;
-
-/// An event with its strings copied, to keep after the call.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Seen {
-    source: String,
-    key: Option<String>,
-    permits: u64,
-    kind: EventKind,
-}
-
-/// Records every event it hears.
-#[derive(Clone, Default)]
-struct Log(Arc<Mutex<Vec<Seen>>>);
-
-impl Log {
-    fn kinds(&self) -> Vec<EventKind> {
-        self.0.lock().unwrap().iter().map(|s| s.kind).collect()
-    }
-
-    fn all(&self) -> Vec<Seen> {
-        self.0.lock().unwrap().clone()
-    }
-}
-
-impl Listener for Log {
-    fn on_event(&self, event: &Event<'_>) {
-        self.0.lock().unwrap().push(Seen {
-            source: event.source.to_owned(),
-            key: event.key.map(str::to_owned),
-            permits: event.permits,
-            kind: event.kind,
-        });
-    }
-}
-
-/// A hub named `name` that `log` listens to.
-fn hub(name: &str, log: &Log) -> Events {
-    let events = Events::new(name);
-    events.subscribe(log.clone()).detach();
-    events
-}
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -82,20 +41,6 @@ async fn node(server: &RedisServer, clock: &ManualClock, limit: u64) -> Node {
     let connection = client.get_multiplexed_async_connection().await.unwrap();
     let rule = FixedWindow::new(limit, Duration::from_secs(1)).unwrap();
     BatchedLimiter::with_clock(connection, "e", rule, ms(100), clock.clone()).unwrap()
-}
-
-fn limited(retry_after: Duration) -> EventKind {
-    EventKind::Denied {
-        reason: DenyReason::Limited,
-        retry_after: Some(retry_after),
-    }
-}
-
-fn denied(reason: DenyReason) -> EventKind {
-    EventKind::Denied {
-        reason,
-        retry_after: None,
-    }
 }
 
 /// Polls once, on a waker that does nothing.

@@ -2,60 +2,22 @@
 //! `reserve` and wait with the permits asked, exact waits on a `ManualClock`, one hub
 //! shared by clones and kept once attached. Also `acquire_blocking_timeout`.
 
+mod common;
+
+use common::events::{denied, hub, limited, waited, Log, Seen};
+
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::task::noop_waker;
 use tollgate::algorithm::{Concurrency, Gcra};
-use tollgate::observe::{DenyReason, Event, EventKind, Events, Listener};
+use tollgate::observe::{DenyReason, EventKind, Events};
 use tollgate::time::{Clock, ManualClock, Nanos};
 use tollgate::{AcquireError, KeyedConfig, KeyedLimiter, PermitSource, Quota};
 
 type Keyed = KeyedLimiter<String, Gcra, ManualClock>;
-
-/// An event with its strings copied, to keep after the call.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Seen {
-    source: String,
-    key: Option<String>,
-    permits: u64,
-    kind: EventKind,
-}
-
-/// Records every event it hears.
-#[derive(Clone, Default)]
-struct Log(Arc<Mutex<Vec<Seen>>>);
-
-impl Log {
-    fn kinds(&self) -> Vec<EventKind> {
-        self.0.lock().unwrap().iter().map(|s| s.kind).collect()
-    }
-
-    fn all(&self) -> Vec<Seen> {
-        self.0.lock().unwrap().clone()
-    }
-}
-
-impl Listener for Log {
-    fn on_event(&self, event: &Event<'_>) {
-        self.0.lock().unwrap().push(Seen {
-            source: event.source.to_owned(),
-            key: event.key.map(str::to_owned),
-            permits: event.permits,
-            kind: event.kind,
-        });
-    }
-}
-
-/// A hub named `name` that `log` listens to.
-fn hub(name: &str, log: &Log) -> Events {
-    let events = Events::new(name);
-    events.subscribe(log.clone()).detach();
-    events
-}
 
 /// 10 a second per key with a burst of `burst`, on a manual clock.
 fn keyed(burst: u64) -> (Keyed, ManualClock) {
@@ -68,24 +30,6 @@ fn keyed(burst: u64) -> (Keyed, ManualClock) {
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
-}
-
-fn limited(retry_after: Duration) -> EventKind {
-    EventKind::Denied {
-        reason: DenyReason::Limited,
-        retry_after: Some(retry_after),
-    }
-}
-
-fn denied(reason: DenyReason) -> EventKind {
-    EventKind::Denied {
-        reason,
-        retry_after: None,
-    }
-}
-
-fn waited(n: u64) -> EventKind {
-    EventKind::Waited { wait: ms(n) }
 }
 
 fn poll<F: Future + Unpin>(future: &mut F) -> Poll<F::Output> {

@@ -2,6 +2,10 @@
 //! clock), subscriptions that end on drop, metrics through a local debugging
 //! recorder, and the tracing spans and events seen by a small hand-written subscriber.
 
+mod common;
+
+use common::events::{denied, limited, waited, Log};
+
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -17,60 +21,6 @@ use tollgate::store::{
 use tollgate::time::ManualClock;
 use tollgate::AcquireError;
 use tollgate::{KeyedConfig, LeakyQueue, Limiter, Quota, Semaphore};
-
-/// An event with its strings copied, to keep after the call.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Seen {
-    source: String,
-    key: Option<String>,
-    permits: u64,
-    kind: EventKind,
-}
-
-/// Records every event it hears.
-#[derive(Clone, Default)]
-struct Log(Arc<Mutex<Vec<Seen>>>);
-
-impl Log {
-    fn kinds(&self) -> Vec<EventKind> {
-        self.0.lock().unwrap().iter().map(|s| s.kind).collect()
-    }
-
-    fn all(&self) -> Vec<Seen> {
-        self.0.lock().unwrap().clone()
-    }
-}
-
-impl Listener for Log {
-    fn on_event(&self, event: &Event<'_>) {
-        self.0.lock().unwrap().push(Seen {
-            source: event.source.to_owned(),
-            key: event.key.map(str::to_owned),
-            permits: event.permits,
-            kind: event.kind,
-        });
-    }
-}
-
-fn limited(retry_after: Duration) -> EventKind {
-    EventKind::Denied {
-        reason: DenyReason::Limited,
-        retry_after: Some(retry_after),
-    }
-}
-
-fn denied(reason: DenyReason) -> EventKind {
-    EventKind::Denied {
-        reason,
-        retry_after: None,
-    }
-}
-
-fn waited(ms: u64) -> EventKind {
-    EventKind::Waited {
-        wait: Duration::from_millis(ms),
-    }
-}
 
 /// A GCRA of 10 per second with a burst of `burst`, on `clock`, reporting to a new
 /// hub "api" that `log` listens to.

@@ -4,6 +4,7 @@
 // Each test file uses only some of these.
 #![allow(dead_code)]
 
+pub mod events;
 #[cfg(feature = "axum")]
 pub mod http;
 pub mod redis;
