@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use tollgate::config::{
     ConfigFileError, ConfigFileErrorKind, ConfigLimiter, Descriptor, RuleSet, Unit,
 };
-use tollgate::store::{Answer, MemoryStore, Request, Rule, RuleKind, Store, StoreError};
+use tollgate::store::{MemoryStore, Reply, Request, Rule, RuleKind, Store, StoreError};
 use tollgate::time::ManualClock;
 use tollgate::{ConfigError, Denied, KeyedConfig};
 
@@ -759,7 +759,7 @@ struct Recording<S> {
 
 #[async_trait]
 impl<S: Store> Store for Recording<S> {
-    async fn execute(&self, request: &Request<'_>) -> Result<Answer, StoreError> {
+    async fn execute(&self, request: &Request<'_>) -> Result<Reply, StoreError> {
         let keys = request.checks.iter().map(|c| c.key.to_owned()).collect();
         self.seen
             .lock()
@@ -985,7 +985,7 @@ struct NoSlidingLogs(MemoryStore<ManualClock>);
 
 #[async_trait]
 impl Store for NoSlidingLogs {
-    async fn execute(&self, request: &Request<'_>) -> Result<Answer, StoreError> {
+    async fn execute(&self, request: &Request<'_>) -> Result<Reply, StoreError> {
         self.0.execute(request).await
     }
 

@@ -614,7 +614,7 @@ fn layers_services_and_futures_cross_threads() {
     send_sync::<tollgate::http::adaptive::AdaptiveService<Inner, AimdLimit, ManualClock>>();
     send_sync::<tollgate::http::adaptive::AdaptiveBody<Full<Bytes>, AimdLimit, ManualClock>>();
     fn send<T: Send>() {}
-    send::<tollgate::http::adaptive::ResponseFuture<Inner, (), AimdLimit, ManualClock>>();
+    send::<tollgate::http::adaptive::AdaptiveFuture<Inner, (), AimdLimit, ManualClock>>();
     send::<tollgate::http::adaptive::ClientFuture<Inner, (), AimdLimit, ManualClock>>();
 }
 

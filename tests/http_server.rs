@@ -19,7 +19,7 @@ use hyper_util::rt::TokioExecutor;
 use tollgate::algorithm::{FixedWindow, Gcra};
 use tollgate::http::server::RateLimitLayer;
 use tollgate::http::{ClientIp, Global, HeaderKey, KeyedLimits};
-use tollgate::store::{Answer, MemoryStore, Rule, SharedLimiter, Store, StoreError};
+use tollgate::store::{MemoryStore, Rule, SharedLimiter, Store, StoreError};
 use tollgate::time::ManualClock;
 use tollgate::{KeyedConfig, PermitSource, Quota};
 
@@ -452,7 +452,10 @@ struct Unreachable;
 
 #[async_trait::async_trait]
 impl Store for Unreachable {
-    async fn execute(&self, _: &tollgate::store::Request<'_>) -> Result<Answer, StoreError> {
+    async fn execute(
+        &self,
+        _: &tollgate::store::Request<'_>,
+    ) -> Result<tollgate::store::Reply, StoreError> {
         Err(StoreError::Connection(
             "connection refused (10.9.9.9:6379)".into(),
         ))
@@ -612,7 +615,7 @@ fn the_layer_is_send_sync_and_clone() {
     clone_send_sync::<RateLimitLayer<Limits>>();
     clone_send_sync::<RateLimitLayer<dyn tollgate::http::Limits>>();
     clone_send_sync::<Service>();
-    send::<tollgate::http::server::ResponseFuture<axum::routing::Route, axum::body::Body>>();
+    send::<tollgate::http::server::RateLimitFuture<axum::routing::Route, axum::body::Body>>();
     send::<tollgate::http::server::RateLimitBody<axum::body::Body>>();
 }
 

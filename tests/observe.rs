@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use tollgate::algorithm::{Gcra, RefreshPeriod};
 use tollgate::observe::{DenyReason, Event, EventKind, Events, Listener};
 use tollgate::store::{
-    Answer, FailurePolicy, MemoryStore, Request, Resilient, SharedLimiter, Store, StoreError,
+    FailurePolicy, MemoryStore, Reply, Request, Resilient, SharedLimiter, Store, StoreError,
 };
 use tollgate::time::ManualClock;
 use tollgate::AcquireError;
@@ -851,7 +851,7 @@ mod tracing_spans {
 
     #[async_trait]
     impl Store for Down {
-        async fn execute(&self, _: &Request<'_>) -> Result<Answer, StoreError> {
+        async fn execute(&self, _: &Request<'_>) -> Result<Reply, StoreError> {
             Err(StoreError::Connection("connection refused".into()))
         }
     }
@@ -898,7 +898,7 @@ mod tracing_spans {
 
     #[async_trait]
     impl Store for FailsThenHangs {
-        async fn execute(&self, _: &Request<'_>) -> Result<Answer, StoreError> {
+        async fn execute(&self, _: &Request<'_>) -> Result<Reply, StoreError> {
             if self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
                 return Err(StoreError::Connection("connection refused".into()));
             }
@@ -952,7 +952,7 @@ struct RoundTrip(MemoryStore<ManualClock>);
 
 #[async_trait]
 impl Store for RoundTrip {
-    async fn execute(&self, request: &Request<'_>) -> Result<Answer, StoreError> {
+    async fn execute(&self, request: &Request<'_>) -> Result<Reply, StoreError> {
         let mut answered = false;
         std::future::poll_fn(|cx| {
             if answered {

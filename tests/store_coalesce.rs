@@ -20,7 +20,7 @@ use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 use tollgate::algorithm::{Gcra, SmoothBursty};
 use tollgate::store::{
-    Answer, Check, MemoryStore, Op, RedisStore, Request, Rule, Store, StoreError,
+    Check, MemoryStore, Op, RedisStore, Reply, Request, Rule, Store, StoreError,
 };
 use tollgate::time::ManualClock;
 use tollgate::{KeyedConfig, Quota};
@@ -101,7 +101,7 @@ fn spawn(
     rule: &Rule,
     op: Op,
     when: Option<Duration>,
-) -> tokio::task::JoinHandle<Result<Answer, StoreError>> {
+) -> tokio::task::JoinHandle<Result<Reply, StoreError>> {
     let (store, tag, rule) = (store.clone(), tag.to_owned(), rule.clone());
     tokio::spawn(async move {
         let checks = [Check::new("", &rule)];
@@ -114,8 +114,8 @@ fn spawn(
 }
 
 async fn join(
-    task: tokio::task::JoinHandle<Result<Answer, StoreError>>,
-) -> Result<Answer, StoreError> {
+    task: tokio::task::JoinHandle<Result<Reply, StoreError>>,
+) -> Result<Reply, StoreError> {
     tokio::time::timeout(HANG, task)
         .await
         .expect("a request was stranded")
@@ -134,7 +134,7 @@ async fn concurrent_acquires_at_one_instant_admit_exactly_the_burst_in_few_calls
         .collect();
     let mut remaining = Vec::new();
     for task in tasks {
-        if let Answer::Decision(Ok(admitted)) = join(task).await.unwrap() {
+        if let Reply::Decision(Ok(admitted)) = join(task).await.unwrap() {
             remaining.push(admitted.remaining());
         }
     }

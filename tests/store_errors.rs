@@ -14,7 +14,7 @@ use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 use tollgate::algorithm::Gcra;
 use tollgate::store::{
-    Answer, Check, Op, RedisStore, Request, Rule, Store, StoreError, DEFAULT_MAX_KEY_LEN,
+    Check, Op, RedisStore, Reply, Request, Rule, Store, StoreError, DEFAULT_MAX_KEY_LEN,
 };
 use tollgate::{Denied, Quota};
 
@@ -401,8 +401,8 @@ async fn more_than_the_capacity_is_insufficient_without_a_round_trip() {
         ] {
             let outcome = store.execute(&Request::new("k", checks, op)).await.unwrap();
             let denied = match outcome {
-                Answer::Decision(d) => d.unwrap_err(),
-                Answer::Reservation(r) => r.unwrap_err(),
+                Reply::Decision(d) => d.unwrap_err(),
+                Reply::Reservation(r) => r.unwrap_err(),
                 other => panic!("{other:?}"),
             };
             match denied {

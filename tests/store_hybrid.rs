@@ -17,7 +17,7 @@ use tollgate::algorithm::{
     Concurrency, FixedWindow, Gcra, LeakyBucket, Leased, SlidingLog, SmoothBursty,
 };
 use tollgate::store::{
-    Answer, Check, DeniedCache, MemoryStore, Op, Request, Rule, Store, StoreError,
+    Check, DeniedCache, MemoryStore, Op, Reply, Request, Rule, Store, StoreError,
 };
 use tollgate::time::{Clock, ManualClock, Nanos};
 use tollgate::{ConfigError, Denied, KeyedConfig, Quota};
@@ -47,7 +47,7 @@ impl<S> Counting<S> {
 
 #[async_trait]
 impl<S: Store> Store for Counting<S> {
-    async fn execute(&self, request: &Request<'_>) -> Result<Answer, StoreError> {
+    async fn execute(&self, request: &Request<'_>) -> Result<Reply, StoreError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         self.inner.execute(request).await
     }
@@ -74,7 +74,7 @@ fn window(limit: u64, secs: u64) -> Rule {
     Rule::from(FixedWindow::new(limit, Duration::from_secs(secs)).unwrap())
 }
 
-fn run(store: &impl Store, tag: &str, rules: &[&Rule], op: Op) -> Answer {
+fn run(store: &impl Store, tag: &str, rules: &[&Rule], op: Op) -> Reply {
     let checks: Vec<Check<'_>> = rules
         .iter()
         .enumerate()
@@ -83,10 +83,10 @@ fn run(store: &impl Store, tag: &str, rules: &[&Rule], op: Op) -> Answer {
     block_on(store.execute(&Request::new(tag, &checks, op))).unwrap()
 }
 
-fn retry_after(outcome: Answer) -> Option<Duration> {
+fn retry_after(outcome: Reply) -> Option<Duration> {
     match outcome {
-        Answer::Decision(Err(denied)) => denied.retry_after(),
-        Answer::Reservation(Err(denied)) => denied.retry_after(),
+        Reply::Decision(Err(denied)) => denied.retry_after(),
+        Reply::Reservation(Err(denied)) => denied.retry_after(),
         _ => None,
     }
 }
@@ -186,7 +186,7 @@ fn refunds_and_reservations_pass_through_and_invalidate() {
     assert!(!run(&cache, "j", &[&rule], Op::Acquire(1)).is_admitted());
     assert_eq!((inner.calls(), cache.len()), (4, 2));
 
-    assert_eq!(run(&cache, "k", &[&rule], Op::Refund(1)), Answer::Refunded);
+    assert_eq!(run(&cache, "k", &[&rule], Op::Refund(1)), Reply::Refunded);
     assert_eq!((inner.calls(), cache.len()), (5, 1), "only k's entry goes");
     assert!(run(&cache, "k", &[&rule], Op::Acquire(1)).is_admitted());
     assert_eq!(inner.calls(), 6);
@@ -215,7 +215,7 @@ fn a_refund_by_another_node_is_not_seen_until_the_retry_time() {
     let rule = window(1, 10);
     assert!(run(&b, "k", &[&rule], Op::Acquire(1)).is_admitted());
     assert!(!run(&a, "k", &[&rule], Op::Acquire(1)).is_admitted());
-    assert_eq!(run(&b, "k", &[&rule], Op::Refund(1)), Answer::Refunded);
+    assert_eq!(run(&b, "k", &[&rule], Op::Refund(1)), Reply::Refunded);
     assert!(run(&*shared, "k", &[&rule], Op::Peek(1)).is_admitted());
     assert!(!run(&a, "k", &[&rule], Op::Acquire(1)).is_admitted());
     assert_eq!(a.hits(), 1);
@@ -301,7 +301,7 @@ fn insufficient_requests_are_decided_without_the_store() {
     let outcome = run(&cache, "k", &[&rule], Op::Acquire(3));
     assert!(matches!(
         outcome,
-        Answer::Decision(Err(Denied::Insufficient(_)))
+        Reply::Decision(Err(Denied::Insufficient(_)))
     ));
     assert_eq!((inner.calls(), cache.len()), (0, 0));
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tollgate::algorithm::{Concurrency, FixedWindow, Gcra, LeakyBucket, Leased, SlidingCounter};
 use tollgate::store::{
-    Answer, Check, MemoryStore, Op, Request, Rule, SharedLimiter, Store, StoreError,
+    Check, MemoryStore, Op, Reply, Request, Rule, SharedLimiter, Store, StoreError,
 };
 use tollgate::time::ManualClock;
 use tollgate::AcquireError;
@@ -291,9 +291,9 @@ fn reservations_prepay_and_several_rules_reserve_only_now() {
         max_wait: Duration::from_secs(1),
     };
     let first = block(store.execute(&Request::new("t", &checks, reserve))).unwrap();
-    assert!(matches!(first, Answer::Reservation(Ok(r)) if r.is_immediate()));
+    assert!(matches!(first, Reply::Reservation(Ok(r)) if r.is_immediate()));
     let second = block(store.execute(&Request::new("t", &checks, reserve))).unwrap();
-    assert!(matches!(second, Answer::Reservation(Err(_))), "{second:?}");
+    assert!(matches!(second, Reply::Reservation(Err(_))), "{second:?}");
 }
 
 /// The bug: a peek at a key whose state had expired at the peek's time reset the
@@ -334,7 +334,7 @@ struct Gated {
 #[cfg(feature = "redis")]
 #[async_trait::async_trait]
 impl Store for Gated {
-    async fn execute(&self, request: &Request<'_>) -> Result<Answer, StoreError> {
+    async fn execute(&self, request: &Request<'_>) -> Result<Reply, StoreError> {
         let answer = self.inner.execute(request).await;
         self.executed
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);

@@ -17,7 +17,7 @@ use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 use tollgate::algorithm::{Concurrency, Gcra, Leased, RefreshPeriod};
 use tollgate::store::{
-    Answer, Check, Op, RedisStore, Request, Rule, SharedLimiter, Store, StoreError,
+    Check, Op, RedisStore, Reply, Request, Rule, SharedLimiter, Store, StoreError,
 };
 use tollgate::{ConfigError, Denied, Quota};
 
@@ -294,7 +294,7 @@ async fn a_leased_limit_frees_the_permits_of_a_holder_that_never_released_them()
     let denied = run(Op::Acquire(1), lease - 1).await;
     assert!(!denied.is_admitted(), "held until the lease ends");
     // Once the lease has passed, the dead holder's permits are free.
-    let Answer::Decision(Ok(admitted)) = run(Op::Acquire(1), lease).await else {
+    let Reply::Decision(Ok(admitted)) = run(Op::Acquire(1), lease).await else {
         panic!("not admitted after the lease");
     };
     assert_eq!(admitted.remaining(), 1);
@@ -308,12 +308,12 @@ async fn a_leased_limit_frees_the_permits_of_a_holder_that_never_released_them()
     let still_held = run(Op::Acquire(1), 2 * lease + 1).await;
     assert!(!still_held.is_admitted(), "renewed at lease + 4 s");
     // One release renews the rest; releasing more than is held frees everything.
-    assert_eq!(run(Op::Refund(1), 2 * lease + 2).await, Answer::Refunded);
+    assert_eq!(run(Op::Refund(1), 2 * lease + 2).await, Reply::Refunded);
     assert_eq!(
         state(&mut connection, &key).await,
         [1, (EPOCH_MICROS + 2 * lease + 2) as i64]
     );
-    assert_eq!(run(Op::Refund(5), 2 * lease + 3).await, Answer::Refunded);
+    assert_eq!(run(Op::Refund(5), 2 * lease + 3).await, Reply::Refunded);
     let exists: bool = connection.exists(&key).await.unwrap();
     assert!(!exists, "nothing held: the key is gone");
 }

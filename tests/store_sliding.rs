@@ -17,7 +17,7 @@ use proptest::test_runner::{TestCaseError, TestRunner};
 use redis::AsyncCommands;
 use tollgate::algorithm::{Gcra, SlidingCounter, SlidingLog};
 use tollgate::store::{
-    Answer, Check, MemoryStore, RedisStore, Request, Rule, SharedLimiter, Store, StoreError,
+    Check, MemoryStore, RedisStore, Reply, Request, Rule, SharedLimiter, Store, StoreError,
 };
 use tollgate::time::ManualClock;
 use tollgate::{Denied, KeyedConfig, Limited, Quota};
@@ -153,7 +153,7 @@ fn sliding_counter_with_a_gcra_rule_decides_all_or_nothing_as_the_memory_store()
 }
 
 /// `outcome` with a denial's `retry_after` rounded up to the microsecond.
-fn retry_in_whole_micros(outcome: Answer) -> Answer {
+fn retry_in_whole_micros(outcome: Reply) -> Reply {
     let round = |denied: Denied| match denied {
         Denied::Limited(l) => Denied::from(Limited::new(
             Duration::from_micros(
@@ -166,8 +166,8 @@ fn retry_in_whole_micros(outcome: Answer) -> Answer {
         other => other,
     };
     match outcome {
-        Answer::Decision(Err(denied)) => Answer::Decision(Err(round(denied))),
-        Answer::Reservation(Err(denied)) => Answer::Reservation(Err(round(denied))),
+        Reply::Decision(Err(denied)) => Reply::Decision(Err(round(denied))),
+        Reply::Reservation(Err(denied)) => Reply::Reservation(Err(round(denied))),
         other => other,
     }
 }
@@ -207,7 +207,7 @@ fn jittered(rules: Vec<Rule>, steps: Vec<Step>) -> impl Strategy<Value = Jittere
 fn differential_with_earlier_readings(
     cases: u32,
     strategy: impl Strategy<Value = JitteredCase>,
-    expect: fn(Answer) -> Answer,
+    expect: fn(Reply) -> Reply,
 ) {
     let Some(()) = require_redis() else { return };
     let server = RedisServer::start();

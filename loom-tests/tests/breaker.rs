@@ -17,7 +17,7 @@ use loom::thread;
 use loom_tests::poll_once;
 use tollgate::algorithm::FixedWindow;
 use tollgate::store::{
-    Answer, BreakerState, Check, FailurePolicy, Op, Request, Resilient, Rule, Store, StoreError,
+    BreakerState, Check, FailurePolicy, Op, Reply, Request, Resilient, Rule, Store, StoreError,
 };
 use tollgate::time::ManualClock;
 use tollgate::Admitted;
@@ -58,11 +58,11 @@ impl Future for FailsAtSecondPoll {
 
 #[async_trait]
 impl Store for Fake {
-    async fn execute(&self, request: &Request<'_>) -> Result<Answer, StoreError> {
+    async fn execute(&self, request: &Request<'_>) -> Result<Reply, StoreError> {
         match request.tag {
             "ok" => {
                 self.answered.fetch_add(1, Ordering::SeqCst);
-                Ok(Answer::Decision(Ok(Admitted::new(10, 9, Duration::ZERO))))
+                Ok(Reply::Decision(Ok(Admitted::new(10, 9, Duration::ZERO))))
             }
             "hang" => {
                 self.hung.fetch_add(1, Ordering::SeqCst);
@@ -103,7 +103,7 @@ fn rule() -> Rule {
 }
 
 /// Runs a request for one permit under `tag` to the end, on this thread.
-fn run(store: &Tested, tag: &str) -> Answer {
+fn run(store: &Tested, tag: &str) -> Reply {
     let rule = rule();
     let checks = [Check::new("k", &rule)];
     let request = Request::new(tag, &checks, Op::Acquire(1));
@@ -111,7 +111,7 @@ fn run(store: &Tested, tag: &str) -> Answer {
 }
 
 /// A request for one permit under `tag`, on another thread.
-fn spawn(store: &Tested, tag: &'static str) -> thread::JoinHandle<Answer> {
+fn spawn(store: &Tested, tag: &'static str) -> thread::JoinHandle<Reply> {
     let store = store.clone();
     thread::spawn(move || run(&store, tag))
 }
@@ -119,7 +119,7 @@ fn spawn(store: &Tested, tag: &'static str) -> thread::JoinHandle<Answer> {
 /// How long a request made now is told to wait (the breaker's remaining open time).
 fn retry_after(store: &Tested) -> Option<Duration> {
     match run(store, "fail") {
-        Answer::Decision(Err(denied)) => denied.retry_after(),
+        Reply::Decision(Err(denied)) => denied.retry_after(),
         other => panic!("admitted while open: {other:?}"),
     }
 }

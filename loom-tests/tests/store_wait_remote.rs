@@ -17,7 +17,7 @@ use loom::thread::{self, JoinHandle};
 use loom_tests::poll_once;
 use tollgate::algorithm::{Concurrency, Gcra, Leased};
 use tollgate::store::{
-    Answer, Check, MemoryStore, Op, Request, Rule, SharedLimiter, Store, StoreError,
+    Check, MemoryStore, Op, Reply, Request, Rule, SharedLimiter, Store, StoreError,
 };
 use tollgate::time::{Clock, ManualClock, Nanos};
 use tollgate::{KeyedConfig, Quota};
@@ -50,12 +50,12 @@ struct Call {
     checks: Vec<(String, Rule)>,
     op: Op,
     at: Option<Duration>,
-    reply: Mutex<Reply>,
+    reply: Mutex<Landing>,
 }
 
 #[derive(Default)]
-struct Reply {
-    answer: Option<Result<Answer, StoreError>>,
+struct Landing {
+    answer: Option<Result<Reply, StoreError>>,
     waker: Option<Waker>,
 }
 
@@ -78,7 +78,7 @@ impl Remote {
                 .collect(),
             op: request.op,
             at: request.at,
-            reply: Mutex::new(Reply::default()),
+            reply: Mutex::new(Landing::default()),
         });
         let server = Arc::clone(&self.0);
         let flight = {
@@ -110,12 +110,7 @@ impl Remote {
 
     /// `op` on `key` under `limiter`'s rules, decided on the spot by the store behind
     /// the network: for a model's setup and its final checks.
-    fn decide_now<C: Clock>(
-        &self,
-        limiter: &SharedLimiter<Remote, C>,
-        key: &str,
-        op: Op,
-    ) -> Answer {
+    fn decide_now<C: Clock>(&self, limiter: &SharedLimiter<Remote, C>, key: &str, op: Op) -> Reply {
         let checks: Vec<Check<'_>> = limiter.rules().map(|(n, r)| Check::new(n, r)).collect();
         self.0
             .memory
@@ -150,7 +145,7 @@ impl Server {
 struct Delivery(Arc<Call>);
 
 impl Future for Delivery {
-    type Output = Result<Answer, StoreError>;
+    type Output = Result<Reply, StoreError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut reply = self.0.reply.lock().unwrap();
@@ -166,7 +161,7 @@ impl Future for Delivery {
 
 #[async_trait]
 impl Store for Remote {
-    async fn execute(&self, request: &Request<'_>) -> Result<Answer, StoreError> {
+    async fn execute(&self, request: &Request<'_>) -> Result<Reply, StoreError> {
         if let Op::Acquire(_) | Op::Reserve { .. } = request.op {
             let call = self.send(request);
             return Delivery(call).await;

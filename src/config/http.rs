@@ -644,7 +644,7 @@ mod tests {
     use super::*;
     use crate::config::RuleSet;
     use crate::http::ClientIp;
-    use crate::store::{Answer, MemoryStore, Request, StoreError};
+    use crate::store::{MemoryStore, Reply, Request, StoreError};
     use crate::sync::{AtomicU64, Mutex, Ordering};
     use crate::time::ManualClock;
     use crate::KeyedConfig;
@@ -661,11 +661,11 @@ mod tests {
 
     #[async_trait::async_trait]
     impl Store for Sometimes {
-        async fn execute(&self, request: &Request<'_>) -> Result<Answer, StoreError> {
+        async fn execute(&self, request: &Request<'_>) -> Result<Reply, StoreError> {
             self.store.execute(request).await
         }
 
-        fn try_execute_now(&self, request: &Request<'_>) -> Option<Result<Answer, StoreError>> {
+        fn try_execute_now(&self, request: &Request<'_>) -> Option<Result<Reply, StoreError>> {
             let attempt = self.attempts.fetch_add(1, Ordering::SeqCst);
             (self.now)(attempt).then(|| self.store.try_execute_now(request))?
         }

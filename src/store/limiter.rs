@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use super::detached::run_detached;
-use super::request::{Answer, Check, Op, Request};
+use super::request::{Check, Op, Reply, Request};
 use super::rule::Rule;
 use super::{Store, StoreError};
 use crate::decision::{Decision, Denied, Limited, Reservation};
@@ -336,7 +336,7 @@ impl<S: Store + 'static, C: Clock> SharedLimiter<S, C> {
         let decision = self
             .core
             .run_now(key, Op::Acquire(n))?
-            .and_then(Answer::into_decision);
+            .and_then(Reply::into_decision);
         if let Ok(decision) = &decision {
             self.report(key, n, || EventKind::of_decision(decision));
         }
@@ -604,7 +604,7 @@ impl<S: Store, C> Core<S, C> {
     }
 
     /// One call to the store, in a `tollgate.store` span.
-    async fn run(&self, key: &str, op: Op, at: Option<Duration>) -> Result<Answer, StoreError> {
+    async fn run(&self, key: &str, op: Op, at: Option<Duration>) -> Result<Reply, StoreError> {
         let checks = checks(&self.rules);
         let mut request = Request::new(key, &checks, op);
         request.at = at;
@@ -618,7 +618,7 @@ impl<S: Store, C> Core<S, C> {
     }
 
     /// [`run`](Core::run) without a future, if the store can decide so.
-    fn run_now(&self, key: &str, op: Op) -> Option<Result<Answer, StoreError>> {
+    fn run_now(&self, key: &str, op: Op) -> Option<Result<Reply, StoreError>> {
         let checks = checks(&self.rules);
         let request = Request::new(key, &checks, op);
         let span = store_span(key, &op, checks.len());
@@ -653,7 +653,7 @@ struct KeyGate<S, C> {
 impl<S: Store + 'static, C: Clock> KeyGate<S, C> {
     /// A local decision, for the queue paths that a remote gate never takes: what an
     /// in-process store decides, or "not now" for one that needs a round trip.
-    fn local(&self, op: Op) -> Result<Answer, Denied> {
+    fn local(&self, op: Op) -> Result<Reply, Denied> {
         match self.core.run_now(&self.key, op) {
             Some(Ok(outcome)) => Ok(outcome),
             _ => Err(Limited::new(RELEASE_POLL, self.core.capacity(), 0, RELEASE_POLL).into()),
@@ -802,9 +802,9 @@ impl<S: Store + 'static, C: Clock> PermitSource<str> for SharedLimiter<S, C> {
 }
 
 /// A store's answer as a booking: a reservation, or an admission now.
-fn booking(outcome: Answer, n: u64) -> Result<Result<Reservation, Denied>, StoreError> {
+fn booking(outcome: Reply, n: u64) -> Result<Result<Reservation, Denied>, StoreError> {
     match outcome {
-        Answer::Reservation(booked) => Ok(booked),
+        Reply::Reservation(booked) => Ok(booked),
         outcome => Ok(outcome
             .into_decision()?
             .map(|_| Reservation::new(n, Duration::ZERO))),
@@ -834,9 +834,9 @@ fn op_name(op: &Op) -> &'static str {
     }
 }
 
-fn outcome_name(outcome: &Result<Answer, StoreError>) -> &'static str {
+fn outcome_name(outcome: &Result<Reply, StoreError>) -> &'static str {
     match outcome {
-        Ok(Answer::Refunded) => "refunded",
+        Ok(Reply::Refunded) => "refunded",
         Ok(outcome) if outcome.is_admitted() => "admitted",
         Ok(_) => "denied",
         Err(_) => "error",

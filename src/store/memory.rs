@@ -7,7 +7,7 @@ use std::hash::{BuildHasher, DefaultHasher, Hash, Hasher, RandomState};
 
 use async_trait::async_trait;
 
-use super::request::{Answer, Check, Request};
+use super::request::{Check, Reply, Request};
 use super::rule::{RuleOutcome, RuleState, Step};
 use super::{storage_key, validate_prefix, Store, StoreError, DEFAULT_MAX_KEY_LEN};
 use crate::decision::{Denied, Limited};
@@ -362,7 +362,7 @@ impl<C: Clock> MemoryStore<C> {
     /// # Errors
     ///
     /// As [`execute`](Store::execute).
-    pub fn execute_now(&self, request: &Request<'_>) -> Result<Answer, StoreError> {
+    pub fn execute_now(&self, request: &Request<'_>) -> Result<Reply, StoreError> {
         if let Some(known) = request.precheck()? {
             return Ok(known);
         }
@@ -409,7 +409,7 @@ impl<C: Clock> MemoryStore<C> {
         check: &Check<'_>,
         now: Nanos,
         step: Step,
-    ) -> Result<Answer, StoreError> {
+    ) -> Result<Reply, StoreError> {
         let spelled_out;
         let name = if request.tag.contains('}') {
             spelled_out = spelled(request.tag, check.key);
@@ -501,7 +501,7 @@ impl<C: Clock> MemoryStore<C> {
         request: &Request<'_>,
         now: Nanos,
         step: Step,
-    ) -> Result<Answer, StoreError> {
+    ) -> Result<Reply, StoreError> {
         let tag = request.tag;
         let spelled_out: Vec<String> = if tag.contains('}') {
             request.checks.iter().map(|c| spelled(tag, c.key)).collect()
@@ -619,7 +619,7 @@ impl<C: Clock> MemoryStore<C> {
 
     /// The denial at `now` for a request that needs a new key in a full shard: there
     /// may be room from `until` on.
-    fn full(&self, request: &Request<'_>, now: Nanos, until: Nanos) -> Answer {
+    fn full(&self, request: &Request<'_>, now: Nanos, until: Nanos) -> Reply {
         let capacity = request
             .checks
             .iter()
@@ -629,19 +629,19 @@ impl<C: Clock> MemoryStore<C> {
         let wait = until.saturating_since(now);
         let denied = Denied::from(Limited::new(wait, capacity, 0, wait));
         match request.op {
-            super::Op::Reserve { .. } => Answer::Reservation(Err(denied)),
-            _ => Answer::Decision(Err(denied)),
+            super::Op::Reserve { .. } => Reply::Reservation(Err(denied)),
+            _ => Reply::Decision(Err(denied)),
         }
     }
 }
 
 #[async_trait]
 impl<C: Clock> Store for MemoryStore<C> {
-    async fn execute(&self, request: &Request<'_>) -> Result<Answer, StoreError> {
+    async fn execute(&self, request: &Request<'_>) -> Result<Reply, StoreError> {
         self.execute_now(request)
     }
 
-    fn try_execute_now(&self, request: &Request<'_>) -> Option<Result<Answer, StoreError>> {
+    fn try_execute_now(&self, request: &Request<'_>) -> Option<Result<Reply, StoreError>> {
         Some(self.execute_now(request))
     }
 }
@@ -756,7 +756,7 @@ mod tests {
         let one = [Check::new("", &rule)];
         assert!(acquire(&store, "a", &one, 0));
         let request = Request::new("b", &one, Op::Acquire(1)).at(Duration::ZERO);
-        let Answer::Decision(Err(denied)) = store.execute_now(&request).unwrap() else {
+        let Reply::Decision(Err(denied)) = store.execute_now(&request).unwrap() else {
             panic!("admitted into a full store");
         };
         assert_eq!(denied.retry_after(), Some(SECOND));
@@ -804,7 +804,7 @@ mod tests {
         );
         let a = [Check::new("a", &rule)];
         let peek = Request::new("t", &a, Op::Peek(10)).at(Duration::ZERO);
-        let Answer::Decision(Err(denied)) = store.execute_now(&peek).unwrap() else {
+        let Reply::Decision(Err(denied)) = store.execute_now(&peek).unwrap() else {
             panic!("a lost its state");
         };
         assert_eq!(denied.retry_after(), Some(SECOND * 2), "a took 2 of 10");
@@ -822,7 +822,7 @@ mod tests {
             };
             let request = Request::new(tag, &one, op).at(Duration::ZERO);
             match store.execute_now(&request).unwrap() {
-                Answer::Reservation(r) => r,
+                Reply::Reservation(r) => r,
                 outcome => panic!("{outcome:?}"),
             }
         };

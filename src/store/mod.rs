@@ -48,7 +48,7 @@ pub use hybrid::BatchedLimiter;
 pub use hybrid::DeniedCache;
 pub use limiter::SharedLimiter;
 pub use memory::MemoryStore;
-pub use request::{Answer, Check, Op, Request};
+pub use request::{Check, Op, Reply, Request};
 pub use resilient::{BreakerState, FailurePolicy, Resilient, ResilientBuilder, ResilientStats};
 pub use rule::{Rule, RuleKind};
 
@@ -64,7 +64,7 @@ pub const DEFAULT_MAX_KEY_LEN: usize = 1024;
 ///
 /// ```
 /// use tollgate::algorithm::{FixedWindow, Gcra};
-/// use tollgate::store::{Check, MemoryStore, Op, Answer, Request, Rule, Store};
+/// use tollgate::store::{Check, MemoryStore, Op, Reply, Request, Rule, Store};
 /// use tollgate::{KeyedConfig, Quota};
 /// use std::time::Duration;
 ///
@@ -92,7 +92,7 @@ pub trait Store: Send + Sync {
     ///
     /// Dropping the future before it completes leaves the decision unknown: a remote
     /// store may still apply it.
-    async fn execute(&self, request: &Request<'_>) -> Result<Answer, StoreError>;
+    async fn execute(&self, request: &Request<'_>) -> Result<Reply, StoreError>;
 
     /// Checks that this store can run `rule`, without a round trip: a limiter checks
     /// its rules once, when it is built. The default accepts every rule.
@@ -113,7 +113,7 @@ pub trait Store: Send + Sync {
     /// # Errors
     ///
     /// As [`execute`](Store::execute), inside the `Some`.
-    fn try_execute_now(&self, request: &Request<'_>) -> Option<Result<Answer, StoreError>> {
+    fn try_execute_now(&self, request: &Request<'_>) -> Option<Result<Reply, StoreError>> {
         let _ = request;
         None
     }
@@ -121,7 +121,7 @@ pub trait Store: Send + Sync {
 
 #[async_trait]
 impl<S: Store + ?Sized> Store for Arc<S> {
-    async fn execute(&self, request: &Request<'_>) -> Result<Answer, StoreError> {
+    async fn execute(&self, request: &Request<'_>) -> Result<Reply, StoreError> {
         (**self).execute(request).await
     }
 
@@ -129,14 +129,14 @@ impl<S: Store + ?Sized> Store for Arc<S> {
         (**self).check_rule(rule)
     }
 
-    fn try_execute_now(&self, request: &Request<'_>) -> Option<Result<Answer, StoreError>> {
+    fn try_execute_now(&self, request: &Request<'_>) -> Option<Result<Reply, StoreError>> {
         (**self).try_execute_now(request)
     }
 }
 
 #[async_trait]
 impl<S: Store + ?Sized> Store for &S {
-    async fn execute(&self, request: &Request<'_>) -> Result<Answer, StoreError> {
+    async fn execute(&self, request: &Request<'_>) -> Result<Reply, StoreError> {
         (**self).execute(request).await
     }
 
@@ -144,7 +144,7 @@ impl<S: Store + ?Sized> Store for &S {
         (**self).check_rule(rule)
     }
 
-    fn try_execute_now(&self, request: &Request<'_>) -> Option<Result<Answer, StoreError>> {
+    fn try_execute_now(&self, request: &Request<'_>) -> Option<Result<Reply, StoreError>> {
         (**self).try_execute_now(request)
     }
 }

@@ -120,7 +120,7 @@ impl<'a> Request<'a> {
 
     /// The answer known without asking the store: a request with no rule is an error,
     /// one for more than some rule can ever grant is denied for good.
-    pub(crate) fn precheck(&self) -> Result<Option<Answer>, StoreError> {
+    pub(crate) fn precheck(&self) -> Result<Option<Reply>, StoreError> {
         if self.checks.is_empty() {
             return Err(ConfigError::Zero { parameter: "rules" }.into());
         }
@@ -136,8 +136,8 @@ impl<'a> Request<'a> {
         }
         let never = Denied::from(InsufficientCapacity::new(n, capacity));
         Ok(Some(match self.op {
-            Op::Reserve { .. } => Answer::Reservation(Err(never)),
-            _ => Answer::Decision(Err(never)),
+            Op::Reserve { .. } => Reply::Reservation(Err(never)),
+            _ => Reply::Decision(Err(never)),
         }))
     }
 
@@ -146,7 +146,7 @@ impl<'a> Request<'a> {
     pub(crate) fn combine(
         &self,
         verdicts: impl IntoIterator<Item = RuleOutcome>,
-    ) -> Result<Answer, StoreError> {
+    ) -> Result<Reply, StoreError> {
         let mut verdicts = verdicts.into_iter();
         let first = verdicts
             .next()
@@ -170,12 +170,12 @@ impl<'a> Request<'a> {
 
     /// The answer to this request from its one combined verdict.
     #[inline(always)]
-    pub(crate) fn answer(&self, verdict: RuleOutcome) -> Result<Answer, StoreError> {
+    pub(crate) fn answer(&self, verdict: RuleOutcome) -> Result<Reply, StoreError> {
         match (self.op, verdict) {
             (Op::Acquire(_) | Op::Peek(_), RuleOutcome::Decision(_))
             | (Op::Reserve { .. }, RuleOutcome::Reservation(_))
             | (Op::Refund(_), RuleOutcome::Refunded) => Ok(verdict),
-            (Op::Reserve { n, .. }, RuleOutcome::Decision(d)) => Ok(Answer::Reservation(
+            (Op::Reserve { n, .. }, RuleOutcome::Decision(d)) => Ok(Reply::Reservation(
                 d.map(|_| Reservation::new(n, Duration::ZERO)),
             )),
             (op, verdict) => Err(StoreError::Protocol(format!(
@@ -197,7 +197,7 @@ fn combine_decisions(a: Decision, b: Decision) -> Decision {
 /// A store's answer to a [`Request`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Answer {
+pub enum Reply {
     /// The answer to [`Op::Acquire`] and [`Op::Peek`].
     Decision(Decision),
     /// The answer to [`Op::Reserve`].
@@ -206,13 +206,13 @@ pub enum Answer {
     Refunded,
 }
 
-impl Answer {
+impl Reply {
     /// Whether the request was admitted (or reserved, or refunded).
     pub fn is_admitted(&self) -> bool {
         match self {
-            Answer::Decision(d) => d.is_ok(),
-            Answer::Reservation(r) => r.is_ok(),
-            Answer::Refunded => true,
+            Reply::Decision(d) => d.is_ok(),
+            Reply::Reservation(r) => r.is_ok(),
+            Reply::Refunded => true,
         }
     }
 
@@ -223,7 +223,7 @@ impl Answer {
     /// [`StoreError::Protocol`] for another outcome.
     pub fn into_decision(self) -> Result<Decision, StoreError> {
         match self {
-            Answer::Decision(d) => Ok(d),
+            Reply::Decision(d) => Ok(d),
             other => Err(StoreError::Protocol(format!("{other:?} is not a decision"))),
         }
     }
@@ -235,7 +235,7 @@ impl Answer {
     /// [`StoreError::Protocol`] for another outcome.
     pub fn into_reservation(self) -> Result<Result<Reservation, Denied>, StoreError> {
         match self {
-            Answer::Reservation(r) => Ok(r),
+            Reply::Reservation(r) => Ok(r),
             other => Err(StoreError::Protocol(format!(
                 "{other:?} is not a reservation"
             ))),

@@ -445,7 +445,7 @@ pub(crate) enum Step {
 /// One check's answer, before the answers of a request's checks are combined: of
 /// the same type as the request's answer, so that a request of one check hands it on
 /// as it is, with no copy into another enum.
-pub(crate) use super::request::Answer as RuleOutcome;
+pub(crate) use super::request::Reply as RuleOutcome;
 
 #[cfg(test)]
 pub(crate) mod tests {

@@ -17,7 +17,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{TestCaseError, TestRunner};
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
-use tollgate::store::{Answer, Check, MemoryStore, Op, RedisStore, Request, Rule, Store};
+use tollgate::store::{Check, MemoryStore, Op, RedisStore, Reply, Request, Rule, Store};
 use tollgate::time::ManualClock;
 use tollgate::KeyedConfig;
 
@@ -214,6 +214,6 @@ pub async fn server_micros(connection: &mut MultiplexedConnection) -> u64 {
 }
 
 /// Whether two outcomes agree; a convenience for tests that compare by hand.
-pub fn same(a: &Answer, b: &Answer) -> bool {
+pub fn same(a: &Reply, b: &Reply) -> bool {
     a == b
 }

@@ -140,7 +140,7 @@ where
                         },
                         (Err(error), _) => State::Refused { error: Some(error) },
                         (Ok(_), None) => {
-                            panic!("adaptive ResponseFuture polled after it completed")
+                            panic!("adaptive AdaptiveFuture polled after it completed")
                         }
                     };
                     this.state.set(next);
@@ -150,7 +150,7 @@ where
                     let permit = permit.take();
                     this.state.set(State::Done);
                     let Some(permit) = permit else {
-                        panic!("adaptive ResponseFuture polled after it completed");
+                        panic!("adaptive AdaptiveFuture polled after it completed");
                     };
                     return Poll::Ready(match result {
                         Ok(response) => {
@@ -168,7 +168,7 @@ where
                         }
                     });
                 }
-                StateProj::Done => panic!("adaptive ResponseFuture polled after it completed"),
+                StateProj::Done => panic!("adaptive AdaptiveFuture polled after it completed"),
             }
         }
     }
@@ -214,7 +214,7 @@ pin_project! {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// # }).unwrap();
     /// ```
-    pub struct ResponseFuture<S, Req, L: LimitAlgorithm = Box<dyn LimitAlgorithm>, C: Clock = MonotonicClock, K = HttpStatus>
+    pub struct AdaptiveFuture<S, Req, L: LimitAlgorithm = Box<dyn LimitAlgorithm>, C: Clock = MonotonicClock, K = HttpStatus>
     where
         S: Service<Req>,
     {
@@ -224,7 +224,7 @@ pin_project! {
     }
 }
 
-impl<S, Req, L, C, K> ResponseFuture<S, Req, L, C, K>
+impl<S, Req, L, C, K> AdaptiveFuture<S, Req, L, C, K>
 where
     S: Service<Req> + Clone,
     L: LimitAlgorithm,
@@ -237,7 +237,7 @@ where
         rejection: Rejection,
         request: Req,
     ) -> Self {
-        ResponseFuture {
+        AdaptiveFuture {
             call: Call::start(inner, limiter, classify, request),
             rejection,
         }
@@ -245,16 +245,16 @@ where
 }
 
 impl<S: Service<Req>, Req, L: LimitAlgorithm, C: Clock, K> fmt::Debug
-    for ResponseFuture<S, Req, L, C, K>
+    for AdaptiveFuture<S, Req, L, C, K>
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ResponseFuture")
+        f.debug_struct("AdaptiveFuture")
             .field("state", &self.call.state())
             .finish_non_exhaustive()
     }
 }
 
-impl<S, Req, B, L, C, K> Future for ResponseFuture<S, Req, L, C, K>
+impl<S, Req, B, L, C, K> Future for AdaptiveFuture<S, Req, L, C, K>
 where
     S: Service<Req, Response = Response<B>>,
     B: http_body::Body,
@@ -281,7 +281,7 @@ pin_project! {
     ///
     /// # Cancel safety
     ///
-    /// As the server's [`ResponseFuture`]: dropped while it waits, it leaves the
+    /// As the server's [`AdaptiveFuture`]: dropped while it waits, it leaves the
     /// queue and nothing was sent; dropped during the call, the permit is given
     /// back as ignored.
     ///

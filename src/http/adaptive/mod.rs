@@ -92,7 +92,7 @@ pub use classify::{
 };
 pub use client::{AdaptiveClient, AdaptiveClientLayer};
 pub use error::ClientError;
-pub use future::{ClientFuture, ResponseFuture};
+pub use future::{AdaptiveFuture, ClientFuture};
 pub use layer::AdaptiveLayer;
 pub use response::RejectStatus;
 pub use service::AdaptiveService;

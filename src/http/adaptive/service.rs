@@ -8,7 +8,7 @@ use tower_service::Service;
 
 use super::body::AdaptiveBody;
 use super::classify::{ClassifyError, ClassifyResponse, HttpStatus};
-use super::future::ResponseFuture;
+use super::future::AdaptiveFuture;
 use super::response::Rejection;
 use crate::adaptive::{AdaptiveLimiter, LimitAlgorithm};
 use crate::sync::Arc;
@@ -18,7 +18,7 @@ use crate::time::{Clock, MonotonicClock};
 ///
 /// In [`WhenLimited::FailFast`](crate::adaptive::WhenLimited::FailFast), `call` takes a permit
 /// and calls the inner service at once, or refuses. In the waiting modes the
-/// [`ResponseFuture`] takes or waits for the permit when polled, holding the inner
+/// [`AdaptiveFuture`] takes or waits for the permit when polled, holding the inner
 /// service `poll_ready` made ready and leaving a clone in its place (so
 /// `S: Clone`, as tower's guide advises).
 ///
@@ -140,14 +140,14 @@ where
 {
     type Response = Response<AdaptiveBody<B, L, C, K>>;
     type Error = S::Error;
-    type Future = ResponseFuture<S, Req, L, C, K>;
+    type Future = AdaptiveFuture<S, Req, L, C, K>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, request: Req) -> Self::Future {
-        ResponseFuture::start(
+        AdaptiveFuture::start(
             &mut self.inner,
             &self.limiter,
             &self.classify,

@@ -1,4 +1,4 @@
-//! [`ResponseFuture`]: one throttled call, from the wait to the answer.
+//! [`ThrottleFuture`]: one throttled call, from the wait to the answer.
 
 use std::fmt;
 use std::future::Future;
@@ -24,21 +24,21 @@ type Boxed<T, E> = Pin<Box<dyn Future<Output = Result<T, ThrottleError<E>>> + Se
 /// way nothing was sent. Once the permit is granted it is spent: dropping the future
 /// after that does not give it back, as the request may already be on the wire.
 #[must_use = "futures do nothing unless polled"]
-pub struct ResponseFuture<T, E> {
+pub struct ThrottleFuture<T, E> {
     inner: Boxed<T, E>,
 }
 
-impl<T, E> ResponseFuture<T, E> {
+impl<T, E> ThrottleFuture<T, E> {
     pub(super) fn new(
         future: impl Future<Output = Result<T, ThrottleError<E>>> + Send + 'static,
     ) -> Self {
-        ResponseFuture {
+        ThrottleFuture {
             inner: Box::pin(future),
         }
     }
 }
 
-impl<T, E> Future for ResponseFuture<T, E> {
+impl<T, E> Future for ThrottleFuture<T, E> {
     type Output = Result<T, ThrottleError<E>>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -46,8 +46,8 @@ impl<T, E> Future for ResponseFuture<T, E> {
     }
 }
 
-impl<T, E> fmt::Debug for ResponseFuture<T, E> {
+impl<T, E> fmt::Debug for ThrottleFuture<T, E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+        f.debug_struct("ThrottleFuture").finish_non_exhaustive()
     }
 }

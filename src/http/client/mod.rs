@@ -132,7 +132,7 @@ mod pause;
 mod service;
 
 pub use error::ThrottleError;
-pub use future::ResponseFuture;
+pub use future::ThrottleFuture;
 pub use layer::ThrottleLayer;
 pub use service::Throttle;
 

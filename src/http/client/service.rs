@@ -9,7 +9,7 @@ use tower_service::Service;
 
 use super::layer::Settings;
 use super::pause::Shared;
-use super::{Cost, ResponseFuture, ThrottleError};
+use super::{Cost, ThrottleError, ThrottleFuture};
 use crate::adaptive::outbound::{Answer, FeedbackHandle};
 use crate::permits::PermitSource;
 use crate::store::StoreError;
@@ -20,7 +20,7 @@ use crate::time::{Clock, MonotonicClock};
 /// A client [`Service`] that waits for permits before each call and pauses every call
 /// when the server says so; made by [`ThrottleLayer`](super::ThrottleLayer).
 ///
-/// It is always ready: the wait happens in the [`ResponseFuture`], which holds a clone
+/// It is always ready: the wait happens in the [`ThrottleFuture`], which holds a clone
 /// of the inner service and readies it only once the permit is granted, so that a
 /// waiting call holds none of the inner service's capacity (a pooled connection, a
 /// concurrency slot).
@@ -140,7 +140,7 @@ where
 {
     type Response = Response<RB>;
     type Error = ThrottleError<S::Error>;
-    type Future = ResponseFuture<Response<RB>, S::Error>;
+    type Future = ThrottleFuture<Response<RB>, S::Error>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         Poll::Ready(Ok(()))
@@ -166,7 +166,7 @@ where
             .extensions()
             .get::<Cost>()
             .map_or(settings.cost, |c| c.0);
-        ResponseFuture::new(async move {
+        ThrottleFuture::new(async move {
             // Held until the answer arrives: a semaphore's permit bounds calls in flight.
             let _permit = shared
                 .admit(cost, settings.timeout)

@@ -482,7 +482,7 @@ mod tests {
         async fn execute(
             &self,
             request: &crate::store::Request<'_>,
-        ) -> Result<crate::store::Answer, StoreError> {
+        ) -> Result<crate::store::Reply, StoreError> {
             self.0.execute(request).await
         }
     }

@@ -1,4 +1,4 @@
-//! [`ResponseFuture`]: the check, then the inner service's call.
+//! [`RateLimitFuture`]: the check, then the inner service's call.
 
 use std::fmt;
 use std::future::Future;
@@ -41,7 +41,7 @@ pin_project! {
     /// ```
     /// use std::convert::Infallible;
     /// use tollgate::algorithm::Gcra;
-    /// use tollgate::http::server::{RateLimitLayer, ResponseFuture};
+    /// use tollgate::http::server::{RateLimitLayer, RateLimitFuture};
         /// use tollgate::{Limiter, Quota};
     /// use tower::{Layer, Service};
     ///
@@ -56,7 +56,7 @@ pin_project! {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// # }).unwrap();
     /// ```
-    pub struct ResponseFuture<S, B>
+    pub struct RateLimitFuture<S, B>
     where
         S: Service<Request<B>>,
     {
@@ -104,14 +104,14 @@ pin_project! {
     }
 }
 
-impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
+impl<S: Service<Request<B>>, B> RateLimitFuture<S, B> {
     pub(super) fn new(
         check: CheckFuture,
         inner: S,
         request: Request<B>,
         settings: Settings,
     ) -> Self {
-        ResponseFuture {
+        RateLimitFuture {
             legacy_headers: settings.legacy_headers,
             state: State::Checking {
                 check,
@@ -146,14 +146,14 @@ impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
                 settings: settings.clone(),
             },
         };
-        ResponseFuture {
+        RateLimitFuture {
             state,
             legacy_headers: settings.legacy_headers,
         }
     }
 }
 
-impl<S: Service<Request<B>>, B> fmt::Debug for ResponseFuture<S, B> {
+impl<S: Service<Request<B>>, B> fmt::Debug for RateLimitFuture<S, B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = match self.state {
             State::Checking { .. } => "checking",
@@ -161,13 +161,13 @@ impl<S: Service<Request<B>>, B> fmt::Debug for ResponseFuture<S, B> {
             State::Calling { .. } => "calling",
             State::Done => "done",
         };
-        f.debug_struct("ResponseFuture")
+        f.debug_struct("RateLimitFuture")
             .field("state", &state)
             .finish_non_exhaustive()
     }
 }
 
-impl<S, B, ResBody> Future for ResponseFuture<S, B>
+impl<S, B, ResBody> Future for RateLimitFuture<S, B>
 where
     S: Service<Request<B>, Response = Response<ResBody>>,
 {
@@ -219,7 +219,7 @@ where
                     this.state.set(State::Done);
                     return Poll::Ready(Ok(response.map(RateLimitBody::new)));
                 }
-                StateProj::Done => panic!("ResponseFuture polled after it completed"),
+                StateProj::Done => panic!("RateLimitFuture polled after it completed"),
             }
         }
     }
@@ -254,6 +254,6 @@ mod tests {
     #[test]
     fn the_future_is_unpin_whatever_the_service_and_body() {
         fn unpin<T: Unpin>() {}
-        unpin::<ResponseFuture<Pinned, PhantomPinned>>();
+        unpin::<RateLimitFuture<Pinned, PhantomPinned>>();
     }
 }

@@ -116,6 +116,6 @@ mod response;
 mod service;
 
 pub use body::RateLimitBody;
-pub use future::ResponseFuture;
+pub use future::RateLimitFuture;
 pub use layer::RateLimitLayer;
 pub use service::RateLimitService;

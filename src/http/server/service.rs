@@ -7,7 +7,7 @@ use http::{Request, Response};
 use tower_service::Service;
 
 use super::body::RateLimitBody;
-use super::future::ResponseFuture;
+use super::future::RateLimitFuture;
 use super::layer::Settings;
 use crate::http::limits::Limits;
 use crate::sync::Arc;
@@ -132,7 +132,7 @@ where
 {
     type Response = Response<RateLimitBody<ResBody>>;
     type Error = S::Error;
-    type Future = ResponseFuture<S, ReqBody>;
+    type Future = RateLimitFuture<S, ReqBody>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
@@ -147,12 +147,12 @@ where
             // Decided at once: the inner service `poll_ready` made ready is called now,
             // so it need not be cloned.
             Ok(checked) => {
-                ResponseFuture::decided(checked, &mut self.inner, request, &self.settings)
+                RateLimitFuture::decided(checked, &mut self.inner, request, &self.settings)
             }
             Err(check) => {
                 let clone = self.inner.clone();
                 let ready = std::mem::replace(&mut self.inner, clone);
-                ResponseFuture::new(check, ready, request, self.settings.clone())
+                RateLimitFuture::new(check, ready, request, self.settings.clone())
             }
         }
     }
@@ -165,7 +165,7 @@ mod tests {
     use crate::http::server::RateLimitLayer;
     use crate::permits::PermitSource;
     use crate::store::{
-        Answer, MemoryStore, Request as StoreRequest, SharedLimiter, Store, StoreError,
+        MemoryStore, Reply, Request as StoreRequest, SharedLimiter, Store, StoreError,
     };
     use crate::sync::{AtomicU64, Ordering};
     use crate::time::ManualClock;
@@ -217,7 +217,7 @@ mod tests {
 
     #[async_trait::async_trait]
     impl Store for Remote {
-        async fn execute(&self, request: &StoreRequest<'_>) -> Result<Answer, StoreError> {
+        async fn execute(&self, request: &StoreRequest<'_>) -> Result<Reply, StoreError> {
             self.0.execute(request).await
         }
     }

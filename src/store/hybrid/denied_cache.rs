@@ -6,7 +6,7 @@ use std::fmt;
 
 use async_trait::async_trait;
 
-use super::super::request::{Answer, Check, Op, Request};
+use super::super::request::{Check, Op, Reply, Request};
 use super::super::rule::Rule;
 use super::super::{Store, StoreError};
 use crate::decision::{Denied, Limited};
@@ -319,7 +319,7 @@ impl<S: Store, C: Clock> DeniedCache<S, C> {
     }
 
     /// An acquire or a peek: answered from the cache, or asked and its denial kept.
-    async fn decide(&self, request: &Request<'_>, n: u64) -> Result<Answer, StoreError> {
+    async fn decide(&self, request: &Request<'_>, n: u64) -> Result<Reply, StoreError> {
         if let Some(known) = request.precheck()? {
             return Ok(known);
         }
@@ -328,7 +328,7 @@ impl<S: Store, C: Clock> DeniedCache<S, C> {
             let table = self.table.lock();
             if let Some(denial) = table.lookup(request, n, sent_at) {
                 self.hits.fetch_add(1, Ordering::Relaxed);
-                return Ok(Answer::Decision(Err(Denied::Limited(denial))));
+                return Ok(Reply::Decision(Err(Denied::Limited(denial))));
             }
             table.generation
         };
@@ -339,7 +339,7 @@ impl<S: Store, C: Clock> DeniedCache<S, C> {
             if table.by_tag.contains_key(request.tag) {
                 table.forget(request.tag);
             }
-        } else if let Answer::Decision(Err(Denied::Limited(denial))) = outcome {
+        } else if let Reply::Decision(Err(Denied::Limited(denial))) = outcome {
             // A wait for a release may end at any time: zero, so it is not cached.
             let until = sent_at + denial.retry_after().unwrap_or_default();
             let now = self.now(request);
@@ -400,7 +400,7 @@ impl<S: Store, C: Clock> Store for DeniedCache<S, C> {
     ///
     /// As the inner store's. A refund or reservation dropped while it runs still drops
     /// the denials under its tag.
-    async fn execute(&self, request: &Request<'_>) -> Result<Answer, StoreError> {
+    async fn execute(&self, request: &Request<'_>) -> Result<Reply, StoreError> {
         match request.op {
             Op::Acquire(n) | Op::Peek(n) if cacheable(request.checks) => {
                 self.decide(request, n).await
@@ -442,10 +442,10 @@ mod tests {
 
     #[async_trait]
     impl Store for DeniesForASecond {
-        async fn execute(&self, _request: &Request<'_>) -> Result<Answer, StoreError> {
+        async fn execute(&self, _request: &Request<'_>) -> Result<Reply, StoreError> {
             self.calls.fetch_add(1, Ordering::Relaxed);
             let denial = Limited::new(Duration::from_secs(1), 1, 0, Duration::from_secs(1));
-            Ok(Answer::Decision(Err(Denied::Limited(denial))))
+            Ok(Reply::Decision(Err(Denied::Limited(denial))))
         }
     }
 

@@ -14,7 +14,7 @@ use redis::{
     Client, Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult, Script, ServerErrorKind,
 };
 
-use super::request::{Answer, Request};
+use super::request::{Reply, Request};
 use super::rule::{RuleOutcome, Step};
 use super::{storage_key, validate_prefix, Store, StoreError, DEFAULT_MAX_KEY_LEN};
 use crate::algorithm::script::{exact_count, MAX_SCRIPT_MICROS};
@@ -474,7 +474,7 @@ impl<C> Store for RedisStore<C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
-    async fn execute(&self, request: &Request<'_>) -> Result<Answer, StoreError> {
+    async fn execute(&self, request: &Request<'_>) -> Result<Reply, StoreError> {
         if let Some(known) = request.precheck()? {
             return Ok(known);
         }

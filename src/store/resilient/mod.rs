@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::request::{Answer, Request};
+use super::request::{Reply, Request};
 use super::rule::Rule;
 use super::{Store, StoreError};
 use crate::error::ConfigError;
@@ -176,7 +176,7 @@ impl<S, C: Clock> Resilient<S, C> {
 
 impl<S: Store, C: Clock> Resilient<S, C> {
     /// The inner call, abandoned at the deadline.
-    async fn call(&self, request: &Request<'_>) -> Result<Answer, StoreError> {
+    async fn call(&self, request: &Request<'_>) -> Result<Reply, StoreError> {
         let mut call = self.inner.execute(request);
         let mut timer = Sleep::new(self.clock.clone(), self.deadline);
         poll_fn(|cx| {
@@ -197,7 +197,7 @@ impl<S: Store, C: Clock> Resilient<S, C> {
         &self,
         request: &Request<'_>,
         error: StoreError,
-    ) -> Result<Answer, StoreError> {
+    ) -> Result<Reply, StoreError> {
         if !self.policy.decides(request.op) {
             return Err(error);
         }
@@ -245,7 +245,7 @@ impl<S: Store, C: Clock> Store for Resilient<S, C> {
     /// Dropped while the inner store works, the decision is unknown, as for any
     /// store; the breaker is left as it was (a dropped probe lets the next request
     /// probe again).
-    async fn execute(&self, request: &Request<'_>) -> Result<Answer, StoreError> {
+    async fn execute(&self, request: &Request<'_>) -> Result<Reply, StoreError> {
         if let Some(known) = request.precheck()? {
             return Ok(known);
         }

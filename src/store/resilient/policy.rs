@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::super::request::{Answer, Check, Op, Request};
+use super::super::request::{Check, Op, Reply, Request};
 use super::super::rule::Rule;
 use super::super::{MemoryStore, StoreError};
 use crate::decision::{Admitted, Denied, Limited, Reservation};
@@ -92,7 +92,7 @@ impl<C: Clock> Policy<C> {
         &self,
         request: &Request<'_>,
         retry_after: impl Fn() -> Duration,
-    ) -> Result<Answer, StoreError> {
+    ) -> Result<Reply, StoreError> {
         let n = request.op.permits();
         let limit = request
             .checks
@@ -120,9 +120,9 @@ impl<C: Clock> Policy<C> {
         };
         Ok(match request.op {
             Op::Reserve { .. } => {
-                Answer::Reservation(decision.map(|_| Reservation::new(n, Duration::ZERO)))
+                Reply::Reservation(decision.map(|_| Reservation::new(n, Duration::ZERO)))
             }
-            _ => Answer::Decision(decision),
+            _ => Reply::Decision(decision),
         })
     }
 
@@ -141,7 +141,7 @@ fn decide_locally<C: Clock>(
     nodes: u32,
     local: &MemoryStore<C>,
     retry_after: impl Fn() -> Duration,
-) -> Result<Answer, StoreError> {
+) -> Result<Reply, StoreError> {
     let shares = request
         .checks
         .iter()
@@ -165,8 +165,8 @@ fn decide_locally<C: Clock>(
         other => other,
     };
     Ok(match local.execute_now(&shared)? {
-        Answer::Decision(d) => Answer::Decision(d.map_err(for_now)),
-        Answer::Reservation(r) => Answer::Reservation(r.map_err(for_now)),
+        Reply::Decision(d) => Reply::Decision(d.map_err(for_now)),
+        Reply::Reservation(r) => Reply::Reservation(r.map_err(for_now)),
         other => other,
     })
 }

@@ -13,7 +13,7 @@ use super::*;
 use crate::algorithm::{FixedWindow, Gcra};
 use crate::decision::{Denied, Reservation};
 use crate::error::ConfigError;
-use crate::store::{Answer, Check, MemoryStore, Op, Request, Rule, Store, StoreError};
+use crate::store::{Check, MemoryStore, Op, Reply, Request, Rule, Store, StoreError};
 use crate::sync::{Arc, AtomicU64, Mutex, Ordering};
 use crate::time::{ManualClock, Nanos, Sleep};
 use crate::{KeyedConfig, Quota};
@@ -22,12 +22,12 @@ use crate::{KeyedConfig, Quota};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {
     /// Decide in memory.
-    Answer,
+    Reply,
     /// Fail with a connection error at once.
     Fail,
     /// Never answer.
     Hang,
-    /// Answer after this long on the clock.
+    /// Reply after this long on the clock.
     Slow(Duration),
     /// Fail with a permanent error.
     TooLong,
@@ -45,7 +45,7 @@ impl Fake {
         Arc::new(Fake {
             memory: MemoryStore::with_clock(KeyedConfig::new(100), "fake", clock.clone()).unwrap(),
             clock: clock.clone(),
-            mode: Mutex::new(Mode::Answer),
+            mode: Mutex::new(Mode::Reply),
             calls: AtomicU64::new(0),
         })
     }
@@ -61,11 +61,11 @@ impl Fake {
 
 #[async_trait]
 impl Store for Fake {
-    async fn execute(&self, request: &Request<'_>) -> Result<Answer, StoreError> {
+    async fn execute(&self, request: &Request<'_>) -> Result<Reply, StoreError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         let mode = *self.mode.lock();
         match mode {
-            Mode::Answer => self.memory.execute_now(request),
+            Mode::Reply => self.memory.execute_now(request),
             Mode::Fail => Err(StoreError::Connection("refused".into())),
             Mode::Hang => std::future::pending().await,
             Mode::Slow(d) => {
@@ -106,7 +106,7 @@ fn poll<F: Future + ?Sized>(future: Pin<&mut F>) -> Poll<F::Output> {
     future.poll(&mut Context::from_waker(&waker))
 }
 
-fn now<S: Store>(store: &S, rule: &Rule, op: Op) -> Result<Answer, StoreError> {
+fn now<S: Store>(store: &S, rule: &Rule, op: Op) -> Result<Reply, StoreError> {
     let checks = [Check::new("k", rule)];
     let request = Request::new("user", &checks, op);
     let mut future = store.execute(&request);
@@ -116,7 +116,7 @@ fn now<S: Store>(store: &S, rule: &Rule, op: Op) -> Result<Answer, StoreError> {
     }
 }
 
-fn acquire<S: Store>(store: &S, rule: &Rule, n: u64) -> Answer {
+fn acquire<S: Store>(store: &S, rule: &Rule, n: u64) -> Reply {
     now(store, rule, Op::Acquire(n)).unwrap()
 }
 
@@ -157,7 +157,7 @@ fn the_deadline_fires_on_a_hanging_store() {
     clock.advance(DEADLINE - Duration::from_nanos(1));
     assert!(poll(future.as_mut()).is_pending());
     clock.advance(Duration::from_nanos(1));
-    let Poll::Ready(Ok(Answer::Decision(Err(Denied::Limited(_))))) = poll(future.as_mut()) else {
+    let Poll::Ready(Ok(Reply::Decision(Err(Denied::Limited(_))))) = poll(future.as_mut()) else {
         panic!("no denial at the deadline")
     };
     let stats = store.stats();
@@ -216,7 +216,7 @@ fn an_answer_resets_the_count_of_failures() {
         fake.set(Mode::Fail);
         acquire(&store, &rule, 1);
         acquire(&store, &rule, 1);
-        fake.set(Mode::Answer);
+        fake.set(Mode::Reply);
         assert!(acquire(&store, &rule, 1).is_admitted());
     }
     assert_eq!(store.stats().state, BreakerState::Closed);
@@ -239,7 +239,7 @@ fn one_probe_after_the_cool_down_and_recovery() {
     let mut probe = store.execute(&request);
     assert!(poll(probe.as_mut()).is_pending());
     assert_eq!(store.stats().state, BreakerState::HalfOpen);
-    let Answer::Decision(Err(denied)) = acquire(&store, &rule, 1) else {
+    let Reply::Decision(Err(denied)) = acquire(&store, &rule, 1) else {
         panic!("admitted while half open")
     };
     assert_eq!(denied.retry_after(), Some(DEADLINE), "the probe's deadline");
@@ -251,13 +251,13 @@ fn one_probe_after_the_cool_down_and_recovery() {
     drop(probe);
     assert_eq!(store.stats().state, BreakerState::Open);
     assert_eq!(store.stats().opened, 2, "tripped, then the probe failed");
-    let Answer::Decision(Err(denied)) = acquire(&store, &rule, 1) else {
+    let Reply::Decision(Err(denied)) = acquire(&store, &rule, 1) else {
         panic!("admitted while open")
     };
     assert_eq!(denied.retry_after(), Some(COOL_DOWN));
 
     // The store is back: the next probe closes the breaker.
-    fake.set(Mode::Answer);
+    fake.set(Mode::Reply);
     clock.advance(COOL_DOWN);
     assert!(acquire(&store, &rule, 1).is_admitted());
     assert_eq!(store.stats().state, BreakerState::Closed);
@@ -278,7 +278,7 @@ fn a_dropped_probe_lets_the_next_request_probe() {
     assert!(poll(probe.as_mut()).is_pending());
     drop(probe);
     assert_eq!(store.stats().state, BreakerState::Open);
-    fake.set(Mode::Answer);
+    fake.set(Mode::Reply);
     assert!(acquire(&store, &rule, 1).is_admitted(), "probed again");
     assert_eq!(store.stats().state, BreakerState::Closed);
 }
@@ -295,7 +295,7 @@ fn failures_of_calls_sent_before_the_breaker_opened_do_not_extend_it() {
     trip(&store, &fake, 3);
     clock.advance(DEADLINE);
     assert!(poll(late.as_mut()).is_ready());
-    let Answer::Decision(Err(denied)) = acquire(&store, &rule, 1) else {
+    let Reply::Decision(Err(denied)) = acquire(&store, &rule, 1) else {
         panic!("admitted while open")
     };
     assert_eq!(denied.retry_after(), Some(COOL_DOWN - DEADLINE));
@@ -307,7 +307,7 @@ fn open_admits_and_reserves_but_refunds_fail() {
     let (store, fake, _) = resilient(FailurePolicy::Open);
     trip(&store, &fake, 3);
     let rule = gcra(10);
-    let Answer::Decision(Ok(admitted)) = acquire(&store, &rule, 4) else {
+    let Reply::Decision(Ok(admitted)) = acquire(&store, &rule, 4) else {
         panic!("denied while open")
     };
     assert_eq!(
@@ -325,13 +325,13 @@ fn open_admits_and_reserves_but_refunds_fail() {
     };
     assert_eq!(
         now(&store, &rule, reserve).unwrap(),
-        Answer::Reservation(Ok(Reservation::new(3, Duration::ZERO)))
+        Reply::Reservation(Ok(Reservation::new(3, Duration::ZERO)))
     );
     assert!(matches!(
         now(&store, &rule, Op::Refund(1)),
         Err(StoreError::CircuitOpen)
     ));
-    let Answer::Decision(Err(Denied::Insufficient(_))) = acquire(&store, &rule, 11) else {
+    let Reply::Decision(Err(Denied::Insufficient(_))) = acquire(&store, &rule, 11) else {
         panic!("more than the capacity was admitted")
     };
     assert_eq!(
@@ -347,7 +347,7 @@ fn closed_denies_with_the_breakers_time_and_refunds_fail() {
     let rule = gcra(10);
     fake.set(Mode::Fail);
     // Before the breaker opens, retry at once.
-    let Answer::Decision(Err(denied)) = acquire(&store, &rule, 1) else {
+    let Reply::Decision(Err(denied)) = acquire(&store, &rule, 1) else {
         panic!("admitted")
     };
     assert_eq!(denied.retry_after(), Some(Duration::ZERO));
@@ -357,7 +357,7 @@ fn closed_denies_with_the_breakers_time_and_refunds_fail() {
     ));
     trip(&store, &fake, 1);
     clock.advance(Duration::from_millis(400));
-    let Answer::Decision(Err(Denied::Limited(limited))) = acquire(&store, &rule, 2) else {
+    let Reply::Decision(Err(Denied::Limited(limited))) = acquire(&store, &rule, 2) else {
         panic!("admitted")
     };
     assert_eq!(limited.retry_after(), Some(Duration::from_millis(600)));
@@ -368,7 +368,7 @@ fn closed_denies_with_the_breakers_time_and_refunds_fail() {
     };
     assert!(matches!(
         now(&store, &rule, reserve).unwrap(),
-        Answer::Reservation(Err(Denied::Limited(_)))
+        Reply::Reservation(Err(Denied::Limited(_)))
     ));
     assert!(acquire(&store, &rule, 0).is_admitted(), "zero permits");
     assert!(matches!(
@@ -386,11 +386,11 @@ fn fallback_admits_the_local_share() {
         .filter(|_| acquire(&store, &rule, 1).is_admitted())
         .count();
     assert_eq!(admitted, 2, "10 over 4 nodes");
-    let Answer::Decision(Err(Denied::Limited(limited))) = acquire(&store, &rule, 1) else {
+    let Reply::Decision(Err(Denied::Limited(limited))) = acquire(&store, &rule, 1) else {
         panic!("admitted past the share")
     };
     assert_eq!(limited.limit(), 2);
-    assert_eq!(now(&store, &rule, Op::Refund(1)).unwrap(), Answer::Refunded);
+    assert_eq!(now(&store, &rule, Op::Refund(1)).unwrap(), Reply::Refunded);
     assert!(now(&store, &rule, Op::Peek(1)).unwrap().is_admitted());
     let reserve = Op::Reserve {
         n: 1,
@@ -399,7 +399,7 @@ fn fallback_admits_the_local_share() {
     assert!(now(&store, &rule, reserve).unwrap().is_admitted());
     assert!(!acquire(&store, &rule, 1).is_admitted());
     // More than the share but within the rule: denied for now, not for ever.
-    let Answer::Decision(Err(denied)) = acquire(&store, &rule, 10) else {
+    let Reply::Decision(Err(denied)) = acquire(&store, &rule, 10) else {
         panic!("admitted")
     };
     assert_eq!(denied.retry_after(), Some(COOL_DOWN), "{denied:?}");
