@@ -11,9 +11,8 @@ use std::time::Duration;
 use crate::algorithm::Algorithm;
 use crate::decision::{Decision, Denied, Reservation};
 use crate::engine::Cell;
-use crate::observe::{EventKind, Events};
+use crate::observe::{EventKind, Events, Reporter};
 use crate::permits::{Decided, Grant, PermitFuture, PermitSource};
-use crate::sync::unmodeled::OnceLock;
 use crate::sync::Arc;
 use crate::time::{Alarm, Clock, MonotonicClock, Nanos};
 use crate::wait::future::WaitFor;
@@ -55,10 +54,10 @@ pub struct Limiter<A: Algorithm, C: Clock = MonotonicClock> {
 pub(crate) struct Core<A: Algorithm, C> {
     pub(crate) cell: Cell<A>,
     pub(crate) clock: C,
-    /// Set at most once, before the limiter is shared in practice; unset, a decision
-    /// pays one load and branch for it. std's `OnceLock` even under loom: the models
-    /// never attach events, and reading an unset one is a plain load.
-    events: OnceLock<Events>,
+    /// Set at most once, before the limiter is shared in practice. std's `OnceLock`
+    /// even under loom: the models never attach events, and reading an unset one is
+    /// a plain load.
+    events: Reporter,
 }
 
 impl<A: Algorithm, C: Clock> Core<A, C> {
@@ -74,48 +73,24 @@ impl<A: Algorithm, C: Clock> Core<A, C> {
         Core {
             cell: Cell::new(algorithm, now),
             clock,
-            events: OnceLock::new(),
+            events: Reporter::default(),
         }
     }
 
     /// Attaches `events`, unless some are attached already.
     pub(crate) fn attach(&self, events: Events) {
-        let _ = self.events.set(events);
+        self.events.attach(events);
     }
 
     pub(crate) fn events(&self) -> Option<&Events> {
-        self.events.get()
+        self.events.events()
     }
 
     /// Reports a decision on `n` permits, if anyone listens.
     #[inline]
     pub(crate) fn report(&self, n: u64, decision: &Decision) {
-        if let Some(events) = self.events.get() {
-            if events.is_observed() {
-                report(events, n, EventKind::of_decision(decision));
-            }
-        }
+        self.events.decision(n, decision);
     }
-
-    /// Reports a reservation of `n` permits: `Waited` for one booked ahead.
-    fn report_reservation(&self, n: u64, reservation: &Result<Reservation, Denied>) {
-        if let Some(events) = self.events.get() {
-            if events.is_observed() {
-                let kind = match reservation {
-                    Ok(r) if r.is_immediate() => EventKind::Admitted,
-                    Ok(r) => EventKind::Waited { wait: r.wait() },
-                    Err(denied) => EventKind::of_denied(denied),
-                };
-                report(events, n, kind);
-            }
-        }
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn report(events: &Events, n: u64, kind: EventKind) {
-    events.emit(n, kind);
 }
 
 impl<A: Algorithm, C: Clock> Gate for Core<A, C> {
@@ -166,7 +141,7 @@ impl<A: Algorithm, C: Clock> Gate for Core<A, C> {
     }
 
     fn events(&self) -> Option<&Events> {
-        self.events.get()
+        self.events.events()
     }
 }
 
@@ -267,7 +242,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         } else {
             gate.reserve(gate.now(), n, max_wait)
         };
-        gate.report_reservation(n, &reservation);
+        gate.events.reservation(n, &reservation);
         reservation
     }
 

@@ -16,11 +16,10 @@ use std::time::Duration;
 use crate::algorithm::Algorithm;
 use crate::decision::{Decision, Denied, Reservation};
 use crate::error::ConfigError;
-use crate::observe::{EventKind, Events};
+use crate::observe::{Events, Reporter};
 
 pub(crate) mod wait;
 
-use crate::sync::unmodeled::OnceLock;
 use crate::sync::{Arc, Mutex};
 use crate::table::{PerKey, Table};
 use crate::time::{Clock, MonotonicClock, Nanos};
@@ -93,35 +92,7 @@ struct Inner<K, A: Algorithm, C> {
     algorithm: Mutex<A>,
     clock: C,
     /// Set at most once, as a `Limiter`'s: unset, a decision pays one load for it.
-    events: OnceLock<Events>,
-}
-
-impl<K, A: Algorithm, C> Inner<K, A, C> {
-    /// Reports a decision on `n` permits, if anyone listens.
-    #[inline]
-    fn report(&self, n: u64, decision: &Decision) {
-        if let Some(events) = self.events.get() {
-            if events.is_observed() {
-                emit(events, n, EventKind::of_decision(decision));
-            }
-        }
-    }
-
-    /// Reports a reservation of `n` permits: `Waited` for one booked ahead.
-    fn report_reservation(&self, n: u64, reservation: &Result<Reservation, Denied>) {
-        if let Some(events) = self.events.get() {
-            if events.is_observed() {
-                emit(events, n, EventKind::of_reservation(reservation));
-            }
-        }
-    }
-}
-
-/// Off the deciding path: only a limiter someone listens to gets here.
-#[cold]
-#[inline(never)]
-fn emit(events: &Events, n: u64, kind: EventKind) {
-    events.emit(n, kind);
+    events: Reporter,
 }
 
 impl<K, A: Algorithm, C: Clock> Clone for KeyedLimiter<K, A, C> {
@@ -202,7 +173,7 @@ where
                 table: Table::with_algorithm(algorithm.clone(), &config)?,
                 algorithm: Mutex::new(algorithm),
                 clock,
-                events: OnceLock::new(),
+                events: Reporter::default(),
             }),
             queues: Arc::default(),
         })
@@ -242,7 +213,7 @@ where
         Q: ?Sized + Hash + Eq + ToOwned<Owned = K>,
     {
         let decision = self.decide(key, n);
-        self.inner.report(n, &decision);
+        self.inner.events.decision(n, &decision);
         decision
     }
 
@@ -336,7 +307,7 @@ where
                 alg.reserve(state, now, n, max_wait)
             })
         };
-        self.inner.report_reservation(n, &reservation);
+        self.inner.events.reservation(n, &reservation);
         reservation
     }
 
@@ -418,7 +389,7 @@ where
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn with_events(self, events: Events) -> KeyedLimiter<K, A, C> {
-        let _ = self.inner.events.set(events);
+        self.inner.events.attach(events);
         self
     }
 
@@ -440,7 +411,7 @@ where
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn events(&self) -> Option<&Events> {
-        self.inner.events.get()
+        self.inner.events.events()
     }
 }
 

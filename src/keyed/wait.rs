@@ -78,7 +78,7 @@ where
     }
 
     fn events(&self) -> Option<&Events> {
-        self.inner.events.get()
+        self.inner.events.events()
     }
 }
 

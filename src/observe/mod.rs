@@ -80,6 +80,7 @@ mod event;
 mod events;
 #[cfg(feature = "metrics")]
 mod metrics;
+mod reporter;
 
 #[cfg(feature = "metrics")]
 pub use self::metrics::OUTBOUND_RATE;
@@ -91,3 +92,4 @@ pub use self::metrics::{
 };
 pub use event::{DenyReason, Event, EventKind, Outcome};
 pub use events::{Events, Listener, Subscription};
+pub(crate) use reporter::Reporter;
