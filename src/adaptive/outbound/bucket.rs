@@ -5,9 +5,10 @@
 use std::time::Duration;
 
 use crate::algorithm::Algorithm;
-use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
+use crate::decision::{Admitted, Decision, Denied, InsufficientCapacity, Limited, Reservation};
 use crate::time::Nanos;
 
+use super::config::LearningConfig;
 use super::cubic::seconds;
 
 /// The bucket's configuration: set by the learner, read by every decision.
@@ -26,7 +27,8 @@ pub(crate) struct LearnedBucket {
 /// The bucket's tokens, fractional, and when they were last counted.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Tokens {
-    /// Never below zero, except after a call larger than the bucket (a debt).
+    /// Never below zero, except after a call larger than the bucket (a debt, of at
+    /// most an hour of refill).
     pub(crate) capacity: f64,
     pub(crate) last: Nanos,
 }
@@ -54,13 +56,28 @@ impl LearnedBucket {
     }
 
     /// A new rate, after counting the tokens the old one gave: the fill rate is
-    /// `fill_rate` (at least `floor`), the size `size` (at least 1), and the tokens
-    /// held no more than the new size.
+    /// `fill_rate` (at least `floor`), the size `size` (at least 1), the tokens
+    /// held no more than the new size, and a debt no more than an hour of the new
+    /// rate repays.
     pub(crate) fn set_rate(&mut self, tokens: &mut Tokens, now: Nanos, fill_rate: f64, size: f64) {
         self.refill(tokens, now);
         self.fill_rate = fill_rate;
         self.max_capacity = f64::max(size, 1.0);
-        tokens.capacity = f64::min(tokens.capacity, self.max_capacity);
+        // A debt taken at a fast rate would hold calls for days at a slow one: the
+        // rest is forgiven.
+        tokens.capacity = f64::min(tokens.capacity, self.max_capacity).max(-self.hour());
+    }
+
+    /// The tokens an hour of refill gives.
+    fn hour(&self) -> f64 {
+        self.fill_rate * LearningConfig::LONGEST_WAIT.as_secs_f64()
+    }
+
+    /// The most one call can take while limiting: a full bucket and an hour of
+    /// refill, so that the debt it leaves holds later calls an hour at most.
+    fn most(&self) -> u64 {
+        // `as` saturates (and maps NaN to 0).
+        (self.max_capacity + self.hour()) as u64
     }
 
     fn limit(&self) -> u64 {
@@ -107,6 +124,9 @@ impl Algorithm for LearnedBucket {
     fn acquire(&self, tokens: &mut Tokens, now: Nanos, n: u64) -> Decision {
         if n == 0 {
             return Ok(self.admitted(tokens));
+        }
+        if self.enabled && n > self.most() {
+            return Err(InsufficientCapacity::new(n, self.most()).into());
         }
         if now < self.paused_until {
             let wait = self.paused_until.saturating_since(now);
@@ -171,9 +191,15 @@ impl Algorithm for LearnedBucket {
         tokens.capacity = f64::min(self.max_capacity, tokens.capacity + n as f64);
     }
 
-    /// Any number: a call larger than the bucket goes once the bucket is full.
+    /// While limiting, a full bucket and an hour of refill: a call larger than the
+    /// bucket goes once the bucket is full, into a debt of at most an hour. Off,
+    /// any number.
     fn capacity(&self) -> u64 {
-        u64::MAX
+        if self.enabled {
+            self.most()
+        } else {
+            u64::MAX
+        }
     }
 
     fn idle_at(&self, tokens: &Tokens) -> Nanos {
@@ -350,6 +376,36 @@ mod tests {
         assert_eq!(tokens, before);
     }
 
+    // The bug: with limiting on, `u64::MAX` tokens were granted once the bucket was
+    // full, leaving a debt that held every later call for 584 years.
+    #[test]
+    fn a_call_beyond_an_hour_of_refill_is_never_and_takes_nothing() {
+        let (bucket, mut tokens) = botocore(10.0, 0.1);
+        assert_eq!(bucket.capacity(), 10 + 36_000);
+        let full = at(1.0);
+        let before = tokens;
+        let never = bucket.acquire(&mut tokens, full, u64::MAX).unwrap_err();
+        assert_eq!(never, InsufficientCapacity::new(u64::MAX, 36_010).into());
+        let never = bucket.reserve(&mut tokens, full, 36_011, Duration::MAX);
+        assert_eq!(never, Err(InsufficientCapacity::new(36_011, 36_010).into()));
+        assert_eq!(tokens, before);
+        // The most one call takes leaves an hour of debt, no more.
+        assert!(bucket.acquire(&mut tokens, full, 36_010).is_ok());
+        assert_eq!(tokens.capacity, -36_000.0);
+        let wait = bucket.acquire(&mut tokens, full, 1).unwrap_err();
+        assert_relative_eq_within(3600.1, wait.retry_after().unwrap().as_secs_f64(), 1e-6);
+    }
+
+    #[test]
+    fn a_slower_rate_forgives_the_debt_beyond_an_hour() {
+        let (mut bucket, mut tokens) = botocore(10.0, 0.1);
+        assert!(bucket.acquire(&mut tokens, at(1.0), 36_010).is_ok());
+        bucket.set_rate(&mut tokens, at(1.0), 0.5, 0.5);
+        assert_eq!(tokens.capacity, -1800.0);
+        let wait = bucket.acquire(&mut tokens, at(1.0), 1).unwrap_err();
+        assert_eq!(wait.retry_after(), Some(Duration::from_secs(3602)));
+    }
+
     #[test]
     fn extremes_never_panic() {
         let mut bucket = LearnedBucket::off();
@@ -361,6 +417,8 @@ mod tests {
         let denied = bucket
             .acquire(&mut tokens, Nanos::MAX, u64::MAX)
             .unwrap_err();
+        assert_eq!(denied, InsufficientCapacity::new(u64::MAX, 1).into());
+        let denied = bucket.acquire(&mut tokens, Nanos::MAX, 1).unwrap_err();
         assert!(denied.retry_after().is_some());
         let _ = bucket.idle_at(&tokens);
         bucket.refund(&mut tokens, Nanos::MAX, u64::MAX);

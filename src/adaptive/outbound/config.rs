@@ -13,7 +13,10 @@ use super::send_rate::DEFAULT_SMOOTHING;
 /// floor of 0.5 calls a second, at most twice the measured rate), and pauses the
 /// partner asks for of at most an hour.
 ///
-/// Each setter checks its value.
+/// Each setter checks its value. No setting makes a call wait longer than
+/// [`LONGEST_WAIT`](LearningConfig::LONGEST_WAIT) (an hour) for the rate: the
+/// floor is at least one call in it, and pauses and measuring buckets are at most
+/// that long.
 ///
 /// # Examples
 ///
@@ -24,7 +27,7 @@ use super::send_rate::DEFAULT_SMOOTHING;
 /// let config = LearningConfig::new()
 ///     .beta(0.5)?
 ///     .min_rate(2.0)?
-///     .max_pause(Duration::from_secs(60));
+///     .max_pause(Duration::from_secs(60))?;
 /// assert_ne!(config, LearningConfig::new());
 /// assert!(LearningConfig::new().beta(1.0).is_err());
 /// # Ok::<(), tollgate::ConfigError>(())
@@ -47,6 +50,24 @@ impl Default for LearningConfig {
 }
 
 impl LearningConfig {
+    /// The longest any setting may make a call wait, as the crate's other waits
+    /// ([`WhenLimited::MAX_TIMEOUT`](crate::adaptive::WhenLimited::MAX_TIMEOUT)): an
+    /// hour. It bounds [`max_pause`](LearningConfig::max_pause) and
+    /// [`measure_every`](LearningConfig::measure_every), and
+    /// [`min_rate`](LearningConfig::min_rate) is at least one call in it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::outbound::LearningConfig;
+    ///
+    /// let hour = LearningConfig::LONGEST_WAIT;
+    /// assert!(LearningConfig::new().max_pause(hour).is_ok());
+    /// assert!(LearningConfig::new().max_pause(hour + Duration::from_nanos(1)).is_err());
+    /// ```
+    pub const LONGEST_WAIT: Duration = Duration::from_secs(3600);
+
     /// The AWS SDKs' parameters.
     ///
     /// # Examples
@@ -140,11 +161,15 @@ impl LearningConfig {
         Ok(self)
     }
 
-    /// The buckets the sending rate is measured in (500 ms).
+    /// The buckets the sending rate is measured in (500 ms): the rate is measured
+    /// once a bucket ends, so a longer one leaves the learned rate at the floor for
+    /// longer.
     ///
     /// # Errors
     ///
-    /// [`ConfigError::Zero`] for zero.
+    /// [`ConfigError::Zero`] for zero; [`ConfigError::TooLong`] beyond
+    /// [`LONGEST_WAIT`](LearningConfig::LONGEST_WAIT) (an hour): with
+    /// `Duration::MAX` the rate would never be measured.
     ///
     /// # Examples
     ///
@@ -160,18 +185,31 @@ impl LearningConfig {
                 parameter: "measure_every",
             });
         }
+        if bucket > LearningConfig::LONGEST_WAIT {
+            return Err(ConfigError::TooLong {
+                parameter: "measure_every",
+                max: LearningConfig::LONGEST_WAIT,
+                within: "the longest wait for the rate, an hour",
+            });
+        }
         self.buckets_per_second = 1.0 / bucket.as_secs_f64();
         Ok(self)
     }
 
-    /// The slowest the learned rate goes, in calls a second (0.5): below it the rate
-    /// would take minutes to measure. A partner's own `RateLimit` may ask for less.
+    /// The slowest calls go, in calls a second (0.5): below it the rate would take
+    /// minutes to measure. It holds for the partner's announced limits too (its
+    /// `RateLimit-Policy` quota and its `RateLimit` remaining calls): a partner
+    /// holds calls off for longer only with a pause (`Retry-After`, or nothing
+    /// remaining), which [`max_pause`](LearningConfig::max_pause) bounds. For a
+    /// partner whose quota is slower than the floor, lower the floor.
     ///
     /// # Errors
     ///
     /// Not a positive finite number: [`ConfigError::Zero`],
     /// [`ConfigError::Negative`], [`ConfigError::NotANumber`],
-    /// [`ConfigError::Infinite`].
+    /// [`ConfigError::Infinite`]; [`ConfigError::OutOfRange`] below one call in
+    /// [`LONGEST_WAIT`](LearningConfig::LONGEST_WAIT) (1/3600 a second): a call
+    /// would wait longer than an hour for its token.
     ///
     /// # Examples
     ///
@@ -182,7 +220,14 @@ impl LearningConfig {
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn min_rate(mut self, rate: f64) -> Result<LearningConfig, ConfigError> {
-        self.min_rate = positive_finite("min_rate", rate)?;
+        let rate = positive_finite("min_rate", rate)?;
+        if rate < 1.0 / LearningConfig::LONGEST_WAIT.as_secs_f64() {
+            return Err(ConfigError::OutOfRange {
+                parameter: "min_rate",
+                expected: "at least one call an hour (1/3600 a second)",
+            });
+        }
+        self.min_rate = rate;
         Ok(self)
     }
 
@@ -224,7 +269,14 @@ impl LearningConfig {
     }
 
     /// The longest pause a partner's answer can impose (an hour): a bounded wait
-    /// however large a `Retry-After` it sends. Zero ignores pauses.
+    /// however large a `Retry-After` it sends. It also bounds how long the
+    /// partner's remaining calls (`RateLimit`'s `t`) pace calls. Zero ignores
+    /// pauses and remaining calls.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::TooLong`] beyond [`LONGEST_WAIT`](LearningConfig::LONGEST_WAIT)
+    /// (an hour): a partner could hold every call for centuries.
     ///
     /// # Examples
     ///
@@ -232,12 +284,21 @@ impl LearningConfig {
     /// use std::time::Duration;
     /// use tollgate::adaptive::outbound::LearningConfig;
     ///
-    /// let config = LearningConfig::new().max_pause(Duration::from_secs(60));
+    /// let config = LearningConfig::new().max_pause(Duration::from_secs(60))?;
+    /// assert!(LearningConfig::new().max_pause(Duration::MAX).is_err());
     /// # drop(config);
+    /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
-    pub fn max_pause(mut self, max: Duration) -> LearningConfig {
+    pub fn max_pause(mut self, max: Duration) -> Result<LearningConfig, ConfigError> {
+        if max > LearningConfig::LONGEST_WAIT {
+            return Err(ConfigError::TooLong {
+                parameter: "max_pause",
+                max: LearningConfig::LONGEST_WAIT,
+                within: "the longest wait for the rate, an hour",
+            });
+        }
         self.max_pause = max;
-        self
+        Ok(self)
     }
 }
 
@@ -275,7 +336,7 @@ mod tests {
             }
         );
         assert!(c.measure_every(Duration::from_nanos(1)).is_ok());
-        assert!(c.measure_every(Duration::MAX).is_ok());
+        assert!(c.measure_every(LearningConfig::LONGEST_WAIT).is_ok());
         assert_eq!(
             c.min_rate(0.0).unwrap_err(),
             ConfigError::Zero {
@@ -296,6 +357,58 @@ mod tests {
             c.max_growth(f64::NAN),
             Err(ConfigError::NotANumber { .. })
         ));
-        assert_eq!(c.max_pause(Duration::MAX).max_pause, Duration::MAX);
+        assert_eq!(
+            c.max_pause(LearningConfig::LONGEST_WAIT).unwrap().max_pause,
+            LearningConfig::LONGEST_WAIT
+        );
+        assert_eq!(c.max_pause(Duration::ZERO).unwrap().max_pause, Duration::ZERO);
+        assert!(c.min_rate(1.0 / 3600.0).is_ok());
+    }
+
+    // The bug: `measure_every(Duration::MAX)` was accepted, so the sending rate was
+    // never measured and the learned rate stayed at the floor.
+    #[test]
+    fn measuring_every_more_than_an_hour_is_a_typed_error() {
+        let c = LearningConfig::new();
+        let too_long = ConfigError::TooLong {
+            parameter: "measure_every",
+            max: Duration::from_secs(3600),
+            within: "the longest wait for the rate, an hour",
+        };
+        assert_eq!(c.measure_every(Duration::MAX).unwrap_err(), too_long);
+        assert_eq!(
+            c.measure_every(Duration::from_secs(3600) + Duration::from_nanos(1))
+                .unwrap_err(),
+            too_long
+        );
+        assert_eq!(
+            c.measure_every(Duration::from_secs(3600))
+                .unwrap()
+                .buckets_per_second,
+            1.0 / 3600.0
+        );
+    }
+
+    // The bug: `max_pause(Duration::MAX)` let a partner's `Retry-After` hold every
+    // call for 584 years, and a floor of 1e-300 calls a second a call for as long.
+    #[test]
+    fn waits_longer_than_an_hour_are_typed_errors() {
+        let c = LearningConfig::new();
+        assert_eq!(c.max_pause(Duration::MAX).unwrap_err().parameter(), "max_pause");
+        assert!(matches!(
+            c.max_pause(Duration::from_secs(3601)),
+            Err(ConfigError::TooLong { .. })
+        ));
+        assert_eq!(
+            c.min_rate(1e-300).unwrap_err(),
+            ConfigError::OutOfRange {
+                parameter: "min_rate",
+                expected: "at least one call an hour (1/3600 a second)",
+            }
+        );
+        assert!(matches!(
+            c.min_rate(1.0 / 3601.0),
+            Err(ConfigError::OutOfRange { .. })
+        ));
     }
 }

@@ -36,8 +36,8 @@ pub(crate) struct Learner {
     cubic_rate: f64,
     /// CUBIC's rate with the floor: the fill rate when nothing else limits it.
     fill_rate: f64,
-    /// The partner's quota, in calls a second.
-    quota: Option<f64>,
+    /// Calls a second the partner's quota allows, until when.
+    quota: Option<(f64, Nanos)>,
     /// Calls a second the partner's remaining calls allow, until when.
     remaining: Option<(f64, Nanos)>,
     paused_until: Nanos,
@@ -63,15 +63,22 @@ impl Learner {
     /// Learns from `answer` at `now`.
     pub(crate) fn on_answer(&mut self, now: Nanos, answer: &Answer) -> Setting {
         self.learn(now, answer.is_throttled());
-        // A quota over no time cannot be paced: the last one stands.
-        if let Some(rate) = answer.quota().and_then(|(q, w)| per_second(q, w)) {
-            self.quota = Some(rate);
+        // A quota over no time cannot be paced: the last one stands. A quota stands
+        // for its window, at most an hour: a partner that stops announcing it (or
+        // announced nonsense) does not hold the rate for good.
+        if let Some((q, w)) = answer.quota() {
+            if let Some(rate) = per_second(q, w) {
+                let until = now + w.min(LearningConfig::LONGEST_WAIT);
+                self.quota = Some((rate, until));
+            }
         }
         if let Some((remaining, reset)) = answer.remaining() {
             if remaining == 0 {
                 self.pause(now, reset);
             } else {
-                self.remaining = per_second(remaining, reset).map(|rate| (rate, now + reset));
+                // Paced as long as a pause could last, no longer.
+                let until = now + reset.min(self.config.max_pause);
+                self.remaining = per_second(remaining, reset).map(|rate| (rate, until));
             }
         }
         if let Some(d) = answer.retry_after() {
@@ -106,16 +113,22 @@ impl Learner {
     }
 
     /// The bucket for `now`: CUBIC's rate once throttled, never above the
-    /// partner's announced limits (which alone turn limiting on).
+    /// partner's announced limits while they stand (which alone turn limiting on),
+    /// never below the floor.
     pub(crate) fn setting(&self, now: Nanos) -> Setting {
-        let remaining = self
-            .remaining
-            .filter(|(_, until)| now < *until)
-            .map(|(rate, _)| rate);
-        let ceiling = [self.quota, remaining]
+        // At the clock's end time stands still, and so does what was said.
+        let standing = |limit: Option<(f64, Nanos)>| {
+            limit
+                .filter(|(_, until)| now < *until || *until == Nanos::MAX)
+                .map(|(rate, _)| rate)
+        };
+        // The floor holds for what the partner says too: a quota of 0 would make
+        // the bucket wait forever for its first token.
+        let ceiling = [standing(self.quota), standing(self.remaining)]
             .into_iter()
             .flatten()
-            .reduce(f64::min);
+            .reduce(f64::min)
+            .map(|c| c.max(self.config.min_rate));
         let (enabled, fill_rate, size) = match (self.throttled_once, ceiling) {
             (true, None) => (true, self.fill_rate, self.cubic_rate),
             (true, Some(c)) => (true, self.fill_rate.min(c), self.cubic_rate.min(c)),
@@ -226,10 +239,13 @@ mod tests {
         let s = learner.on_answer(at(0.1), &quota);
         assert!(s.enabled);
         assert_eq!(s.fill_rate, 100.0 / 60.0);
-        // 1 left for 10 s: a tenth of a call a second until then, below the floor.
+        // 1 left for 10 s: a tenth of a call a second until then, held at the floor.
         let few = Answer::accepted().with_remaining(1, Duration::from_secs(10));
         let s = learner.on_answer(at(0.2), &few);
-        assert_eq!(s.fill_rate, 0.1);
+        assert_eq!(s.fill_rate, 0.5);
+        let few = Answer::accepted().with_remaining(9, Duration::from_secs(10));
+        let s = learner.on_answer(at(0.2), &few);
+        assert_eq!(s.fill_rate, 0.9);
         assert_eq!(learner.setting(at(10.2)).fill_rate, 100.0 / 60.0);
         // A zero window announces nothing that can be paced: the last quota stands.
         let none = Answer::accepted().with_quota(5, Duration::ZERO);
@@ -238,7 +254,9 @@ mod tests {
 
     #[test]
     fn pauses_grow_only_and_are_bounded() {
-        let config = LearningConfig::new().max_pause(Duration::from_secs(60));
+        let config = LearningConfig::new()
+            .max_pause(Duration::from_secs(60))
+            .unwrap();
         let mut learner = Learner::new(config, Nanos::ZERO);
         let s = learner.on_answer(
             Nanos::ZERO,

@@ -30,7 +30,10 @@ use super::learner::Learner;
 ///   nor falls below 0.5 a second. Calls wait in a token bucket at that rate.
 /// - A partner's quota (`RateLimit-Policy`'s `q` per `w`) and remaining calls
 ///   (`RateLimit`'s `r` for `t` seconds) cap the rate, so that the caller slows
-///   down before being refused; they turn limiting on by themselves.
+///   down before being refused; they turn limiting on by themselves. They never
+///   take the rate below the floor ([`min_rate`](LearningConfig::min_rate)), and
+///   they lapse: the quota `w` after it was last announced (at most an hour), the
+///   remaining calls after `t` (at most [`max_pause`](LearningConfig::max_pause)).
 /// - `Retry-After`, or a `RateLimit` item with nothing remaining, pauses every call
 ///   until then (at most [`max_pause`](LearningConfig::max_pause)).
 ///
@@ -107,9 +110,14 @@ impl<C: Clock> LearnedRate<C> {
     ///
     /// # Errors
     ///
-    /// [`Denied`](crate::Denied) with the wait until the bucket holds them, or until
-    /// the pause the partner asked for ends. While others wait in
-    /// [`acquire`](LearnedRate::acquire), a call does not overtake them.
+    /// [`Denied::Limited`](crate::Denied::Limited) with the wait until the bucket
+    /// holds them, or until the pause the partner asked for ends. While others
+    /// wait in [`acquire`](LearnedRate::acquire), a call does not overtake them.
+    ///
+    /// [`Denied::Insufficient`](crate::Denied::Insufficient), taking nothing, while
+    /// limiting, for more than a full bucket and an hour of refill at the current
+    /// rate: a call larger than the bucket goes into debt once the bucket is full,
+    /// and that debt would hold every later call (for 584 years at `u64::MAX`).
     ///
     /// # Examples
     ///
@@ -133,7 +141,9 @@ impl<C: Clock> LearnedRate<C> {
     /// # Errors
     ///
     /// [`AcquireError::TimedOut`] when the permits do not come within `timeout`;
-    /// [`AcquireError::Closed`] never happens (this limiter is not closed).
+    /// [`AcquireError::Insufficient`] for more than
+    /// [`try_acquire`](LearnedRate::try_acquire) can ever grant at the current
+    /// rate; [`AcquireError::Closed`] never happens (this limiter is not closed).
     ///
     /// # Cancel safety
     ///
@@ -374,9 +384,11 @@ impl<C: Clock> Feedback for LearnedRate<C> {
     }
 }
 
-/// In process: decided at once, never failing; a grant holds nothing. Any number of
-/// permits can be granted: a call larger than the bucket waits for a full bucket,
-/// then leaves it in debt.
+/// In process: decided at once, never failing; a grant holds nothing. A call larger
+/// than the bucket waits for a full bucket, then leaves it in debt; while limiting,
+/// one larger than a full bucket and an hour of refill is refused as never
+/// ([`AcquireError::Insufficient`]), so that no debt holds later calls more than an
+/// hour.
 impl<C: Clock> PermitSource for LearnedRate<C> {
     type Permit = ();
     type Error = Infallible;

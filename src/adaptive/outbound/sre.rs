@@ -47,6 +47,23 @@ impl Default for SreConfig {
 }
 
 impl SreConfig {
+    /// The most buckets a window may have, as for
+    /// [`SystemRule`](crate::shed::system::SystemRule)'s window
+    /// ([`MAX_BUCKETS`](crate::shed::system::MAX_BUCKETS)): each is kept in memory
+    /// and cleared as the window moves.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::outbound::SreConfig;
+    ///
+    /// let minute = Duration::from_secs(60);
+    /// assert!(SreConfig::new().window(minute, SreConfig::MAX_BUCKETS).is_ok());
+    /// assert!(SreConfig::new().window(minute, SreConfig::MAX_BUCKETS + 1).is_err());
+    /// ```
+    pub const MAX_BUCKETS: u32 = 1000;
+
     /// `K` = 2, two minutes in 120 buckets, seeded from the clock.
     ///
     /// # Examples
@@ -104,8 +121,10 @@ impl SreConfig {
     /// # Errors
     ///
     /// [`ConfigError::Zero`] for a zero `window` or `buckets`;
-    /// [`ConfigError::OutOfRange`] for slices shorter than a nanosecond;
-    /// [`ConfigError::TooLong`] for a window beyond the clock's 584 years.
+    /// [`ConfigError::OutOfRange`] for more than
+    /// [`MAX_BUCKETS`](SreConfig::MAX_BUCKETS) (1000) buckets, or slices shorter
+    /// than a nanosecond; [`ConfigError::TooLong`] for a window beyond the clock's
+    /// 584 years.
     ///
     /// # Examples
     ///
@@ -124,6 +143,12 @@ impl SreConfig {
         if buckets == 0 {
             return Err(ConfigError::Zero {
                 parameter: "buckets",
+            });
+        }
+        if buckets > SreConfig::MAX_BUCKETS {
+            return Err(ConfigError::OutOfRange {
+                parameter: "buckets",
+                expected: "at most 1000",
             });
         }
         if window > Nanos::MAX.as_duration() {
@@ -655,8 +680,32 @@ mod tests {
             c.window(Duration::MAX, 4),
             Err(ConfigError::TooLong { .. })
         ));
-        assert!(c.window(Nanos::MAX.as_duration(), u32::MAX).is_ok());
+        assert!(c.window(Nanos::MAX.as_duration(), SreConfig::MAX_BUCKETS).is_ok());
         assert!(c.k(1.0).is_ok());
+    }
+
+    // The bug: `window(5 s, u32::MAX)` was accepted, and `with_clock` then aborted
+    // the process allocating 103 GB for the ring.
+    #[test]
+    fn more_buckets_than_the_cap_is_a_typed_error_not_an_abort() {
+        let c = SreConfig::new();
+        let five = Duration::from_secs(5);
+        let too_many = ConfigError::OutOfRange {
+            parameter: "buckets",
+            expected: "at most 1000",
+        };
+        assert_eq!(c.window(five, u32::MAX).unwrap_err(), too_many);
+        assert_eq!(c.window(five, 1001).unwrap_err(), too_many);
+        let clock = ManualClock::new();
+        let t = SreThrottle::with_clock(c.window(five, 1000).unwrap().seed(3), clock.clone());
+        // One call in each of the 1000 slices of 5 ms.
+        for _ in 0..1000 {
+            clock.advance(Duration::from_millis(5));
+            let _ = t.try_acquire();
+        }
+        assert_eq!(t.counts(), (1000, 0));
+        clock.advance(Duration::from_millis(5));
+        assert_eq!(t.counts(), (999, 0));
     }
 
     #[test]
