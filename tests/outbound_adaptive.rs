@@ -432,3 +432,136 @@ fn the_learners_events_become_metrics() {
     assert!(refused > 0);
     assert_eq!(denied, refused);
 }
+
+// ---- Bounds on what a partner says and what a caller asks ----
+
+/// A 200 answer carrying `RateLimit-Policy: value`, read as the client layer reads it.
+fn policy(value: &'static str) -> Answer {
+    let mut headers = http::HeaderMap::new();
+    headers.insert(
+        wire::RATELIMIT_POLICY,
+        http::HeaderValue::from_static(value),
+    );
+    Answer::from_headers(StatusCode::OK, &headers, Duration::ZERO)
+}
+
+/// Polls `call` once.
+fn poll_once<F: Future>(call: F) -> Poll<F::Output> {
+    let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+    std::pin::pin!(call).poll(&mut cx)
+}
+
+// The bug: `RateLimit-Policy: "d";q=0;w=60` set a fill rate of 0 that never lapsed:
+// every call was refused for 584 years and `acquire(1, None)` never ended.
+#[test]
+fn a_zero_quota_from_a_partner_expires_and_the_floor_holds() {
+    let clock = ManualClock::new();
+    let rate = LearnedRate::with_clock(LearningConfig::new(), clock.clone());
+    let zero = policy(r#""d";q=0;w=60"#);
+    assert_eq!(zero.quota(), Some((0, Duration::from_secs(60))));
+    rate.record(&zero);
+    assert_eq!(rate.rate(), Some(0.5)); // the floor
+    let denied = rate.try_acquire(1).unwrap_err();
+    assert_eq!(denied.retry_after(), Some(Duration::from_secs(2)));
+    // A waiter goes at the floor's pace.
+    run(&clock, rate.acquire(1, None)).unwrap();
+    assert_eq!(clock.now().as_duration(), Duration::from_secs(2));
+    // The quota lapses a window after it was announced: the next answer lifts it.
+    clock.advance(Duration::from_secs(58));
+    rate.record(&Answer::accepted());
+    assert_eq!(rate.rate(), None);
+    assert!(rate.try_acquire(1000).is_ok());
+}
+
+// The bug: a quota of 1 per `Duration::MAX` paced calls at one per 584 years, for
+// good.
+#[test]
+fn a_quota_over_an_endless_window_holds_the_floor_and_lapses_within_an_hour() {
+    let clock = ManualClock::new();
+    let rate = LearnedRate::with_clock(LearningConfig::new(), clock.clone());
+    rate.record(&Answer::accepted().with_quota(1, Duration::MAX));
+    assert_eq!(rate.rate(), Some(0.5));
+    let denied = rate.try_acquire(1).unwrap_err();
+    assert_eq!(denied.retry_after(), Some(Duration::from_secs(2)));
+    clock.advance(Duration::from_secs(3599));
+    rate.record(&Answer::accepted());
+    assert_eq!(rate.rate(), Some(0.5));
+    clock.advance(Duration::from_secs(1));
+    rate.record(&Answer::accepted());
+    assert_eq!(rate.rate(), None);
+}
+
+// The same kind: `RateLimit: r=1;t=<forever>` paced calls at one per 584 years.
+#[test]
+fn remaining_calls_over_an_endless_reset_hold_the_floor_and_lapse_with_max_pause() {
+    let clock = ManualClock::new();
+    let rate = LearnedRate::with_clock(LearningConfig::new(), clock.clone());
+    rate.record(&Answer::accepted().with_remaining(1, Duration::MAX));
+    assert_eq!(rate.rate(), Some(0.5));
+    // The default `max_pause`: an hour.
+    clock.advance(Duration::from_secs(3600));
+    rate.record(&Answer::accepted());
+    assert_eq!(rate.rate(), None);
+}
+
+// The bug: once limiting was on, `try_acquire(u64::MAX)` was admitted and left the
+// bucket that many tokens in debt: every later call waited 584 years.
+#[test]
+fn a_huge_request_is_refused_as_never_and_takes_nothing() {
+    let clock = ManualClock::new();
+    let rate = LearnedRate::with_clock(LearningConfig::new(), clock.clone());
+    rate.record(&Answer::accepted().with_quota(10, Duration::from_secs(1)));
+    clock.advance(Duration::from_secs(1)); // a full bucket of 10
+    let never = rate.try_acquire(u64::MAX).unwrap_err();
+    match never {
+        tollgate::Denied::Insufficient(never) => {
+            // A full bucket and an hour of refill at 10 a second.
+            assert_eq!((never.requested(), never.capacity()), (u64::MAX, 36_010));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        poll_once(rate.acquire(u64::MAX, None)),
+        Poll::Ready(Err(tollgate::AcquireError::Insufficient(_)))
+    ));
+    // Nothing was taken: the bucket is still full.
+    for _ in 0..10 {
+        assert!(rate.try_acquire(1).is_ok());
+    }
+    assert!(rate.try_acquire(1).is_err());
+}
+
+// The bug: `window(5 s, u32::MAX)` passed validation, and `SreThrottle::with_clock`
+// then aborted the process allocating 103 GB.
+#[test]
+fn a_window_of_u32_max_buckets_is_a_typed_error_not_an_abort() {
+    let error = SreConfig::new()
+        .window(Duration::from_secs(5), u32::MAX)
+        .unwrap_err();
+    assert_eq!(
+        error,
+        tollgate::ConfigError::OutOfRange {
+            parameter: "buckets",
+            expected: "at most 1000",
+        }
+    );
+}
+
+// The bug: `measure_every(Duration::MAX)` was accepted: the sending rate was never
+// measured, and the learned rate stayed at the floor.
+#[test]
+fn measuring_every_duration_max_is_a_typed_error() {
+    let error = LearningConfig::new()
+        .measure_every(Duration::MAX)
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            tollgate::ConfigError::TooLong {
+                parameter: "measure_every",
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+}
