@@ -18,7 +18,7 @@ use tollgate::algorithm::Gcra;
 use tollgate::http::client::{ThrottleError, ThrottleLayer};
 use tollgate::http::wire;
 use tollgate::observe::{DenyReason, Event, EventKind, Events};
-use tollgate::time::{Clock, ManualClock};
+use tollgate::time::{Clock, ManualClock, Nanos};
 use tollgate::{Limiter, Quota};
 
 /// The partner's limit, in calls a second.
@@ -564,4 +564,76 @@ fn measuring_every_duration_max_is_a_typed_error() {
         ),
         "{error:?}"
     );
+}
+
+// The bugs above, swept: no answer a partner can send, at any point of the clock,
+// holds a call for more than an hour for its token plus an hour behind the debt of
+// a call larger than the bucket (a pause is at most `max_pause`, an hour).
+#[test]
+fn no_answer_holds_a_call_beyond_the_bounds_even_at_the_clocks_end() {
+    let durations = [
+        Duration::ZERO,
+        Duration::from_nanos(1),
+        Duration::from_secs(1),
+        Duration::MAX,
+    ];
+    let counts = [0, 1, 10, u64::MAX];
+    let starts = [
+        Nanos::ZERO,
+        Nanos::new(u64::MAX - 3_600_000_000_000),
+        Nanos::MAX,
+    ];
+    let slowest = LearningConfig::new().min_rate(1.0 / 3600.0).unwrap();
+    for config in [LearningConfig::new(), slowest] {
+        for start in starts {
+            for (q, w, r, t) in every_limit(&counts, &durations) {
+                for throttled in [false, true] {
+                    let clock = ManualClock::starting_at(start);
+                    let rate = LearnedRate::with_clock(config, clock.clone());
+                    let answer = if throttled {
+                        Answer::throttled()
+                    } else {
+                        Answer::accepted()
+                    };
+                    let _ = rate.try_acquire(1);
+                    clock.advance(Duration::from_millis(300));
+                    rate.record(&answer.with_quota(q, w).with_remaining(r, t));
+                    clock.advance(Duration::from_millis(300));
+                    rate.record(&answer.with_retry_after(Duration::MAX));
+                    let case = format!("{start:?} q={q} w={w:?} r={r} t={t:?} {throttled}");
+                    if let Some(rate) = rate.rate() {
+                        assert!(rate >= 1.0 / 3600.0, "{case}: {rate}");
+                    }
+                    for n in counts {
+                        match rate.try_acquire(n) {
+                            Ok(_) => {}
+                            Err(tollgate::Denied::Limited(limited)) => {
+                                let wait = limited.retry_after().unwrap();
+                                assert!(wait <= Duration::from_secs(7200), "{case}: {wait:?}");
+                            }
+                            Err(tollgate::Denied::Insufficient(_)) => {
+                                assert!(n > 1, "{case}: {n} is never")
+                            }
+                            Err(other) => panic!("{case}: {other:?}"),
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Every `(q, w, r, t)` of `counts` and `durations`.
+fn every_limit(counts: &[u64], durations: &[Duration]) -> Vec<(u64, Duration, u64, Duration)> {
+    let mut all = Vec::new();
+    for &q in counts {
+        for &w in durations {
+            for &r in counts {
+                for &t in durations {
+                    all.push((q, w, r, t));
+                }
+            }
+        }
+    }
+    all
 }

@@ -13,10 +13,12 @@ use super::send_rate::DEFAULT_SMOOTHING;
 /// floor of 0.5 calls a second, at most twice the measured rate), and pauses the
 /// partner asks for of at most an hour.
 ///
-/// Each setter checks its value. No setting makes a call wait longer than
-/// [`LONGEST_WAIT`](LearningConfig::LONGEST_WAIT) (an hour) for the rate: the
-/// floor is at least one call in it, and pauses and measuring buckets are at most
-/// that long.
+/// Each setter checks its value, so that nothing the caller sets or the partner
+/// says holds calls for ever: pauses and measuring buckets are at most
+/// [`LONGEST_WAIT`](LearningConfig::LONGEST_WAIT) (an hour), and the floor, which
+/// the partner's announced limits respect too, is at least one call in it. A call
+/// waits at most an hour for its token, plus at most an hour behind the debt of a
+/// call larger than the bucket.
 ///
 /// # Examples
 ///
@@ -361,7 +363,10 @@ mod tests {
             c.max_pause(LearningConfig::LONGEST_WAIT).unwrap().max_pause,
             LearningConfig::LONGEST_WAIT
         );
-        assert_eq!(c.max_pause(Duration::ZERO).unwrap().max_pause, Duration::ZERO);
+        assert_eq!(
+            c.max_pause(Duration::ZERO).unwrap().max_pause,
+            Duration::ZERO
+        );
         assert!(c.min_rate(1.0 / 3600.0).is_ok());
     }
 
@@ -394,7 +399,10 @@ mod tests {
     #[test]
     fn waits_longer_than_an_hour_are_typed_errors() {
         let c = LearningConfig::new();
-        assert_eq!(c.max_pause(Duration::MAX).unwrap_err().parameter(), "max_pause");
+        assert_eq!(
+            c.max_pause(Duration::MAX).unwrap_err().parameter(),
+            "max_pause"
+        );
         assert!(matches!(
             c.max_pause(Duration::from_secs(3601)),
             Err(ConfigError::TooLong { .. })
