@@ -83,7 +83,9 @@ impl Answer {
 
     /// The partner has `remaining` calls left until `reset` from now (a `RateLimit`
     /// item's `r` and `t`): a limiter spreads them over that time. Zero remaining
-    /// is a request to hold off until `reset`.
+    /// is a request to hold off until `reset`. A [`LearnedRate`](super::LearnedRate)
+    /// holds either for at most its [`max_pause`](super::LearningConfig::max_pause),
+    /// and paces no slower than its [`min_rate`](super::LearningConfig::min_rate).
     ///
     /// # Examples
     ///
@@ -100,7 +102,10 @@ impl Answer {
     }
 
     /// The partner's quota: `quota` calls per `window` (a `RateLimit-Policy` item's
-    /// `q` and `w`): a limiter never goes faster.
+    /// `q` and `w`): a limiter never goes faster. A
+    /// [`LearnedRate`](super::LearnedRate) holds it for `window` (at most an hour)
+    /// after the last answer announcing it, and never goes slower than its
+    /// [`min_rate`](super::LearningConfig::min_rate), even for a quota of 0.
     ///
     /// # Examples
     ///
