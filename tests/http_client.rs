@@ -24,7 +24,7 @@ use tollgate::algorithm::Gcra;
 use tollgate::http::client::{Cost, Throttle, ThrottleError, ThrottleLayer};
 use tollgate::store::{MemoryStore, SharedLimiter};
 use tollgate::time::{Clock, ManualClock, Nanos};
-use tollgate::{ForKey, KeyedConfig, Limiter, PermitSource, Quota};
+use tollgate::{ConfigError, ForKey, KeyedConfig, Limiter, PermitSource, Quota};
 
 type HttpClient = Client<HttpConnector, Empty<Bytes>>;
 type Answer = (StatusCode, Vec<(&'static str, String)>);
@@ -222,11 +222,28 @@ async fn a_huge_retry_after_is_capped_by_max_pause() {
     let server = TestServer::refusing_first(vec![("retry-after", "999999999999".into())]).await;
     let clock = ManualClock::new();
     let layer = ThrottleLayer::with_clock(limiter(&clock, 100, 10), clock.clone())
-        .max_pause(Duration::from_secs(5));
+        .max_pause(Duration::from_secs(5))
+        .unwrap();
     let service = layer.layer(client());
 
     assert_eq!(call(&service, &server, "/1").await.unwrap().status(), 429);
     assert_eq!(layer.paused_until(), Some(secs(5)));
+}
+
+// `max_pause(Duration::MAX)` was accepted: one `Retry-After` could pause every call
+// for 584 years.
+#[test]
+fn a_max_pause_beyond_an_hour_is_a_typed_error() {
+    let clock = ManualClock::new();
+    let layer = || ThrottleLayer::with_clock(limiter(&clock, 100, 10), clock.clone());
+    for too_long in [Duration::from_secs(3601), Duration::MAX] {
+        let err = layer().max_pause(too_long).unwrap_err();
+        assert!(
+            matches!(err, ConfigError::TooLong { parameter: "max_pause", max, .. } if max == Duration::from_secs(3600)),
+            "{err:?}"
+        );
+    }
+    assert!(layer().max_pause(Duration::from_secs(3600)).is_ok());
 }
 
 #[tokio::test]

@@ -7,6 +7,7 @@ use tower_layer::Layer;
 use super::pause::{Backoff, Shared};
 use super::Throttle;
 use crate::adaptive::outbound::{Feedback, FeedbackHandle};
+use crate::error::ConfigError;
 use crate::sync::Arc;
 use crate::time::{Clock, MonotonicClock, Nanos};
 
@@ -14,6 +15,8 @@ use crate::time::{Clock, MonotonicClock, Nanos};
 const DEFAULT_BACKOFF: Duration = Duration::from_secs(1);
 /// The longest pause a server can impose by default.
 const DEFAULT_MAX_PAUSE: Duration = Duration::from_secs(3600);
+/// The longest `max_pause` accepted: no wait in the crate is longer.
+const LONGEST_PAUSE: Duration = Duration::from_secs(3600);
 
 /// A tower [`Layer`] that makes a client wait for permits before each call, and pause
 /// every call when the server says it is over its limit.
@@ -33,7 +36,7 @@ const DEFAULT_MAX_PAUSE: Duration = Duration::from_secs(3600);
 ///
 /// let layer = ThrottleLayer::new(Limiter::new(Gcra::new(Quota::per_second(10)?)))
 ///     .timeout(Duration::from_secs(5))
-///     .max_pause(Duration::from_secs(60));
+///     .max_pause(Duration::from_secs(60))?;
 /// # drop(layer);
 /// # Ok::<(), tollgate::ConfigError>(())
 /// ```
@@ -174,8 +177,13 @@ impl<P, C: Clock> ThrottleLayer<P, C> {
         self
     }
 
-    /// The longest pause a server's answer can impose (an hour by default): a bounded
-    /// wait however large a `Retry-After` the server sends.
+    /// The longest pause a server's answer can impose (an hour by default, and at most
+    /// an hour): a bounded wait however large a `Retry-After` the server sends.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::TooLong`] beyond an hour, the longest wait anywhere in the crate:
+    /// `Duration::MAX` would let one answer hold every call for centuries.
     ///
     /// # Examples
     ///
@@ -187,12 +195,19 @@ impl<P, C: Clock> ThrottleLayer<P, C> {
     /// let clock = ManualClock::new();
     /// let limiter = Limiter::with_clock(Gcra::new(Quota::per_second(10)?), clock.clone());
     /// let layer = ThrottleLayer::with_clock(limiter, clock.clone());
-    /// let layer = layer.max_pause(Duration::from_secs(60));
+    /// let layer = layer.max_pause(Duration::from_secs(60))?;
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
-    pub fn max_pause(mut self, max: Duration) -> ThrottleLayer<P, C> {
+    pub fn max_pause(mut self, max: Duration) -> Result<ThrottleLayer<P, C>, ConfigError> {
+        if max > LONGEST_PAUSE {
+            return Err(ConfigError::TooLong {
+                parameter: "max_pause",
+                max: LONGEST_PAUSE,
+                within: "a pause a server's answer imposes, an hour",
+            });
+        }
         self.settings.backoff.max = max;
-        self
+        Ok(self)
     }
 
     /// Reports the answer to every call to `feedback`, read from the response by
