@@ -83,19 +83,40 @@ impl Admitted {
         Duration::from_nanos(self.reset_after_nanos)
     }
 
-    /// The reset in nanoseconds, as stored.
-    #[inline]
-    pub(crate) const fn reset_after_nanos(&self) -> u64 {
-        self.reset_after_nanos
-    }
-
-    /// The same admission with another reset.
-    #[inline]
-    pub(crate) const fn with_reset_after_nanos(self, nanos: u64) -> Admitted {
-        Admitted {
-            reset_after_nanos: nanos,
-            ..self
-        }
+    /// How long until more than [`remaining`](Admitted::remaining) permits can be
+    /// granted: the `t` of the HTTP `RateLimit` field. Zero when the limiter is full
+    /// (nothing more will come), and never later than
+    /// [`reset_after`](Admitted::reset_after).
+    ///
+    /// Exact for a bucket that refills continuously ([`Gcra`](crate::algorithm::Gcra),
+    /// in process): the time until its next whole permit. For a limit whose permits
+    /// come back all at once (a fixed window, a refresh period), the reset. Where a
+    /// decision does not say (a sliding log, Guava's limiters, a store's reply), the
+    /// reset, which no later permit comes after: a client that waits this long
+    /// never waits too little.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::time::ManualClock;
+    ///
+    /// // 5 a minute: one permit comes back every 12 s.
+    /// let limiter = Limiter::with_clock(Gcra::new(Quota::per_minute(5)?), ManualClock::new());
+    /// let last = limiter.try_acquire(5)?;
+    /// assert_eq!(last.remaining(), 0);
+    /// assert_eq!(last.reset_after(), Duration::from_secs(60));
+    /// assert_eq!(last.next_permit_after(), Duration::from_secs(12));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn next_permit_after(&self) -> Duration {
+        Duration::from_nanos(next_permit_nanos(
+            self.limit,
+            &self.remaining,
+            self.reset_after_nanos,
+        ))
     }
 
     /// Whether fewer whole permits remain here than in `other`, by one division.
@@ -131,6 +152,26 @@ impl fmt::Debug for Admitted {
             .field("reset_after", &self.reset_after())
             .finish()
     }
+}
+
+/// The nanoseconds until more than `remaining` of `limit` permits are free, from a
+/// decision whose reset is `reset_after` nanoseconds away.
+///
+/// A `remaining` with a divisor above one is a continuously refilling bucket's
+/// (GCRA's): `divisor` nanoseconds per permit, full `reset_after` from now. Its
+/// `remaining + 1`th permit is free `(limit - remaining - 1) * divisor` before the
+/// reset, which stays exact when reservations have put the bucket in debt. Any
+/// other decision gives nothing finer than its reset.
+fn next_permit_nanos(limit: u64, remaining: &Quotient, reset_after: u64) -> u64 {
+    let left = remaining.value();
+    if left >= limit {
+        return 0;
+    }
+    if remaining.divisor <= 1 {
+        return reset_after;
+    }
+    let after_next = (limit - left - 1).saturating_mul(remaining.divisor);
+    reset_after.saturating_sub(after_next)
 }
 
 /// `numerator / divisor`, rounded down, computed on demand.
@@ -398,6 +439,43 @@ impl Limited {
     /// How long until the limiter is back to its full, untouched state.
     pub const fn reset_after(&self) -> Duration {
         Duration::from_nanos(self.reset_after_nanos)
+    }
+
+    /// How long until more than [`remaining`](Limited::remaining) permits can be
+    /// granted, as [`Admitted::next_permit_after`] tells it: the `t` of the HTTP
+    /// `RateLimit` field. Never later than [`retry_after`](Limited::retry_after), and
+    /// equal to it for a one-permit request; `None` when the denial waits for a
+    /// release ([`Retry::OnRelease`]), which no length of time promises.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::time::ManualClock;
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = Limiter::with_clock(Gcra::new(Quota::per_minute(5)?), clock.clone());
+    /// limiter.try_acquire(4)?;
+    /// clock.advance(Duration::from_secs(2));
+    /// // One permit left, and the next comes 10 s from now; three take 22 s.
+    /// let denied = limiter.try_acquire(3).unwrap_err();
+    /// assert_eq!(denied.retry_after(), Some(Duration::from_secs(22)));
+    /// let tollgate::Denied::Limited(limited) = denied else { unreachable!() };
+    /// assert_eq!(limited.next_permit_after(), Some(Duration::from_secs(10)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn next_permit_after(&self) -> Option<Duration> {
+        let retry = self.retry_after_nanos()?;
+        // Only a bucket's state tells more than the retry: a denial built from other
+        // facts (waiters queued ahead) may have a reset that is no bound at all.
+        let next = if self.remaining.divisor > 1 && self.remaining() < self.limit {
+            next_permit_nanos(self.limit, &self.remaining, self.reset_after_nanos).min(retry)
+        } else {
+            retry
+        };
+        Some(Duration::from_nanos(next))
     }
 
     /// The retry in nanoseconds; `None` for [`Retry::OnRelease`].

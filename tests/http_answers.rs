@@ -1,0 +1,168 @@
+//! What a client reads in the answers, over real HTTP on loopback (an axum server on
+//! 127.0.0.1:0 and a hyper client), every limiter on a `ManualClock`: the
+//! `RateLimit` field's `r` and `t` of one policy and with one meaning, and the
+//! `Retry-After` of the adaptive layer's 503.
+
+#![cfg(all(feature = "axum", feature = "config"))]
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use axum::routing::get;
+use axum::Router;
+use bytes::Bytes;
+use common::http::serve;
+use http::{HeaderMap, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use tollgate::algorithm::{FixedWindow, Gcra, SlidingCounter};
+use tollgate::config::{ConfigLimiter, ConfigLimits, RuleSet};
+use tollgate::http::server::RateLimitLayer;
+use tollgate::http::ClientIp;
+use tollgate::store::{MemoryStore, Rule, SharedLimiter};
+use tollgate::time::ManualClock;
+use tollgate::{KeyedConfig, Quota};
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+fn store(clock: &ManualClock) -> MemoryStore<ManualClock> {
+    MemoryStore::with_clock(KeyedConfig::new(1_000), "test", clock.clone()).unwrap()
+}
+
+#[derive(Debug)]
+struct Reply {
+    status: StatusCode,
+    headers: HeaderMap,
+}
+
+impl Reply {
+    fn one(&self, name: &str) -> Option<&str> {
+        let values: Vec<_> = self.headers.get_all(name).iter().collect();
+        assert!(values.len() <= 1, "{name}: {values:?}");
+        values.first().map(|v| v.to_str().unwrap())
+    }
+}
+
+async fn get_path(addr: SocketAddr, path: &str) -> Reply {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+    let response = client
+        .get(format!("http://{addr}{path}").parse().unwrap())
+        .await
+        .unwrap();
+    let (head, body) = response.into_parts();
+    body.collect().await.unwrap();
+    Reply {
+        status: head.status,
+        headers: head.headers,
+    }
+}
+
+fn routes() -> Router {
+    Router::new()
+        .route("/", get(|| async { "hello" }))
+        .route("/login", get(|| async { "welcome" }))
+        .route("/search", get(|| async { "results" }))
+}
+
+/// The bug: two rules admitted a request and the field paired the tighter rule's `r`
+/// with the other rule's later reset: `"per_client";r=8;t=80` for a 1 s window.
+#[tokio::test]
+async fn ratelimit_r_and_t_come_from_the_same_policy() {
+    let clock = ManualClock::new();
+    let limiter = SharedLimiter::all_of(
+        store(&clock),
+        [
+            (
+                "per_client",
+                Rule::from(FixedWindow::new(10, secs(1)).unwrap()),
+            ),
+            (
+                "search",
+                Rule::from(SlidingCounter::new(30, secs(60)).unwrap()),
+            ),
+        ],
+    )
+    .unwrap();
+    let layer = RateLimitLayer::keyed(ClientIp::new(), limiter).legacy_headers(true);
+    let addr = serve(routes().layer(layer)).await;
+
+    get_path(addr, "/search").await;
+    let second = get_path(addr, "/search").await;
+    assert_eq!(second.status, StatusCode::OK);
+    assert_eq!(second.one("ratelimit"), Some(r#""per_client";r=8;t=1"#));
+    assert_eq!(second.one("x-ratelimit-limit"), Some("10"));
+    assert_eq!(second.one("x-ratelimit-remaining"), Some("8"));
+    assert_eq!(second.one("x-ratelimit-reset"), Some("1"));
+}
+
+/// The same through the rules file of `examples/rate_limited_server.rs`, where the
+/// newcomer met it: `/search` counts under `per_client` (10 a second) and `search`
+/// (30 a minute, a sliding counter).
+#[tokio::test]
+async fn the_example_rules_report_per_client_with_its_own_reset_on_search() {
+    let clock = ManualClock::new();
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/rules.yaml");
+    let limiter = ConfigLimiter::new(RuleSet::from_file(path).unwrap(), store(&clock)).unwrap();
+    let limits = ConfigLimits::by_client_and_path(limiter, ClientIp::new());
+    let addr = serve(routes().layer(RateLimitLayer::new(limits))).await;
+
+    get_path(addr, "/search").await;
+    let second = get_path(addr, "/search").await;
+    assert_eq!(second.status, StatusCode::OK);
+    assert_eq!(second.one("ratelimit"), Some(r#""per_client";r=8;t=1"#));
+}
+
+/// The bug: the same bucket in the same state answered `r=0;t=60` (the time until
+/// full) on its last admission and `r=0;t=12` (the time until the next permit) on
+/// the first denial 10 ms later. `t` now means the draft's "seconds until additional
+/// quota ... is made available" on both; `Retry-After` is never earlier, and
+/// `X-RateLimit-Reset` still tells when the bucket is full.
+#[tokio::test]
+async fn t_is_the_time_until_the_next_permit_on_admission_and_denial_alike() {
+    let clock = ManualClock::new();
+    let limiter = SharedLimiter::all_of(
+        store(&clock),
+        [(
+            "login",
+            Rule::from(Gcra::new(Quota::per_minute(5).unwrap())),
+        )],
+    )
+    .unwrap();
+    let layer = RateLimitLayer::keyed(ClientIp::new(), limiter).legacy_headers(true);
+    let addr = serve(routes().layer(layer)).await;
+
+    let first = get_path(addr, "/login").await;
+    // Four left; the next comes back once the one just taken is, in 12 s.
+    assert_eq!(first.one("ratelimit"), Some(r#""login";r=4;t=12"#));
+    assert_eq!(first.one("x-ratelimit-reset"), Some("12"));
+    for _ in 0..3 {
+        get_path(addr, "/login").await;
+    }
+    let last = get_path(addr, "/login").await;
+    assert_eq!(last.status, StatusCode::OK);
+    assert_eq!(last.one("ratelimit"), Some(r#""login";r=0;t=12"#));
+    assert_eq!(last.one("x-ratelimit-reset"), Some("60"));
+    assert_eq!(last.one("retry-after"), None);
+
+    clock.advance(Duration::from_millis(10));
+    let denied = get_path(addr, "/login").await;
+    assert_eq!(denied.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(denied.one("ratelimit"), Some(r#""login";r=0;t=12"#));
+    assert_eq!(denied.one("retry-after"), Some("12"));
+    assert_eq!(denied.one("x-ratelimit-reset"), Some("60"));
+
+    // Part way to the next permit, both say what is left of the wait.
+    clock.advance(Duration::from_millis(4_990));
+    let later = get_path(addr, "/login").await;
+    assert_eq!(later.one("ratelimit"), Some(r#""login";r=0;t=7"#));
+    assert_eq!(later.one("retry-after"), Some("7"));
+    clock.advance(secs(7));
+    let again = get_path(addr, "/login").await;
+    assert_eq!(again.status, StatusCode::OK);
+    assert_eq!(again.one("ratelimit"), Some(r#""login";r=0;t=12"#));
+}
