@@ -69,7 +69,7 @@ fn app(rules: RuleSet) -> Result<Router, Error> {
     let limits = ConfigLimits::by_client_and_path(limiter, ClientIp::new()).on_shadow_denial(
         move |denial| {
             let n = shadow_denials.fetch_add(1, Ordering::Relaxed) + 1;
-            eprintln!("shadow limit {:?} would deny (#{n})", denial);
+            eprintln!("{denial} (#{n})");
         },
     );
     Ok(Router::new()

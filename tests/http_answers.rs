@@ -166,3 +166,42 @@ async fn t_is_the_time_until_the_next_permit_on_admission_and_denial_alike() {
     assert_eq!(again.status, StatusCode::OK);
     assert_eq!(again.one("ratelimit"), Some(r#""login";r=0;t=12"#));
 }
+
+/// The bug: the example logged a shadow denial in its `Debug` form,
+/// `ShadowDenial { limit: AppliedLimit { .. }, denied: Limited(..) }`; it has a
+/// `Display` now, one line a log reader understands.
+#[tokio::test]
+async fn a_shadow_denial_reads_as_a_sentence() {
+    use std::sync::{Arc, Mutex};
+
+    let clock = ManualClock::new();
+    let rules = RuleSet::from_yaml(
+        "
+domain: api
+descriptors:
+  - key: path
+    value: /export
+    shadow_mode: true
+    rate_limit: { name: export_daily, unit: day, requests_per_unit: 1 }
+",
+    )
+    .unwrap();
+    let limiter = ConfigLimiter::new(rules, store(&clock)).unwrap();
+    let logged = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&logged);
+    let limits = ConfigLimits::by_client_and_path(limiter, ClientIp::new())
+        .on_shadow_denial(move |denial| log.lock().unwrap().push(denial.to_string()));
+    let app = Router::new()
+        .route("/export", get(|| async { "export" }))
+        .layer(RateLimitLayer::new(limits));
+    let addr = serve(app).await;
+
+    assert_eq!(get_path(addr, "/export").await.status, StatusCode::OK);
+    clock.advance(secs(3_600));
+    // Shadow mode: served all the same, and the would-be denial logged.
+    assert_eq!(get_path(addr, "/export").await.status, StatusCode::OK);
+    assert_eq!(
+        *logged.lock().unwrap(),
+        ["shadow limit export_daily: 1 per 86400s would deny: rate limited, retry after 82800s"]
+    );
+}
