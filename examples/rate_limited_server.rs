@@ -99,7 +99,10 @@ async fn run() -> Result<(), Error> {
     let options = options()?;
     let rules = RuleSet::from_file(&options.rules)?;
     let app = app(rules)?;
-    let listener = tokio::net::TcpListener::bind(options.addr).await?;
+    // The error names the address: "Address already in use" alone does not say which.
+    let listener = tokio::net::TcpListener::bind(options.addr)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", options.addr))?;
     let addr = listener.local_addr()?;
     // Serving with `ConnectInfo` records each connection's peer address: `ClientIp`
     // reads it.

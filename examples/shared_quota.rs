@@ -288,7 +288,8 @@ impl PrivateRedis {
                         (e.g. apt-get install -y redis-server)"
                 .into());
         }
-        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
+        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .map_err(|e| format!("cannot listen on 127.0.0.1:0: {e}"))?
             .local_addr()?
             .port();
         let dir = std::env::temp_dir().join(format!(

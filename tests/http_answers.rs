@@ -205,3 +205,55 @@ descriptors:
         ["shadow limit export_daily: 1 per 86400s would deny: rate limited, retry after 82800s"]
     );
 }
+
+/// The bug: the adaptive layer's 503 carried no `Retry-After` unless configured,
+/// where the shedding layer's 503 has one by default. It now says 1 s (the
+/// documented `DEFAULT_RETRY_AFTER`), and `without_retry_after` leaves it out.
+#[tokio::test]
+async fn the_adaptive_layers_503_says_when_to_retry() {
+    use std::sync::Arc;
+
+    use tollgate::adaptive::limit::AimdLimit;
+    use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
+    use tollgate::http::adaptive::AdaptiveLayer;
+
+    let clock = ManualClock::new();
+    let aimd = AimdLimit::builder()
+        .min_limit(1)
+        .initial_limit(1)
+        .build()
+        .unwrap();
+    let limiter =
+        Arc::new(AdaptiveLimiter::with_clock(aimd, WhenLimited::FailFast, clock.clone()).unwrap());
+    // The first request holds the one permit until the test lets it finish.
+    let (finish, finished) = tokio::sync::watch::channel(false);
+    let slow = move || {
+        let mut finished = finished.clone();
+        async move {
+            let _ = finished.wait_for(|done| *done).await;
+            "done"
+        }
+    };
+    let app = |layer: AdaptiveLayer<AimdLimit, ManualClock>| {
+        Router::new().route("/", get(slow.clone())).layer(layer)
+    };
+    let addr = serve(app(AdaptiveLayer::new(Arc::clone(&limiter)))).await;
+    let quiet = serve(app(
+        AdaptiveLayer::new(Arc::clone(&limiter)).without_retry_after()
+    ))
+    .await;
+
+    let held = tokio::spawn(get_path(addr, "/"));
+    while limiter.inflight() == 0 {
+        tokio::task::yield_now().await;
+    }
+    let refused = get_path(addr, "/").await;
+    assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(refused.one("retry-after"), Some("1"));
+    let quiet = get_path(quiet, "/").await;
+    assert_eq!(quiet.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(quiet.one("retry-after"), None);
+
+    finish.send(true).unwrap();
+    assert_eq!(held.await.unwrap().status, StatusCode::OK);
+}
