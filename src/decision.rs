@@ -119,6 +119,13 @@ impl Admitted {
         ))
     }
 
+    /// `remaining` undivided: `(numerator, divisor)`. A GCRA decision's is the room
+    /// left in nanoseconds over the emission interval; any other's divisor is 1.
+    #[inline]
+    pub(crate) fn remaining_parts(&self) -> (u64, u64) {
+        (self.remaining.numerator, self.remaining.divisor)
+    }
+
     /// Whether fewer whole permits remain here than in `other`, by one division.
     #[inline]
     pub(crate) fn fewer_remaining_than(&self, other: &Admitted) -> bool {
@@ -476,6 +483,12 @@ impl Limited {
             retry
         };
         Some(Duration::from_nanos(next))
+    }
+
+    /// `remaining` undivided, as [`Admitted::remaining_parts`] tells it.
+    #[inline]
+    pub(crate) fn remaining_parts(&self) -> (u64, u64) {
+        (self.remaining.numerator, self.remaining.divisor)
     }
 
     /// The retry in nanoseconds; `None` for [`Retry::OnRelease`].
