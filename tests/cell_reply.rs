@@ -35,7 +35,7 @@ proptest! {
     #[test]
     fn from_decision_of_a_limiter_agrees_with_cell_throttle(gcra in bucket(), steps in steps()) {
         let clock = ManualClock::new();
-        let limiter = Limiter::with_clock(gcra.clone(), clock.clone());
+        let limiter = Limiter::with_clock(gcra, clock.clone());
         let mut state = gcra.initial_state(clock.now());
         let interval = gcra.emission_interval().as_nanos() as u64;
         for (i, (advance, quantity)) in steps.into_iter().enumerate() {
@@ -82,7 +82,7 @@ proptest! {
 fn a_reply_counts_remaining_in_whole_microseconds() {
     let clock = ManualClock::new();
     let gcra = Gcra::new(Quota::per_second(3).unwrap());
-    let limiter = Limiter::with_clock(gcra.clone(), clock.clone());
+    let limiter = Limiter::with_clock(gcra, clock.clone());
     limiter.try_acquire(2).unwrap();
     clock.advance(Duration::from_nanos(333_333_233));
     let decision = limiter.try_acquire(0);
