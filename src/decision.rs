@@ -39,7 +39,13 @@ pub struct Admitted {
     limit: u64,
     remaining: Quotient,
     reset_after_nanos: u64,
+    /// Nanoseconds until more than `remaining` are free, when the algorithm says;
+    /// [`FROM_REMAINING`] when it is to be read off `remaining` and the reset.
+    next_permit_nanos: u64,
 }
+
+/// [`Admitted::next_permit_after`] is read off `remaining` and the reset.
+const FROM_REMAINING: u64 = u64::MAX;
 
 impl Admitted {
     /// A decision with these values.
@@ -49,6 +55,7 @@ impl Admitted {
             limit,
             remaining: Quotient::whole(remaining),
             reset_after_nanos: duration_to_nanos(reset_after),
+            next_permit_nanos: FROM_REMAINING,
         }
     }
 
@@ -65,6 +72,7 @@ impl Admitted {
             limit,
             remaining: Quotient::new(remaining_numerator, remaining_divisor),
             reset_after_nanos,
+            next_permit_nanos: FROM_REMAINING,
         }
     }
 
@@ -89,11 +97,12 @@ impl Admitted {
     /// [`reset_after`](Admitted::reset_after).
     ///
     /// Exact for a bucket that refills continuously ([`Gcra`](crate::algorithm::Gcra),
-    /// in process): the time until its next whole permit. For a limit whose permits
-    /// come back all at once (a fixed window, a refresh period), the reset. Where a
-    /// decision does not say (a sliding log, Guava's limiters, a store's reply), the
-    /// reset, which no later permit comes after: a client that waits this long
-    /// never waits too little.
+    /// in process): the time until its next whole permit; and for a
+    /// [`SlidingCounter`](crate::algorithm::SlidingCounter), until its estimate
+    /// frees one more. For a limit whose permits come back all at once (a fixed
+    /// window, a refresh period), the reset. Where a decision does not say (a
+    /// sliding log, Guava's limiters, a store's reply), the reset, which no later
+    /// permit comes after: a client that waits this long never waits too little.
     ///
     /// # Examples
     ///
@@ -112,11 +121,27 @@ impl Admitted {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn next_permit_after(&self) -> Duration {
-        Duration::from_nanos(next_permit_nanos(
-            self.limit,
-            &self.remaining,
-            self.reset_after_nanos,
-        ))
+        let next = if self.next_permit_nanos == FROM_REMAINING {
+            next_permit_nanos(self.limit, &self.remaining, self.reset_after_nanos)
+        } else {
+            self.next_permit_nanos.min(self.reset_after_nanos)
+        };
+        Duration::from_nanos(next)
+    }
+
+    /// The same admission, with more than `remaining` free `nanos` from now: for an
+    /// algorithm whose `remaining` and reset do not tell it.
+    #[inline]
+    pub(crate) const fn with_next_permit_nanos(self, nanos: u64) -> Admitted {
+        Admitted {
+            // A clock's end is as far as any wait goes; the sentinel is not a time.
+            next_permit_nanos: if nanos == FROM_REMAINING {
+                FROM_REMAINING - 1
+            } else {
+                nanos
+            },
+            ..self
+        }
     }
 
     /// `remaining` undivided: `(numerator, divisor)`. A GCRA decision's is the room

@@ -257,3 +257,35 @@ async fn the_adaptive_layers_503_says_when_to_retry() {
     finish.send(true).unwrap();
     assert_eq!(held.await.unwrap().status, StatusCode::OK);
 }
+
+/// The same for a sliding counter (the `search` rule of the example): its last
+/// admission said `t=120` (until both windows' counts have decayed) where the
+/// denial 10 ms later said `t=80` (until one more fits the estimate).
+#[tokio::test]
+async fn a_sliding_counter_says_the_same_t_on_its_last_admission_and_first_denial() {
+    let clock = ManualClock::new();
+    let limiter = SharedLimiter::all_of(
+        store(&clock),
+        [(
+            "search",
+            Rule::from(SlidingCounter::new(3, secs(60)).unwrap()),
+        )],
+    )
+    .unwrap();
+    let layer = RateLimitLayer::keyed(ClientIp::new(), limiter).legacy_headers(true);
+    let addr = serve(routes().layer(layer)).await;
+
+    get_path(addr, "/search").await;
+    get_path(addr, "/search").await;
+    let last = get_path(addr, "/search").await;
+    assert_eq!(last.status, StatusCode::OK);
+    // Three in this window: one more fits once a third of the next has passed.
+    assert_eq!(last.one("ratelimit"), Some(r#""search";r=0;t=80"#));
+    assert_eq!(last.one("x-ratelimit-reset"), Some("120"));
+
+    clock.advance(Duration::from_millis(10));
+    let denied = get_path(addr, "/search").await;
+    assert_eq!(denied.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(denied.one("ratelimit"), Some(r#""search";r=0;t=80"#));
+    assert_eq!(denied.one("retry-after"), Some("80"));
+}
