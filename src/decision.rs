@@ -97,12 +97,13 @@ impl Admitted {
     /// [`reset_after`](Admitted::reset_after).
     ///
     /// Exact for a bucket that refills continuously ([`Gcra`](crate::algorithm::Gcra),
-    /// in process): the time until its next whole permit; and for a
+    /// in process): the time until its next whole permit; for a
     /// [`SlidingCounter`](crate::algorithm::SlidingCounter), until its estimate
-    /// frees one more. For a limit whose permits come back all at once (a fixed
-    /// window, a refresh period), the reset. Where a decision does not say (a
-    /// sliding log, Guava's limiters, a store's reply), the reset, which no later
-    /// permit comes after: a client that waits this long never waits too little.
+    /// frees one more; for Guava's limiters, until prepaid time runs out or idle
+    /// time stores the next permit. For a limit whose permits come back all at once
+    /// (a fixed window, a refresh period), the reset. Where a decision does not say
+    /// (a sliding log, a store's reply), the reset, which no later permit comes
+    /// after: a client that waits this long never waits too little.
     ///
     /// # Examples
     ///

@@ -289,3 +289,44 @@ async fn a_sliding_counter_says_the_same_t_on_its_last_admission_and_first_denia
     assert_eq!(denied.one("ratelimit"), Some(r#""search";r=0;t=80"#));
     assert_eq!(denied.one("retry-after"), Some("80"));
 }
+
+/// `t` (`next_permit_after`) means the same on the last admission of a burst and on
+/// the first denial of one permit 10 ms later, for every algorithm the server layer
+/// takes: the denial's is its `retry_after`, the admission's 10 ms more.
+#[test]
+fn the_last_admission_and_the_first_denial_agree_on_t_for_every_algorithm() {
+    use tollgate::algorithm::{Algorithm, FixedWindow, SlidingLog, SmoothBursty};
+    use tollgate::{Denied, Limiter};
+
+    fn check<A: Algorithm>(name: &str, algorithm: A) {
+        let clock = ManualClock::new();
+        clock.advance(Duration::from_millis(250));
+        let limiter = Limiter::with_clock(algorithm, clock.clone());
+        let mut last = None;
+        for _ in 0..1_000 {
+            match limiter.try_acquire(1) {
+                Ok(admitted) => last = Some(admitted),
+                Err(_) => break,
+            }
+        }
+        let last = last.unwrap_or_else(|| panic!("{name}: nothing admitted"));
+        clock.advance(Duration::from_millis(10));
+        let Err(Denied::Limited(denied)) = limiter.try_acquire(1) else {
+            panic!("{name}: not denied");
+        };
+        let retry = denied.retry_after().unwrap();
+        assert_eq!(denied.next_permit_after(), Some(retry), "{name}");
+        assert_eq!(
+            last.next_permit_after(),
+            retry + Duration::from_millis(10),
+            "{name}: last admission {last:?}, denial {denied:?}"
+        );
+        assert!(last.next_permit_after() <= last.reset_after(), "{name}");
+    }
+
+    check("gcra", Gcra::new(Quota::per_minute(5).unwrap()));
+    check("fixed window", FixedWindow::new(5, secs(60)).unwrap());
+    check("sliding counter", SlidingCounter::new(5, secs(60)).unwrap());
+    check("sliding log", SlidingLog::new(5, secs(60)).unwrap());
+    check("smooth bursty", SmoothBursty::new(5.0).unwrap());
+}

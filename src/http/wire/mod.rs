@@ -50,12 +50,12 @@
 //! 429  RateLimit: "login";r=0;t=12  Retry-After: 12  X-RateLimit-Reset: 60
 //! ```
 //!
-//! `t` is exact for a bucket that refills continuously, for a sliding counter, and
-//! for limits whose permits come back all at once (a fixed window: the window's
-//! end). Where the decision does not say when the next permit comes back (a sliding
-//! log, Guava's limiters, a Redis store's reply), it is the time until the policy is
-//! full, which no permit comes back after: a client that waits `t` never waits too
-//! little.
+//! `t` is exact for a bucket that refills continuously, for a sliding counter, for
+//! Guava's limiters, and for limits whose permits come back all at once (a fixed
+//! window: the window's end). Where the decision does not say when the next permit
+//! comes back (a sliding log, a Redis store's reply), it is the time until the
+//! policy is full, which no permit comes back after: a client that waits `t` never
+//! waits too little.
 //!
 //! # Policy names
 //!
