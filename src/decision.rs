@@ -122,7 +122,8 @@ impl Admitted {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn next_permit_after(&self) -> Duration {
-        let next = if self.next_permit_nanos == FROM_REMAINING {
+        let full = self.remaining() >= self.limit;
+        let next = if self.next_permit_nanos == FROM_REMAINING || full {
             next_permit_nanos(self.limit, &self.remaining, self.reset_after_nanos)
         } else {
             self.next_permit_nanos.min(self.reset_after_nanos)

@@ -87,7 +87,7 @@ impl AppliedLimit {
 }
 
 /// As people read it: the name, then the quota over its window
-/// (`login: 5 per 60s`).
+/// (`login: 5 per 60s`), or the quota alone for a limit without one.
 ///
 /// # Examples
 ///
@@ -100,7 +100,11 @@ impl AppliedLimit {
 /// ```
 impl fmt::Display for AppliedLimit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {} per {:?}", self.name, self.quota, self.window)
+        if self.window.is_zero() {
+            write!(f, "{}: {}", self.name, self.quota)
+        } else {
+            write!(f, "{}: {} per {:?}", self.name, self.quota, self.window)
+        }
     }
 }
 

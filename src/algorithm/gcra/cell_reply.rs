@@ -92,8 +92,8 @@ impl Gcra {
     /// redis-cell's `remaining` for a bucket full again after `ttl`.
     fn cell_remaining(&self, ttl: Duration) -> u64 {
         let room = i128::from(self.tolerance) - ttl.as_nanos() as i128;
-        // Below zero (a bucket in debt) there is no room; above the tolerance, none
-        // more than the tolerance.
+        // Below zero (a bucket in debt) there is no room; it is never above the
+        // tolerance, so it fits.
         let room = u64::try_from(room.max(0)).unwrap_or(self.tolerance);
         cell_remaining(room, self.interval)
     }
