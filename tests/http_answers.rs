@@ -1,7 +1,7 @@
 //! What a client reads in the answers, over real HTTP on loopback (an axum server on
 //! 127.0.0.1:0 and a hyper client), every limiter on a `ManualClock`: the
-//! `RateLimit` field's `r` and `t` of one policy and with one meaning, and the
-//! `Retry-After` of the adaptive layer's 503.
+//! `RateLimit` field's `r` and `t` of one policy and with one meaning, a shadow
+//! denial as a log line, and the `Retry-After` of the adaptive layer's 503.
 
 #![cfg(all(feature = "axum", feature = "config"))]
 
@@ -290,9 +290,11 @@ async fn a_sliding_counter_says_the_same_t_on_its_last_admission_and_first_denia
     assert_eq!(denied.one("retry-after"), Some("80"));
 }
 
-/// `t` (`next_permit_after`) means the same on the last admission of a burst and on
-/// the first denial of one permit 10 ms later, for every algorithm the server layer
-/// takes: the denial's is its `retry_after`, the admission's 10 ms more.
+/// The bug: an admission's `t` was the time until full, a denial's the time until
+/// the next permit. `t` (`next_permit_after`) now means the same on the last
+/// admission of a burst and on the first denial of one permit 10 ms later, for
+/// every algorithm the server layer takes: the denial's is its `retry_after`, the
+/// admission's 10 ms more.
 #[test]
 fn the_last_admission_and_the_first_denial_agree_on_t_for_every_algorithm() {
     use tollgate::algorithm::{Algorithm, FixedWindow, SlidingLog, SmoothBursty};
