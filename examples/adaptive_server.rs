@@ -9,7 +9,7 @@
 //! The handler stands for a backend that answers in 100 ms up to 10 requests at
 //! once (the knee: 100 requests a second), and 20 ms slower for each request in
 //! flight past the knee, so that past it the backend answers *fewer* requests a
-//! second. The server listens on 127.0.0.1 (a free port). The load generator opens
+//! second. The server listens on 127.0.0.1 (a free port, printed). The load generator opens
 //! requests at a rate ramping from 25 to 300 a second over 8 s and gives up on each
 //! after 1 s.
 //!
@@ -104,8 +104,13 @@ async fn run(limiter: Option<Arc<Limiter>>) -> Result<(), Error> {
         Some(limiter) => app.layer(AdaptiveLayer::new(Arc::clone(limiter))),
         None => app,
     };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let uri: hyper::Uri = format!("http://{}/", listener.local_addr()?).parse()?;
+    // The error names the address: "Address already in use" alone does not say which.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| format!("cannot listen on 127.0.0.1:0: {e}"))?;
+    let addr = listener.local_addr()?;
+    println!("listening on http://{addr}");
+    let uri: hyper::Uri = format!("http://{addr}/").parse()?;
     let server = tokio::spawn(async move { axum::serve(listener, app).await });
 
     let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();

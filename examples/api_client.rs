@@ -100,7 +100,10 @@ impl Api {
 
 async fn start_api() -> Result<(SocketAddr, Arc<Api>), Error> {
     let api = Arc::new(Api::default());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    // The error names the address: "Address already in use" alone does not say which.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| format!("cannot listen on 127.0.0.1:0: {e}"))?;
     let addr = listener.local_addr()?;
     let state = Arc::clone(&api);
     let app = Router::new().fallback(move || {

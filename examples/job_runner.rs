@@ -1,9 +1,9 @@
 //! A job runner that caps work per second: every job awaits a permit first.
 //!
-//! Run with `cargo run --example job_runner`. It takes about three seconds.
+//! Run with `cargo run --example job_runner`. It takes about two seconds.
 //!
 //! 40 small jobs and one large one (10 permits) share 20 permits per second with
-//! bursts of 5. Waiters are served first come, first served, so the large job is not
+//! bursts of 10. Waiters are served first come, first served, so the large job is not
 //! starved by the small ones queued after it.
 
 use std::time::{Duration, Instant};

@@ -1,6 +1,6 @@
 //! tollgate in real time: a few limiters fed by a steady stream of requests.
 //!
-//! Run with `cargo run --example quickstart`. It takes about three seconds.
+//! Run with `cargo run --example quickstart`. It takes about a second and a half.
 
 use std::time::{Duration, Instant};
 

@@ -69,7 +69,7 @@ fn app(rules: RuleSet) -> Result<Router, Error> {
     let limits = ConfigLimits::by_client_and_path(limiter, ClientIp::new()).on_shadow_denial(
         move |denial| {
             let n = shadow_denials.fetch_add(1, Ordering::Relaxed) + 1;
-            eprintln!("shadow limit {:?} would deny (#{n})", denial);
+            eprintln!("{denial} (#{n})");
         },
     );
     Ok(Router::new()
@@ -99,7 +99,10 @@ async fn run() -> Result<(), Error> {
     let options = options()?;
     let rules = RuleSet::from_file(&options.rules)?;
     let app = app(rules)?;
-    let listener = tokio::net::TcpListener::bind(options.addr).await?;
+    // The error names the address: "Address already in use" alone does not say which.
+    let listener = tokio::net::TcpListener::bind(options.addr)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", options.addr))?;
     let addr = listener.local_addr()?;
     // Serving with `ConnectInfo` records each connection's peer address: `ClientIp`
     // reads it.

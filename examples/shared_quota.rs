@@ -6,7 +6,7 @@
 //! loopback port (killed at exit). It takes about four seconds.
 //!
 //! The parent starts itself twice as workers (`--worker A`, `--worker B`). Each worker
-//! runs several tasks that call `try_acquire` on one key of a `SharedLimiter` (GCRA,
+//! runs several tasks that call `check` on one key of a `SharedLimiter` (GCRA,
 //! 100 per second, bursts of 10) for three seconds, waiting a denial's `retry_after`
 //! before trying again, as a polite client does. The workers print their counts; the
 //! parent prints them side by side against the quota.
@@ -233,7 +233,7 @@ fn run_worker(url: &str, prefix: &str, start_at: u64) -> Result<(), Error> {
     Ok(())
 }
 
-/// One task: `try_acquire` until `end`, sleeping a denial's `retry_after`.
+/// One task: `check` until `end`, sleeping a denial's `retry_after`.
 async fn hammer(limiter: SharedLimiter<RedisStore>, end: Instant) -> Report {
     let mut report = Report {
         first_sent: unix_micros(),
@@ -288,7 +288,8 @@ impl PrivateRedis {
                         (e.g. apt-get install -y redis-server)"
                 .into());
         }
-        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
+        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .map_err(|e| format!("cannot listen on 127.0.0.1:0: {e}"))?
             .local_addr()?
             .port();
         let dir = std::env::temp_dir().join(format!(

@@ -95,7 +95,10 @@ async fn main() -> Result<(), Error> {
             }),
         )
         .layer(ShedLayer::new(fleet.clone()));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    // The error names the address: "Address already in use" alone does not say which.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| format!("cannot listen on 127.0.0.1:0: {e}"))?;
     let addr = listener.local_addr()?;
     tokio::spawn(async move { axum::serve(listener, app).await });
     println!(

@@ -39,7 +39,13 @@ pub struct Admitted {
     limit: u64,
     remaining: Quotient,
     reset_after_nanos: u64,
+    /// Nanoseconds until more than `remaining` are free, when the algorithm says;
+    /// [`FROM_REMAINING`] when it is to be read off `remaining` and the reset.
+    next_permit_nanos: u64,
 }
+
+/// [`Admitted::next_permit_after`] is read off `remaining` and the reset.
+const FROM_REMAINING: u64 = u64::MAX;
 
 impl Admitted {
     /// A decision with these values.
@@ -49,6 +55,7 @@ impl Admitted {
             limit,
             remaining: Quotient::whole(remaining),
             reset_after_nanos: duration_to_nanos(reset_after),
+            next_permit_nanos: FROM_REMAINING,
         }
     }
 
@@ -65,6 +72,7 @@ impl Admitted {
             limit,
             remaining: Quotient::new(remaining_numerator, remaining_divisor),
             reset_after_nanos,
+            next_permit_nanos: FROM_REMAINING,
         }
     }
 
@@ -83,19 +91,66 @@ impl Admitted {
         Duration::from_nanos(self.reset_after_nanos)
     }
 
-    /// The reset in nanoseconds, as stored.
-    #[inline]
-    pub(crate) const fn reset_after_nanos(&self) -> u64 {
-        self.reset_after_nanos
+    /// How long until more than [`remaining`](Admitted::remaining) permits can be
+    /// granted: the `t` of the HTTP `RateLimit` field. Zero when the limiter is full
+    /// (nothing more will come), and never later than
+    /// [`reset_after`](Admitted::reset_after).
+    ///
+    /// Exact for a bucket that refills continuously ([`Gcra`](crate::algorithm::Gcra),
+    /// in process): the time until its next whole permit; for a
+    /// [`SlidingCounter`](crate::algorithm::SlidingCounter), until its estimate
+    /// frees one more; for Guava's limiters, until prepaid time runs out or idle
+    /// time stores the next permit. For a limit whose permits come back all at once
+    /// (a fixed window, a refresh period), the reset. Where a decision does not say
+    /// (a sliding log, a store's reply), the reset, which no later permit comes
+    /// after: a client that waits this long never waits too little.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::time::ManualClock;
+    ///
+    /// // 5 a minute: one permit comes back every 12 s.
+    /// let limiter = Limiter::with_clock(Gcra::new(Quota::per_minute(5)?), ManualClock::new());
+    /// let last = limiter.try_acquire(5)?;
+    /// assert_eq!(last.remaining(), 0);
+    /// assert_eq!(last.reset_after(), Duration::from_secs(60));
+    /// assert_eq!(last.next_permit_after(), Duration::from_secs(12));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn next_permit_after(&self) -> Duration {
+        let full = self.remaining() >= self.limit;
+        let next = if self.next_permit_nanos == FROM_REMAINING || full {
+            next_permit_nanos(self.limit, &self.remaining, self.reset_after_nanos)
+        } else {
+            self.next_permit_nanos.min(self.reset_after_nanos)
+        };
+        Duration::from_nanos(next)
     }
 
-    /// The same admission with another reset.
+    /// The same admission, with more than `remaining` free `nanos` from now: for an
+    /// algorithm whose `remaining` and reset do not tell it.
     #[inline]
-    pub(crate) const fn with_reset_after_nanos(self, nanos: u64) -> Admitted {
+    pub(crate) const fn with_next_permit_nanos(self, nanos: u64) -> Admitted {
         Admitted {
-            reset_after_nanos: nanos,
+            // A clock's end is as far as any wait goes; the sentinel is not a time.
+            next_permit_nanos: if nanos == FROM_REMAINING {
+                FROM_REMAINING - 1
+            } else {
+                nanos
+            },
             ..self
         }
+    }
+
+    /// `remaining` undivided: `(numerator, divisor)`. A GCRA decision's is the room
+    /// left in nanoseconds over the emission interval; any other's divisor is 1.
+    #[inline]
+    pub(crate) fn remaining_parts(&self) -> (u64, u64) {
+        (self.remaining.numerator, self.remaining.divisor)
     }
 
     /// Whether fewer whole permits remain here than in `other`, by one division.
@@ -131,6 +186,26 @@ impl fmt::Debug for Admitted {
             .field("reset_after", &self.reset_after())
             .finish()
     }
+}
+
+/// The nanoseconds until more than `remaining` of `limit` permits are free, from a
+/// decision whose reset is `reset_after` nanoseconds away.
+///
+/// A `remaining` with a divisor above one is a continuously refilling bucket's
+/// (GCRA's): `divisor` nanoseconds per permit, full `reset_after` from now. Its
+/// `remaining + 1`th permit is free `(limit - remaining - 1) * divisor` before the
+/// reset, which stays exact when reservations have put the bucket in debt. Any
+/// other decision gives nothing finer than its reset.
+fn next_permit_nanos(limit: u64, remaining: &Quotient, reset_after: u64) -> u64 {
+    let left = remaining.value();
+    if left >= limit {
+        return 0;
+    }
+    if remaining.divisor <= 1 {
+        return reset_after;
+    }
+    let after_next = (limit - left - 1).saturating_mul(remaining.divisor);
+    reset_after.saturating_sub(after_next)
 }
 
 /// `numerator / divisor`, rounded down, computed on demand.
@@ -398,6 +473,49 @@ impl Limited {
     /// How long until the limiter is back to its full, untouched state.
     pub const fn reset_after(&self) -> Duration {
         Duration::from_nanos(self.reset_after_nanos)
+    }
+
+    /// How long until more than [`remaining`](Limited::remaining) permits can be
+    /// granted, as [`Admitted::next_permit_after`] tells it: the `t` of the HTTP
+    /// `RateLimit` field. Never later than [`retry_after`](Limited::retry_after), and
+    /// equal to it for a one-permit request; `None` when the denial waits for a
+    /// release ([`Retry::OnRelease`]), which no length of time promises.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::time::ManualClock;
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = Limiter::with_clock(Gcra::new(Quota::per_minute(5)?), clock.clone());
+    /// limiter.try_acquire(4)?;
+    /// clock.advance(Duration::from_secs(2));
+    /// // One permit left, and the next comes 10 s from now; three take 22 s.
+    /// let denied = limiter.try_acquire(3).unwrap_err();
+    /// assert_eq!(denied.retry_after(), Some(Duration::from_secs(22)));
+    /// let tollgate::Denied::Limited(limited) = denied else { unreachable!() };
+    /// assert_eq!(limited.next_permit_after(), Some(Duration::from_secs(10)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn next_permit_after(&self) -> Option<Duration> {
+        let retry = self.retry_after_nanos()?;
+        // Only a bucket's state tells more than the retry: a denial built from other
+        // facts (waiters queued ahead) may have a reset that is no bound at all.
+        let next = if self.remaining.divisor > 1 && self.remaining() < self.limit {
+            next_permit_nanos(self.limit, &self.remaining, self.reset_after_nanos).min(retry)
+        } else {
+            retry
+        };
+        Some(Duration::from_nanos(next))
+    }
+
+    /// `remaining` undivided, as [`Admitted::remaining_parts`] tells it.
+    #[inline]
+    pub(crate) fn remaining_parts(&self) -> (u64, u64) {
+        (self.remaining.numerator, self.remaining.divisor)
     }
 
     /// The retry in nanoseconds; `None` for [`Retry::OnRelease`].

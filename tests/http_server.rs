@@ -497,20 +497,20 @@ async fn several_rules_are_all_listed_and_the_tightest_reported() {
     let addr = serve(hello().layer(RateLimitLayer::keyed(ClientIp::new(), limiter))).await;
     let policy = r#""burst";q=2;w=1, "minute";q=3;w=60"#;
 
-    // Burst has 1 left, the minute 2: burst is the tighter; `t` is the combined
-    // decision's, the longest time to reset of the two.
+    // Burst has 1 left, the minute 2: burst is the tighter, and `t` is burst's too:
+    // its next permit in 500 ms (not the minute's reset, another rule's).
     let first = get_path(addr, "/").await;
     assert_eq!(
         first.limit_fields(),
         fields(&[
             ("ratelimit-policy", policy),
-            ("ratelimit", r#""burst";r=1;t=60"#),
+            ("ratelimit", r#""burst";r=1;t=1"#),
             ("content-type", "text/plain; charset=utf-8"),
         ])
     );
     assert_eq!(
         get_path(addr, "/").await.one("ratelimit"),
-        Some(r#""burst";r=0;t=60"#)
+        Some(r#""burst";r=0;t=1"#)
     );
 
     // The burst denies for 500 ms.

@@ -13,7 +13,8 @@ use crate::time::Nanos;
 /// The permits are taken from each rule only if all admit: a refusal by any rule
 /// leaves every rule's state as it was. A denial reports the rule that makes the caller wait
 /// longest, so retrying after its `retry_after` is not denied by another rule for the
-/// same reason.
+/// same reason. An admission reports the rule with the fewest permits left: its
+/// limit, remaining and reset, all of that one rule.
 ///
 /// # Examples
 ///
@@ -130,14 +131,18 @@ fn acquire_all<A: Algorithm>(
     folded
 }
 
-/// The admission with fewer permits left (the first on a tie), with the later full
-/// reset of the two. Compares and copies the decisions as they are, without dividing
-/// out both `remaining` values or converting the reset to a `Duration` and back.
+/// The admission with fewer permits left (the first on a tie), whole: its limit,
+/// remaining and reset all describe that one rule, as a denial describes the rule
+/// that denied. (It took the later reset of the two, so that an HTTP `RateLimit`
+/// field paired one rule's `r` with another rule's `t`.) Compares and copies the
+/// decisions as they are, without dividing out both `remaining` values.
 #[inline]
 pub(crate) fn tighter(a: Admitted, b: Admitted) -> Admitted {
-    let reset = a.reset_after_nanos().max(b.reset_after_nanos());
-    let tightest = if b.fewer_remaining_than(&a) { b } else { a };
-    tightest.with_reset_after_nanos(reset)
+    if b.fewer_remaining_than(&a) {
+        b
+    } else {
+        a
+    }
 }
 
 /// "Never" outranks "not now"; among "not now", the longer wait wins, and a wait

@@ -227,11 +227,16 @@ impl SlidingCounter {
     }
 
     fn admitted(&self, rolled: &Rolled, now: u64) -> Admitted {
-        Admitted::new(
-            self.limit,
-            self.remaining(rolled),
-            self.reset_after(&rolled.state, now),
-        )
+        let remaining = self.remaining(rolled);
+        let admitted = Admitted::new(self.limit, remaining, self.reset_after(&rolled.state, now));
+        // When one more than `remaining` fits: the `t` of an HTTP `RateLimit` field,
+        // which the reset (both counts decayed) overstates by up to a window.
+        if remaining < self.limit {
+            let next = self.allowed_at(rolled, remaining + 1).saturating_sub(now);
+            admitted.with_next_permit_nanos(next)
+        } else {
+            admitted
+        }
     }
 
     fn limited(&self, rolled: &Rolled, now: u64, n: u64) -> Denied {

@@ -110,6 +110,19 @@ impl SlidingLog {
     /// `minDifference`); zero for none. The `n` permits of one request count as one
     /// action.
     ///
+    /// # A gap longer than the window
+    ///
+    /// Here tollgate and ClassDojo's rolling-rate-limiter differ. ClassDojo keeps
+    /// only the actions inside the window, so once the previous action has left it,
+    /// it forgets it and admits, even before the gap has run: with a window of 1 s
+    /// and a gap of 5 s, an action 2 s after the last is admitted. tollgate keeps
+    /// the previous action until its gap has run too (the log's horizon is the
+    /// longer of the window and the gap), and denies that action for 3 s more.
+    /// tollgate's is the consistent reading: ClassDojo's own answer after an action
+    /// (`millisecondsUntilAllowed`, at least `minDifference`) tells the caller to
+    /// wait the whole 5 s, yet it admits the next action from 1 s on. With a gap no
+    /// longer than the window, the two agree.
+    ///
     /// # Errors
     ///
     /// [`ConfigError::TooLong`] for a gap over 584 years.
@@ -126,6 +139,14 @@ impl SlidingLog {
     /// assert!(log.acquire(&mut state, Nanos::ZERO, 1).is_ok());
     /// let denied = log.acquire(&mut state, Nanos::new(250_000_000), 1).unwrap_err();
     /// assert_eq!(denied.retry_after(), Some(Duration::from_millis(750)));
+    ///
+    /// // A gap longer than the window still holds once the window has passed,
+    /// // where ClassDojo's limiter would admit.
+    /// let log = SlidingLog::new(10, Duration::from_secs(1))?.min_gap(Duration::from_secs(5))?;
+    /// let mut state = log.initial_state(Nanos::ZERO);
+    /// assert!(log.acquire(&mut state, Nanos::ZERO, 1).is_ok());
+    /// let denied = log.acquire(&mut state, Nanos::new(2_000_000_000), 1).unwrap_err();
+    /// assert_eq!(denied.retry_after(), Some(Duration::from_secs(3)));
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn min_gap(self, gap: Duration) -> Result<SlidingLog, ConfigError> {

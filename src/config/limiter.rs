@@ -86,13 +86,61 @@ impl AppliedLimit {
     }
 }
 
+/// As people read it: the name, then the quota over its window
+/// (`login: 5 per 60s`), or the quota alone for a limit without one.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::config::AppliedLimit;
+///
+/// let limit = AppliedLimit { name: "login".into(), quota: 5, window: Duration::from_secs(60) };
+/// assert_eq!(limit.to_string(), "login: 5 per 60s");
+/// ```
+impl fmt::Display for AppliedLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.window.is_zero() {
+            write!(f, "{}: {}", self.name, self.quota)
+        } else {
+            write!(f, "{}: {} per {:?}", self.name, self.quota, self.window)
+        }
+    }
+}
+
 /// A shadow limit that would have denied the request.
+///
+/// Its [`Display`](fmt::Display) is a line for a log: which limit, and what its
+/// denial would have said.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::config::{AppliedLimit, ShadowDenial};
+/// use tollgate::{Denied, Limited};
+///
+/// let denial = ShadowDenial {
+///     limit: AppliedLimit { name: "export_daily".into(), quota: 1000, window: Duration::from_secs(86_400) },
+///     denied: Denied::Limited(Limited::new(Duration::from_secs(30), 1000, 0, Duration::from_secs(30))),
+/// };
+/// assert_eq!(
+///     denial.to_string(),
+///     "shadow limit export_daily: 1000 per 86400s would deny: rate limited, retry after 30s"
+/// );
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShadowDenial {
     /// The shadow limit that denied.
     pub limit: AppliedLimit,
     /// Its denial, which was not applied.
     pub denied: Denied,
+}
+
+impl fmt::Display for ShadowDenial {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "shadow limit {} would deny: {}", self.limit, self.denied)
+    }
 }
 
 /// What [`ConfigLimiter::check`] decided.

@@ -89,20 +89,41 @@ impl Gcra {
         }
     }
 
-    /// redis-cell's `remaining`: `(tolerance - ttl) / interval`, both in whole
-    /// microseconds, divided as floats and truncated towards zero; 0 when the bucket
-    /// holds less than one interval. (Under a microsecond of interval, where
-    /// redis-cell would divide by zero, the nanoseconds are divided exactly.)
+    /// redis-cell's `remaining` for a bucket full again after `ttl`.
     fn cell_remaining(&self, ttl: Duration) -> u64 {
-        let next = i128::from(self.tolerance) - ttl.as_nanos() as i128;
-        if next <= 0 {
-            return 0;
-        }
-        let interval_us = self.interval / 1000;
-        if interval_us == 0 {
-            return (next / i128::from(self.interval)) as u64;
-        }
-        ((next / 1000) as f64 / interval_us as f64) as u64
+        let room = i128::from(self.tolerance) - ttl.as_nanos() as i128;
+        // Below zero (a bucket in debt) there is no room; it is never above the
+        // tolerance, so it fits.
+        let room = u64::try_from(room.max(0)).unwrap_or(self.tolerance);
+        cell_remaining(room, self.interval)
+    }
+}
+
+/// redis-cell's `remaining`: `room / interval` (the room left, `tolerance - ttl`),
+/// both in whole microseconds, divided as floats and truncated towards zero; 0 when
+/// the bucket holds less than one interval. (Under a microsecond of interval, where
+/// redis-cell would divide by zero, the nanoseconds are divided exactly.)
+///
+/// The one rounding of both renderings of a reply,
+/// [`Gcra::cell_throttle`] and [`CellReply::from_decision`].
+fn cell_remaining(room_nanos: u64, interval_nanos: u64) -> u64 {
+    let interval_us = interval_nanos / 1000;
+    if interval_us == 0 {
+        return room_nanos / interval_nanos.max(1);
+    }
+    ((room_nanos / 1000) as f64 / interval_us as f64) as u64
+}
+
+/// A decision's `remaining` as redis-cell counts it. A GCRA decision made in
+/// process keeps its room in nanoseconds over the emission interval (a divisor above
+/// one): divided exactly, it is one lower than redis-cell's whole-microsecond count
+/// when the interval is not a whole number of microseconds. Any other decision (a
+/// store's reply, already in whole permits) is as it came.
+fn decision_remaining((room, divisor): (u64, u64)) -> u64 {
+    if divisor > 1 {
+        cell_remaining(room, divisor)
+    } else {
+        room / divisor.max(1)
     }
 }
 
@@ -110,6 +131,12 @@ impl CellReply {
     /// The `CL.THROTTLE` reply for a GCRA decision, such as a
     /// [`RedisStore`](crate::store) decision on a [`Gcra`] rule: the store's script
     /// replies the same fields, in microseconds.
+    ///
+    /// The reply is the one [`Gcra::cell_throttle`] gives in the same state at the
+    /// same time, `remaining` included: it is counted as redis-cell counts it, in
+    /// whole microseconds (see [`Gcra::cell_throttle`]), not as
+    /// [`Admitted::remaining`] divides exact nanoseconds, which is one lower when the
+    /// emission interval is not a whole number of microseconds.
     ///
     /// `None` for a request that can never pass (more than the burst) or a closed
     /// limiter: such a decision carries no state, while `CL.THROTTLE` reports what is
@@ -136,14 +163,14 @@ impl CellReply {
             Ok(a) => Some(CellReply {
                 limited: false,
                 limit: a.limit(),
-                remaining: a.remaining(),
+                remaining: decision_remaining(a.remaining_parts()),
                 retry_after: None,
                 reset_after: a.reset_after(),
             }),
             Err(Denied::Limited(l)) => Some(CellReply {
                 limited: true,
                 limit: l.limit(),
-                remaining: l.remaining(),
+                remaining: decision_remaining(l.remaining_parts()),
                 retry_after: l.retry_after(),
                 reset_after: l.reset_after(),
             }),
@@ -172,7 +199,7 @@ impl CellReply {
         CellReply {
             limited: true,
             limit: peek.limit(),
-            remaining: peek.remaining(),
+            remaining: decision_remaining(peek.remaining_parts()),
             retry_after: None,
             reset_after: peek.reset_after(),
         }

@@ -379,7 +379,21 @@ impl<S: SmoothShape> Smooth<S> {
 
     fn admitted(&self, state: &SmoothState, now_us: i64, now: Nanos) -> Admitted {
         let (limit, remaining, reset_after) = self.status(state, now_us, now);
-        Admitted::new(limit, remaining, reset_after)
+        let admitted = Admitted::new(limit, remaining, reset_after);
+        if remaining >= limit {
+            return admitted;
+        }
+        // When more than `remaining` can pass (the `t` of an HTTP `RateLimit`
+        // field, which the reset overstates): once prepaid time has run out, or
+        // once idle time stores the next whole permit.
+        let next_us = if state.next_free_us > now_us {
+            state.next_free_us
+        } else {
+            let missing = (state.stored_permits.floor() + 1.0 - state.stored_permits).max(0.0);
+            now_us.saturating_add(ceil_to_i64(missing * self.cool_down_us()))
+        };
+        admitted
+            .with_next_permit_nanos(state.instant(next_us).saturating_since(now).as_nanos() as u64)
     }
 
     /// Denied until the microsecond `fits_at`.

@@ -20,7 +20,10 @@ use crate::time::{Clock, MonotonicClock};
 /// and a classifier reads the response as a success, a drop or ignored.
 ///
 /// Refused requests are answered 503 (or 429, [`reject_with`](AdaptiveLayer::reject_with)),
-/// with `Retry-After` if [`retry_after`](AdaptiveLayer::retry_after) is set. Every
+/// with `Retry-After: 1` ([`DEFAULT_RETRY_AFTER`](AdaptiveLayer::DEFAULT_RETRY_AFTER);
+/// set by [`retry_after`](AdaptiveLayer::retry_after), left out by
+/// [`without_retry_after`](AdaptiveLayer::without_retry_after)), as the shedding
+/// layer answers. Every
 /// clone of the layer, and every service it makes, shares the one limiter.
 ///
 /// # Examples
@@ -52,8 +55,16 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLayer<L, C> {
     /// pause. An overload that lasts longer is not one a client should wait out.
     pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
 
+    /// The `Retry-After` refusals carry unless told otherwise: 1 s, the shortest
+    /// the field can say, and the shedding layer's own default. An adaptive limit
+    /// does not know when a permit comes back; it comes back when a request in
+    /// flight ends, which at the limit is about one latency away. A client that
+    /// honours the field comes back soon, and does not hammer the server meanwhile.
+    pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
+
     /// Holds requests to `limiter`'s limit, reading responses by status
-    /// ([`HttpStatus`]); refuses with 503 and no `Retry-After`.
+    /// ([`HttpStatus`]); refuses with 503 and `Retry-After: 1`
+    /// ([`DEFAULT_RETRY_AFTER`](AdaptiveLayer::DEFAULT_RETRY_AFTER)).
     ///
     /// # Examples
     ///
@@ -71,7 +82,10 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLayer<L, C> {
         AdaptiveLayer {
             limiter,
             classify: Arc::new(HttpStatus::new()),
-            rejection: Rejection::default(),
+            rejection: Rejection {
+                retry_after: Some(seconds_up(Self::DEFAULT_RETRY_AFTER)),
+                ..Rejection::default()
+            },
         }
     }
 }
@@ -117,9 +131,10 @@ impl<L: LimitAlgorithm, C: Clock, K> AdaptiveLayer<L, C, K> {
         self
     }
 
-    /// Sends `Retry-After` with refusals: `after` in whole seconds, rounded up (off
-    /// by default: an adaptive limit does not know when a permit comes back, so the
-    /// value is a hint you choose).
+    /// Sends `Retry-After` with refusals: `after` in whole seconds, rounded up,
+    /// instead of [`DEFAULT_RETRY_AFTER`](AdaptiveLayer::DEFAULT_RETRY_AFTER) (an
+    /// adaptive limit does not know when a permit comes back, so the value is a hint
+    /// you choose).
     ///
     /// # Errors
     ///
@@ -156,6 +171,26 @@ impl<L: LimitAlgorithm, C: Clock, K> AdaptiveLayer<L, C, K> {
         }
         self.rejection.retry_after = Some(seconds_up(after));
         Ok(self)
+    }
+
+    /// Refusals carry no `Retry-After`: for clients that would wait it out where
+    /// another server could answer at once (behind a load balancer that retries
+    /// elsewhere).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::adaptive::{limit::AimdLimit, AdaptiveLimiter, WhenLimited};
+    /// use tollgate::http::adaptive::AdaptiveLayer;
+    ///
+    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?);
+    /// let layer = AdaptiveLayer::new(limiter).without_retry_after();
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn without_retry_after(mut self) -> Self {
+        self.rejection.retry_after = None;
+        self
     }
 
     /// The limiter, shared with every service the layer makes.

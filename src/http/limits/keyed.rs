@@ -41,13 +41,15 @@ impl fmt::Debug for Cost {
 /// # The decisive policy
 ///
 /// With several rules ([`SharedLimiter::all_of`](crate::store::SharedLimiter::all_of)) the store combines their decisions
-/// into one: the admission with the fewest permits remaining (its `reset_after` the
-/// longest of all), or the denial with the longest wait, or a request more costly
-/// than some rule can ever grant. The verdict's `decisive` policy is the rule that
-/// combined decision speaks for: the first rule whose quota equals the decision's
-/// `limit` (for a request too costly, whose capacity equals the one reported). When
-/// two rules have the same quota the decision cannot tell them apart and the first
-/// is named; the numbers reported (`r`, `t`) are still the combined decision's.
+/// into one: the admission of the rule with the fewest permits remaining, whole (its
+/// limit, remaining and reset, all of that rule), or the denial with the longest
+/// wait, or a request more costly than some rule can ever grant. So `r` and `t` of
+/// the `RateLimit` field are always one rule's. The verdict's `decisive` policy is
+/// the rule that combined decision speaks for: the first rule whose quota equals the
+/// decision's `limit` (for a request too costly, whose capacity equals the one
+/// reported). When two rules have the same quota the decision cannot tell them
+/// apart and the first is named; the numbers reported (`r`, `t`) are still one
+/// rule's, the one the store reported.
 ///
 /// # Examples
 ///

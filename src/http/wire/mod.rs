@@ -8,12 +8,14 @@
 //!     policy: `q` its quota, `w` its window in seconds, rounded up (so that a client
 //!     pacing itself at `q` per `w` stays within the limit), and left out for a
 //!     policy without a window.
-//!   - `RateLimit: "burst";r=0;t=12` reports the decisive policy: `r` the permits
-//!     remaining, `t` the seconds until more quota, rounded up. On a denial `t` is the
-//!     time until the same request can pass (its `retry_after`); on an admission, the
-//!     time until the policy is back to its full quota (its `reset_after`).
-//! - `Retry-After` (RFC 9110): written on a denial in delay-seconds, `t` and at least
-//!   1; read as delay-seconds or an HTTP-date (through the `httpdate` crate).
+//!   - `RateLimit: "burst";r=0;t=12` reports the decisive policy, both numbers of
+//!     that one policy: `r` the permits remaining, `t` the seconds until more than
+//!     `r` are free, rounded up, on an admission and a denial alike (see
+//!     [below](#the-reset-parameter-t)).
+//! - `Retry-After` (RFC 9110): written on a denial in delay-seconds: the time until
+//!   the denied request can pass, rounded up and at least 1, so never earlier than
+//!   `t` (equal for a one-permit request); read as delay-seconds or an HTTP-date
+//!   (through the `httpdate` crate).
 //! - Optionally the legacy `X-RateLimit-Limit`, `X-RateLimit-Remaining` and
 //!   `X-RateLimit-Reset` of the decisive policy. `X-RateLimit-Reset` is a **delta**:
 //!   the seconds until the policy is back to its full quota, rounded up (as
@@ -25,6 +27,35 @@
 //! response asks the client to hold off. Every reader takes untrusted input: it never
 //! panics, and a value it cannot read is ignored (as RFC 9651 asks of structured
 //! fields: one syntax error voids the field).
+//!
+//! # The reset parameter `t`
+//!
+//! Draft-10 defines it in section 4.1.2: "the number of seconds until additional
+//! quota associated with the quota policy is made available", and adds that the
+//! client "MUST NOT assume that all its service limit will be fully restored" by
+//! then. Section 6 asks that `Retry-After` "SHOULD NOT reference a point in time
+//! earlier than the reset parameter". So `t` is not the time until the policy is
+//! full again (that is `X-RateLimit-Reset`), and it means the same on every
+//! response: the seconds until more than `r` permits are free, as
+//! [`Admitted::next_permit_after`](crate::Admitted::next_permit_after) and
+//! [`Limited::next_permit_after`](crate::Limited::next_permit_after) tell it.
+//! (Draft-11 renames `t` the "effective window", "the number of seconds within
+//! which the client can use no more than the available quota": the same number.)
+//!
+//! With `"login";q=5;w=60` (a token bucket, one permit back every 12 s), the fifth
+//! request of a burst and the sixth, 10 ms later, read:
+//!
+//! ```text
+//! 200  RateLimit: "login";r=0;t=12                  X-RateLimit-Reset: 60
+//! 429  RateLimit: "login";r=0;t=12  Retry-After: 12  X-RateLimit-Reset: 60
+//! ```
+//!
+//! `t` is exact for a bucket that refills continuously, for a sliding counter, for
+//! Guava's limiters, and for limits whose permits come back all at once (a fixed
+//! window: the window's end). Where the decision does not say when the next permit
+//! comes back (a sliding log, a Redis store's reply), it is the time until the
+//! policy is full, which no permit comes back after: a client that waits `t` never
+//! waits too little.
 //!
 //! # Policy names
 //!

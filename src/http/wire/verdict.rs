@@ -17,6 +17,11 @@ use crate::http::limits::Verdict;
 /// denial, even one without policies; and with `legacy`, `X-RateLimit-*` beside
 /// `RateLimit`. Every sf-integer is clamped to 15 digits, the most RFC 9651 allows.
 ///
+/// `RateLimit`'s `t` is the time until more than `r` permits are free, on an
+/// admission and a denial alike (see the [module docs](super#the-reset-parameter-t));
+/// `Retry-After` is never earlier than `t`, and `X-RateLimit-Reset` (until the policy
+/// is full again) never earlier either.
+///
 /// Fields are appended, not replaced: an inner layer's `RateLimit` items and this
 /// one's make one list, as structured-field lists combine across field lines. A
 /// request denied for good (more costly than the quota, or a closed limiter) gets no
@@ -58,16 +63,17 @@ pub fn insert(headers: &mut HeaderMap, verdict: &Verdict, legacy: bool) {
         return;
     };
     let (limit, remaining, t, reset_after) = match decision {
+        // `t` has one meaning, the draft's, on both: the time until more than `r`.
         Ok(admitted) => (
             admitted.limit(),
             admitted.remaining(),
-            Some(seconds_up(admitted.reset_after())),
+            Some(seconds_up(admitted.next_permit_after())),
             admitted.reset_after(),
         ),
         Err(Denied::Limited(limited)) => (
             limited.limit(),
             limited.remaining(),
-            limited.retry_after().map(seconds_up),
+            limited.next_permit_after().map(seconds_up),
             limited.reset_after(),
         ),
         Err(_) => return,
