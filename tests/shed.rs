@@ -11,7 +11,7 @@ use tollgate::observe::{DenyReason, Event, EventKind, Events};
 use tollgate::shed::system::{ManualReadings, SystemProtection, SystemRule};
 use tollgate::shed::{
     Class, Classes, FleetShedder, Measure, Mode, ModeSwitch, ShedDecision, ShedReason, Shedder,
-    UtilisationShedder,
+    UtilisationBuilder, UtilisationShedder,
 };
 use tollgate::time::{ManualClock, Nanos};
 use tollgate::ConfigError;
@@ -305,16 +305,100 @@ fn utilisation_bad_input_and_extremes() {
         .deescalate_after(ms(500))
         .build_with_clock(clock.clone())
         .is_ok());
-    let endless = b()
-        .escalate_after(Duration::MAX)
-        .deescalate_after(Duration::MAX)
+    // Extremes of a report: a huge busy count and capacity, and the clock's end.
+    let longest = b()
+        .escalate_after(UtilisationBuilder::MAX_HOLD)
+        .deescalate_after(UtilisationBuilder::MAX_HOLD)
         .build_with_clock(clock.clone())
         .unwrap();
-    endless.report(u64::MAX, u64::MAX).unwrap();
+    longest.report(u64::MAX, u64::MAX).unwrap();
     clock.advance(Duration::MAX);
-    endless.report(u64::MAX, 1).unwrap();
-    assert_eq!(endless.level(), 0);
-    assert!(endless.decide(&classes.lowest()).is_admitted());
+    longest.report(u64::MAX, 1).unwrap();
+    assert_eq!(longest.level(), 1);
+    assert!(!longest.decide(&classes.lowest()).is_admitted());
+}
+
+// The bug: `escalate_after(Duration::MAX)` and `shed_above(f64::MAX)` were accepted,
+// and the shedder then never shed.
+#[test]
+fn settings_that_would_never_shed_are_refused() {
+    let classes = Classes::google();
+    let b = || UtilisationShedder::builder(classes.clone(), Measure::Reported);
+    let hour = UtilisationBuilder::MAX_HOLD;
+    assert_eq!(hour, Duration::from_secs(3600));
+    for too_long in [hour + Duration::from_nanos(1), Duration::MAX] {
+        assert_eq!(
+            b().escalate_after(too_long)
+                .deescalate_after(too_long)
+                .build()
+                .unwrap_err(),
+            ConfigError::TooLong {
+                parameter: "escalate_after",
+                max: hour,
+                within: "a shedder's hold"
+            }
+        );
+        assert_eq!(
+            b().deescalate_after(too_long).build().unwrap_err(),
+            ConfigError::TooLong {
+                parameter: "deescalate_after",
+                max: hour,
+                within: "a shedder's hold"
+            }
+        );
+    }
+    for never in [1.0 + f64::EPSILON, 2.0, f64::MAX] {
+        assert_eq!(
+            b().shed_above(never).build().unwrap_err(),
+            ConfigError::OutOfRange {
+                parameter: "shed_above",
+                expected: "within (0, 1]"
+            },
+            "{never}"
+        );
+    }
+    for always in [0.0, -0.0, -1.0, f64::MIN] {
+        assert_eq!(
+            b().shed_above(always).build().unwrap_err().parameter(),
+            "shed_above",
+            "{always}"
+        );
+    }
+    assert_eq!(
+        b().shed_above(f64::NEG_INFINITY).build().unwrap_err(),
+        ConfigError::Infinite {
+            parameter: "shed_above"
+        }
+    );
+    assert_eq!(
+        b().recover_below(f64::INFINITY).build().unwrap_err(),
+        ConfigError::Infinite {
+            parameter: "recover_below"
+        }
+    );
+}
+
+// The longest settings accepted still shed: fully busy for an hour, the least
+// critical class goes.
+#[test]
+fn the_longest_hold_and_highest_threshold_still_shed() {
+    let classes = Classes::google();
+    let clock = ManualClock::new();
+    let shedder = UtilisationShedder::builder(classes.clone(), Measure::InFlight { capacity: 2 })
+        .shed_above(1.0)
+        .recover_below(0.5)
+        .escalate_after(UtilisationBuilder::MAX_HOLD)
+        .deescalate_after(UtilisationBuilder::MAX_HOLD)
+        .build_with_clock(clock.clone())
+        .unwrap();
+    let _held = [
+        shedder.decide(&classes.highest()),
+        shedder.decide(&classes.highest()),
+    ];
+    assert!(shedder.decide(&classes.lowest()).is_admitted());
+    clock.advance(UtilisationBuilder::MAX_HOLD);
+    assert!(!shedder.decide(&classes.lowest()).is_admitted());
+    assert_eq!(shedder.level(), 1);
 }
 
 #[test]
