@@ -923,3 +923,72 @@ fn utilisation_fed_by_an_adaptive_limiter_sheds_as_its_limit_fills() {
         "measure"
     );
 }
+
+// ---- A class of another set -----------------------------------------------------
+
+// The bug: a class was known by its index alone, so Google's `critical` (index 1)
+// given to a fleet over ["critical", "sheddable"] was that set's `sheddable`, and was
+// refused the reserve.
+#[test]
+fn a_fleet_reads_a_class_of_another_set_by_its_name() {
+    let google = Classes::google();
+    let mine = Classes::new(["critical", "sheddable"]).unwrap();
+    let fleet = FleetShedder::new(mine.clone(), 2, 0.5).unwrap();
+    let _shared = fleet.decide(&mine.parse("sheddable")).into_slot().unwrap();
+    assert!(fleet.is_critical(&google.parse("critical")));
+    let critical = fleet.decide(&google.parse("critical"));
+    assert!(critical.is_admitted(), "{critical:?}");
+    drop(critical);
+    // `sheddable_plus` is no name of the fleet's set: its default class, `sheddable`,
+    // which the reserve is not for.
+    let refused = fleet.decide(&google.parse("sheddable_plus"));
+    let shed = refused.shed().expect("the shared slot is taken");
+    assert_eq!(shed.reason(), ShedReason::Reserved);
+    assert_eq!(shed.class(), &mine.parse("sheddable"));
+}
+
+// The bug: Google's `sheddable` (index 3) given to a utilisation shedder over two
+// classes was past the end of its set, and shed even at level 0.
+#[test]
+fn a_utilisation_shedder_reads_a_class_of_another_set_by_its_name() {
+    let google = Classes::google();
+    let mine = Classes::new(["interactive", "batch"]).unwrap();
+    let clock = ManualClock::new();
+    let shedder = UtilisationShedder::builder(mine.clone(), Measure::Reported)
+        .escalate_after(ms(10))
+        .deescalate_after(ms(10))
+        .build_with_clock(clock.clone())
+        .unwrap();
+    assert_eq!(shedder.level(), 0);
+    let decision = shedder.decide(&google.lowest());
+    assert!(!decision.would_shed(), "{decision:?}");
+    // At level 1, the foreign class is the set's default class, `batch`, and shed
+    // as it; a name the set has keeps its rank.
+    shedder.report(1, 1).unwrap();
+    clock.advance(ms(10));
+    shedder.report(1, 1).unwrap();
+    assert_eq!(shedder.level(), 1);
+    let shed = shedder.decide(&google.highest()).into_slot().unwrap_err();
+    assert_eq!(shed.class(), &mine.parse("batch"));
+    let by_name = Classes::new(["batch", "interactive"]).unwrap().lowest();
+    assert!(shedder.decide(&by_name).is_admitted());
+}
+
+// The bug: two classes of different sets were equal when their indexes were.
+#[test]
+fn classes_are_equal_only_within_one_set() {
+    let google = Classes::google();
+    let other = Classes::new(["a", "b", "c", "d"]).unwrap();
+    assert_ne!(google.highest(), other.highest());
+    assert_ne!(
+        google.highest().cmp(&other.highest()),
+        std::cmp::Ordering::Equal
+    );
+    assert!(google.highest() > other.lowest());
+    // One set: clones, another default, and another call of `google`.
+    let same = Classes::google().with_default("sheddable").unwrap();
+    assert_eq!(google.highest(), same.highest());
+    assert!(google.contains(&same.lowest()));
+    assert!(!google.contains(&other.lowest()));
+    assert_eq!(google.resolve(&other.lowest()), google.default_class());
+}

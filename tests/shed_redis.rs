@@ -311,12 +311,7 @@ async fn a_slot_from_before_a_redis_restart_neither_frees_nor_renews_one_from_af
 
         let after = shedder(&url, 1, 0.0, Duration::from_secs(30)).await;
         assert_eq!(after.counter().in_use().await.unwrap(), 0, "data survived");
-        let b = after
-            .decide_async(&low)
-            .await
-            .unwrap()
-            .into_slot()
-            .unwrap();
+        let b = after.decide_async(&low).await.unwrap().into_slot().unwrap();
         let (a_id, b_id) = (a.lease().id(), b.lease().id());
 
         // A's connection reconnects; then A names nothing in the new set.
@@ -327,7 +322,11 @@ async fn a_slot_from_before_a_redis_restart_neither_frees_nor_renews_one_from_af
         assert_eq!(after.counter().in_use().await.unwrap(), 1);
         for fleet in [&before, &after] {
             let third = fleet.decide_async(&low).await.unwrap();
-            assert_eq!(reason(&third), Some(ShedReason::Full), "admitted past capacity 1");
+            assert_eq!(
+                reason(&third),
+                Some(ShedReason::Full),
+                "admitted past capacity 1"
+            );
         }
         assert!(b.release().await.unwrap());
         assert_ne!(a_id, b_id);

@@ -433,7 +433,8 @@ where
 {
     /// Admits `class` if fewer than its limit are in flight across the fleet (the
     /// whole capacity for a critical class, the shared limit for others): one call
-    /// of one script, which counts and takes together.
+    /// of one script, which counts and takes together. A class of another set is
+    /// read by its name ([`Classes::resolve`]).
     ///
     /// In shadow mode or with shedding off, the slot is taken past the limit in the
     /// same call.
@@ -474,6 +475,7 @@ where
         &self,
         class: &Class,
     ) -> Result<ShedDecision<RedisSlot<C>>, StoreError> {
+        let class = &*self.class_set().own(class);
         let plan = self.plan(class);
         let (lease, within) = self
             .counter()

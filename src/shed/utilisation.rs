@@ -48,8 +48,9 @@ pub enum Measure {
 /// [`deescalate_after`](UtilisationBuilder::deescalate_after), it sheds one class
 /// fewer. Between the two thresholds it holds its level. So the level `k` sheds
 /// exactly the `k` least critical classes: a class is never shed before every less
-/// critical one is. The most critical class is never shed. A class from another
-/// set, whose index is past this set's, ranks as the least critical.
+/// critical one is. The most critical class is never shed. A class of another set
+/// is read by its name ([`Classes::resolve`]): as the class of that name in this
+/// set, or as its default class.
 ///
 /// The level moves only when the shedder reads utilisation: on every
 /// [`decide`](Shedder::decide), and on every [`report`](UtilisationShedder::report)
@@ -325,6 +326,7 @@ impl<C: Clock> Shedder for UtilisationShedder<C> {
     /// if it is among the `level` least critical. A refusal hints the
     /// de-escalation hold as `retry_after`: the class comes back no sooner.
     fn decide(&self, class: &Class) -> ShedDecision<UtilisationSlot> {
+        let class = &*self.classes.own(class);
         let level = self.observe(self.utilisation());
         let mode = self.mode.get();
         let shed = class.index() >= self.classes.len() - level;

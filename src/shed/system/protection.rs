@@ -327,10 +327,10 @@ impl<R: SystemReadings, C: Clock> SystemProtection<R, C> {
         }
     }
 
-    /// Whether `class` is never shed. A class from another set, whose index this set
-    /// does not have, is not exempt.
+    /// Whether `class` is never shed. A class of another set is read by its name
+    /// ([`Classes::resolve`]).
     pub fn is_exempt(&self, class: &Class) -> bool {
-        self.exempt.get(class.index()).copied().unwrap_or(false)
+        self.exempt[self.classes.own(class).index()]
     }
 
     /// The mode switch this protection follows.
@@ -366,6 +366,7 @@ impl<R: SystemReadings, C: Clock> Shedder for SystemProtection<R, C> {
     /// exceeded, in Sentinel's order. A shed request is counted in the window's
     /// block QPS and never as in flight.
     fn decide(&self, class: &Class) -> ShedDecision<SystemPermit<R, C>> {
+        let class = &*self.classes.own(class);
         let shared = &self.shared;
         let now = shared.clock.now();
         let mode = self.mode.get();

@@ -335,10 +335,7 @@ impl SystemRuleBuilder {
         positive_duration("statistic_max_rt", rule.statistic_max_rt)?;
         // A window of Duration::MAX keeps its first busiest bucket for good, and a
         // sampling interval of Duration::MAX keeps the first CPU reading.
-        for (parameter, period) in [
-            ("window", rule.window),
-            ("sample_every", rule.sample_every),
-        ] {
+        for (parameter, period) in [("window", rule.window), ("sample_every", rule.sample_every)] {
             if period > MAX_PERIOD {
                 return Err(ConfigError::TooLong {
                     parameter,
