@@ -1,7 +1,6 @@
 //! Criticality classes: [`Classes`], an ordered set of names, and the [`Class`] of a
 //! request.
 
-use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::fmt;
 
@@ -288,16 +287,29 @@ impl Classes {
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn resolve(&self, class: &Class) -> Class {
-        self.own(class).into_owned()
+        // Made by this set's names, so that `made` holds for the answer.
+        if self.contains(class) {
+            self.at(class.index)
+        } else {
+            self.parse(class.name())
+        }
     }
 
-    /// [`resolve`](Classes::resolve), borrowing a class of this set: the path of
-    /// every decision.
-    pub(crate) fn own<'a>(&self, class: &'a Class) -> Cow<'a, Class> {
-        if self.contains(class) {
-            Cow::Borrowed(class)
+    /// Whether `class` was made by this set or a clone of it: one pointer
+    /// comparison, the path of every decision. A class of an equal set made apart
+    /// is not, and goes through [`resolve`](Classes::resolve).
+    #[inline]
+    pub(crate) fn made(&self, class: &Class) -> bool {
+        Arc::ptr_eq(&self.names, &class.set)
+    }
+
+    /// The position of `class` once [resolved](Classes::resolve).
+    #[inline]
+    pub(crate) fn index_of(&self, class: &Class) -> usize {
+        if self.made(class) {
+            class.index
         } else {
-            Cow::Owned(self.parse(class.name()))
+            self.resolve(class).index
         }
     }
 
@@ -484,6 +496,21 @@ mod tests {
                 .parameter(),
             "default_class"
         );
+    }
+
+    #[test]
+    fn a_resolved_class_is_made_by_the_set_that_resolved_it() {
+        let google = Classes::google();
+        let apart = Classes::google();
+        let other = Classes::new(["critical", "bulk"]).unwrap();
+        assert!(google.made(&google.clone().lowest()));
+        assert!(!google.made(&apart.lowest()) && google.contains(&apart.lowest()));
+        for class in [apart.lowest(), other.highest(), other.lowest()] {
+            assert!(google.made(&google.resolve(&class)), "{class:?}");
+        }
+        assert_eq!(google.index_of(&apart.lowest()), 3);
+        assert_eq!(google.index_of(&other.highest()), 1);
+        assert_eq!(google.index_of(&other.lowest()), 1, "the default class");
     }
 
     #[test]

@@ -287,7 +287,7 @@ impl<U> FleetShedder<U> {
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn is_critical(&self, class: &Class) -> bool {
-        self.critical[self.classes.own(class).index()]
+        self.critical[self.classes.index_of(class)]
     }
 
     /// The requests in flight at most, critical ones included.
@@ -342,7 +342,7 @@ impl<U> FleetShedder<U> {
     /// policy and the mode, holding no slot. Reported to the events with the detail
     /// `unavailable`.
     pub(super) fn unavailable<S>(&self, class: &Class) -> ShedDecision<Option<S>> {
-        let class = &*self.classes.own(class);
+        let class = &self.classes.resolve(class);
         let shed = || Shed::new(class.clone(), ShedReason::Unavailable, self.retry_after);
         let decision = match (self.on_failure, self.mode.get()) {
             (OnFailure::Open, _) | (OnFailure::Closed, Mode::Off) => ShedDecision::Admit(None),
@@ -442,7 +442,13 @@ impl<U: UsageCounter> Shedder for FleetShedder<U> {
     /// a critical class, the shared limit for others), in one atomic step. A class
     /// of another set is read by its name ([`Classes::resolve`]).
     fn decide(&self, class: &Class) -> ShedDecision<FleetSlot<U>> {
-        let class = &*self.classes.own(class);
+        let resolved;
+        let class = if self.classes.made(class) {
+            class
+        } else {
+            resolved = self.classes.resolve(class);
+            &resolved
+        };
         let plan = self.plan(class);
         let (lease, within) = if plan.mode == Mode::Off {
             (Some(self.counter.take()), false)

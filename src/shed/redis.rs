@@ -475,7 +475,13 @@ where
         &self,
         class: &Class,
     ) -> Result<ShedDecision<RedisSlot<C>>, StoreError> {
-        let class = &*self.class_set().own(class);
+        let resolved;
+        let class = if self.class_set().made(class) {
+            class
+        } else {
+            resolved = self.class_set().resolve(class);
+            &resolved
+        };
         let plan = self.plan(class);
         let (lease, within) = self
             .counter()

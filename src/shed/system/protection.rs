@@ -330,7 +330,7 @@ impl<R: SystemReadings, C: Clock> SystemProtection<R, C> {
     /// Whether `class` is never shed. A class of another set is read by its name
     /// ([`Classes::resolve`]).
     pub fn is_exempt(&self, class: &Class) -> bool {
-        self.exempt[self.classes.own(class).index()]
+        self.exempt[self.classes.index_of(class)]
     }
 
     /// The mode switch this protection follows.
@@ -366,7 +366,13 @@ impl<R: SystemReadings, C: Clock> Shedder for SystemProtection<R, C> {
     /// exceeded, in Sentinel's order. A shed request is counted in the window's
     /// block QPS and never as in flight.
     fn decide(&self, class: &Class) -> ShedDecision<SystemPermit<R, C>> {
-        let class = &*self.classes.own(class);
+        let resolved;
+        let class = if self.classes.made(class) {
+            class
+        } else {
+            resolved = self.classes.resolve(class);
+            &resolved
+        };
         let shared = &self.shared;
         let now = shared.clock.now();
         let mode = self.mode.get();
