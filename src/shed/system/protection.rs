@@ -329,6 +329,23 @@ impl<R: SystemReadings, C: Clock> SystemProtection<R, C> {
 
     /// Whether `class` is never shed. A class of another set is read by its name
     /// ([`Classes::resolve`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::shed::system::{ManualReadings, SystemProtection, SystemRule};
+    /// use tollgate::shed::Classes;
+    /// use tollgate::time::ManualClock;
+    ///
+    /// let rule = SystemRule::builder().max_in_flight(10).build()?;
+    /// let protection = SystemProtection::with_clock(Classes::google(), rule, ManualReadings::new(), ManualClock::new())
+    ///     .with_exempt(["critical_plus"])?;
+    /// let other = Classes::new(["bulk", "critical_plus"])?;
+    /// // By name, not by position: `bulk` sits where `critical_plus` does in Google's set.
+    /// assert!(!protection.is_exempt(&other.highest()));
+    /// assert!(protection.is_exempt(&other.lowest()));
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn is_exempt(&self, class: &Class) -> bool {
         self.exempt[self.classes.index_of(class)]
     }
