@@ -11,7 +11,7 @@ use tollgate::observe::{DenyReason, Event, EventKind, Events};
 use tollgate::shed::system::{ManualReadings, SystemProtection, SystemRule};
 use tollgate::shed::{
     Class, Classes, FleetShedder, Measure, Mode, ModeSwitch, ShedDecision, ShedReason, Shedder,
-    UtilisationShedder,
+    UtilisationBuilder, UtilisationShedder,
 };
 use tollgate::time::{ManualClock, Nanos};
 use tollgate::ConfigError;
@@ -305,16 +305,100 @@ fn utilisation_bad_input_and_extremes() {
         .deescalate_after(ms(500))
         .build_with_clock(clock.clone())
         .is_ok());
-    let endless = b()
-        .escalate_after(Duration::MAX)
-        .deescalate_after(Duration::MAX)
+    // Extremes of a report: a huge busy count and capacity, and the clock's end.
+    let longest = b()
+        .escalate_after(UtilisationBuilder::MAX_HOLD)
+        .deescalate_after(UtilisationBuilder::MAX_HOLD)
         .build_with_clock(clock.clone())
         .unwrap();
-    endless.report(u64::MAX, u64::MAX).unwrap();
+    longest.report(u64::MAX, u64::MAX).unwrap();
     clock.advance(Duration::MAX);
-    endless.report(u64::MAX, 1).unwrap();
-    assert_eq!(endless.level(), 0);
-    assert!(endless.decide(&classes.lowest()).is_admitted());
+    longest.report(u64::MAX, 1).unwrap();
+    assert_eq!(longest.level(), 1);
+    assert!(!longest.decide(&classes.lowest()).is_admitted());
+}
+
+// The bug: `escalate_after(Duration::MAX)` and `shed_above(f64::MAX)` were accepted,
+// and the shedder then never shed.
+#[test]
+fn settings_that_would_never_shed_are_refused() {
+    let classes = Classes::google();
+    let b = || UtilisationShedder::builder(classes.clone(), Measure::Reported);
+    let hour = UtilisationBuilder::MAX_HOLD;
+    assert_eq!(hour, Duration::from_secs(3600));
+    for too_long in [hour + Duration::from_nanos(1), Duration::MAX] {
+        assert_eq!(
+            b().escalate_after(too_long)
+                .deescalate_after(too_long)
+                .build()
+                .unwrap_err(),
+            ConfigError::TooLong {
+                parameter: "escalate_after",
+                max: hour,
+                within: "a shedder's hold"
+            }
+        );
+        assert_eq!(
+            b().deescalate_after(too_long).build().unwrap_err(),
+            ConfigError::TooLong {
+                parameter: "deescalate_after",
+                max: hour,
+                within: "a shedder's hold"
+            }
+        );
+    }
+    for never in [1.0 + f64::EPSILON, 2.0, f64::MAX] {
+        assert_eq!(
+            b().shed_above(never).build().unwrap_err(),
+            ConfigError::OutOfRange {
+                parameter: "shed_above",
+                expected: "within (0, 1]"
+            },
+            "{never}"
+        );
+    }
+    for always in [0.0, -0.0, -1.0, f64::MIN] {
+        assert_eq!(
+            b().shed_above(always).build().unwrap_err().parameter(),
+            "shed_above",
+            "{always}"
+        );
+    }
+    assert_eq!(
+        b().shed_above(f64::NEG_INFINITY).build().unwrap_err(),
+        ConfigError::Infinite {
+            parameter: "shed_above"
+        }
+    );
+    assert_eq!(
+        b().recover_below(f64::INFINITY).build().unwrap_err(),
+        ConfigError::Infinite {
+            parameter: "recover_below"
+        }
+    );
+}
+
+// The longest settings accepted still shed: fully busy for an hour, the least
+// critical class goes.
+#[test]
+fn the_longest_hold_and_highest_threshold_still_shed() {
+    let classes = Classes::google();
+    let clock = ManualClock::new();
+    let shedder = UtilisationShedder::builder(classes.clone(), Measure::InFlight { capacity: 2 })
+        .shed_above(1.0)
+        .recover_below(0.5)
+        .escalate_after(UtilisationBuilder::MAX_HOLD)
+        .deescalate_after(UtilisationBuilder::MAX_HOLD)
+        .build_with_clock(clock.clone())
+        .unwrap();
+    let _held = [
+        shedder.decide(&classes.highest()),
+        shedder.decide(&classes.highest()),
+    ];
+    assert!(shedder.decide(&classes.lowest()).is_admitted());
+    clock.advance(UtilisationBuilder::MAX_HOLD);
+    assert!(!shedder.decide(&classes.lowest()).is_admitted());
+    assert_eq!(shedder.level(), 1);
 }
 
 #[test]
@@ -838,4 +922,73 @@ fn utilisation_fed_by_an_adaptive_limiter_sheds_as_its_limit_fills() {
         counting.report_adaptive(&limiter).unwrap_err().parameter(),
         "measure"
     );
+}
+
+// ---- A class of another set -----------------------------------------------------
+
+// The bug: a class was known by its index alone, so Google's `critical` (index 1)
+// given to a fleet over ["critical", "sheddable"] was that set's `sheddable`, and was
+// refused the reserve.
+#[test]
+fn a_fleet_reads_a_class_of_another_set_by_its_name() {
+    let google = Classes::google();
+    let mine = Classes::new(["critical", "sheddable"]).unwrap();
+    let fleet = FleetShedder::new(mine.clone(), 2, 0.5).unwrap();
+    let _shared = fleet.decide(&mine.parse("sheddable")).into_slot().unwrap();
+    assert!(fleet.is_critical(&google.parse("critical")));
+    let critical = fleet.decide(&google.parse("critical"));
+    assert!(critical.is_admitted(), "{critical:?}");
+    drop(critical);
+    // `sheddable_plus` is no name of the fleet's set: its default class, `sheddable`,
+    // which the reserve is not for.
+    let refused = fleet.decide(&google.parse("sheddable_plus"));
+    let shed = refused.shed().expect("the shared slot is taken");
+    assert_eq!(shed.reason(), ShedReason::Reserved);
+    assert_eq!(shed.class(), &mine.parse("sheddable"));
+}
+
+// The bug: Google's `sheddable` (index 3) given to a utilisation shedder over two
+// classes was past the end of its set, and shed even at level 0.
+#[test]
+fn a_utilisation_shedder_reads_a_class_of_another_set_by_its_name() {
+    let google = Classes::google();
+    let mine = Classes::new(["interactive", "batch"]).unwrap();
+    let clock = ManualClock::new();
+    let shedder = UtilisationShedder::builder(mine.clone(), Measure::Reported)
+        .escalate_after(ms(10))
+        .deescalate_after(ms(10))
+        .build_with_clock(clock.clone())
+        .unwrap();
+    assert_eq!(shedder.level(), 0);
+    let decision = shedder.decide(&google.lowest());
+    assert!(!decision.would_shed(), "{decision:?}");
+    // At level 1, the foreign class is the set's default class, `batch`, and shed
+    // as it; a name the set has keeps its rank.
+    shedder.report(1, 1).unwrap();
+    clock.advance(ms(10));
+    shedder.report(1, 1).unwrap();
+    assert_eq!(shedder.level(), 1);
+    let shed = shedder.decide(&google.highest()).into_slot().unwrap_err();
+    assert_eq!(shed.class(), &mine.parse("batch"));
+    let by_name = Classes::new(["batch", "interactive"]).unwrap().lowest();
+    assert!(shedder.decide(&by_name).is_admitted());
+}
+
+// The bug: two classes of different sets were equal when their indexes were.
+#[test]
+fn classes_are_equal_only_within_one_set() {
+    let google = Classes::google();
+    let other = Classes::new(["a", "b", "c", "d"]).unwrap();
+    assert_ne!(google.highest(), other.highest());
+    assert_ne!(
+        google.highest().cmp(&other.highest()),
+        std::cmp::Ordering::Equal
+    );
+    assert!(google.highest() > other.lowest());
+    // One set: clones, another default, and another call of `google`.
+    let same = Classes::google().with_default("sheddable").unwrap();
+    assert_eq!(google.highest(), same.highest());
+    assert!(google.contains(&same.lowest()));
+    assert!(!google.contains(&other.lowest()));
+    assert_eq!(google.resolve(&other.lowest()), google.default_class());
 }

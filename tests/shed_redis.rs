@@ -213,8 +213,11 @@ async fn leases_renew_until_given_back_and_the_key_expires_with_the_last() {
     let ttl: i64 = raw.pttl(usage.key()).await.unwrap();
     // The lease plus a second of slack.
     assert!(ttl > 10_000 && ttl <= 11_000, "ttl {ttl} ms");
-    let members: Vec<String> = raw.zrange(usage.key(), 0, -1).await.unwrap();
-    assert_eq!(members, [first.id().to_string(), second.id().to_string()]);
+    let mut members: Vec<String> = raw.zrange(usage.key(), 0, -1).await.unwrap();
+    members.sort();
+    let mut ids = [first.id().to_string(), second.id().to_string()];
+    ids.sort();
+    assert_eq!(members, ids);
 
     assert!(usage.renew(first).await.unwrap());
     assert!(usage.give_back(first).await.unwrap());
@@ -228,7 +231,109 @@ async fn leases_renew_until_given_back_and_the_key_expires_with_the_last() {
     assert!(!exists, "an empty set outlived its leases");
     // A lease id is never reused.
     let third = usage.take().await.unwrap();
-    assert!(third.id() > second.id());
+    assert!(third.id() != first.id() && third.id() != second.id());
+}
+
+// Two live leases never share an id: the script refuses a take under a live lease's
+// id (the caller then draws another) and leaves that lease as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_take_under_a_live_lease_s_id_is_refused_and_changes_nothing() {
+    let Some(()) = require_redis() else { return };
+    let server = RedisServer::start();
+    let store = store(&server.url()).await;
+    let usage = RedisUsage::new(&store, "ids", Duration::from_secs(10)).unwrap();
+    let live = usage.take().await.unwrap();
+    let mut raw = store.connection().clone();
+    let member = live.id().to_string();
+    let before: f64 = raw.zscore(usage.key(), &member).await.unwrap();
+    let script = redis::Script::new(include_str!("../src/shed/fleet_usage.lua"));
+    let reply: Vec<i64> = script
+        .key(usage.key())
+        .arg("take")
+        .arg(10)
+        .arg("1")
+        .arg(60_000_000)
+        .arg(&member)
+        .invoke_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(reply, [-1, 1, 0]);
+    let after: f64 = raw.zscore(usage.key(), &member).await.unwrap();
+    assert_eq!(after, before, "the live lease was moved");
+    assert_eq!(usage.in_use().await.unwrap(), 1);
+    assert!(usage.give_back(live).await.unwrap());
+}
+
+/// Runs `call` until it is not a connection error (a client reconnecting after a
+/// restart), for at most 10 s.
+async fn after_reconnect<T, F, Fut>(mut call: F) -> Result<T, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, StoreError>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let answer = tokio::time::timeout(Duration::from_secs(2), call())
+            .await
+            .expect("a call to Redis hung");
+        match answer {
+            Err(StoreError::Connection(_)) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+// The bug: lease ids came from a counter in Redis, lost with the set when Redis
+// restarted without persistence; slot B after the restart got slot A's id 1, so
+// `A.release()` freed B (a third request was then admitted at capacity 1) and
+// `B.renew()` answered false.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_from_before_a_redis_restart_neither_frees_nor_renews_one_from_after() {
+    let Some(()) = require_redis() else { return };
+    let test = async {
+        // The harness's server: 127.0.0.1 only, no persistence, same port on restart.
+        let mut server = RedisServer::start();
+        let url = server.url();
+        assert!(url.starts_with("redis://127.0.0.1:"), "{url}");
+        let low = Classes::google().lowest();
+        let before = shedder(&url, 1, 0.0, Duration::from_secs(30)).await;
+        let a = before
+            .decide_async(&low)
+            .await
+            .unwrap()
+            .into_slot()
+            .unwrap();
+
+        tokio::task::block_in_place(|| server.restart());
+        assert_eq!(server.url(), url, "restarted on another port");
+
+        let after = shedder(&url, 1, 0.0, Duration::from_secs(30)).await;
+        assert_eq!(after.counter().in_use().await.unwrap(), 0, "data survived");
+        let b = after.decide_async(&low).await.unwrap().into_slot().unwrap();
+        let (a_id, b_id) = (a.lease().id(), b.lease().id());
+
+        // A's connection reconnects; then A names nothing in the new set.
+        after_reconnect(|| before.counter().in_use()).await.unwrap();
+        assert!(!a.renew().await.unwrap(), "A renewed B's lease");
+        assert!(!a.release().await.unwrap(), "A freed B's lease");
+        assert!(b.renew().await.unwrap(), "B's lease is gone");
+        assert_eq!(after.counter().in_use().await.unwrap(), 1);
+        for fleet in [&before, &after] {
+            let third = fleet.decide_async(&low).await.unwrap();
+            assert_eq!(
+                reason(&third),
+                Some(ShedReason::Full),
+                "admitted past capacity 1"
+            );
+        }
+        assert!(b.release().await.unwrap());
+        assert_ne!(a_id, b_id);
+    };
+    tokio::time::timeout(Duration::from_secs(60), test)
+        .await
+        .expect("the restart test hung");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -479,3 +479,51 @@ fn protection_and_permit_are_send_and_sync() {
     fn shedder<S: Shedder<Slot = Permit>>() {}
     shedder::<Protection>();
 }
+
+// The bug: a window or sampling interval of up to 292 years was accepted; the
+// statistics then never rolled (QPS stays near 0) or the first reading stayed in
+// charge, and the rule silently stopped shedding.
+#[test]
+fn windows_and_sampling_beyond_an_hour_are_refused() {
+    use tollgate::shed::system::MAX_PERIOD;
+    use tollgate::ConfigError;
+
+    let base = || SystemRule::builder().qps(10.0);
+    assert_eq!(MAX_PERIOD, Duration::from_secs(3600));
+    let over = MAX_PERIOD + Duration::from_secs(2);
+    assert_eq!(
+        base().window(over, 2).build().unwrap_err(),
+        ConfigError::TooLong {
+            parameter: "window",
+            max: MAX_PERIOD,
+            within: "the system rule's statistics"
+        }
+    );
+    assert_eq!(
+        base().sample_every(over).build().unwrap_err(),
+        ConfigError::TooLong {
+            parameter: "sample_every",
+            max: MAX_PERIOD,
+            within: "the system rule's statistics"
+        }
+    );
+    assert!(base().window(MAX_PERIOD, 2).build().is_ok());
+    assert!(base().sample_every(MAX_PERIOD).build().is_ok());
+}
+
+// The bug: a class of another set at an exempt class's index was exempt, whatever
+// its name.
+#[test]
+fn a_class_of_another_set_is_exempt_by_its_name_only() {
+    let rule = SystemRule::builder().max_in_flight(0).build().unwrap();
+    let (protection, _readings, _clock) = protection(rule);
+    let protection = protection.with_exempt(["critical_plus"]).unwrap();
+    let _held = enter(&protection).unwrap();
+    let other = Classes::new(["bulk", "critical_plus"]).unwrap();
+    // `bulk` is at the exempt index 0, and no name of Google's: the default class.
+    assert!(!protection.is_exempt(&other.highest()));
+    assert!(!protection.decide(&other.highest()).is_admitted());
+    // `critical_plus` is exempt by its name, at index 1 of its own set.
+    assert!(protection.is_exempt(&other.lowest()));
+    assert!(protection.decide(&other.lowest()).is_admitted());
+}

@@ -22,6 +22,12 @@ const GOOGLE: [&str; 4] = ["critical_plus", "critical", "sheddable_plus", "shedd
 ///
 /// Names are compared without regard to ASCII case. Clones share the names.
 ///
+/// **One set.** Two sets with the same names in the same order are one set, whatever
+/// their defaults: clones, [`with_default`](Classes::with_default) and two calls of
+/// [`Classes::google`] all are. A [`Class`] of another set is read by its name, as a
+/// request's label is ([`resolve`](Classes::resolve)): every shedder does so, so that
+/// a class is never taken for whatever this set has at its position.
+///
 /// # Examples
 ///
 /// ```
@@ -241,12 +247,83 @@ impl Classes {
         self.names.iter().map(|name| &**name)
     }
 
+    /// Whether `class` is of this set: one with the same names in the same order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::shed::Classes;
+    ///
+    /// let google = Classes::google();
+    /// let mine = Classes::new(["user", "batch"])?;
+    /// assert!(google.contains(&Classes::google().parse("critical")));
+    /// assert!(google.contains(&google.clone().with_default("sheddable")?.lowest()));
+    /// assert!(!google.contains(&mine.highest()));
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn contains(&self, class: &Class) -> bool {
+        same_names(&self.names, &class.set)
+    }
+
+    /// `class` as a class of this set: itself if it is one
+    /// ([`contains`](Classes::contains)), otherwise read by its name as a request's
+    /// label is, so the class of that name (ASCII case ignored) or, when the set has
+    /// none, the [default class](Classes::default_class). Shedders read every class
+    /// they are given this way.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::shed::Classes;
+    ///
+    /// let google = Classes::google();
+    /// let mine = Classes::new(["critical", "batch"])?;
+    /// // `critical` is at index 1 in Google's set, at 0 in this one.
+    /// let critical = google.parse("critical");
+    /// assert_eq!(mine.resolve(&critical).index(), 0);
+    /// // A name this set lacks is its default class, as an unknown label is.
+    /// assert_eq!(mine.resolve(&google.highest()).name(), "batch");
+    /// assert_eq!(google.resolve(&critical).index(), 1);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn resolve(&self, class: &Class) -> Class {
+        // Made by this set's names, so that `made` holds for the answer.
+        if self.contains(class) {
+            self.at(class.index)
+        } else {
+            self.parse(class.name())
+        }
+    }
+
+    /// Whether `class` was made by this set or a clone of it: one pointer
+    /// comparison, the path of every decision. A class of an equal set made apart
+    /// is not, and goes through [`resolve`](Classes::resolve).
+    #[inline]
+    pub(crate) fn made(&self, class: &Class) -> bool {
+        Arc::ptr_eq(&self.names, &class.set)
+    }
+
+    /// The position of `class` once [resolved](Classes::resolve).
+    #[inline]
+    pub(crate) fn index_of(&self, class: &Class) -> usize {
+        if self.made(class) {
+            class.index
+        } else {
+            self.resolve(class).index
+        }
+    }
+
     fn at(&self, index: usize) -> Class {
         Class {
             index,
-            name: Arc::clone(&self.names[index]),
+            set: Arc::clone(&self.names),
         }
     }
+}
+
+/// Whether two sets of names are one set: the same names in the same order.
+fn same_names(a: &Arc<[Arc<str>]>, b: &Arc<[Arc<str>]>) -> bool {
+    Arc::ptr_eq(a, b) || a[..] == b[..]
 }
 
 impl Default for Classes {
@@ -268,8 +345,14 @@ impl fmt::Debug for Classes {
 /// A request's criticality class: its position in its [`Classes`] and its name.
 ///
 /// Classes order by criticality: the more critical is the greater
-/// (`critical_plus > sheddable`). Two classes are equal when their positions are; compare
-/// only classes of the same set.
+/// (`critical_plus > sheddable`). Two classes are equal when they are at the same
+/// position of one set (see [`Classes`], "One set"); classes of different sets are
+/// never equal, and order by position first.
+///
+/// **A class of another set.** A class carries its set. Given to a shedder built on
+/// another set, it is read by its name, as a request's label would be
+/// ([`Classes::resolve`]): the class of that name in the shedder's set, or its
+/// default class when it has none. Its position in its own set means nothing there.
 ///
 /// # Examples
 ///
@@ -283,10 +366,31 @@ impl fmt::Debug for Classes {
 /// assert!(critical > classes.lowest());
 /// assert!(critical < classes.highest());
 /// ```
+///
+/// A class of another set is read by its name:
+///
+/// ```
+/// use tollgate::shed::{Classes, FleetShedder, Measure, Shedder, UtilisationShedder};
+///
+/// let google = Classes::google();
+/// let mine = Classes::new(["interactive", "batch"])?;
+/// // `sheddable` (index 3 of Google's set) is not a name of `mine`: it is read as
+/// // `mine`'s default class, `batch`, never as "past the end of the set".
+/// let shedder = UtilisationShedder::builder(mine.clone(), Measure::Reported).build()?;
+/// let decision = shedder.decide(&google.lowest());
+/// assert!(decision.is_admitted()); // level 0 sheds nothing
+///
+/// // `critical` is the fleet's critical class by name, whatever its index.
+/// let fleet = FleetShedder::new(Classes::new(["critical", "bulk"])?, 10, 0.5)?;
+/// assert!(fleet.is_critical(&google.parse("critical")));
+/// assert!(!fleet.is_critical(&google.parse("critical_plus")));
+/// # Ok::<(), tollgate::ConfigError>(())
+/// ```
 #[derive(Clone)]
 pub struct Class {
     index: usize,
-    name: Arc<str>,
+    /// The names of its set; the class's own is at `index`.
+    set: Arc<[Arc<str>]>,
 }
 
 impl Class {
@@ -297,13 +401,13 @@ impl Class {
 
     /// The name, as the set spells it.
     pub fn name(&self) -> &str {
-        &self.name
+        &self.set[self.index]
     }
 }
 
 impl PartialEq for Class {
     fn eq(&self, other: &Class) -> bool {
-        self.index == other.index
+        self.index == other.index && same_names(&self.set, &other.set)
     }
 }
 
@@ -316,9 +420,16 @@ impl PartialOrd for Class {
 }
 
 impl Ord for Class {
-    /// The more critical (lower index) is the greater.
+    /// The more critical (lower index) is the greater; at one index, classes of
+    /// different sets order by their sets' names, so that only equal classes tie.
     fn cmp(&self, other: &Class) -> Ordering {
-        other.index.cmp(&self.index)
+        other.index.cmp(&self.index).then_with(|| {
+            if same_names(&self.set, &other.set) {
+                Ordering::Equal
+            } else {
+                self.set[..].cmp(&other.set[..])
+            }
+        })
     }
 }
 
@@ -330,13 +441,13 @@ impl std::hash::Hash for Class {
 
 impl fmt::Debug for Class {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Class({}: {:?})", self.index, self.name)
+        write!(f, "Class({}: {:?})", self.index, self.name())
     }
 }
 
 impl fmt::Display for Class {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.name)
+        f.write_str(self.name())
     }
 }
 
@@ -385,6 +496,21 @@ mod tests {
                 .parameter(),
             "default_class"
         );
+    }
+
+    #[test]
+    fn a_resolved_class_is_made_by_the_set_that_resolved_it() {
+        let google = Classes::google();
+        let apart = Classes::google();
+        let other = Classes::new(["critical", "bulk"]).unwrap();
+        assert!(google.made(&google.clone().lowest()));
+        assert!(!google.made(&apart.lowest()) && google.contains(&apart.lowest()));
+        for class in [apart.lowest(), other.highest(), other.lowest()] {
+            assert!(google.made(&google.resolve(&class)), "{class:?}");
+        }
+        assert_eq!(google.index_of(&apart.lowest()), 3);
+        assert_eq!(google.index_of(&other.highest()), 1);
+        assert_eq!(google.index_of(&other.lowest()), 1, "the default class");
     }
 
     #[test]

@@ -23,8 +23,9 @@ use crate::sync::Arc;
 ///
 /// The classes counted as critical are, by default, the more critical half of the
 /// set (at least one): `critical_plus` and `critical` for [`Classes::google`];
-/// [`with_critical`](FleetShedder::with_critical) names them. A class from another
-/// set, whose index this set does not have, counts as non-critical.
+/// [`with_critical`](FleetShedder::with_critical) names them. A class of another
+/// set is read by its name ([`Classes::resolve`]): critical if its name is a critical
+/// class of this set, otherwise as this set's default class.
 ///
 /// Counting is one compare-and-swap on a [`UsageCounter`]: [`LocalUsage`] in
 /// process, or any counter shared by a fleet. Clones share the counter. Across a
@@ -269,9 +270,24 @@ impl<U> FleetShedder<U> {
         }
     }
 
-    /// Whether `class` may use the reserve.
+    /// Whether `class` may use the reserve; a class of another set is read by its
+    /// name ([`Classes::resolve`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::shed::{Classes, FleetShedder};
+    ///
+    /// let fleet = FleetShedder::new(Classes::new(["user", "critical", "batch"])?, 10, 0.2)?
+    ///     .with_critical(["critical"])?;
+    /// // `critical` is at index 1 in both sets; `critical_plus`, at 0 in Google's,
+    /// // is no name of the fleet's: its default class, `batch`.
+    /// assert!(fleet.is_critical(&Classes::google().parse("critical")));
+    /// assert!(!fleet.is_critical(&Classes::google().highest()));
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn is_critical(&self, class: &Class) -> bool {
-        self.critical.get(class.index()).copied().unwrap_or(false)
+        self.critical[self.classes.index_of(class)]
     }
 
     /// The requests in flight at most, critical ones included.
@@ -326,6 +342,7 @@ impl<U> FleetShedder<U> {
     /// policy and the mode, holding no slot. Reported to the events with the detail
     /// `unavailable`.
     pub(super) fn unavailable<S>(&self, class: &Class) -> ShedDecision<Option<S>> {
+        let class = &self.classes.resolve(class);
         let shed = || Shed::new(class.clone(), ShedReason::Unavailable, self.retry_after);
         let decision = match (self.on_failure, self.mode.get()) {
             (OnFailure::Open, _) | (OnFailure::Closed, Mode::Off) => ShedDecision::Admit(None),
@@ -343,10 +360,10 @@ impl<U> FleetShedder<U> {
         decision
     }
 
-    /// What `class` asks of the counter now: its limit, and whether a slot is to be
-    /// taken even past it (shadow mode, shedding off).
+    /// What `class`, of this set, asks of the counter now: its limit, and whether a
+    /// slot is to be taken even past it (shadow mode, shedding off).
     pub(super) fn plan(&self, class: &Class) -> Plan {
-        let critical = self.is_critical(class);
+        let critical = self.critical[class.index()];
         let limit = if critical {
             self.capacity
         } else {
@@ -422,8 +439,16 @@ impl<U: UsageCounter> Shedder for FleetShedder<U> {
     type Slot = FleetSlot<U>;
 
     /// Admits `class` if fewer than its limit are in flight (the whole capacity for
-    /// a critical class, the shared limit for others), in one atomic step.
+    /// a critical class, the shared limit for others), in one atomic step. A class
+    /// of another set is read by its name ([`Classes::resolve`]).
     fn decide(&self, class: &Class) -> ShedDecision<FleetSlot<U>> {
+        let resolved;
+        let class = if self.classes.made(class) {
+            class
+        } else {
+            resolved = self.classes.resolve(class);
+            &resolved
+        };
         let plan = self.plan(class);
         let (lease, within) = if plan.mode == Mode::Off {
             (Some(self.counter.take()), false)

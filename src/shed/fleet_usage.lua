@@ -4,13 +4,19 @@
 -- runs out on its own, whatever the other slots do.
 --
 -- KEYS[1]  the sorted set of leases
--- KEYS[2]  the counter that names leases (one id per lease, never reused)
 -- ARGV[1]  "take" | "renew" | "give_back" | "count"
---   take       ARGV[2] limit, ARGV[3] "1" to take past the limit too, ARGV[4] lease µs
---              -> {id or 0, in use after, 1 if within the limit else 0}
+--   take       ARGV[2] limit, ARGV[3] "1" to take past the limit too, ARGV[4] lease µs,
+--              ARGV[5] the new lease's id
+--              -> {1 if taken, 0 if not, -1 if the id is a live lease's;
+--                  in use after; 1 if within the limit else 0}
 --   renew      ARGV[2] id, ARGV[3] lease µs -> 1, or 0 if the lease had run out
 --   give_back  ARGV[2] id -> 1, or 0 if the lease had run out
 --   count      -> the leases not run out
+--
+-- Lease ids are drawn by the caller (random 64-bit numbers, kept as strings here), not
+-- counted in Redis: a counter would start again from 1 after a restart without
+-- persistence, and a lease from before the restart would then name, give back and
+-- renew one taken after it.
 --
 -- The set's key lives as long as its longest lease, plus a second of slack; an empty
 -- set is deleted by Redis itself. Scores stay below 2^53 (now plus a lease of at most
@@ -52,10 +58,14 @@ if op == 'take' then
   if not within and not anyway then
     return {0, in_use, 0}
   end
-  local id = redis.call('INCR', KEYS[2])
+  local id = ARGV[5]
+  -- Two live leases never share an id: the caller draws another.
+  if redis.call('ZSCORE', KEYS[1], id) ~= false then
+    return {-1, in_use, 0}
+  end
   redis.call('ZADD', KEYS[1], int(now + lease), id)
   keep_until_last()
-  return {id, in_use + 1, within and 1 or 0}
+  return {1, in_use + 1, within and 1 or 0}
 elseif op == 'renew' then
   local id = ARGV[2]
   if redis.call('ZSCORE', KEYS[1], id) == false then

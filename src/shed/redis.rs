@@ -1,8 +1,10 @@
 //! [`RedisUsage`]: the requests in flight across a fleet, as leases in Redis that a
 //! crashed process cannot leak; and the asynchronous [`FleetShedder`] over it.
 
+use std::collections::hash_map::RandomState;
 use std::fmt;
 use std::future::Future;
+use std::hash::BuildHasher;
 use std::pin::Pin;
 use std::time::Duration;
 
@@ -16,7 +18,7 @@ use super::fleet::FleetShedder;
 use crate::algorithm::script::whole_micros;
 use crate::error::ConfigError;
 use crate::store::{RedisStore, StoreError};
-use crate::sync::unmodeled::OnceLock;
+use crate::sync::unmodeled::{AtomicU64, OnceLock, Ordering};
 use crate::sync::Arc;
 
 /// The in-flight count of a fleet, in Redis: each slot is a lease that runs out unless
@@ -37,10 +39,14 @@ use crate::sync::Arc;
 /// process is dead. Choose a lease longer than any request, or keep long requests
 /// alive with [`RedisSlot::renew`] (a heartbeat) at a fraction of the lease.
 ///
-/// **Keys.** Two keys under the store's prefix, with `name` as their Redis Cluster
-/// hash tag: `{prefix}:{name}`, the set (it expires with its last lease), and
-/// `{prefix}:{name}:ids`, the counter naming leases (it is kept, so that a lease id is
-/// never reused).
+/// **Keys.** One key under the store's prefix, with `name` as its Redis Cluster hash
+/// tag: `{prefix}:{name}`, the set (it expires with its last lease).
+///
+/// **Lease ids.** Each lease is named by a 64-bit id drawn in this process: distinct
+/// for every lease the process takes, and random across processes, so that a lease
+/// from before a Redis restart without persistence (which empties the set) never
+/// names, gives back or renews one taken after it. Two live leases never share an id:
+/// should a draw meet a live lease's, another is drawn.
 ///
 /// Unlike [`LocalUsage`](super::LocalUsage) this is not a
 /// [`UsageCounter`](super::UsageCounter): every call is a round trip, so it is
@@ -69,7 +75,6 @@ use crate::sync::Arc;
 pub struct RedisUsage<C = ConnectionManager> {
     connection: C,
     set: String,
-    ids: String,
     lease: Duration,
     lease_micros: u64,
 }
@@ -81,7 +86,9 @@ pub struct RedisLease {
 }
 
 impl RedisLease {
-    /// The lease's member in the sorted set, unique to its counter.
+    /// The lease's member in the sorted set: distinct for every lease this process
+    /// takes, random across processes, and never shared by two live leases of one
+    /// counter.
     pub fn id(&self) -> u64 {
         self.id
     }
@@ -137,7 +144,6 @@ where
         Ok(RedisUsage {
             connection: store.connection().clone(),
             set: store.redis_key(name, ""),
-            ids: store.redis_key(name, "ids"),
             lease,
             lease_micros,
         })
@@ -337,21 +343,28 @@ where
         // script's doubles hold the rest exactly.
         let limit = limit.min(1 << 52).to_string();
         let anyway = if anyway { "1" } else { "0" };
-        let reply: Vec<i64> = self
-            .call(&["take", &limit, anyway, &self.lease_micros.to_string()])
-            .await?;
-        match reply[..] {
-            [0, _, 0] => Ok((None, false)),
-            [id, _, within @ (0 | 1)] if id > 0 => {
-                Ok((Some(RedisLease { id: id as u64 }), within == 1))
+        let lease = self.lease_micros.to_string();
+        // A draw meets a live lease's id with odds of about 2^-64 per lease in use;
+        // more than one such draw in a row means something else is wrong.
+        for _ in 0..TAKE_ATTEMPTS {
+            let id = lease_id();
+            let reply: Vec<i64> = self
+                .call(&["take", &limit, anyway, &lease, &id.to_string()])
+                .await?;
+            match reply[..] {
+                [0, _, 0] => return Ok((None, false)),
+                [1, _, within @ (0 | 1)] => return Ok((Some(RedisLease { id }), within == 1)),
+                [-1, _, 0] => continue,
+                _ => return Err(StoreError::Protocol(format!("take answered {reply:?}"))),
             }
-            _ => Err(StoreError::Protocol(format!("take answered {reply:?}"))),
         }
+        Err(StoreError::Protocol(format!(
+            "{TAKE_ATTEMPTS} lease ids in a row were live leases' ids"
+        )))
     }
 
     async fn call<T: redis::FromRedisValue>(&self, args: &[&str]) -> Result<T, StoreError> {
         let mut invocation = script().key(&self.set);
-        invocation.key(&self.ids);
         for arg in args {
             invocation.arg(*arg);
         }
@@ -381,6 +394,33 @@ fn lease_micros(lease: Duration) -> Result<u64, ConfigError> {
     whole_micros(lease, "lease")
 }
 
+/// Ids drawn for one take before giving up.
+const TAKE_ATTEMPTS: usize = 3;
+
+/// A new lease id: splitmix64 over a count from a random start, so distinct for
+/// every lease of this process (the mix is a bijection), random across processes;
+/// the process id keeps a forked child off its parent's sequence.
+fn lease_id() -> u64 {
+    static SEED: OnceLock<u64> = OnceLock::new();
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let seed = *SEED.get_or_init(|| {
+        // std seeds each RandomState's keys from the operating system's randomness.
+        RandomState::new().hash_one(std::process::id())
+    });
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    spread(seed.wrapping_add(n.wrapping_mul(GOLDEN_GAMMA))) ^ spread(u64::from(std::process::id()))
+}
+
+/// splitmix64's increment: odd, so `n × GOLDEN_GAMMA` takes 2^64 values.
+const GOLDEN_GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// splitmix64's finaliser, a bijection of `u64`.
+fn spread(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 fn script() -> &'static Script {
     static SCRIPT: OnceLock<Script> = OnceLock::new();
     SCRIPT.get_or_init(|| Script::new(include_str!("fleet_usage.lua")))
@@ -393,7 +433,8 @@ where
 {
     /// Admits `class` if fewer than its limit are in flight across the fleet (the
     /// whole capacity for a critical class, the shared limit for others): one call
-    /// of one script, which counts and takes together.
+    /// of one script, which counts and takes together. A class of another set is
+    /// read by its name ([`Classes::resolve`]).
     ///
     /// In shadow mode or with shedding off, the slot is taken past the limit in the
     /// same call.
@@ -434,6 +475,13 @@ where
         &self,
         class: &Class,
     ) -> Result<ShedDecision<RedisSlot<C>>, StoreError> {
+        let resolved;
+        let class = if self.class_set().made(class) {
+            class
+        } else {
+            resolved = self.class_set().resolve(class);
+            &resolved
+        };
         let plan = self.plan(class);
         let (lease, within) = self
             .counter()
@@ -711,6 +759,17 @@ where
 mod tests {
     use super::*;
     use crate::algorithm::script::MAX_SCRIPT_MICROS;
+
+    #[test]
+    fn lease_ids_of_one_process_are_distinct() {
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..10_000 {
+            assert!(seen.insert(lease_id()));
+        }
+        // The count's first values, mixed, differ in about half their bits.
+        let (a, b) = (spread(0), spread(GOLDEN_GAMMA));
+        assert!((a ^ b).count_ones() > 16, "{a:x} {b:x}");
+    }
 
     #[test]
     fn leases_the_script_cannot_add_exactly_are_errors() {

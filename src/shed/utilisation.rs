@@ -48,8 +48,9 @@ pub enum Measure {
 /// [`deescalate_after`](UtilisationBuilder::deescalate_after), it sheds one class
 /// fewer. Between the two thresholds it holds its level. So the level `k` sheds
 /// exactly the `k` least critical classes: a class is never shed before every less
-/// critical one is. The most critical class is never shed. A class from another
-/// set, whose index is past this set's, ranks as the least critical.
+/// critical one is. The most critical class is never shed. A class of another set
+/// is read by its name ([`Classes::resolve`]): as the class of that name in this
+/// set, or as its default class.
 ///
 /// The level moves only when the shedder reads utilisation: on every
 /// [`decide`](Shedder::decide), and on every [`report`](UtilisationShedder::report)
@@ -325,6 +326,13 @@ impl<C: Clock> Shedder for UtilisationShedder<C> {
     /// if it is among the `level` least critical. A refusal hints the
     /// de-escalation hold as `retry_after`: the class comes back no sooner.
     fn decide(&self, class: &Class) -> ShedDecision<UtilisationSlot> {
+        let resolved;
+        let class = if self.classes.made(class) {
+            class
+        } else {
+            resolved = self.classes.resolve(class);
+            &resolved
+        };
         let level = self.observe(self.utilisation());
         let mode = self.mode.get();
         let shed = class.index() >= self.classes.len() - level;
@@ -407,7 +415,32 @@ pub struct UtilisationBuilder {
 }
 
 impl UtilisationBuilder {
-    /// The utilisation at or above which the shedder escalates (default 0.9).
+    /// The longest hold accepted, for [`escalate_after`](UtilisationBuilder::escalate_after)
+    /// and [`deescalate_after`](UtilisationBuilder::deescalate_after): an hour, as
+    /// every other wait in the crate. A longer hold would leave a shedder that, in
+    /// practice, never sheds or never recovers.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::ConfigError;
+    /// use tollgate::shed::{Classes, Measure, UtilisationBuilder, UtilisationShedder};
+    ///
+    /// let builder = UtilisationShedder::builder(Classes::google(), Measure::Reported);
+    /// let hour = UtilisationBuilder::MAX_HOLD;
+    /// assert!(builder.clone().escalate_after(hour).deescalate_after(hour).build().is_ok());
+    /// assert_eq!(
+    ///     builder.escalate_after(Duration::MAX).build().unwrap_err(),
+    ///     ConfigError::TooLong { parameter: "escalate_after", max: hour, within: "a shedder's hold" }
+    /// );
+    /// ```
+    pub const MAX_HOLD: Duration = Duration::from_secs(3600);
+
+    /// The utilisation at or above which the shedder escalates (default 0.9), in
+    /// `(0, 1]`: above 1 the shedder would shed only once more is in flight than
+    /// the service runs, which a [`Measure::InFlight`] never reaches before the
+    /// overload.
     ///
     /// # Examples
     ///
@@ -418,6 +451,10 @@ impl UtilisationBuilder {
     ///     .shed_above(0.8)
     ///     .build()?;
     /// shedder.report(80, 100)?; // at the threshold: the escalation hold starts
+    /// assert!(UtilisationShedder::builder(Classes::google(), Measure::Reported)
+    ///     .shed_above(f64::MAX)
+    ///     .build()
+    ///     .is_err());
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn shed_above(self, high: f64) -> UtilisationBuilder {
@@ -441,7 +478,8 @@ impl UtilisationBuilder {
         UtilisationBuilder { low, ..self }
     }
 
-    /// How long utilisation stays high before each step up (default 1 s).
+    /// How long utilisation stays high before each step up (default 1 s), at most
+    /// [`MAX_HOLD`](UtilisationBuilder::MAX_HOLD).
     ///
     /// # Examples
     ///
@@ -467,8 +505,9 @@ impl UtilisationBuilder {
         }
     }
 
-    /// How long utilisation stays low before each step down (default 10 s); also
-    /// the `retry_after` hint of a refusal.
+    /// How long utilisation stays low before each step down (default 10 s), at
+    /// most [`MAX_HOLD`](UtilisationBuilder::MAX_HOLD); also the `retry_after` hint
+    /// of a refusal.
     ///
     /// It may not be shorter than [`escalate_after`](UtilisationBuilder::escalate_after):
     /// the shedder recovers slowly. Shedding a class lowers utilisation at once, so
@@ -519,10 +558,12 @@ impl UtilisationBuilder {
     /// # Errors
     ///
     /// [`ConfigError::OutOfRange`] for fewer than two classes (one could never be
-    /// shed), a negative `recover_below`, one not below `shed_above`, or a
-    /// `deescalate_after` shorter than `escalate_after`;
+    /// shed), a `shed_above` outside `(0, 1]`, a negative `recover_below`, one not
+    /// below `shed_above`, or a `deescalate_after` shorter than `escalate_after`;
     /// [`ConfigError::NotANumber`] / [`ConfigError::Infinite`] for such thresholds;
-    /// [`ConfigError::Zero`] for a zero hold or a zero in-flight capacity.
+    /// [`ConfigError::Zero`] for a zero hold or a zero in-flight capacity;
+    /// [`ConfigError::TooLong`] for a hold beyond
+    /// [`MAX_HOLD`](UtilisationBuilder::MAX_HOLD).
     ///
     /// # Examples
     ///
@@ -548,6 +589,13 @@ impl UtilisationBuilder {
             });
         }
         finite("shed_above", self.high)?;
+        // Above 1 (f64::MAX, say) the shedder would never shed.
+        if !(self.high > 0.0 && self.high <= 1.0) {
+            return Err(ConfigError::OutOfRange {
+                parameter: "shed_above",
+                expected: "within (0, 1]",
+            });
+        }
         finite("recover_below", self.low)?;
         if self.low < 0.0 {
             return Err(ConfigError::OutOfRange {
@@ -567,6 +615,14 @@ impl UtilisationBuilder {
         ] {
             if hold.is_zero() {
                 return Err(ConfigError::Zero { parameter });
+            }
+            // A hold of Duration::MAX never ends: the shedder would never shed.
+            if hold > UtilisationBuilder::MAX_HOLD {
+                return Err(ConfigError::TooLong {
+                    parameter,
+                    max: UtilisationBuilder::MAX_HOLD,
+                    within: "a shedder's hold",
+                });
             }
         }
         if self.down_after < self.up_after {
@@ -724,8 +780,8 @@ mod tests {
         let clock = ManualClock::starting_at(crate::time::Nanos::MAX - Duration::from_secs(1));
         let shedder =
             UtilisationShedder::builder(classes.clone(), Measure::InFlight { capacity: u64::MAX })
-                .escalate_after(Duration::MAX)
-                .deescalate_after(Duration::MAX)
+                .escalate_after(UtilisationBuilder::MAX_HOLD)
+                .deescalate_after(UtilisationBuilder::MAX_HOLD)
                 .build_with_clock(clock.clone())
                 .unwrap();
         let slot = shedder.decide(&classes.lowest());

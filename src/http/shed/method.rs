@@ -14,8 +14,9 @@ use crate::sync::Arc;
 /// For example reads (`GET`, `HEAD`) as `sheddable_plus`, which a client can retry
 /// or serve from a cache, and writes at the default `critical`.
 ///
-/// Build the table against the shedder's own [`Classes`]: a class is known by its
-/// position in its set, so a class from another set would be ranked by that position.
+/// Build the table against the shedder's own [`Classes`]: a shedder reads a class
+/// of another set by its name ([`Classes::resolve`]), so a name the shedder's set
+/// lacks is its default class.
 ///
 /// Clones share the table.
 ///

@@ -13,8 +13,9 @@ use crate::sync::Arc;
 /// A prefix matches whole segments: `/api` matches `/api` and `/api/orders`, not
 /// `/apix`; `/` matches every path. The query is not part of the path.
 ///
-/// Build the table against the shedder's own [`Classes`]: a class is known by its
-/// position in its set, so a class from another set would be ranked by that position.
+/// Build the table against the shedder's own [`Classes`]: a shedder reads a class
+/// of another set by its name ([`Classes::resolve`]), so a name the shedder's set
+/// lacks is its default class.
 ///
 /// Clones share the table.
 ///

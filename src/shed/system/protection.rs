@@ -327,10 +327,27 @@ impl<R: SystemReadings, C: Clock> SystemProtection<R, C> {
         }
     }
 
-    /// Whether `class` is never shed. A class from another set, whose index this set
-    /// does not have, is not exempt.
+    /// Whether `class` is never shed. A class of another set is read by its name
+    /// ([`Classes::resolve`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::shed::system::{ManualReadings, SystemProtection, SystemRule};
+    /// use tollgate::shed::Classes;
+    /// use tollgate::time::ManualClock;
+    ///
+    /// let rule = SystemRule::builder().max_in_flight(10).build()?;
+    /// let protection = SystemProtection::with_clock(Classes::google(), rule, ManualReadings::new(), ManualClock::new())
+    ///     .with_exempt(["critical_plus"])?;
+    /// let other = Classes::new(["bulk", "critical_plus"])?;
+    /// // By name, not by position: `bulk` sits where `critical_plus` does in Google's set.
+    /// assert!(!protection.is_exempt(&other.highest()));
+    /// assert!(protection.is_exempt(&other.lowest()));
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn is_exempt(&self, class: &Class) -> bool {
-        self.exempt.get(class.index()).copied().unwrap_or(false)
+        self.exempt[self.classes.index_of(class)]
     }
 
     /// The mode switch this protection follows.
@@ -366,6 +383,13 @@ impl<R: SystemReadings, C: Clock> Shedder for SystemProtection<R, C> {
     /// exceeded, in Sentinel's order. A shed request is counted in the window's
     /// block QPS and never as in flight.
     fn decide(&self, class: &Class) -> ShedDecision<SystemPermit<R, C>> {
+        let resolved;
+        let class = if self.classes.made(class) {
+            class
+        } else {
+            resolved = self.classes.resolve(class);
+            &resolved
+        };
         let shared = &self.shared;
         let now = shared.clock.now();
         let mode = self.mode.get();

@@ -69,9 +69,12 @@ pub struct SystemRule {
 /// The most buckets a window may have: each is a few words, read on every check.
 pub const MAX_BUCKETS: u32 = 1000;
 
-/// The longest window, sampling interval or RT accepted: about 292 years, what
-/// nanoseconds in a `u64` hold.
+/// The longest RT accepted: about 292 years, what nanoseconds in a `u64` hold.
 const LONGEST: Duration = Duration::from_nanos(u64::MAX);
+
+/// The longest window or sampling interval accepted: an hour, as every other wait in
+/// the crate. A longer one keeps stale statistics or a stale reading in charge.
+pub const MAX_PERIOD: Duration = Duration::from_secs(3600);
 
 impl SystemRule {
     /// A builder with no threshold set and Sentinel's statistics defaults.
@@ -236,14 +239,16 @@ impl SystemRuleBuilder {
     }
 
     /// The statistics window: `length` kept in `buckets` equal buckets (Sentinel: 1 s
-    /// in 2). Max success QPS is the busiest bucket's rate.
+    /// in 2), `length` at most [`MAX_PERIOD`]. Max success QPS is the busiest
+    /// bucket's rate.
     pub fn window(mut self, length: Duration, buckets: u32) -> SystemRuleBuilder {
         self.rule.window = length;
         self.rule.buckets = buckets;
         self
     }
 
-    /// The least time between two system readings (Sentinel: 1 s).
+    /// The least time between two system readings (Sentinel: 1 s), at most
+    /// [`MAX_PERIOD`].
     pub fn sample_every(mut self, interval: Duration) -> SystemRuleBuilder {
         self.rule.sample_every = interval;
         self
@@ -269,7 +274,8 @@ impl SystemRuleBuilder {
     ///   [`MAX_BUCKETS`] buckets;
     /// - [`ConfigError::Zero`] for a QPS of 0 (it would shed everything), a zero
     ///   window, bucket count, sampling interval or statistic max RT;
-    /// - [`ConfigError::TooLong`] for a duration beyond what `u64` nanoseconds hold.
+    /// - [`ConfigError::TooLong`] for a window or sampling interval beyond
+    ///   [`MAX_PERIOD`] (an hour), or an RT beyond what `u64` nanoseconds hold.
     ///
     /// # Examples
     ///
@@ -327,6 +333,17 @@ impl SystemRuleBuilder {
         positive_duration("window", rule.window)?;
         positive_duration("sample_every", rule.sample_every)?;
         positive_duration("statistic_max_rt", rule.statistic_max_rt)?;
+        // A window of Duration::MAX keeps its first busiest bucket for good, and a
+        // sampling interval of Duration::MAX keeps the first CPU reading.
+        for (parameter, period) in [("window", rule.window), ("sample_every", rule.sample_every)] {
+            if period > MAX_PERIOD {
+                return Err(ConfigError::TooLong {
+                    parameter,
+                    max: MAX_PERIOD,
+                    within: "the system rule's statistics",
+                });
+            }
+        }
         if rule.buckets == 0 {
             return Err(ConfigError::Zero {
                 parameter: "buckets",
