@@ -5,6 +5,7 @@ use std::borrow::Borrow;
 use std::hash::{BuildHasher, Hash, RandomState};
 use std::marker::PhantomData;
 
+use super::shard::is_idle;
 use super::{Entries, KeyedConfig, Rehash, Room, Table};
 use crate::algorithm::Algorithm;
 use crate::decision::{Decision, Denied, Limited};
@@ -51,8 +52,14 @@ fn horizon<A: Algorithm>(algorithm: &A) -> u64 {
     }
     let reach = |start: Nanos| {
         let mut state = algorithm.initial_state(start);
+        // The capacity may count permits only a wait can get (a refresh period's):
+        // an acquisition then takes at most what its denial names.
+        let most = match algorithm.peek(&state, start, algorithm.capacity()) {
+            Err(Denied::Insufficient(most)) => most.capacity(),
+            _ => algorithm.capacity(),
+        };
         // A denial leaves the fresh state, whose reach is then nothing.
-        let _ = algorithm.acquire(&mut state, start, algorithm.capacity());
+        let _ = algorithm.acquire(&mut state, start, most);
         algorithm
             .idle_at(&state)
             .as_u64()
@@ -72,6 +79,11 @@ impl<K, A: Algorithm> Entries for PerKey<K, A> {
 
     fn booked_until(&self, _: &Self::Entry, idle_at: Nanos) -> Nanos {
         Nanos::new(idle_at.as_u64().saturating_sub(self.horizon))
+    }
+
+    #[inline]
+    fn gives_back(&self, entry: &Self::Entry, _: Nanos, now: Nanos) -> u64 {
+        self.algorithm.forgetting_gives_back(&entry.1, now)
     }
 }
 
@@ -142,7 +154,7 @@ where
         let algorithm = &shard.entries.algorithm;
         let mut state = algorithm.initial_state(now);
         let result = f(algorithm, &mut state, now)?;
-        if n == 0 || algorithm.idle_at(&state) <= now {
+        if n == 0 || is_idle(algorithm.idle_at(&state), now) {
             // Nothing a fresh key would not give again: no need to remember it.
             return Ok(result);
         }
@@ -179,7 +191,7 @@ where
         let algorithm = &shard.entries.algorithm;
         let mut fresh = algorithm.initial_state(now);
         let admitted = algorithm.acquire(&mut fresh, now, n)?;
-        if n == 0 || algorithm.idle_at(&fresh) <= now {
+        if n == 0 || is_idle(algorithm.idle_at(&fresh), now) {
             return Ok(admitted);
         }
         let capacity = algorithm.capacity();
