@@ -179,7 +179,8 @@ pub trait Algorithm: Clone + Send + Sync + fmt::Debug + 'static {
     /// The earliest time from which replacing `state` by a fresh
     /// [`initial_state`](Algorithm::initial_state) would admit nothing more than
     /// keeping it, if no request comes meanwhile. A keyed limiter may evict the key
-    /// from then on.
+    /// from then on. [`Nanos::MAX`] stands for any time past the clock's end (a
+    /// saturated time): a keyed limiter never forgets such a state as idle.
     fn idle_at(&self, state: &Self::State) -> Nanos;
 
     /// What replacing `state` by a fresh [`initial_state`](Algorithm::initial_state)

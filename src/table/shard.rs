@@ -416,6 +416,18 @@ mod tests {
     }
 
     #[test]
+    fn an_idle_time_at_the_clocks_end_is_never_idle() {
+        assert!(is_idle(at(10), at(10)));
+        assert!(!is_idle(at(11), at(10)));
+        assert!(!is_idle(Nanos::MAX, Nanos::MAX));
+        let (mut s, h) = shard(2, WhenFull::Deny);
+        put(&mut s, &h, 1, 0, 100, 0);
+        s.insert(&h, h.hash_one(2u32), (2, Nanos::MAX, Nanos::ZERO));
+        assert_eq!(s.sweep(&h, Nanos::MAX), 1, "only key 1 was idle");
+        assert!(held(&s, &h, 2));
+    }
+
+    #[test]
     fn entries_booked_ahead_are_never_evicted_early() {
         let (mut s, h) = shard(2, WhenFull::EvictNearestIdle);
         put(&mut s, &h, 1, 0, 100, 50);

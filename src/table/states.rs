@@ -233,7 +233,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::algorithm::{FixedWindow, Gcra};
+    use crate::algorithm::{FixedWindow, Gcra, RefreshPeriod, SlidingLog};
     use crate::quota::Quota;
     use crate::table::WhenFull;
 
@@ -313,6 +313,33 @@ mod tests {
         );
         assert!(acquire(&t, 2, at(100)).is_ok(), "used at 100 ms: evictable");
         assert!(t.peek(&1, at(100), 1).is_ok(), "key 1 restarted fresh");
+    }
+
+    #[test]
+    fn eviction_takes_the_key_that_gives_back_least_then_the_latest_used() {
+        let log = SlidingLog::new(10, Duration::from_secs(1)).unwrap();
+        let config = KeyedConfig::new(3).shards(1);
+        let t: Table<PerKey<u32, SlidingLog>> = Table::with_algorithm(log, &config).unwrap();
+        let take = |key: u32, ms: u64, n: u64| {
+            t.with_state(&key, at(ms), n, |alg, s, now| alg.acquire(s, now, n))
+        };
+        take(1, 0, 10).unwrap();
+        take(2, 10, 1).unwrap();
+        take(3, 20, 1).unwrap();
+        // Key 1 is idle first but gives back 10; keys 2 and 3 give back 1 each.
+        take(4, 30, 1).unwrap();
+        let held = |key: u32| t.peek(&key, at(30), 1).is_ok_and(|a| a.remaining() < 9);
+        assert!(t.peek(&1, at(30), 1).is_err(), "the spent key stays");
+        assert!(held(2), "key 2 stays");
+        assert!(!held(3), "key 3, used last, went");
+        assert!(held(4));
+    }
+
+    #[test]
+    fn a_refresh_periods_reach_is_one_period() {
+        let hour = Duration::from_secs(3_600);
+        let refresh = RefreshPeriod::new(10, hour, Duration::ZERO).unwrap();
+        assert_eq!(horizon(&refresh), 3_600_000 * MS);
     }
 
     #[test]
