@@ -592,3 +592,49 @@ fn refresh_period_acquires_past_the_clocks_end_are_not_granted() {
     // The rest wait for cycles no clock reaches.
     assert_eq!(futures.len(), 980);
 }
+
+/// A memory store's key, half a second before the clock's end and at its end (swept
+/// there): what one rule of 10 a second admits at the end, and in all.
+fn store_admits_at_the_clocks_end(rule: tollgate::store::Rule) -> (usize, usize) {
+    use tollgate::store::{Check, Op, Request};
+    let clock = ManualClock::starting_at(Nanos::new(u64::MAX - 500_000_000));
+    let store = MemoryStore::with_clock(KeyedConfig::new(4), "end", clock.clone()).unwrap();
+    let checks = [Check::new("", &rule)];
+    let request = Request::new("key", &checks, Op::Acquire(1));
+    let admit = || {
+        (0..1_000)
+            .filter(|_| store.execute_now(&request).unwrap().is_admitted())
+            .count()
+    };
+    let before = admit();
+    clock.set(Nanos::MAX);
+    store.sweep();
+    let at_the_end = admit();
+    assert_eq!(store.len(), 1, "{rule:?}: the key is held");
+    (before + at_the_end, at_the_end)
+}
+
+/// Regression: the memory store, on the same table, forgot every state at the clock's
+/// end (idle times saturated there read as idle): one key of `SlidingLog` 10 per second
+/// admitted 1,000 of 1,000 at `Nanos::MAX` and was never stored.
+#[test]
+fn a_memory_store_at_the_clocks_end_still_limits() {
+    use tollgate::store::Rule;
+    let ten = Quota::per_second(10).unwrap();
+    let rules = [
+        Rule::from(Gcra::new(ten)),
+        Rule::from(LeakyBucket::new(10, ten).unwrap()),
+        Rule::from(SlidingLog::new(10, SECOND).unwrap()),
+        Rule::from(FixedWindow::new(10, SECOND).unwrap()),
+        Rule::from(FixedWindow::from_first_hit(10, SECOND).unwrap()),
+        Rule::from(SlidingCounter::new(10, SECOND).unwrap()),
+        Rule::from(RefreshPeriod::new(10, SECOND, Duration::ZERO).unwrap()),
+        Rule::from(SmoothBursty::new(10.0).unwrap()),
+        Rule::from(SmoothWarmingUp::new(10.0, SECOND).unwrap()),
+    ];
+    for rule in rules {
+        let (admitted, at_the_end) = store_admits_at_the_clocks_end(rule.clone());
+        assert!(admitted <= 20, "{rule:?}: {admitted} admitted");
+        assert!(at_the_end <= 10, "{rule:?}: {at_the_end} at the end");
+    }
+}
