@@ -1,6 +1,6 @@
 //! The `Algorithm` contract across reconfigurations: whatever was taken before and
 //! however the configuration changed since, `n == 0` is an admitted peek that
-//! changes nothing.
+//! changes nothing, and forgetting an idle or a fresh state gives nothing back.
 
 mod common;
 
@@ -70,6 +70,14 @@ where
             let reserved = a.reserve(&mut s, now, 0, Duration::ZERO);
             prop_assert!(reserved.is_ok(), "reserve(0) at {:?}: {:?}", now, reserved);
             prop_assert!(s == before, "n == 0 changed the state");
+            // Forgetting an idle or a fresh state gives nothing back.
+            let idle_at = a.idle_at(&s);
+            if idle_at <= now && idle_at < Nanos::MAX {
+                let gives = a.forgetting_gives_back(&s, now);
+                prop_assert_eq!(gives, 0, "idle at {:?}, now {:?}: {:?}", idle_at, now, a);
+            }
+            let fresh = a.initial_state(now);
+            prop_assert_eq!(a.forgetting_gives_back(&fresh, now), 0, "fresh: {:?}", a);
         }
     }
     Ok(())

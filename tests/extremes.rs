@@ -12,7 +12,7 @@ use tollgate::algorithm::{
 };
 use tollgate::store::{MemoryStore, SharedLimiter};
 use tollgate::time::{Clock, ManualClock, Nanos};
-use tollgate::{ConfigError, Denied, KeyedConfig, Limiter, Quota, Retry, Semaphore};
+use tollgate::{ConfigError, Denied, KeyedConfig, KeyedLimiter, Limiter, Quota, Retry, Semaphore};
 
 const SECOND: Duration = Duration::from_secs(1);
 const YEAR: Duration = Duration::from_secs(365 * 86_400);
@@ -431,5 +431,210 @@ mod redis_store {
         );
         let far = Duration::from_micros(u64::MAX);
         assert!(runtime.block_on(limiter.check_at("k", 1, far)).is_err());
+    }
+}
+
+/// One key of a keyed limiter and a plain `Limiter` (both starting with the first
+/// request), side by side over the clock's last second and at its last instant, the keyed one swept after every request: their
+/// decisions must agree.
+fn keyed_agrees_with_a_limiter_at_the_clocks_end<A: Algorithm>(name: &str, algorithm: A) {
+    let clock = ManualClock::starting_at(Nanos::new(u64::MAX - 1_000_000_000));
+    let plain = Limiter::with_clock(algorithm.clone(), clock.clone());
+    let keyed: KeyedLimiter<u32, A, ManualClock> =
+        KeyedLimiter::with_clock(algorithm, KeyedConfig::new(4).shards(1), clock.clone()).unwrap();
+    let mut admitted = 0;
+    for step in 0..2_001 {
+        let expected = plain.try_acquire(1);
+        admitted += usize::from(expected.is_ok());
+        let got = keyed.try_acquire(&0, 1);
+        assert_eq!(
+            got.is_ok(),
+            expected.is_ok(),
+            "{name}, step {step}: keyed {got:?}, plain {expected:?}"
+        );
+        keyed.sweep();
+        if step < 1_000 {
+            clock.advance(Duration::from_millis(1));
+        }
+    }
+    assert_eq!(clock.now(), Nanos::MAX);
+    assert!(
+        admitted <= 20,
+        "{name}: the plain limiter admitted {admitted}"
+    );
+}
+
+/// Regression: at the clock's end a keyed limiter stopped limiting. A state idle past
+/// the end saturated its idle time to `Nanos::MAX`, which the table read as idle at
+/// the last instant: at `Nanos::MAX` a key was never stored (`SlidingLog` 10 per second
+/// admitted 1,000 of 1,000 and `len()` stayed 0) and `sweep()` forgot keys spent just
+/// before it. Every algorithm, against a plain `Limiter`.
+#[test]
+fn a_keyed_limiter_at_the_clocks_end_limits_as_a_limiter_does() {
+    let ten = Quota::per_second(10).unwrap();
+    keyed_agrees_with_a_limiter_at_the_clocks_end("gcra", Gcra::new(ten));
+    keyed_agrees_with_a_limiter_at_the_clocks_end(
+        "leaky bucket",
+        LeakyBucket::new(10, ten).unwrap(),
+    );
+    keyed_agrees_with_a_limiter_at_the_clocks_end(
+        "sliding log",
+        SlidingLog::new(10, SECOND).unwrap(),
+    );
+    keyed_agrees_with_a_limiter_at_the_clocks_end(
+        "fixed window",
+        FixedWindow::new(10, SECOND).unwrap(),
+    );
+    keyed_agrees_with_a_limiter_at_the_clocks_end(
+        "first-hit window",
+        FixedWindow::from_first_hit(10, SECOND).unwrap(),
+    );
+    keyed_agrees_with_a_limiter_at_the_clocks_end(
+        "sliding counter",
+        SlidingCounter::new(10, SECOND).unwrap(),
+    );
+    keyed_agrees_with_a_limiter_at_the_clocks_end(
+        "refresh period",
+        RefreshPeriod::new(10, SECOND, Duration::ZERO).unwrap(),
+    );
+    keyed_agrees_with_a_limiter_at_the_clocks_end(
+        "smooth bursty",
+        SmoothBursty::new(10.0).unwrap(),
+    );
+    keyed_agrees_with_a_limiter_at_the_clocks_end(
+        "smooth warming up",
+        SmoothWarmingUp::new(10.0, SECOND).unwrap(),
+    );
+    keyed_agrees_with_a_limiter_at_the_clocks_end("concurrency", Concurrency::new(10).unwrap());
+    keyed_agrees_with_a_limiter_at_the_clocks_end(
+        "leased",
+        Leased::new(Concurrency::new(10).unwrap(), SECOND).unwrap(),
+    );
+}
+
+/// Regression: a `SlidingLog` key spent half a second before the clock's end was
+/// forgotten by `sweep()` at the end, and then admitted its limit again.
+#[test]
+fn a_key_spent_just_before_the_clocks_end_is_not_swept() {
+    let clock = ManualClock::starting_at(Nanos::new(u64::MAX - 500_000_000));
+    let log = SlidingLog::new(10, SECOND).unwrap();
+    let keyed: KeyedLimiter<u32, SlidingLog, ManualClock> =
+        KeyedLimiter::with_clock(log, KeyedConfig::new(4), clock.clone()).unwrap();
+    keyed.try_acquire(&0, 10).unwrap();
+    clock.set(Nanos::MAX);
+    assert_eq!(keyed.sweep(), 0);
+    assert_eq!(keyed.len(), 1);
+    assert!(keyed.try_acquire(&0, 1).is_err());
+}
+
+/// A `RefreshPeriod` of 10 a second created 1.1 s before the clock's end: its second
+/// cycle starts 100 ms before the end and its third after it, so 20 permits are all
+/// that can ever be granted.
+fn refresh_period_near_the_end() -> (Limiter<RefreshPeriod, ManualClock>, ManualClock) {
+    let clock = ManualClock::starting_at(Nanos::new(u64::MAX - 1_100_000_000));
+    let limiter = Limiter::with_clock(
+        RefreshPeriod::new(10, SECOND, Duration::ZERO).unwrap(),
+        clock.clone(),
+    );
+    clock.advance(Duration::from_millis(850));
+    (limiter, clock)
+}
+
+/// Regression: 250 ms before the clock's end, 100,000 `reserve(1, Duration::MAX)` on a
+/// `RefreshPeriod` all succeeded: the waits to cycles past the end saturated, and
+/// every booking was due at the end at once. A booking past the end is now denied,
+/// with a retry at the end.
+#[test]
+fn a_refresh_period_books_nothing_past_the_clocks_end() {
+    let (limiter, clock) = refresh_period_near_the_end();
+    let granted: Vec<_> = (0..100_000)
+        .map_while(|_| limiter.reserve(1, Duration::MAX).ok())
+        .collect();
+    assert_eq!(granted.len(), 20);
+    assert!(granted
+        .iter()
+        .all(|r| r.wait() <= Duration::from_millis(150)));
+    let denied = limiter.reserve(1, Duration::MAX).unwrap_err();
+    assert!(denied.is_limited(), "{denied:?}");
+    let left = Duration::from_nanos(u64::MAX - clock.now().as_u64());
+    assert_eq!(denied.retry_after(), Some(left));
+}
+
+/// Regression: the same limiter granted 1,000 `acquire(1)` futures of 1,000 where 20 is
+/// the most it can grant: none is granted past that, even at the clock's end.
+#[test]
+fn refresh_period_acquires_past_the_clocks_end_are_not_granted() {
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+
+    let (limiter, clock) = refresh_period_near_the_end();
+    let mut context = Context::from_waker(Waker::noop());
+    let mut futures: Vec<_> = (0..1_000).map(|_| Box::pin(limiter.acquire(1))).collect();
+    let mut granted = 0;
+    let mut failed = 0;
+    for step in 0..3 {
+        futures.retain_mut(|future| match future.as_mut().poll(&mut context) {
+            Poll::Ready(Ok(_)) => {
+                granted += 1;
+                false
+            }
+            Poll::Ready(Err(_)) => {
+                failed += 1;
+                false
+            }
+            Poll::Pending => true,
+        });
+        if step == 0 {
+            clock.set(Nanos::MAX);
+        }
+    }
+    assert_eq!(granted, 20, "{failed} failed, {} pending", futures.len());
+    // The rest wait for cycles no clock reaches.
+    assert_eq!(futures.len(), 980);
+}
+
+/// A memory store's key, half a second before the clock's end and at its end (swept
+/// there): what one rule of 10 a second admits at the end, and in all.
+fn store_admits_at_the_clocks_end(rule: tollgate::store::Rule) -> (usize, usize) {
+    use tollgate::store::{Check, Op, Request};
+    let clock = ManualClock::starting_at(Nanos::new(u64::MAX - 500_000_000));
+    let store = MemoryStore::with_clock(KeyedConfig::new(4), "end", clock.clone()).unwrap();
+    let checks = [Check::new("", &rule)];
+    let request = Request::new("key", &checks, Op::Acquire(1));
+    let admit = || {
+        (0..1_000)
+            .filter(|_| store.execute_now(&request).unwrap().is_admitted())
+            .count()
+    };
+    let before = admit();
+    clock.set(Nanos::MAX);
+    store.sweep();
+    let at_the_end = admit();
+    assert_eq!(store.len(), 1, "{rule:?}: the key is held");
+    (before + at_the_end, at_the_end)
+}
+
+/// Regression: the memory store, on the same table, forgot every state at the clock's
+/// end (idle times saturated there read as idle): one key of `SlidingLog` 10 per second
+/// admitted 1,000 of 1,000 at `Nanos::MAX` and was never stored.
+#[test]
+fn a_memory_store_at_the_clocks_end_still_limits() {
+    use tollgate::store::Rule;
+    let ten = Quota::per_second(10).unwrap();
+    let rules = [
+        Rule::from(Gcra::new(ten)),
+        Rule::from(LeakyBucket::new(10, ten).unwrap()),
+        Rule::from(SlidingLog::new(10, SECOND).unwrap()),
+        Rule::from(FixedWindow::new(10, SECOND).unwrap()),
+        Rule::from(FixedWindow::from_first_hit(10, SECOND).unwrap()),
+        Rule::from(SlidingCounter::new(10, SECOND).unwrap()),
+        Rule::from(RefreshPeriod::new(10, SECOND, Duration::ZERO).unwrap()),
+        Rule::from(SmoothBursty::new(10.0).unwrap()),
+        Rule::from(SmoothWarmingUp::new(10.0, SECOND).unwrap()),
+    ];
+    for rule in rules {
+        let (admitted, at_the_end) = store_admits_at_the_clocks_end(rule.clone());
+        assert!(admitted <= 20, "{rule:?}: {admitted} admitted");
+        assert!(at_the_end <= 10, "{rule:?}: {at_the_end} at the end");
     }
 }

@@ -14,7 +14,7 @@ use std::cell::Cell;
 use std::fmt::Write;
 use std::time::Duration;
 
-use tollgate::algorithm::Gcra;
+use tollgate::algorithm::{Algorithm, FixedWindow, Gcra, SlidingCounter, SlidingLog};
 use tollgate::store::{Check, MemoryStore, Op, Request, Rule};
 use tollgate::time::ManualClock;
 use tollgate::{KeyedConfig, KeyedLimiter, Quota, WhenFull};
@@ -367,4 +367,42 @@ fn a_flooder_cannot_reset_its_own_store_key_by_flooding_others() {
     clock.advance(per_day().emission_interval());
     assert!(decide("own", 1));
     assert!(!decide("own", 1));
+}
+
+/// The flooder of [`a_flooder_cannot_reset_its_own_key_by_flooding_others`], against
+/// windows of a day: its own key spends the window's quota, then a flood of unique
+/// keys sends one request each, and the own key is retried every thousand.
+fn own_window_survives_the_flood<A: Algorithm>(name: &str, algorithm: A) {
+    let clock = ManualClock::new();
+    let config = SMALL.config(WhenFull::EvictNearestIdle);
+    let limiter: KeyedLimiter<u64, A, ManualClock> =
+        KeyedLimiter::with_clock(algorithm, config, clock.clone()).unwrap();
+    let own = u64::MAX;
+    limiter.try_acquire(&own, QUOTA).unwrap();
+    let mut keys = Keys(13);
+    for i in 0..SMALL.keys {
+        let _ = limiter.try_acquire(&keys.next(), 1);
+        clock.advance(STEP);
+        if i % 1_000 == 0 {
+            assert!(limiter.try_acquire(&own, 1).is_err(), "{name}, {i}");
+        }
+    }
+    assert!(limiter.len() <= SMALL.max_keys);
+}
+
+/// Regression: in a full table, a key of a window spent to its limit was evicted
+/// among the first, though forgetting it gave back the whole quota and forgetting a
+/// flood key one permit: its sliding log's window ended before any flood key's, and
+/// every key of a fixed window tied on the window's end. The flooder's key then
+/// started its quota again in the same window.
+#[test]
+fn a_flooder_cannot_reset_its_own_window_by_flooding_others() {
+    let day = Duration::from_secs(86_400);
+    own_window_survives_the_flood("sliding log", SlidingLog::new(QUOTA, day).unwrap());
+    own_window_survives_the_flood("fixed window", FixedWindow::new(QUOTA, day).unwrap());
+    own_window_survives_the_flood(
+        "first-hit window",
+        FixedWindow::from_first_hit(QUOTA, day).unwrap(),
+    );
+    own_window_survives_the_flood("sliding counter", SlidingCounter::new(QUOTA, day).unwrap());
 }

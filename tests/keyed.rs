@@ -5,7 +5,10 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use tollgate::algorithm::{Algorithm, FixedWindow, Gcra};
+use tollgate::algorithm::{
+    Algorithm, FixedWindow, Gcra, LeakyBucket, RefreshPeriod, SlidingCounter, SlidingLog,
+    SmoothBursty, SmoothWarmingUp,
+};
 use tollgate::time::{Clock, ManualClock, MonotonicClock};
 use tollgate::{ConfigError, Denied, KeyedConfig, KeyedLimiter, Limiter, Quota, WhenFull};
 
@@ -594,4 +597,256 @@ fn a_late_clock_reading_does_not_restart_an_evicted_key_in_the_past() {
         keyed.try_acquire(&1, 1).is_err(),
         "the window from 1.000 s already gave its one permit"
     );
+}
+
+/// Key 0 spends its limit, and 1 ms later keys 1 to 100 send one request each through
+/// a table of 4 keys: key 0 must stay spent.
+fn spent_key_survives_a_flood<A: Algorithm>(name: &str, algorithm: A) {
+    let clock = ManualClock::new();
+    let limiter: KeyedLimiter<u32, A, ManualClock> =
+        KeyedLimiter::with_clock(algorithm, KeyedConfig::new(4).shards(1), clock.clone()).unwrap();
+    let spent = (0..10)
+        .filter(|_| limiter.try_acquire(&0, 1).is_ok())
+        .count();
+    assert!(spent >= 1, "{name}");
+    clock.advance(Duration::from_millis(1));
+    for key in 1..=100 {
+        assert!(
+            limiter.try_acquire(&key, 1).is_ok(),
+            "{name}: newcomer {key}"
+        );
+    }
+    assert_eq!(limiter.len(), 4);
+    let again = (0..10)
+        .filter(|_| limiter.try_acquire(&0, 1).is_ok())
+        .count();
+    assert_eq!(again, 0, "{name}: key 0 was reset by the flood");
+}
+
+/// Regression: a flooder could reset its own spent key. Key 0 was evicted because it
+/// would be idle first (its window ends 1 ms before the flood keys'), or because keys
+/// tied on their idle time (every key of a fixed window does), though forgetting it
+/// gave back ten permits and forgetting a flood key one: key 0 was then admitted 10
+/// more times in the same window.
+#[test]
+fn a_flooder_cannot_reset_its_own_spent_key_in_a_small_table() {
+    let second = Duration::from_secs(1);
+    spent_key_survives_a_flood("sliding log", SlidingLog::new(10, second).unwrap());
+    spent_key_survives_a_flood("fixed window", FixedWindow::new(10, second).unwrap());
+    spent_key_survives_a_flood(
+        "first-hit window",
+        FixedWindow::from_first_hit(10, second).unwrap(),
+    );
+    spent_key_survives_a_flood("sliding counter", SlidingCounter::new(10, second).unwrap());
+    spent_key_survives_a_flood("smooth bursty", SmoothBursty::new(10.0).unwrap());
+    spent_key_survives_a_flood(
+        "smooth warming up",
+        SmoothWarmingUp::new(10.0, second).unwrap(),
+    );
+    spent_key_survives_a_flood("gcra", gcra(10, 10));
+    spent_key_survives_a_flood(
+        "refresh period",
+        RefreshPeriod::new(10, second, Duration::ZERO).unwrap(),
+    );
+    spent_key_survives_a_flood(
+        "leaky bucket",
+        LeakyBucket::new(10, Quota::per_second(10).unwrap()).unwrap(),
+    );
+}
+
+/// Regression: every `RefreshPeriod` key that had taken a permit counted as booked
+/// ahead, so a full table never evicted one: a fifth key was denied for 3,599 s where
+/// `Gcra` admitted it. The reach of an acquisition was measured by acquiring the
+/// capacity, which for a refresh period counts permits only a wait gets, and was
+/// denied.
+#[test]
+fn a_full_refresh_period_table_makes_room_for_a_new_key_as_gcra_does() {
+    fn fifth_key<A: Algorithm>(algorithm: A) -> tollgate::Decision {
+        let clock = ManualClock::new();
+        let limiter: KeyedLimiter<u32, A, ManualClock> =
+            KeyedLimiter::with_clock(algorithm, KeyedConfig::new(4).shards(1), clock.clone())
+                .unwrap();
+        for key in 0..4 {
+            limiter.try_acquire(&key, 1).unwrap();
+        }
+        clock.advance(Duration::from_secs(1));
+        let fifth = limiter.try_acquire(&4, 1);
+        assert_eq!(limiter.len(), 4);
+        fifth
+    }
+    let hour = Duration::from_secs(3_600);
+    assert!(fifth_key(Gcra::new(Quota::new(10, hour).unwrap())).is_ok());
+    let refresh = RefreshPeriod::new(10, hour, Duration::ZERO).unwrap();
+    assert_eq!(fifth_key(refresh).map(|a| a.remaining()), Ok(9));
+}
+
+/// A step of the flood against one key: the flooder's own key asks for some permits,
+/// a key never seen asks for the flood's share, or time passes.
+#[derive(Clone, Debug)]
+enum Flood {
+    Own(u64),
+    New,
+    Advance(u64),
+}
+
+fn flood() -> impl Strategy<Value = Flood> {
+    prop_oneof![
+        3 => (1u64..=10).prop_map(Flood::Own),
+        4 => Just(Flood::New),
+        2 => (0u64..50).prop_map(Flood::Advance),
+        1 => (0u64..1_500).prop_map(Flood::Advance),
+    ]
+}
+
+/// The most `limiter` admits now, up to `limit`.
+fn admits_now<A: Algorithm>(limiter: &Limiter<A, ManualClock>, limit: u64) -> u64 {
+    (1..=limit)
+        .rev()
+        .find(|&n| limiter.peek(n).is_ok())
+        .unwrap_or(0)
+}
+
+/// The eviction bound, checked on one algorithm with a limit of 10 per second: in a
+/// one-shard table of `capacity` keys (at least 2, at most the sample of 8, so that
+/// every key of the shard is compared), where every other key is new and takes `m`
+/// permits once, each time the flooder's own key is forgotten the fresh state it
+/// restarts from admits at most `m` permits more than its state did. For a sliding
+/// log and a fixed window, its admissions in any window are then at most
+/// `10 + m × (times it was forgotten in that window)`.
+fn check_eviction_bound<A: Algorithm>(
+    algorithm: A,
+    window: Option<&str>,
+    capacity: usize,
+    m: u64,
+    steps: &[Flood],
+) -> Result<(), TestCaseError> {
+    const LIMIT: u64 = 10;
+    const W: u64 = 1_000_000_000;
+    const OWN: u32 = 0;
+    let clock = ManualClock::new();
+    let keyed: KeyedLimiter<u32, A, ManualClock> = KeyedLimiter::with_clock(
+        algorithm.clone(),
+        KeyedConfig::new(capacity).shards(1),
+        clock.clone(),
+    )
+    .unwrap();
+    // The own key's state had it never been forgotten; `None` when it starts fresh.
+    let mut shadow: Option<Limiter<A, ManualClock>> = None;
+    let mut admitted: Vec<(u64, u64)> = Vec::new();
+    let mut forgotten: Vec<u64> = Vec::new();
+    let mut next_key = 1;
+    for step in steps {
+        let now = clock.now().as_u64();
+        match *step {
+            Flood::Own(n) => {
+                if let Some(state) = shadow.as_ref().map(Limiter::state) {
+                    if algorithm.idle_at(&state) <= clock.now() {
+                        // Idle: the table may forget it, changing no decision.
+                        keyed.sweep();
+                        shadow = None;
+                    }
+                }
+                let model = shadow
+                    .get_or_insert_with(|| Limiter::with_clock(algorithm.clone(), clock.clone()));
+                let expected = model.try_acquire(n);
+                let got = keyed.try_acquire(&OWN, n);
+                prop_assert_eq!(
+                    got.is_ok(),
+                    expected.is_ok(),
+                    "own key asks {} at {}",
+                    n,
+                    now
+                );
+                if got.is_ok() {
+                    admitted.push((now, n));
+                }
+            }
+            Flood::New => {
+                prop_assert!(
+                    keyed.try_acquire(&next_key, m).is_ok(),
+                    "newcomers are served"
+                );
+                next_key += 1;
+                let Some(model) = &shadow else { continue };
+                if keyed.peek(&OWN, 0) != model.peek(0) {
+                    // Forgotten: what the fresh state admits beyond the kept one.
+                    let fresh = Limiter::with_clock(algorithm.clone(), clock.clone());
+                    let gift = admits_now(&fresh, LIMIT).saturating_sub(admits_now(model, LIMIT));
+                    prop_assert!(
+                        gift <= m,
+                        "forgetting the own key at {} gave back {}",
+                        now,
+                        gift
+                    );
+                    forgotten.push(now);
+                    shadow = None;
+                }
+            }
+            Flood::Advance(ms) => clock.advance(Duration::from_millis(ms)),
+        }
+        prop_assert!(keyed.len() <= capacity);
+    }
+    let in_window = |start: u64, end: u64| {
+        let permits: u64 = admitted
+            .iter()
+            .filter(|&&(t, _)| start <= t && t <= end)
+            .map(|&(_, n)| n)
+            .sum();
+        let resets = forgotten
+            .iter()
+            .filter(|&&t| start <= t && t <= end)
+            .count() as u64;
+        (permits, LIMIT + m * resets)
+    };
+    for &(t, _) in &admitted {
+        let (start, end) = match window {
+            // Every window (t - W, t] that ends at an admission.
+            Some("sliding") => ((t + 1).saturating_sub(W), t),
+            // The fixed window of the admission.
+            Some("fixed") => (t / W * W, t / W * W + W - 1),
+            _ => continue,
+        };
+        let (permits, bound) = in_window(start, end);
+        prop_assert!(
+            permits <= bound,
+            "{} admitted in [{}, {}], bound {}",
+            permits,
+            start,
+            end,
+            bound
+        );
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// What an eviction can hand back to a key, per window, is bounded: a key is
+    /// forgotten only if forgetting it gives back no more than forgetting each other
+    /// key it is compared with. Against flood keys that each take `m` permits, each
+    /// eviction hands the flooder's own key back at most `m` permits, and in any
+    /// window of a sliding log or a fixed window it is admitted at most
+    /// `limit + m × (its evictions in that window)`. Before the fix, a key spent to its
+    /// limit was evicted first whenever its window ended first or tied.
+    #[test]
+    fn an_eviction_hands_a_key_back_no_more_than_a_flood_key_holds(
+        capacity in 2usize..=8,
+        m in 1u64..=3,
+        steps in prop::collection::vec(flood(), 1..300),
+    ) {
+        let second = Duration::from_secs(1);
+        check_eviction_bound(SlidingLog::new(10, second).unwrap(), Some("sliding"), capacity, m, &steps)?;
+        check_eviction_bound(FixedWindow::new(10, second).unwrap(), Some("fixed"), capacity, m, &steps)?;
+        check_eviction_bound(FixedWindow::from_first_hit(10, second).unwrap(), None, capacity, m, &steps)?;
+        check_eviction_bound(SlidingCounter::new(10, second).unwrap(), None, capacity, m, &steps)?;
+        check_eviction_bound(gcra(10, 10), None, capacity, m, &steps)?;
+        check_eviction_bound(
+            RefreshPeriod::new(10, second, Duration::ZERO).unwrap(),
+            None,
+            capacity,
+            m,
+            &steps,
+        )?;
+    }
 }

@@ -163,3 +163,42 @@ fn a_keyed_limiter_is_a_permit_source_by_borrowed_key() {
     let api = limiter.clone().for_key("bob");
     assert!(matches!(api.decide_now(&(), 1), Some(Ok(Ok(_)))));
 }
+
+/// Regression: a keyed `RefreshPeriod` of 10 a second, its key started 1.1 s before
+/// the clock's end (so its second cycle starts 100 ms before the end and its third
+/// after it), granted every `acquire(1)` of 1,000 where 20 is the most: bookings in
+/// cycles past the end had a saturated wait, due at the end at once.
+#[test]
+fn a_keyed_refresh_period_grants_nothing_past_the_clocks_end() {
+    use tollgate::algorithm::RefreshPeriod;
+    use tollgate::time::Nanos;
+
+    let clock = ManualClock::starting_at(Nanos::new(u64::MAX - 1_100_000_000));
+    let refresh = RefreshPeriod::new(10, Duration::from_secs(1), Duration::ZERO).unwrap();
+    let limiter: KeyedLimiter<u32, RefreshPeriod, ManualClock> =
+        KeyedLimiter::with_clock(refresh, KeyedConfig::new(4), clock.clone()).unwrap();
+    assert!(
+        limiter.try_acquire(&7, 1).is_ok(),
+        "the key's cycles start now"
+    );
+    clock.advance(ms(850));
+    let mut waiting: Vec<_> = (0..1_000)
+        .map(|_| Box::pin(limiter.acquire(&7, 1)))
+        .collect();
+    let mut granted = 1;
+    for round in 0..3 {
+        waiting.retain_mut(|future| match poll(future) {
+            Poll::Ready(Ok(_)) => {
+                granted += 1;
+                false
+            }
+            Poll::Ready(Err(_)) => false,
+            Poll::Pending => true,
+        });
+        if round == 0 {
+            clock.set(Nanos::MAX);
+        }
+    }
+    assert_eq!(granted, 20, "{} still waiting", waiting.len());
+    assert_eq!(limiter.len(), 1);
+}

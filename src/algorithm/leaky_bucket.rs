@@ -316,6 +316,10 @@ impl Algorithm for LeakyBucket {
     fn idle_at(&self, empty_at: &u64) -> Nanos {
         self.meter.idle_at(empty_at)
     }
+
+    fn forgetting_gives_back(&self, empty_at: &u64, now: Nanos) -> u64 {
+        self.meter.forgetting_gives_back(empty_at, now)
+    }
 }
 
 impl LeakyBucket {

@@ -179,8 +179,41 @@ pub trait Algorithm: Clone + Send + Sync + fmt::Debug + 'static {
     /// The earliest time from which replacing `state` by a fresh
     /// [`initial_state`](Algorithm::initial_state) would admit nothing more than
     /// keeping it, if no request comes meanwhile. A keyed limiter may evict the key
-    /// from then on.
+    /// from then on. [`Nanos::MAX`] stands for any time past the clock's end (a
+    /// saturated time): a keyed limiter never forgets such a state as idle.
     fn idle_at(&self, state: &Self::State) -> Nanos;
+
+    /// What replacing `state` by a fresh [`initial_state`](Algorithm::initial_state)
+    /// at `now` would give back at once: how much more the fresh state grants. Zero
+    /// when the fresh state grants nothing more. A keyed limiter whose table is full
+    /// evicts, among the keys it compares, the one whose forgetting gives back the
+    /// least ([`WhenFull::EvictNearestIdle`](crate::WhenFull::EvictNearestIdle)).
+    ///
+    /// The unit is the algorithm's own (permits, or nanoseconds of debt for a token
+    /// bucket); values are only compared between states of one configuration. The
+    /// default counts permits: what a fresh state's `remaining` exceeds this one's.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::algorithm::{Algorithm, SlidingLog};
+    /// use tollgate::time::Nanos;
+    ///
+    /// let log = SlidingLog::new(10, Duration::from_secs(1))?;
+    /// let mut spent = log.initial_state(Nanos::ZERO);
+    /// log.acquire(&mut spent, Nanos::ZERO, 10)?;
+    /// let mut once = log.initial_state(Nanos::ZERO);
+    /// log.acquire(&mut once, Nanos::ZERO, 1)?;
+    /// let now = Nanos::new(1_000_000);
+    /// assert_eq!(log.forgetting_gives_back(&spent, now), 10);
+    /// assert_eq!(log.forgetting_gives_back(&once, now), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn forgetting_gives_back(&self, state: &Self::State, now: Nanos) -> u64 {
+        let remaining = |state: &Self::State| self.peek(state, now, 0).map_or(0, |a| a.remaining());
+        remaining(&self.initial_state(now)).saturating_sub(remaining(state))
+    }
 }
 
 /// What the rest of the crate knows of an algorithm that a store runs: each

@@ -455,6 +455,12 @@ impl RefreshPeriod {
             }
             return Err(self.limited(&current, wait - i128::from(max_wait)));
         }
+        let left = i128::from(u64::MAX - now.as_u64());
+        if wait > left {
+            // Granted in a cycle past the clock's end: no wait on this clock reaches
+            // it, and a saturated wait would hand the permits out at the end at once.
+            return Err(self.limited(&current, left));
+        }
         let n = i128::from(n);
         let after = current.permits - n;
         let floor = i128::from(i64::MIN);

@@ -491,6 +491,14 @@ impl Algorithm for SlidingLog {
                 .map_or(0, |&t| t.saturating_add(self.window.max(self.min_gap))),
         )
     }
+
+    /// The entries in the window, or the whole limit while the gap runs: the default,
+    /// without the two peeks.
+    fn forgetting_gives_back(&self, log: &VecDeque<u64>, now: Nanos) -> u64 {
+        let now = now.as_u64();
+        let remaining = self.remaining(self.active(log, now), log.back().copied(), now);
+        self.limit.saturating_sub(remaining)
+    }
 }
 
 /// The largest limit the Redis script runs. Its log holds up to `2 × limit`

@@ -5,8 +5,8 @@
 //! configuration among all keys. Keys whose state has returned to that of a fresh key
 //! are forgotten; a flood of unique keys cannot grow memory past
 //! [`KeyedConfig::max_keys`], and [`KeyedConfig::when_full`] says what a full table
-//! does with a new key (by default, the key nearest to idle makes room: see
-//! [`WhenFull`]).
+//! does with a new key (by default, the key whose forgetting gives back the least
+//! makes room: see [`WhenFull`]).
 
 use std::borrow::Borrow;
 use std::fmt;
@@ -43,13 +43,14 @@ pub use crate::table::{KeyedConfig, WhenFull, MAX_SHARDS};
 ///
 /// A key becomes evictable once it is idle: from [`Algorithm::idle_at`] on, a fresh
 /// key would admit nothing more than the stored one, so forgetting it changes no
-/// decision. Shards sweep idle keys when they are full or have doubled since their last
+/// decision. A key idle only past the clock's end is never idle: at the end of the
+/// clock's range a keyed limiter limits as a [`Limiter`](crate::Limiter) does. Shards sweep idle keys when they are full or have doubled since their last
 /// sweep, and [`sweep`](KeyedLimiter::sweep) evicts every idle key at once.
 ///
 /// **When a shard is full and every key in it is live**, [`KeyedConfig::when_full`]
-/// decides: by default ([`WhenFull::EvictNearestIdle`]) the key nearest to idle among
-/// a sample of eight makes room, so newcomers are served while heavily used keys keep
-/// their limits; [`WhenFull::Deny`] denies the newcomer instead and
+/// decides: by default ([`WhenFull::EvictNearestIdle`]) the key whose forgetting gives
+/// back the least among a sample of eight makes room, so newcomers are served while
+/// heavily used keys keep their limits; [`WhenFull::Deny`] denies the newcomer instead and
 /// [`WhenFull::Overflow`] sends it through one shared limit. [`WhenFull`] says what a
 /// flood of unique keys can and cannot gain under each. Each shard holds its share of
 /// `max_keys`, so a shard may fill up slightly before the whole limiter does.

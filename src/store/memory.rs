@@ -12,7 +12,7 @@ use super::rule::{RuleOutcome, RuleState, Step};
 use super::{storage_key, validate_prefix, Store, StoreError, DEFAULT_MAX_KEY_LEN};
 use crate::decision::{Denied, Limited};
 use crate::sync::Mutex;
-use crate::table::{Entries, KeyedConfig, Rehash, Room, Shard, Table};
+use crate::table::{is_idle, Entries, KeyedConfig, Rehash, Room, Shard, Table};
 use crate::time::{Clock, MonotonicClock, Nanos};
 use crate::units::duration_to_nanos;
 
@@ -424,7 +424,7 @@ impl<C: Clock> MemoryStore<C> {
         let rule = check.rule;
         if let Some((_, entry)) = shard.find_mut(hash, |e| name.matches(&e.name)) {
             let peek = matches!(step, Step::Peek(_));
-            if entry.expires_at <= now {
+            if is_idle(entry.expires_at, now) {
                 if peek {
                     // A peek at a forgotten key reads a fresh state and writes nothing:
                     // a request with an earlier clock reading still finds the entry.
@@ -456,7 +456,7 @@ impl<C: Clock> MemoryStore<C> {
             }
             let expires_at = entry.expires_at;
             shard.note(expires_at);
-            if !peek && expires_at <= now {
+            if !peek && is_idle(expires_at, now) {
                 shard.remove(hash, |e| name.matches(&e.name));
             }
             return request.answer(verdict);
@@ -469,7 +469,9 @@ impl<C: Clock> MemoryStore<C> {
         // A fresh key that nothing changes is not written: it is created by the first
         // request that changes it, at that request's time.
         let expires_at = match expires_at {
-            Some(expires_at) if !matches!(step, Step::Peek(_)) && expires_at > now => expires_at,
+            Some(expires_at) if !matches!(step, Step::Peek(_)) && !is_idle(expires_at, now) => {
+                expires_at
+            }
             _ => return request.answer(verdict),
         };
         let hasher = self.table.hasher();
@@ -537,11 +539,11 @@ impl<C: Clock> MemoryStore<C> {
             let name = names[i];
             let entry = shard.find(hashes[i], |e| name.matches(&e.name));
             // Forgotten, as Redis forgets a key by its TTL: removed on the next commit.
-            if entry.is_some_and(|e| e.expires_at <= now) {
+            if entry.is_some_and(|e| is_idle(e.expires_at, now)) {
                 expired.push(i);
             }
             let stored = entry
-                .filter(|e| e.expires_at > now)
+                .filter(|e| !is_idle(e.expires_at, now))
                 .map(|e| e.state.clone());
             // A fresh key that nothing changes is not written: it is created by the
             // first request that changes it, at that request's time.
@@ -573,7 +575,7 @@ impl<C: Clock> MemoryStore<C> {
                 .collect();
             let new_keys = writes
                 .iter()
-                .filter(|&&(i, _, expires_at)| expires_at > now && !find(shard, i))
+                .filter(|&&(i, _, expires_at)| !is_idle(expires_at, now) && !find(shard, i))
                 .count();
             // Under an overflow limit, new keys that find no room are not stored.
             let mut store_new = true;
@@ -598,10 +600,10 @@ impl<C: Clock> MemoryStore<C> {
                     entry.expires_at = expires_at;
                     entry.booked(verdict, now);
                     shard.note(expires_at);
-                    if expires_at <= now {
+                    if is_idle(expires_at, now) {
                         shard.remove(hash, |e| name.matches(&e.name));
                     }
-                } else if expires_at > now && store_new {
+                } else if !is_idle(expires_at, now) && store_new {
                     let mut entry = Entry {
                         name: name.spell(),
                         hash,

@@ -32,7 +32,7 @@ const MIN_KEYS_PER_SHARD: usize = 32;
 /// the whole table does. A shard forgets keys that are idle, that is back to the
 /// state of a fresh key: that changes no decision. When a new key arrives at a shard
 /// full of keys that are not idle, [`when_full`](KeyedConfig::when_full) decides: by
-/// default the key nearest to idle among a few makes room
+/// default the key whose forgetting gives back the least among a few makes room
 /// ([`WhenFull::EvictNearestIdle`]); see [`WhenFull`] for what each policy lets a
 /// flood of unique keys do.
 ///
@@ -82,7 +82,7 @@ pub struct KeyedConfig {
 ///
 /// | policy | a newcomer while full | keys already held | who can reset a key's limit |
 /// |---|---|---|---|
-/// | [`EvictNearestIdle`](WhenFull::EvictNearestIdle) (default) | served | the one nearest to idle restarts fresh | only by outweighing it, see below |
+/// | [`EvictNearestIdle`](WhenFull::EvictNearestIdle) (default) | served | the one whose forgetting gives back the least restarts fresh | only by outweighing it, see below |
 /// | [`Deny`](WhenFull::Deny) | denied until a key is idle | exact | no one |
 /// | [`Overflow`](WhenFull::Overflow) | shares one overflow limit | exact | no one |
 ///
@@ -132,7 +132,15 @@ pub struct KeyedConfig {
 pub enum WhenFull {
     /// Evict, among 8 keys of the shard sampled from a spot the new key's hash picks
     /// (the hasher is randomly seeded, so a flooder cannot aim it), the one nearest to
-    /// idle: the earliest [`Algorithm::idle_at`](crate::algorithm::Algorithm::idle_at).
+    /// idle in what it holds: the one whose forgetting gives back the least
+    /// ([`Algorithm::forgetting_gives_back`](crate::algorithm::Algorithm::forgetting_gives_back)).
+    /// For a window (sliding log, fixed window, sliding counter, refresh period) that
+    /// is the permits it has used in its current window; for a token bucket
+    /// ([`Gcra`](crate::algorithm::Gcra), [`LeakyBucket`](crate::algorithm::LeakyBucket))
+    /// the time until its bucket is full again, so the earliest
+    /// [`idle_at`](crate::algorithm::Algorithm::idle_at); for Guava's limiters the
+    /// permits it still owes for a request granted ahead, in whole stable intervals.
+    /// Among keys that give back as much, the one used last goes first.
     ///
     /// - **Newcomers are served**: a request for a new key is never denied for lack of
     ///   room (unless all 8 sampled keys hold reservations for later use, which are
@@ -144,20 +152,27 @@ pub enum WhenFull {
     ///   unique keys against a bound of 10⁶, and 100 clients each get their whole
     ///   quota and are denied the request after it.)
     /// - **What an eviction gives away**: the evicted key restarts fresh, so it gets
-    ///   back early what it would have got back by itself by its idle time. Evicting
-    ///   the key nearest to idle gives away the least: for a token bucket
-    ///   ([`Gcra`](crate::algorithm::Gcra)), a key evicted at `t` whose bucket is full
-    ///   again at `idle_at` regains `(idle_at - t) / emission interval` permits early.
-    /// - **What a flooder can gain**: keys it sends one request each evict one another
-    ///   and keys no further from idle; a key used more than each of them, like the
-    ///   flooder's own key hammered at its limit, or a well-behaved client's key after
-    ///   a few requests, stays, with its limit. To get its own key evicted, a flooder
-    ///   must first make every key sampled with it further from idle, that is spend
-    ///   on each of those keys more than its own key has outstanding; each such
-    ///   eviction then gives its key back at most that outstanding amount, never more
-    ///   than one full burst. A key used to its limit is as far from idle as a key can
-    ///   be without booking ahead, so only flood keys each used to their own full limit
-    ///   can outweigh it.
+    ///   back at once what forgetting it gives back, which is never more than
+    ///   forgetting any other key of its sample would have given back. For a token
+    ///   bucket, a key evicted at `t` whose bucket is full again at `idle_at` regains
+    ///   `(idle_at - t) / emission interval` permits early.
+    /// - **The bound**: against flood keys that each hold at most `m` permits (`m` per
+    ///   request, one request each), every eviction hands the evicted key back at most
+    ///   `m` permits, and a key holding more (the flooder's own key spent to its limit,
+    ///   a client's key after a few requests) is never evicted by them. So in any
+    ///   window of a sliding log or a fixed window, a key is admitted at most
+    ///   `limit + m × e` permits, where `e` is the number of times it was evicted in
+    ///   that window, each time by a new key holding `m` permits
+    ///   (`tests/keyed.rs`: `an_eviction_hands_a_key_back_no_more_than_a_flood_key_holds`).
+    ///   A shard of one key compares it with nothing: that key makes room for any
+    ///   newcomer.
+    /// - **What a flooder can gain**: to get its own key evicted, a flooder must first
+    ///   make every key sampled with it hold at least as much as its own key has
+    ///   outstanding, that is spend on each of those keys at least what its own key
+    ///   would regain; each such eviction then gives its key back no more than it
+    ///   spent on each of them, never more than one full limit. A key used to its
+    ///   limit holds as much as a key can without booking ahead, so only flood keys
+    ///   each used to their own full limit can outweigh it.
     #[default]
     EvictNearestIdle,
     /// Deny the new key until a key of its shard is idle, with

@@ -20,7 +20,7 @@ use crate::sync::Mutex;
 use crate::time::Nanos;
 
 pub use config::{KeyedConfig, WhenFull, MAX_SHARDS};
-pub(crate) use shard::{Entries, Rehash, Room, Shard};
+pub(crate) use shard::{is_idle, Entries, Rehash, Room, Shard};
 pub(crate) use states::PerKey;
 
 /// Shards of entries under their own locks, bounded together by `max_keys`.

@@ -30,6 +30,21 @@ pub(crate) trait Entries {
     /// holds none. Such an entry is never evicted before this time, whatever the
     /// policy.
     fn booked_until(&self, entry: &Self::Entry, idle_at: Nanos) -> Nanos;
+
+    /// What forgetting `entry`, idle at `idle_at`, gives back at `now`, in units of the
+    /// context's choosing that grow with it: [`WhenFull::EvictNearestIdle`] evicts the
+    /// entry that gives back the least. The default is the time left until it is idle.
+    fn gives_back(&self, _entry: &Self::Entry, idle_at: Nanos, now: Nanos) -> u64 {
+        idle_at.as_u64().saturating_sub(now.as_u64())
+    }
+}
+
+/// Whether an entry idle at `idle_at` is idle at `now`. An idle time at the clock's
+/// end stands for any time past it, which no clock reaches: such an entry is never
+/// idle.
+#[inline]
+pub(crate) fn is_idle(idle_at: Nanos, now: Nanos) -> bool {
+    idle_at <= now && idle_at < Nanos::MAX
 }
 
 /// Entries that can be hashed again, as a shard needs to add or drop any.
@@ -162,7 +177,7 @@ impl<X: Rehash> Shard<X> {
     ) -> Room {
         let len = self.table.len();
         let over = len.saturating_add(new_keys) > self.capacity;
-        if now >= self.sweep_at && (over || len >= self.sweep_len) {
+        if is_idle(self.sweep_at, now) && (over || len >= self.sweep_len) {
             self.sweep(hasher, now);
         }
         let missing = self
@@ -174,8 +189,8 @@ impl<X: Rehash> Shard<X> {
             return Room::Free;
         }
         // Full of live keys: after the sweep above (or with none due) `sweep_at` is
-        // later than now. It is the earliest a key can become idle; a key used since
-        // may stay live longer, so this is a lower bound.
+        // later than now (or the clock's end). It is the earliest a key can become
+        // idle; a key used since may stay live longer, so this is a lower bound.
         let idle = self.sweep_at;
         match self.when_full {
             WhenFull::Deny => Room::Full(idle),
@@ -207,10 +222,13 @@ impl<X: Rehash> Shard<X> {
         }
     }
 
-    /// The bucket of the entry nearest to idle among [`SAMPLE`] entries found from a
-    /// spot that `hint` picks, leaving out entries booked ahead past `now` and those
-    /// `spare` picks. `Err` when the sample leaves none: when the first of its
-    /// bookings ends ([`Nanos::MAX`] if none will).
+    /// The bucket of the entry to evict among [`SAMPLE`] entries found from a spot
+    /// that `hint` picks, leaving out entries booked ahead past `now` and those
+    /// `spare` picks: the one whose forgetting gives back the least
+    /// ([`Entries::gives_back`]), and of those the one used last (the latest idle
+    /// time), so that keys each holding as much as a key spent earlier go before it.
+    /// `Err` when the sample leaves none: when the first of its bookings ends
+    /// ([`Nanos::MAX`] if none will).
     fn nearest_idle(
         &self,
         now: Nanos,
@@ -223,7 +241,7 @@ impl<X: Rehash> Shard<X> {
         // Some bits of a hash pick the shard and others the home bucket: mix them all,
         // so that every bucket can start a sample.
         let start = (hint.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize;
-        let mut nearest: Option<(usize, Nanos)> = None;
+        let mut nearest: Option<(usize, u64, Nanos)> = None;
         let mut booked = Nanos::MAX;
         let mut sampled = 0;
         for offset in 0..buckets {
@@ -236,9 +254,12 @@ impl<X: Rehash> Shard<X> {
             if booked_until > now {
                 booked = booked.min(booked_until);
             } else if !spare(entry) {
-                match nearest {
-                    Some((_, earliest)) if earliest <= idle_at => {}
-                    _ => nearest = Some((index, idle_at)),
+                let gives = self.entries.gives_back(entry, idle_at, now);
+                let better = nearest.map_or(true, |(_, least, latest)| {
+                    gives < least || (gives == least && idle_at > latest)
+                });
+                if better {
+                    nearest = Some((index, gives, idle_at));
                 }
             }
             sampled += 1;
@@ -246,7 +267,7 @@ impl<X: Rehash> Shard<X> {
                 break;
             }
         }
-        nearest.map(|(index, _)| index).ok_or(booked)
+        nearest.map(|(index, _, _)| index).ok_or(booked)
     }
 
     /// Inserts an entry for a key not held, after [`make_room`](Shard::make_room)
@@ -269,7 +290,7 @@ impl<X: Rehash> Shard<X> {
         let mut earliest = Nanos::MAX;
         self.table.retain(|entry| {
             let idle_at = entries.idle_at(entry);
-            let live = idle_at > now;
+            let live = !is_idle(idle_at, now);
             if live {
                 earliest = earliest.min(idle_at);
             }
@@ -392,6 +413,18 @@ mod tests {
         assert!(held(&s, &h, 1) && held(&s, &h, 3) && held(&s, &h, 4));
         assert_eq!(s.evicted_at, at(10));
         assert_eq!(s.start(at(5)), at(10), "no key restarts before an eviction");
+    }
+
+    #[test]
+    fn an_idle_time_at_the_clocks_end_is_never_idle() {
+        assert!(is_idle(at(10), at(10)));
+        assert!(!is_idle(at(11), at(10)));
+        assert!(!is_idle(Nanos::MAX, Nanos::MAX));
+        let (mut s, h) = shard(2, WhenFull::Deny);
+        put(&mut s, &h, 1, 0, 100, 0);
+        s.insert(&h, h.hash_one(2u32), (2, Nanos::MAX, Nanos::ZERO));
+        assert_eq!(s.sweep(&h, Nanos::MAX), 1, "only key 1 was idle");
+        assert!(held(&s, &h, 2));
     }
 
     #[test]

@@ -5,6 +5,7 @@ use std::borrow::Borrow;
 use std::hash::{BuildHasher, Hash, RandomState};
 use std::marker::PhantomData;
 
+use super::shard::is_idle;
 use super::{Entries, KeyedConfig, Rehash, Room, Table};
 use crate::algorithm::Algorithm;
 use crate::decision::{Decision, Denied, Limited};
@@ -51,8 +52,14 @@ fn horizon<A: Algorithm>(algorithm: &A) -> u64 {
     }
     let reach = |start: Nanos| {
         let mut state = algorithm.initial_state(start);
+        // The capacity may count permits only a wait can get (a refresh period's):
+        // an acquisition then takes at most what its denial names.
+        let most = match algorithm.peek(&state, start, algorithm.capacity()) {
+            Err(Denied::Insufficient(most)) => most.capacity(),
+            _ => algorithm.capacity(),
+        };
         // A denial leaves the fresh state, whose reach is then nothing.
-        let _ = algorithm.acquire(&mut state, start, algorithm.capacity());
+        let _ = algorithm.acquire(&mut state, start, most);
         algorithm
             .idle_at(&state)
             .as_u64()
@@ -72,6 +79,11 @@ impl<K, A: Algorithm> Entries for PerKey<K, A> {
 
     fn booked_until(&self, _: &Self::Entry, idle_at: Nanos) -> Nanos {
         Nanos::new(idle_at.as_u64().saturating_sub(self.horizon))
+    }
+
+    #[inline]
+    fn gives_back(&self, entry: &Self::Entry, _: Nanos, now: Nanos) -> u64 {
+        self.algorithm.forgetting_gives_back(&entry.1, now)
     }
 }
 
@@ -142,7 +154,7 @@ where
         let algorithm = &shard.entries.algorithm;
         let mut state = algorithm.initial_state(now);
         let result = f(algorithm, &mut state, now)?;
-        if n == 0 || algorithm.idle_at(&state) <= now {
+        if n == 0 || is_idle(algorithm.idle_at(&state), now) {
             // Nothing a fresh key would not give again: no need to remember it.
             return Ok(result);
         }
@@ -179,7 +191,7 @@ where
         let algorithm = &shard.entries.algorithm;
         let mut fresh = algorithm.initial_state(now);
         let admitted = algorithm.acquire(&mut fresh, now, n)?;
-        if n == 0 || algorithm.idle_at(&fresh) <= now {
+        if n == 0 || is_idle(algorithm.idle_at(&fresh), now) {
             return Ok(admitted);
         }
         let capacity = algorithm.capacity();
@@ -221,7 +233,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::algorithm::{FixedWindow, Gcra};
+    use crate::algorithm::{FixedWindow, Gcra, RefreshPeriod, SlidingLog};
     use crate::quota::Quota;
     use crate::table::WhenFull;
 
@@ -301,6 +313,33 @@ mod tests {
         );
         assert!(acquire(&t, 2, at(100)).is_ok(), "used at 100 ms: evictable");
         assert!(t.peek(&1, at(100), 1).is_ok(), "key 1 restarted fresh");
+    }
+
+    #[test]
+    fn eviction_takes_the_key_that_gives_back_least_then_the_latest_used() {
+        let log = SlidingLog::new(10, Duration::from_secs(1)).unwrap();
+        let config = KeyedConfig::new(3).shards(1);
+        let t: Table<PerKey<u32, SlidingLog>> = Table::with_algorithm(log, &config).unwrap();
+        let take = |key: u32, ms: u64, n: u64| {
+            t.with_state(&key, at(ms), n, |alg, s, now| alg.acquire(s, now, n))
+        };
+        take(1, 0, 10).unwrap();
+        take(2, 10, 1).unwrap();
+        take(3, 20, 1).unwrap();
+        // Key 1 is idle first but gives back 10; keys 2 and 3 give back 1 each.
+        take(4, 30, 1).unwrap();
+        let held = |key: u32| t.peek(&key, at(30), 1).is_ok_and(|a| a.remaining() < 9);
+        assert!(t.peek(&1, at(30), 1).is_err(), "the spent key stays");
+        assert!(held(2), "key 2 stays");
+        assert!(!held(3), "key 3, used last, went");
+        assert!(held(4));
+    }
+
+    #[test]
+    fn a_refresh_periods_reach_is_one_period() {
+        let hour = Duration::from_secs(3_600);
+        let refresh = RefreshPeriod::new(10, hour, Duration::ZERO).unwrap();
+        assert_eq!(horizon(&refresh), 3_600_000 * MS);
     }
 
     #[test]

@@ -234,6 +234,12 @@ impl Algorithm for Gcra {
     fn idle_at(&self, tat: &u64) -> Nanos {
         Nanos::new(*tat)
     }
+
+    /// The debt in nanoseconds, `TAT - now`: forgetting it gives back that many
+    /// emission intervals' worth of permits, to the fraction.
+    fn forgetting_gives_back(&self, tat: &u64, now: Nanos) -> u64 {
+        tat.saturating_sub(now.as_u64())
+    }
 }
 
 impl Gcra {

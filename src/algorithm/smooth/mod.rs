@@ -495,6 +495,19 @@ impl<S: SmoothShape> Algorithm for Smooth<S> {
     fn idle_at(&self, state: &SmoothState) -> Nanos {
         state.instant(self.full_at(state))
     }
+
+    /// The permits still owed for requests granted ahead (prepaid), in whole stable
+    /// intervals: forgetting the state cancels that debt. Stored permits are never
+    /// given back: a fresh bursty limiter has none, and a fresh warming-up one is cold.
+    fn forgetting_gives_back(&self, state: &SmoothState, now: Nanos) -> u64 {
+        let debt_us = state.next_free_us.saturating_sub(state.micros_at(now));
+        if debt_us <= 0 {
+            return 0;
+        }
+        // Whole intervals, so that keys that each owe one request's cost compare equal
+        // whatever microsecond they were used at.
+        ceil_to_i64(debt_us as f64 / self.rate.interval_us).max(0) as u64
+    }
 }
 
 #[cfg(test)]
