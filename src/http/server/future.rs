@@ -214,10 +214,15 @@ where
                     return Poll::Ready(Ok(response));
                 }
                 StateProj::Calling { future, verdict } => {
+                    // An error, or this future dropped first, drops the verdict and
+                    // gives back what it holds.
                     let mut response = ready!(future.poll(cx))?;
                     wire::insert(response.headers_mut(), verdict, *this.legacy_headers);
+                    let held = std::mem::take(&mut verdict.held);
                     this.state.set(State::Done);
-                    return Poll::Ready(Ok(response.map(RateLimitBody::new)));
+                    return Poll::Ready(Ok(
+                        response.map(|body| RateLimitBody::holding(body, held))
+                    ));
                 }
                 StateProj::Done => panic!("RateLimitFuture polled after it completed"),
             }
