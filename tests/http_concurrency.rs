@@ -412,6 +412,53 @@ async fn a_permit_waited_for_is_given_back_when_dropped() {
     assert!(permit.holds());
 }
 
+/// A store whose answers arrive when the test lets them, as a remote store's over a
+/// slow network: the memory store decides at once, the answer waits on the gate.
+struct Slow {
+    store: MemoryStore,
+    gate: watch::Receiver<bool>,
+}
+
+#[async_trait::async_trait]
+impl tollgate::store::Store for Slow {
+    async fn execute(
+        &self,
+        request: &tollgate::store::Request<'_>,
+    ) -> Result<tollgate::store::Reply, StoreError> {
+        let reply = self.store.execute(request).await;
+        self.gate.clone().wait_for(|open| *open).await.unwrap();
+        reply
+    }
+}
+
+/// The bug it guards: a request dropped while its check was on the wire left the
+/// permit the store took in use until the lease ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_dropped_before_the_store_answers_gives_back_what_it_took() {
+    let (open, gate) = watch::channel(false);
+    let store = MemoryStore::new(KeyedConfig::new(10), "slow").unwrap();
+    let rule = Leased::new(Concurrency::new(1).unwrap(), HOUR).unwrap();
+    let limiter = SharedLimiter::new(Slow { store, gate }, rule).unwrap();
+    let mut service = RateLimitLayer::keyed(HeaderKey::from_static("x-user"), limiter.clone())
+        .layer(tower::service_fn(|_: Request<()>| async {
+            Ok::<_, Infallible>(Response::new(Body::empty()))
+        }));
+    let mut dropped = Box::pin(service.ready().await.unwrap().call(as_dave()));
+    assert!(futures::poll!(dropped.as_mut()).is_pending(), "on the wire");
+    drop(dropped);
+    open.send(true).unwrap();
+    let admitted = guarded("admitted again", async {
+        loop {
+            match limiter.decide("dave", 1).await.unwrap() {
+                Ok(grant) => break grant,
+                Err(_) => tokio::task::yield_now().await,
+            }
+        }
+    })
+    .await;
+    assert!(admitted.into_permit().holds());
+}
+
 #[cfg(feature = "redis")]
 mod redis {
     use super::*;

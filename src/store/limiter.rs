@@ -813,13 +813,23 @@ impl<S: Store + 'static, C: Clock> PermitSource<str> for SharedLimiter<S, C> {
         Some(decision.map(|d| d.map(|admitted| Grant::new(admitted, self.held(key, n)))))
     }
 
+    /// # Cancel safety
+    ///
+    /// With a rule whose permits are held, a decision dropped before its answer is
+    /// finished in the background (on the current tokio runtime, the Redis store's)
+    /// and what it took given back, as a dropped grant gives it back.
     fn decide(&self, key: &str, n: u64) -> PermitFuture<Result<Decided<Release>, StoreError>> {
         let limiter = self.clone();
         let key = key.to_owned();
-        Box::pin(async move {
+        let holds = self.core.holds();
+        let decide = Box::pin(async move {
             let decision = limiter.check(&key, n).await?;
             Ok(decision.map(|admitted| Grant::new(admitted, limiter.held(&key, n))))
-        })
+        });
+        if holds {
+            return Box::pin(Finished(Some(decide)));
+        }
+        decide
     }
 
     fn wait(
@@ -863,6 +873,32 @@ impl<S: Store + 'static, C: Clock> SharedLimiter<S, C> {
             key: key.to_owned(),
             n,
         })
+    }
+}
+
+/// A decision over held permits that, dropped before its answer, is finished in the
+/// background, so that a grant it made is dropped, and its permits given back.
+struct Finished<T: Send + 'static>(Option<PermitFuture<T>>);
+
+impl<T: Send + 'static> Future for Finished<T> {
+    type Output = T;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        let this = self.get_mut();
+        let future = this.0.as_mut().expect("Finished polled after it completed");
+        let output = std::task::ready!(future.as_mut().poll(cx));
+        this.0 = None;
+        Poll::Ready(output)
+    }
+}
+
+impl<T: Send + 'static> Drop for Finished<T> {
+    fn drop(&mut self) {
+        if let Some(future) = self.0.take() {
+            run_detached(Box::pin(async move {
+                drop(future.await);
+            }));
+        }
     }
 }
 
