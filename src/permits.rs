@@ -440,6 +440,7 @@ impl Release {
 }
 
 impl Drop for Release {
+    #[inline]
     fn drop(&mut self) {
         if let Some(held) = self.0.take() {
             held.give_back();

@@ -868,6 +868,13 @@ impl<S: Store + 'static, C: Clock> SharedLimiter<S, C> {
         if n == 0 || !self.core.holds() {
             return Release::nothing();
         }
+        self.holding(key, n)
+    }
+
+    /// Out of line, so that a rate's decisions stay as small as they were.
+    #[cold]
+    #[inline(never)]
+    fn holding(&self, key: &str, n: u64) -> Release {
         Release::new(SharedRelease {
             limiter: self.clone(),
             key: key.to_owned(),

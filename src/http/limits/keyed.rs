@@ -248,7 +248,6 @@ where
 }
 
 /// The verdict of a decision, holding the grant's permits if it holds any.
-#[inline]
 fn verdict<P: PermitSource<str>>(
     decided: Decided<P::Permit>,
     policies: &Policies,
