@@ -170,16 +170,16 @@ async fn wait_for(what: &str, signal: &Signal, count: usize) {
 /// When a release reaches the limit: at once in process; for Redis, when the store's
 /// refund, a task of its own, has run.
 #[derive(Clone, Copy, PartialEq)]
-enum Release {
+enum Arrives {
     AtOnce,
     InTheBackground,
 }
 
 /// Checks that `user` is served (`/fast`), at once or once the release arrives.
-async fn served(addr: SocketAddr, user: &str, release: Release) {
-    match release {
-        Release::AtOnce => assert_eq!(status_of(addr, "/fast", user).await, StatusCode::OK),
-        Release::InTheBackground => {
+async fn served(addr: SocketAddr, user: &str, arrives: Arrives) {
+    match arrives {
+        Arrives::AtOnce => assert_eq!(status_of(addr, "/fast", user).await, StatusCode::OK),
+        Arrives::InTheBackground => {
             guarded("served again", async {
                 while status_of(addr, "/fast", user).await != StatusCode::OK {
                     tokio::task::yield_now().await;
@@ -193,7 +193,7 @@ async fn served(addr: SocketAddr, user: &str, release: Release) {
 /// N slow requests of one user in flight: the next is 429 and other users are still
 /// served; once the N are answered and read, the user is served again, as often as
 /// requests end.
-async fn n_in_flight_then_served_again<P>(limiter: P, release: Release)
+async fn n_in_flight_then_served_again<P>(limiter: P, arrives: Arrives)
 where
     P: PermitSource<str> + DescribeLimits,
     P::Error: Into<StoreError>,
@@ -202,7 +202,7 @@ where
 
     // Sequential requests each end before the next: more than N of them pass.
     for _ in 0..=N {
-        served(addr, "bob", release).await;
+        served(addr, "bob", arrives).await;
     }
 
     let slow: Vec<_> = (0..N)
@@ -218,20 +218,20 @@ where
         None,
         "a release, not a time, frees it"
     );
-    served(addr, "bob", release).await;
+    served(addr, "bob", arrives).await;
 
     open.send(true).unwrap();
     for request in slow {
         assert_eq!(guarded("slow", request).await.unwrap(), StatusCode::OK);
     }
     for _ in 0..=N {
-        served(addr, "alice", release).await;
+        served(addr, "alice", arrives).await;
     }
 }
 
 /// N responses whose bodies the client drops after the first chunk: the server drops
 /// them too, and the user is served again.
-async fn a_dropped_body_releases<P>(limiter: P, release: Release)
+async fn a_dropped_body_releases<P>(limiter: P, arrives: Arrives)
 where
     P: PermitSource<str> + DescribeLimits,
     P::Error: Into<StoreError>,
@@ -256,7 +256,7 @@ where
     drop(bodies);
     wait_for("the server dropping the bodies", &signals.dropped, N).await;
     for _ in 0..=N {
-        served(addr, "carol", release).await;
+        served(addr, "carol", arrives).await;
     }
 }
 
@@ -275,23 +275,22 @@ fn memory_limiter() -> SharedLimiter<MemoryStore> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_keyed_concurrency_limiter_admits_n_at_once_per_user_and_releases_at_the_body_end() {
-    n_in_flight_then_served_again(keyed_limiter(), Release::AtOnce).await;
+    n_in_flight_then_served_again(keyed_limiter(), Arrives::AtOnce).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_keyed_concurrency_limiter_releases_when_the_client_drops_the_body() {
-    a_dropped_body_releases(keyed_limiter(), Release::AtOnce).await;
+    a_dropped_body_releases(keyed_limiter(), Arrives::AtOnce).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_memory_store_concurrency_rule_admits_n_at_once_per_user_and_releases_at_the_body_end(
-) {
-    n_in_flight_then_served_again(memory_limiter(), Release::AtOnce).await;
+async fn a_memory_store_concurrency_rule_admits_n_at_once_per_user_and_releases_at_the_body_end() {
+    n_in_flight_then_served_again(memory_limiter(), Arrives::AtOnce).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_memory_store_concurrency_rule_releases_when_the_client_drops_the_body() {
-    a_dropped_body_releases(memory_limiter(), Release::AtOnce).await;
+    a_dropped_body_releases(memory_limiter(), Arrives::AtOnce).await;
 }
 
 /// A service around `handler`, behind the layer over a memory store's concurrency rule
@@ -357,8 +356,16 @@ fn a_grant_gives_back_the_concurrency_rule_and_not_the_rate_beside_it() {
     let limiter = SharedLimiter::all_of(
         store,
         [
-            ("hourly", FixedWindow::from_first_hit(3, HOUR).unwrap().into()),
-            ("in_flight", Leased::new(Concurrency::new(1).unwrap(), HOUR).unwrap().into()),
+            (
+                "hourly",
+                FixedWindow::from_first_hit(3, HOUR).unwrap().into(),
+            ),
+            (
+                "in_flight",
+                Leased::new(Concurrency::new(1).unwrap(), HOUR)
+                    .unwrap()
+                    .into(),
+            ),
         ],
     )
     .unwrap();
@@ -381,14 +388,20 @@ fn a_grant_over_a_rate_holds_nothing() {
     use tollgate::algorithm::Gcra;
     use tollgate::Quota;
 
-    let keyed: KeyedLimiter<String, Gcra> =
-        KeyedLimiter::new(Gcra::new(Quota::per_second(10).unwrap()), KeyedConfig::new(10))
-            .unwrap();
-    let Some(Ok(Ok(grant))) = keyed.decide_now("frank", 1) else { panic!() };
+    let keyed: KeyedLimiter<String, Gcra> = KeyedLimiter::new(
+        Gcra::new(Quota::per_second(10).unwrap()),
+        KeyedConfig::new(10),
+    )
+    .unwrap();
+    let Some(Ok(Ok(grant))) = keyed.decide_now("frank", 1) else {
+        panic!()
+    };
     assert!(!grant.into_permit().holds());
     let store = MemoryStore::new(KeyedConfig::new(10), "rate").unwrap();
     let shared = SharedLimiter::new(store, Gcra::new(Quota::per_second(10).unwrap())).unwrap();
-    let Some(Ok(Ok(grant))) = shared.decide_now("frank", 1) else { panic!() };
+    let Some(Ok(Ok(grant))) = shared.decide_now("frank", 1) else {
+        panic!()
+    };
     assert!(!grant.into_permit().holds());
 }
 
@@ -475,13 +488,13 @@ mod redis {
     async fn a_redis_concurrency_rule_admits_n_at_once_per_user_and_releases_at_the_body_end() {
         let Some(()) = require_redis() else { return };
         let redis = RedisServer::start();
-        n_in_flight_then_served_again(limiter(&redis).await, Release::InTheBackground).await;
+        n_in_flight_then_served_again(limiter(&redis).await, Arrives::InTheBackground).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_redis_concurrency_rule_releases_when_the_client_drops_the_body() {
         let Some(()) = require_redis() else { return };
         let redis = RedisServer::start();
-        a_dropped_body_releases(limiter(&redis).await, Release::InTheBackground).await;
+        a_dropped_body_releases(limiter(&redis).await, Arrives::InTheBackground).await;
     }
 }

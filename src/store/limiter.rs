@@ -932,7 +932,9 @@ impl<S: Store + 'static, C: Clock> GiveBack for SharedRelease<S, C> {
             run_detached(Box::pin(async move {
                 // Best effort: a failed release leaves the permits taken until their
                 // lease ends.
-                let _ = core.run_checks(&key, &core.held_checks(), Op::Refund(n), None).await;
+                let _ = core
+                    .run_checks(&key, &core.held_checks(), Op::Refund(n), None)
+                    .await;
             }));
         }
         if let Some(queue) = limiter.queues.get(&key) {

@@ -81,7 +81,11 @@ where
     C: Clock,
 {
     fn policies(&self) -> Vec<Policy> {
-        vec![Policy::new("default", self.algorithm().max(), Duration::ZERO)]
+        vec![Policy::new(
+            "default",
+            self.algorithm().max(),
+            Duration::ZERO,
+        )]
     }
 
     fn capacities(&self) -> Vec<u64> {

@@ -228,9 +228,9 @@ where
                     wire::insert(response.headers_mut(), verdict, *this.legacy_headers);
                     let held = std::mem::take(&mut verdict.held);
                     this.state.set(State::Done);
-                    return Poll::Ready(Ok(
-                        response.map(|body| RateLimitBody::holding(body, held))
-                    ));
+                    return Poll::Ready(
+                        Ok(response.map(|body| RateLimitBody::holding(body, held))),
+                    );
                 }
                 StateProj::Done => panic!("RateLimitFuture polled after it completed"),
             }
