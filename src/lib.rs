@@ -117,7 +117,7 @@ pub use error::{AcquireError, ConfigError, InsufficientCapacity};
 pub use keyed::KeyedLimiter;
 pub use leaky_queue::LeakyQueue;
 pub use limiter::Limiter;
-pub use permits::{Decided, EveryKey, ForKey, Grant, PermitFuture, PermitSource};
+pub use permits::{Decided, EveryKey, ForKey, Grant, PermitFuture, PermitSource, Release};
 pub use quota::Quota;
 pub use semaphore::Semaphore;
 pub use table::{KeyedConfig, WhenFull};

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use crate::decision::{Admitted, Denied};
 use crate::error::AcquireError;
+use crate::sync::Mutex;
 
 /// A future a [`PermitSource`] returns: boxed, so that it owns what it needs and can
 /// be kept in a response future or a shaper between polls.
@@ -23,8 +24,11 @@ pub type PermitFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 /// [`for_key`](PermitSource::for_key) fixes a key, making a keyed source a single one.
 ///
 /// What a grant hands over is a [`Permit`](PermitSource::Permit): nothing to hold for
-/// a rate (`()`), a guard that gives the permits back when dropped for a semaphore.
-/// An integration holds it for as long as the work it admits lasts.
+/// a rate (`()`), a guard that gives the permits back when dropped for a semaphore,
+/// and a [`Release`] for a keyed source (holding nothing over a rate, the key's
+/// permits over a concurrency limit). An integration holds it for as long as the
+/// work it admits lasts; [`into_release`](PermitSource::into_release) turns any
+/// source's permit into a [`Release`] to hold alike.
 ///
 /// # Examples
 ///
@@ -109,6 +113,34 @@ pub trait PermitSource<Key: ?Sized = ()>: Send + Sync + 'static {
     /// time passes. A guard ([`Permit`](PermitSource::Permit)) gives back by being
     /// dropped instead; this is for rates.
     fn refund(&self, key: &Key, n: u64);
+
+    /// `permit` as a [`Release`], for an integration that holds the permits of any
+    /// source alike (the HTTP server layer holds it to the end of the response body).
+    /// The default holds a permit that has a size (a semaphore's guard) in a box, and
+    /// nothing, without an allocation, for one that has none (`()`, dropped at once).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::{PermitSource, Semaphore};
+    ///
+    /// let semaphore = Arc::new(Semaphore::new(1)?);
+    /// let Some(Ok(Ok(grant))) = semaphore.decide_now(&(), 1) else { panic!() };
+    /// let release = <Arc<Semaphore>>::into_release(grant.into_permit());
+    /// assert!(release.holds());
+    /// assert_eq!(semaphore.available_permits(), 0);
+    /// drop(release);
+    /// assert_eq!(semaphore.available_permits(), 1);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    fn into_release(permit: Self::Permit) -> Release {
+        if std::mem::size_of::<Self::Permit>() == 0 {
+            drop(permit);
+            return Release::nothing();
+        }
+        Release::new(Guard(Mutex::new(permit)))
+    }
 
     /// This source with `key` fixed: a single source, for the integrations that take
     /// one (a client's throttle, a shaper).
@@ -252,6 +284,10 @@ where
     fn refund(&self, _: &(), n: u64) {
         self.source.refund(self.key(), n)
     }
+
+    fn into_release(permit: S::Permit) -> Release {
+        S::into_release(permit)
+    }
 }
 
 /// A single [`PermitSource`] that serves every key alike: one limit shared by all
@@ -321,5 +357,103 @@ impl<S: PermitSource, Key: ?Sized> PermitSource<Key> for EveryKey<S> {
 
     fn refund(&self, _: &Key, n: u64) {
         self.source.refund(&(), n)
+    }
+
+    fn into_release(permit: S::Permit) -> Release {
+        S::into_release(permit)
+    }
+}
+
+/// Permits held while the work they admit lasts, given back when this is dropped:
+/// what a grant of a [`KeyedLimiter`](crate::KeyedLimiter) or a
+/// [`SharedLimiter`](crate::store::SharedLimiter) hands over. Over a concurrency limit
+/// (an algorithm whose permits are [held](crate::algorithm::Algorithm::HELD), such as
+/// [`Concurrency`](crate::algorithm::Concurrency) or a store's
+/// [`Leased`](crate::algorithm::Leased) rule) it gives the key's permits back; over a
+/// rate it holds nothing, and costs no allocation.
+///
+/// A store's release goes as its [`refund`](PermitSource::refund) does: at once in
+/// memory, in the background on the current tokio runtime for Redis (best effort:
+/// one that fails, or finds no runtime, leaves the permits taken until their lease
+/// ends).
+///
+/// # Examples
+///
+/// ```
+/// use tollgate::algorithm::Concurrency;
+/// use tollgate::{KeyedConfig, KeyedLimiter, PermitSource};
+///
+/// let limiter: KeyedLimiter<String, Concurrency> =
+///     KeyedLimiter::new(Concurrency::new(1)?, KeyedConfig::new(100))?;
+/// let Some(Ok(Ok(grant))) = limiter.decide_now("alice", 1) else { panic!() };
+/// let release = grant.into_permit();
+/// assert!(release.holds());
+/// assert!(limiter.try_acquire("alice", 1).is_err());
+/// drop(release);
+/// assert!(limiter.try_acquire("alice", 1).is_ok());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[must_use = "the permits are given back when this is dropped"]
+#[derive(Default)]
+pub struct Release(Option<Box<dyn GiveBack>>);
+
+/// What a [`Release`] holds: gives its permits back once.
+pub(crate) trait GiveBack: Send + Sync + 'static {
+    fn give_back(self: Box<Self>);
+}
+
+/// Any permit, given back by being dropped.
+struct Guard<P>(Mutex<P>);
+
+impl<P: Send + 'static> GiveBack for Guard<P> {
+    fn give_back(self: Box<Self>) {}
+}
+
+impl Release {
+    /// Nothing held: what a grant over a rate hands over.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert!(!tollgate::Release::nothing().holds());
+    /// ```
+    pub const fn nothing() -> Release {
+        Release(None)
+    }
+
+    /// Holds `held`, given back when this is dropped.
+    pub(crate) fn new(held: impl GiveBack) -> Release {
+        Release(Some(Box::new(held)))
+    }
+
+    /// Whether permits are held, to be given back when this is dropped.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert!(!tollgate::Release::default().holds());
+    /// ```
+    #[inline]
+    pub fn holds(&self) -> bool {
+        self.0.is_some()
+    }
+}
+
+impl Drop for Release {
+    #[inline]
+    fn drop(&mut self) {
+        if let Some(held) = self.0.take() {
+            held.give_back();
+        }
+    }
+}
+
+impl fmt::Debug for Release {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.holds() {
+            "Release(held)"
+        } else {
+            "Release(nothing)"
+        })
     }
 }

@@ -717,7 +717,7 @@ async fn a_limiter_serves_the_layer_as_one_global_limit() {
 }
 
 /// A semaphore behind an `Arc` limits requests at once: its permit is held until
-/// the response is answered, and its policy has a quota and no window.
+/// the response body ends, and its policy has a quota and no window.
 #[tokio::test]
 async fn a_semaphore_serves_the_layer_as_a_limit_on_requests_at_once() {
     use std::sync::Arc;

@@ -7,7 +7,7 @@ use tollgate::algorithm::{
 use tollgate::semaphore::{OwnedPermit, Permit};
 use tollgate::time::{ManualClock, MonotonicClock};
 use tollgate::{
-    Admitted, ConfigError, Decision, Denied, KeyedLimiter, Limiter, Reservation, Semaphore,
+    Admitted, ConfigError, Decision, Denied, KeyedLimiter, Limiter, Release, Reservation, Semaphore,
 };
 
 fn send_sync<T: Send + Sync>() {}
@@ -35,6 +35,8 @@ fn permits_are_send_and_sync() {
     send_sync::<Semaphore>();
     send_sync::<Permit<'static>>();
     send_sync::<OwnedPermit>();
+    // A keyed source's grant, held by a response body on whatever thread serves it.
+    send_sync::<Release>();
 }
 
 #[test]

@@ -164,6 +164,7 @@ pub(crate) fn later_denial(current: Option<Denied>, new: Denied) -> Denied {
 
 impl<A: Algorithm> Algorithm for AllOf<A> {
     type State = Vec<A::State>;
+    const HELD: bool = A::HELD;
 
     fn initial_state(&self, now: Nanos) -> Vec<A::State> {
         self.rules.iter().map(|r| r.initial_state(now)).collect()

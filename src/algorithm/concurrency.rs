@@ -98,6 +98,7 @@ impl Concurrency {
 impl Algorithm for Concurrency {
     /// Permits in use.
     type State = u64;
+    const HELD: bool = true;
     const PACKING: Option<Packing<Self>> = Some(Packing::new(Self::words, Self::from_words));
 
     fn initial_state(&self, _now: Nanos) -> u64 {

@@ -97,6 +97,7 @@ impl Leased {
 
 impl Algorithm for Leased {
     type State = LeasedState;
+    const HELD: bool = true;
 
     /// No: a denial ends when a holder releases, not at a time.
     fn denial_lasts(&self) -> bool {

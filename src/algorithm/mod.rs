@@ -118,6 +118,16 @@ pub trait Algorithm: Clone + Send + Sync + fmt::Debug + 'static {
     /// limiter then fails a timed wait at once instead of at its deadline.
     const BOOKS_AHEAD: bool = false;
 
+    /// Whether permits are held: taken for work while it lasts and given back by
+    /// their holder ([`refund`](Algorithm::refund)) when it ends, rather than freed by
+    /// time, as a concurrency limit's. A grant of a keyed source over such an
+    /// algorithm ([`KeyedLimiter`](crate::KeyedLimiter),
+    /// [`SharedLimiter`](crate::store::SharedLimiter)) then gives its permits back
+    /// when dropped, so that an integration holding it while the work lasts (the
+    /// HTTP server layer, to the end of the response body) releases them. The default
+    /// is no: time frees them.
+    const HELD: bool = false;
+
     /// The word form of this algorithm, when its state is one `u64` and its
     /// configuration fits [`CONFIG_WORDS`] words: an in-process
     /// [`Limiter`](crate::Limiter) then decides with one compare-and-swap and no lock.

@@ -15,7 +15,7 @@ use crate::algorithm::Algorithm;
 use crate::decision::{Decision, Denied, Reservation};
 use crate::error::AcquireError;
 use crate::observe::Events;
-use crate::permits::{Decided, Grant, PermitFuture, PermitSource};
+use crate::permits::{Decided, GiveBack, Grant, PermitFuture, PermitSource, Release};
 use crate::sync::Arc;
 use crate::time::{Alarm, Clock, Nanos};
 use crate::wait::future::WaitFor;
@@ -280,9 +280,9 @@ where
 }
 
 /// Per key, under any form the keys borrow as (`str` for `String` keys): decided at
-/// once in process; a grant holds nothing, so over a concurrency algorithm the
-/// permits come back only by [`refund`](PermitSource::refund) (see
-/// [`Limiter`](crate::Limiter)'s implementation).
+/// once in process. A grant's [`Release`] holds nothing over a rate; over an
+/// algorithm whose permits are [held](Algorithm::HELD) (a concurrency limit) it
+/// holds the key's permits and gives them back when dropped.
 impl<K, A, C, Q> PermitSource<Q> for KeyedLimiter<K, A, C>
 where
     K: Borrow<Q> + Hash + Eq + Clone + Send + Sync + 'static,
@@ -290,19 +290,24 @@ where
     A: Algorithm,
     C: Clock,
 {
-    type Permit = ();
+    type Permit = Release;
     type Error = Infallible;
 
     fn capacity(&self) -> u64 {
         self.inner.algorithm.lock().capacity()
     }
 
-    fn decide_now(&self, key: &Q, n: u64) -> Option<Result<Decided<()>, Infallible>> {
-        Some(Ok(self.try_acquire(key, n).map(|a| Grant::new(a, ()))))
+    #[inline]
+    fn decide_now(&self, key: &Q, n: u64) -> Option<Result<Decided<Release>, Infallible>> {
+        Some(Ok(self
+            .try_acquire(key, n)
+            .map(|a| Grant::new(a, self.held(key, n)))))
     }
 
-    fn decide(&self, key: &Q, n: u64) -> PermitFuture<Result<Decided<()>, Infallible>> {
-        let decided = self.try_acquire(key, n).map(|a| Grant::new(a, ()));
+    fn decide(&self, key: &Q, n: u64) -> PermitFuture<Result<Decided<Release>, Infallible>> {
+        let decided = self
+            .try_acquire(key, n)
+            .map(|a| Grant::new(a, self.held(key, n)));
         Box::pin(std::future::ready(Ok(decided)))
     }
 
@@ -311,11 +316,63 @@ where
         key: &Q,
         n: u64,
         timeout: Option<Duration>,
-    ) -> PermitFuture<Result<(), AcquireError>> {
-        WaitFor::new(self.join(key.to_owned()), n, timeout).into_permit_future()
+    ) -> PermitFuture<Result<Release, AcquireError>> {
+        let wait = WaitFor::new(self.join(key.to_owned()), n, timeout);
+        if !A::HELD {
+            return wait.into_permit_future_with(Release::nothing);
+        }
+        let (limiter, key) = (self.clone(), key.to_owned());
+        wait.into_permit_future_with(move || limiter.held::<K>(&key, n))
     }
 
     fn refund(&self, key: &Q, n: u64) {
         KeyedLimiter::refund(self, key, n)
+    }
+
+    fn into_release(permit: Release) -> Release {
+        permit
+    }
+}
+
+impl<K, A, C> KeyedLimiter<K, A, C>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    A: Algorithm,
+    C: Clock,
+{
+    /// What a grant of `n` permits for `key` holds: nothing over a rate (and no
+    /// allocation), the permits over an algorithm whose permits are held.
+    #[inline]
+    fn held<Q>(&self, key: &Q, n: u64) -> Release
+    where
+        K: Borrow<Q>,
+        Q: ?Sized + Hash + Eq + ToOwned<Owned = K>,
+    {
+        if !A::HELD || n == 0 {
+            return Release::nothing();
+        }
+        Release::new(KeyedRelease {
+            limiter: self.clone(),
+            key: key.to_owned(),
+            n,
+        })
+    }
+}
+
+/// A key's held permits, given back to its limiter.
+struct KeyedRelease<K, A: Algorithm, C: Clock> {
+    limiter: KeyedLimiter<K, A, C>,
+    key: K,
+    n: u64,
+}
+
+impl<K, A, C> GiveBack for KeyedRelease<K, A, C>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    A: Algorithm,
+    C: Clock,
+{
+    fn give_back(self: Box<Self>) {
+        self.limiter.refund(&self.key, self.n);
     }
 }

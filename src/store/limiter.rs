@@ -14,7 +14,7 @@ use super::{Store, StoreError};
 use crate::decision::{Decision, Denied, Limited, Reservation};
 use crate::error::{AcquireError, ConfigError};
 use crate::observe::{EventKind, Events};
-use crate::permits::{Decided, Grant, PermitFuture, PermitSource};
+use crate::permits::{Decided, GiveBack, Grant, PermitFuture, PermitSource, Release};
 use crate::sync::unmodeled::OnceLock;
 use crate::sync::Arc;
 use crate::time::{Alarm, Clock, MonotonicClock, Nanos};
@@ -603,10 +603,36 @@ impl<S: Store, C> Core<S, C> {
         self.rules.len() == 1 && self.rules[0].1.books_ahead()
     }
 
+    /// Whether any rule's permits are held while work lasts (a concurrency rule).
+    #[inline]
+    fn holds(&self) -> bool {
+        self.rules.iter().any(|(_, rule)| rule.is_held())
+    }
+
+    /// The checks of the rules whose permits are held: a release gives back theirs
+    /// only, not a rate's.
+    fn held_checks(&self) -> Checks<'_> {
+        if self.rules.iter().all(|(_, rule)| rule.is_held()) {
+            return checks(&self.rules);
+        }
+        let held = self.rules.iter().filter(|(_, rule)| rule.is_held());
+        Checks::Many(held.map(|(name, rule)| Check::new(name, rule)).collect())
+    }
+
     /// One call to the store, in a `tollgate.store` span.
     async fn run(&self, key: &str, op: Op, at: Option<Duration>) -> Result<Reply, StoreError> {
-        let checks = checks(&self.rules);
-        let mut request = Request::new(key, &checks, op);
+        self.run_checks(key, &checks(&self.rules), op, at).await
+    }
+
+    /// [`run`](Core::run) on `checks`, a part of the rules.
+    async fn run_checks(
+        &self,
+        key: &str,
+        checks: &[Check<'_>],
+        op: Op,
+        at: Option<Duration>,
+    ) -> Result<Reply, StoreError> {
+        let mut request = Request::new(key, checks, op);
         request.at = at;
         let span = store_span(key, &op, checks.len());
         if span.is_disabled() {
@@ -619,8 +645,18 @@ impl<S: Store, C> Core<S, C> {
 
     /// [`run`](Core::run) without a future, if the store can decide so.
     fn run_now(&self, key: &str, op: Op) -> Option<Result<Reply, StoreError>> {
-        let checks = checks(&self.rules);
-        let request = Request::new(key, &checks, op);
+        self.run_checks_now(key, &checks(&self.rules), op)
+    }
+
+    /// [`run_now`](Core::run_now) on `checks`, a part of the rules.
+    #[inline]
+    fn run_checks_now(
+        &self,
+        key: &str,
+        checks: &[Check<'_>],
+        op: Op,
+    ) -> Option<Result<Reply, StoreError>> {
+        let request = Request::new(key, checks, op);
         let span = store_span(key, &op, checks.len());
         // Without a subscriber, the answer goes straight back: carried through the
         // span's closure, it was copied in ways that cost the one-check path 10%.
@@ -758,28 +794,42 @@ impl<S: Store + 'static, C: Clock> Gate for KeyGate<S, C> {
     }
 }
 
-/// Per key, through the store: decided at once only by an in-process store; a
-/// grant holds nothing.
+/// Per key, through the store: decided at once only by an in-process store. A
+/// grant's [`Release`] holds nothing when no rule's permits are
+/// [held](Rule::is_held); with a concurrency rule it holds the key's permits and
+/// gives back that rule's (not a rate's) when dropped, as
+/// [`refund`](PermitSource::refund) does.
 impl<S: Store + 'static, C: Clock> PermitSource<str> for SharedLimiter<S, C> {
-    type Permit = ();
+    type Permit = Release;
     type Error = StoreError;
 
     fn capacity(&self) -> u64 {
         self.core.capacity()
     }
 
-    fn decide_now(&self, key: &str, n: u64) -> Option<Result<Decided<()>, StoreError>> {
+    #[inline]
+    fn decide_now(&self, key: &str, n: u64) -> Option<Result<Decided<Release>, StoreError>> {
         let decision = self.try_acquire(key, n)?;
-        Some(decision.map(|d| d.map(|admitted| Grant::new(admitted, ()))))
+        Some(decision.map(|d| d.map(|admitted| Grant::new(admitted, self.held(key, n)))))
     }
 
-    fn decide(&self, key: &str, n: u64) -> PermitFuture<Result<Decided<()>, StoreError>> {
+    /// # Cancel safety
+    ///
+    /// With a rule whose permits are held, a decision dropped before its answer is
+    /// finished in the background (on the current tokio runtime, the Redis store's)
+    /// and what it took given back, as a dropped grant gives it back.
+    fn decide(&self, key: &str, n: u64) -> PermitFuture<Result<Decided<Release>, StoreError>> {
         let limiter = self.clone();
         let key = key.to_owned();
-        Box::pin(async move {
+        let holds = self.core.holds();
+        let decide = Box::pin(async move {
             let decision = limiter.check(&key, n).await?;
-            Ok(decision.map(|admitted| Grant::new(admitted, ())))
-        })
+            Ok(decision.map(|admitted| Grant::new(admitted, limiter.held(&key, n))))
+        });
+        if holds {
+            return Box::pin(Finished(Some(decide)));
+        }
+        decide
     }
 
     fn wait(
@@ -787,8 +837,17 @@ impl<S: Store + 'static, C: Clock> PermitSource<str> for SharedLimiter<S, C> {
         key: &str,
         n: u64,
         timeout: Option<Duration>,
-    ) -> PermitFuture<Result<(), AcquireError<StoreError>>> {
-        WaitFor::new(self.join(key), n, timeout).into_permit_future()
+    ) -> PermitFuture<Result<Release, AcquireError<StoreError>>> {
+        let wait = WaitFor::new(self.join(key), n, timeout);
+        if !self.core.holds() {
+            return wait.into_permit_future_with(Release::nothing);
+        }
+        let (limiter, key) = (self.clone(), key.to_owned());
+        wait.into_permit_future_with(move || limiter.held(&key, n))
+    }
+
+    fn into_release(permit: Release) -> Release {
+        permit
     }
 
     /// In the background, best effort; this process's waiters on `key` then try
@@ -796,6 +855,89 @@ impl<S: Store + 'static, C: Clock> PermitSource<str> for SharedLimiter<S, C> {
     fn refund(&self, key: &str, n: u64) {
         refund_detached(&self.core, key, n);
         if let Some(queue) = self.queues.get(key) {
+            queue.serve();
+        }
+    }
+}
+
+impl<S: Store + 'static, C: Clock> SharedLimiter<S, C> {
+    /// What a grant of `n` permits for `key` holds: nothing (and no allocation) when
+    /// no rule's permits are held.
+    #[inline]
+    fn held(&self, key: &str, n: u64) -> Release {
+        if n == 0 || !self.core.holds() {
+            return Release::nothing();
+        }
+        self.holding(key, n)
+    }
+
+    /// Out of line, so that a rate's decisions stay as small as they were.
+    #[cold]
+    #[inline(never)]
+    fn holding(&self, key: &str, n: u64) -> Release {
+        Release::new(SharedRelease {
+            limiter: self.clone(),
+            key: key.to_owned(),
+            n,
+        })
+    }
+}
+
+/// A decision over held permits that, dropped before its answer, is finished in the
+/// background, so that a grant it made is dropped, and its permits given back.
+struct Finished<T: Send + 'static>(Option<PermitFuture<T>>);
+
+impl<T: Send + 'static> Future for Finished<T> {
+    type Output = T;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        let this = self.get_mut();
+        let future = this.0.as_mut().expect("Finished polled after it completed");
+        let output = std::task::ready!(future.as_mut().poll(cx));
+        this.0 = None;
+        Poll::Ready(output)
+    }
+}
+
+impl<T: Send + 'static> Drop for Finished<T> {
+    fn drop(&mut self) {
+        if let Some(future) = self.0.take() {
+            run_detached(Box::pin(async move {
+                drop(future.await);
+            }));
+        }
+    }
+}
+
+/// A key's held permits, given back to the store's held rules.
+struct SharedRelease<S, C> {
+    limiter: SharedLimiter<S, C>,
+    key: String,
+    n: u64,
+}
+
+impl<S: Store + 'static, C: Clock> GiveBack for SharedRelease<S, C> {
+    /// At once on a store that decides without waiting, otherwise as a task on the
+    /// current tokio runtime (the Redis store's); this process's waiters on the key
+    /// then try again.
+    fn give_back(self: Box<Self>) {
+        let SharedRelease { limiter, key, n } = *self;
+        let core = &limiter.core;
+        if core
+            .run_checks_now(&key, &core.held_checks(), Op::Refund(n))
+            .is_none()
+        {
+            let core = Arc::clone(core);
+            let key = key.clone();
+            run_detached(Box::pin(async move {
+                // Best effort: a failed release leaves the permits taken until their
+                // lease ends.
+                let _ = core
+                    .run_checks(&key, &core.held_checks(), Op::Refund(n), None)
+                    .await;
+            }));
+        }
+        if let Some(queue) = limiter.queues.get(&key) {
             queue.serve();
         }
     }

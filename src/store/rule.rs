@@ -269,6 +269,30 @@ macro_rules! rules {
                 }
             }
 
+            /// Whether this rule's permits are held while work lasts and given back
+            /// by their holder, as a concurrency limit's, rather than freed by time:
+            /// see [`Algorithm::HELD`]. A [`SharedLimiter`](crate::store::SharedLimiter)'s
+            /// grant then gives back this rule's permits when dropped.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            /// use std::time::Duration;
+            /// use tollgate::algorithm::{Concurrency, Gcra, Leased};
+            /// use tollgate::store::Rule;
+            /// use tollgate::Quota;
+            ///
+            /// let held = Leased::new(Concurrency::new(2)?, Duration::from_secs(30))?;
+            /// assert!(Rule::from(held).is_held());
+            /// assert!(!Rule::from(Gcra::new(Quota::per_second(10)?)).is_held());
+            /// # Ok::<(), tollgate::ConfigError>(())
+            /// ```
+            pub fn is_held(&self) -> bool {
+                match self {
+                    $(Rule::$variant(_) => <$ty as Algorithm>::HELD,)*
+                }
+            }
+
             /// Whether a denial of this rule lasts until its retry time, whatever the
             /// process that was denied does meanwhile, so that it may be answered
             /// without asking the store again until then. Not for a concurrency

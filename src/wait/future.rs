@@ -199,7 +199,17 @@ where
     pub(crate) fn into_permit_future(
         self,
     ) -> Pin<Box<dyn Future<Output = Result<(), AcquireError<G::Error>>> + Send + 'static>> {
-        Box::pin(async move { self.await.map(drop) })
+        self.into_permit_future_with(|| ())
+    }
+
+    /// As [`into_permit_future`](Self::into_permit_future), granting what `permit`
+    /// makes once the wait is granted.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn into_permit_future_with<P: 'static>(
+        self,
+        permit: impl FnOnce() -> P + Send + 'static,
+    ) -> Pin<Box<dyn Future<Output = Result<P, AcquireError<G::Error>>> + Send + 'static>> {
+        Box::pin(async move { self.await.map(|_| permit()) })
     }
 }
 

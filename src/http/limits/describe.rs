@@ -5,7 +5,7 @@ use std::hash::Hash;
 use std::time::Duration;
 
 use super::Policy;
-use crate::algorithm::{Algorithm, LeakyBucket};
+use crate::algorithm::{Algorithm, Concurrency, LeakyBucket};
 use crate::permits::{EveryKey, ForKey, PermitSource};
 use crate::store::{Rule, SharedLimiter, Store};
 use crate::sync::Arc;
@@ -67,6 +67,29 @@ where
 
     fn capacities(&self) -> Vec<u64> {
         vec![self.algorithm().capacity()]
+    }
+}
+
+/// One policy, `"default"`, as a semaphore's: the permits each key may hold at once
+/// as the quota, no window (a store's concurrency rule is a [`Leased`] one, whose
+/// window is its lease).
+///
+/// [`Leased`]: crate::algorithm::Leased
+impl<K, C> DescribeLimits for KeyedLimiter<K, Concurrency, C>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    C: Clock,
+{
+    fn policies(&self) -> Vec<Policy> {
+        vec![Policy::new(
+            "default",
+            self.algorithm().max(),
+            Duration::ZERO,
+        )]
+    }
+
+    fn capacities(&self) -> Vec<u64> {
+        vec![self.algorithm().max()]
     }
 }
 

@@ -217,8 +217,8 @@ where
 {
     /// Decided at once when the source can (in process, or a memory store), without
     /// an allocation for the future; otherwise a boxed future that awaits the source.
-    /// A guard permit (a semaphore's) is held by the verdict, so for as long as the
-    /// request is being answered.
+    /// Permits a grant holds (a semaphore's, a key's concurrency permits) are held
+    /// by the verdict, and by the server layer to the end of the response body.
     fn check(&self, request: &Parts) -> CheckFuture {
         let key = match self.extractor.extract(request) {
             Ok(key) => key,
@@ -232,7 +232,7 @@ where
             return CheckFuture::ready(
                 decided
                     .map_err(|e| CheckError::Store(e.into()))
-                    .map(|decided| verdict(decided, &self.policies, &self.capacities)),
+                    .map(|decided| verdict::<P>(decided, &self.policies, &self.capacities)),
             );
         }
         let decision = self.source.decide(&key, n);
@@ -240,7 +240,7 @@ where
         let capacities = self.capacities.clone();
         CheckFuture::new(async move {
             let decided = decision.await.map_err(|e| CheckError::Store(e.into()))?;
-            Ok(verdict(decided, &policies, &capacities))
+            Ok(verdict::<P>(decided, &policies, &capacities))
         })
     }
 
@@ -249,16 +249,16 @@ where
     }
 }
 
-/// The verdict of a decision, holding a guard permit if the grant has one.
-fn verdict<P: Send + 'static>(
-    decided: Decided<P>,
+/// The verdict of a decision, holding the grant's permits if it holds any.
+fn verdict<P: PermitSource<str>>(
+    decided: Decided<P::Permit>,
     policies: &Policies,
     capacities: &[u64],
 ) -> Verdict {
     let (decision, held) = match decided {
         Ok(grant) => {
             let (admitted, permit) = grant.into_parts();
-            (Ok(admitted), Held::new(permit))
+            (Ok(admitted), Held::new(P::into_release(permit)))
         }
         Err(denied) => (Err(denied), Held::default()),
     };

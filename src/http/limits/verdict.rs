@@ -1,11 +1,11 @@
 //! [`Verdict`]: the answer of a check, holding a granted guard permit.
 
-use std::any::Any;
 use std::fmt;
 
 use super::{Policies, Policy};
 use crate::decision::Decision;
-use crate::sync::{Arc, Mutex};
+use crate::permits::Release;
+use crate::sync::Arc;
 
 /// The answer of [`Limits::check`](crate::http::Limits::check): the decision, and the policies it was made under.
 ///
@@ -31,22 +31,40 @@ pub struct Verdict {
     /// Which of `policies` the decision reports: the one that denied, or the one
     /// closest to exhaustion.
     pub decisive: usize,
-    /// A guard permit (a semaphore's) granted with the decision, given back when the
-    /// last clone of the verdict is dropped: the server layer keeps it while the
-    /// request is answered.
+    /// Permits held with the decision (a semaphore's, a key's concurrency permits),
+    /// given back when the last clone of the verdict, or of what it handed them to,
+    /// is dropped: the server layer moves them to the response body, which holds
+    /// them to its end.
     pub(crate) held: Held,
 }
 
-/// A granted permit kept alive by a verdict; `()` permits hold nothing.
+/// Permits a verdict holds, shared by its clones; a grant that holds nothing costs
+/// no allocation.
 #[derive(Clone, Default)]
-pub(crate) struct Held(Option<Arc<Mutex<Box<dyn Any + Send>>>>);
+pub(crate) struct Held(Option<Arc<Release>>);
 
 impl Held {
-    pub(crate) fn new<P: Send + 'static>(permit: P) -> Held {
-        if std::mem::size_of::<P>() == 0 {
+    /// Whether permits are held.
+    #[inline]
+    pub(crate) fn is_held(&self) -> bool {
+        self.0.is_some()
+    }
+
+    #[inline]
+    pub(crate) fn new(release: Release) -> Held {
+        if !release.holds() {
+            // Nothing to give back: skip the drop glue on the path of every request.
+            std::mem::forget(release);
             return Held(None);
         }
-        Held(Some(Arc::new(Mutex::new(Box::new(permit)))))
+        Held::holding(release)
+    }
+
+    /// Out of line: only a grant that holds permits comes here.
+    #[cold]
+    #[inline(never)]
+    fn holding(release: Release) -> Held {
+        Held(Some(Arc::new(release)))
     }
 }
 

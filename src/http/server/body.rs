@@ -9,11 +9,17 @@ use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
 use crate::http::body::BodyKind;
+use crate::http::limits::Held;
 
 pin_project! {
     /// The body of a [`RateLimitService`](super::RateLimitService)'s responses: the inner
     /// service's body on an admitted request, or the layer's JSON on a request it answered
     /// itself (429, 400, 500, 503).
+    ///
+    /// On an admitted request it also holds the permits the grant holds (a key's
+    /// concurrency permits, a semaphore's), to the end of the body: they are given
+    /// back when its last frame is sent, or when it is dropped before that (a client
+    /// gone).
     ///
     /// The inner body is held in place, not boxed: any body works, and this one is
     /// `Unpin` when the inner one is.
@@ -34,6 +40,9 @@ pin_project! {
     /// # }).unwrap();
     /// ```
     pub struct RateLimitBody<B> {
+        // Before the body: dropped first, so that whoever sees the body dropped
+        // finds the permits already given back.
+        held: Held,
         #[pin]
         kind: BodyKind<B>,
     }
@@ -52,7 +61,14 @@ impl<B> RateLimitBody<B> {
     /// assert!(body.is_end_stream());
     /// ```
     pub fn new(body: B) -> RateLimitBody<B> {
+        RateLimitBody::holding(body, Held::default())
+    }
+
+    /// The inner service's `body`, holding `held` to its end.
+    #[inline]
+    pub(super) fn holding(body: B, held: Held) -> RateLimitBody<B> {
         RateLimitBody {
+            held,
             kind: BodyKind::inner(body),
         }
     }
@@ -70,6 +86,7 @@ impl<B> RateLimitBody<B> {
     /// ```
     pub fn full(bytes: impl Into<Bytes>) -> RateLimitBody<B> {
         RateLimitBody {
+            held: Held::default(),
             kind: BodyKind::full(bytes),
         }
     }
@@ -96,7 +113,21 @@ where
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
-        self.project().kind.poll_frame(cx)
+        let mut this = self.project();
+        let polled = this.kind.as_mut().poll_frame(cx);
+        // Given back with the last frame, before the client can see the end: a
+        // server need not poll past a body that says it has ended.
+        if this.held.is_held() {
+            let ended = match &polled {
+                Poll::Ready(Some(Ok(_))) => this.kind.is_end_stream(),
+                Poll::Ready(_) => true,
+                Poll::Pending => false,
+            };
+            if ended {
+                *this.held = Held::default();
+            }
+        }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {

@@ -26,7 +26,9 @@ pin_project! {
     /// Dropped while the check runs, the request is not sent to the inner service, and
     /// whether its permits were taken is unknown (as for the store's
     /// [`execute`](crate::store::Store::execute)); dropped later, the inner service's
-    /// future is dropped. A check decided at once (the memory store) took its permits,
+    /// future is dropped, and the permits the grant holds (a key's concurrency
+    /// permits, a semaphore's) are given back. Once it answers, the response body
+    /// holds them to its end. A check decided at once (the memory store) took its permits,
     /// and an admitted request was passed to the inner service, before `call` returned.
     ///
     /// The inner service's future is held in place, not boxed: the response future is
@@ -214,10 +216,21 @@ where
                     return Poll::Ready(Ok(response));
                 }
                 StateProj::Calling { future, verdict } => {
-                    let mut response = ready!(future.poll(cx))?;
+                    // An error, or this future dropped first, drops the verdict and
+                    // gives back the permits it holds.
+                    let mut response = match ready!(future.poll(cx)) {
+                        Ok(response) => response,
+                        Err(error) => {
+                            this.state.set(State::Done);
+                            return Poll::Ready(Err(error));
+                        }
+                    };
                     wire::insert(response.headers_mut(), verdict, *this.legacy_headers);
+                    let held = std::mem::take(&mut verdict.held);
                     this.state.set(State::Done);
-                    return Poll::Ready(Ok(response.map(RateLimitBody::new)));
+                    return Poll::Ready(
+                        Ok(response.map(|body| RateLimitBody::holding(body, held))),
+                    );
                 }
                 StateProj::Done => panic!("RateLimitFuture polled after it completed"),
             }

@@ -201,6 +201,57 @@ where
     /// [`KeyedLimiter`](crate::KeyedLimiter) of `String` keys or a
     /// [`SharedLimiter`](crate::store::SharedLimiter).
     ///
+    /// # Requests in flight per key
+    ///
+    /// Over a concurrency limit (a `KeyedLimiter` of
+    /// [`Concurrency`](crate::algorithm::Concurrency), or a store's
+    /// [`Leased`](crate::algorithm::Leased) rule: Stripe's concurrent-requests
+    /// limiter), a request holds its key's permit until its response body ends, or
+    /// until the body, or the response future, is dropped first (a client gone, the
+    /// inner service failing): a key has at most that many requests in flight, and a
+    /// request over it is answered 429 without `Retry-After`, since a release, not a
+    /// time, frees a permit. A rate holds nothing, and a request over it costs no
+    /// allocation for it. In memory the permit is back before the client reads the
+    /// end of the body; over Redis the release is a background refund on the tokio
+    /// runtime, best effort (one that fails leaves the permit taken until the lease
+    /// ends).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::algorithm::{Concurrency, Leased};
+    /// use tollgate::http::HeaderKey;
+    /// use tollgate::http::server::RateLimitLayer;
+    /// use tollgate::store::{MemoryStore, SharedLimiter};
+    /// use tollgate::KeyedConfig;
+    /// use tower::{Layer, Service, ServiceExt};
+    ///
+    /// # futures::executor::block_on(async {
+    /// // At most 2 requests in flight per API key; a lease frees the permits of a
+    /// // process that died holding them.
+    /// let store = MemoryStore::new(KeyedConfig::new(100_000), "in_flight")?;
+    /// let rule = Leased::new(Concurrency::new(2)?, Duration::from_secs(60))?;
+    /// let limiter = SharedLimiter::new(store, rule)?;
+    /// let layer = RateLimitLayer::keyed(HeaderKey::from_static("x-api-key"), limiter);
+    /// let hello = tower::service_fn(|_: http::Request<()>| async {
+    ///     Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Full::new(
+    ///         bytes::Bytes::from("hello"),
+    ///     )))
+    /// });
+    /// let mut service = layer.layer(hello);
+    /// let request = || http::Request::get("/").header("x-api-key", "k1").body(()).unwrap();
+    ///
+    /// let first = service.ready().await?.call(request()).await?;
+    /// let second = service.ready().await?.call(request()).await?;
+    /// let third = service.ready().await?.call(request()).await?;
+    /// assert_eq!(third.status(), 429);
+    /// // The first body ends (here: dropped): its permit is back.
+    /// drop(first);
+    /// assert_eq!(service.ready().await?.call(request()).await?.status(), 200);
+    /// # drop(second);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    ///
     /// # Examples
     ///
     /// ```
@@ -228,7 +279,7 @@ where
     /// One limit for every request, shared by every clone of the layer: any single
     /// [`PermitSource`] that describes its limits, such as a
     /// [`Limiter`](crate::Limiter), a [`Semaphore`](crate::Semaphore) behind an `Arc`
-    /// (its permit held until the response is answered: a limit on requests at once),
+    /// (its permit held until the response body ends: a limit on requests at once),
     /// a [`LeakyQueue`](crate::LeakyQueue), or a keyed source with its key fixed by
     /// [`for_key`](PermitSource::for_key).
     ///
