@@ -28,6 +28,9 @@
 -- of slack (a state past that point decides as a fresh one, so keeping it a little
 -- longer changes nothing, while expiring it early would), and a state that may
 -- already be forgotten is deleted.
+--
+-- Redis runs all of this on every call, so it is written to allocate little: no
+-- closure per request, one table per check only when a request has several.
 
 local EXPIRY_SLACK_MS = 1000
 
@@ -41,21 +44,60 @@ local function time_now()
   return server_now
 end
 
+-- One check's verdict and new state, for a stored state that is current (or nil).
+local function decide(a, op, p, stored, now, n, max_wait)
+  if op == 'acquire' then
+    return a.acquire(p, stored, now, n)
+  elseif op == 'peek' then
+    if a.peek then
+      return a.peek(p, stored, now, n)
+    end
+    return a.acquire(p, stored, now, n)
+  elseif op == 'reserve' then
+    return a.reserve(p, stored, now, n, max_wait)
+  elseif op == 'refund' then
+    return refunded(), a.refund(p, stored, now, n)
+  end
+  error({err = 'TOLLGATE_UNKNOWN_OP ' .. tostring(op)})
+end
+
+-- Writes a check's new state with its TTL, or deletes a state that may be forgotten.
+local function commit(a, key, kind, p, stored, stale, state, now)
+  if state ~= nil and state ~= stored then
+    local ttl = a.expires_at(p, state) - now
+    if ttl > 0 then
+      -- A whole number of ms below 2^53: Redis reads the number's text exactly.
+      redis.call('SET', key, kind .. ':' .. state, 'PX', math.ceil(ttl / 1000) + EXPIRY_SLACK_MS)
+    else
+      redis.call('DEL', key)
+    end
+  elseif stale then
+    redis.call('DEL', key)
+  end
+end
+
 -- Decides one request: its keys are KEYS[first_key .. first_key + key_count - 1],
 -- its arguments ARGV[at ..] as single mode's ARGV[1 ..]. Returns the reply, or nil
 -- and an error message; raises what it cannot name.
 local function decide_request(first_key, key_count, at)
   local op = ARGV[at]
   local n = tonumber(ARGV[at + 1])
-  local max_wait = tonumber(ARGV[at + 2])
-  local now
-  if ARGV[at + 3] ~= '' then
-    now = tonumber(ARGV[at + 3])
-  else
+  local max_wait = 0
+  if op == 'reserve' then
+    max_wait = tonumber(ARGV[at + 2])
+  end
+  local now = ARGV[at + 3]
+  if now == '' then
     now = time_now()
+  else
+    now = tonumber(now)
   end
 
-  local checks = {}
+  -- With several checks: the verdicts in a row, and what each would write.
+  local reply, pending, all_admit
+  if key_count ~= 1 then
+    reply, pending, all_admit = {}, {}, true
+  end
   local arg = at + 4
   for i = 1, key_count do
     local key = KEYS[first_key + i - 1]
@@ -66,8 +108,8 @@ local function decide_request(first_key, key_count, at)
       p[j] = tonumber(ARGV[arg + 1 + j])
     end
     arg = arg + 2 + count
-    local algorithm = ALGORITHMS[kind]
-    if algorithm == nil then
+    local a = ALGORITHMS[kind]
+    if a == nil then
       return nil, 'TOLLGATE_UNKNOWN_RULE ' .. tostring(kind)
     end
     local ok, stored = pcall(redis.call, 'GET', key)
@@ -76,80 +118,61 @@ local function decide_request(first_key, key_count, at)
     end
     if stored == false then
       stored = nil
-    elseif string.sub(stored, 1, #kind + 1) == kind .. ':' then
+    elseif string.byte(stored, #kind + 1) == 58 and string.sub(stored, 1, #kind) == kind then
       stored = string.sub(stored, #kind + 2)
     else
       -- Another rule's state, or something tollgate never wrote.
       return nil, 'TOLLGATE_CONFLICT ' .. key
     end
-    checks[i] = {algorithm = algorithm, kind = kind, key = key, p = p, stored = stored}
-  end
 
-  -- One check's verdict and new state.
-  local function decide(check)
-    local a = check.algorithm
-    -- A state past its expiry decides as a fresh one and is deleted on commit, as the
-    -- memory store forgets it: its TTL's slack must change nothing.
-    if check.stored ~= nil and a.expires_at(check.p, check.stored) <= now then
-      check.stored = nil
-      check.stale = true
-    end
-    if op == 'acquire' then
-      return a.acquire(check.p, check.stored, now, n)
-    elseif op == 'peek' then
-      if a.peek then
-        return a.peek(check.p, check.stored, now, n)
+    -- A state past its expiry decides as a fresh one and is deleted on commit, as
+    -- the memory store forgets it: its TTL's slack must change nothing. A state this
+    -- rule cannot read is reported with its key.
+    local stale = false
+    local ok, verdict, new_state = true, nil, nil
+    if stored ~= nil then
+      ok, verdict = pcall(a.expires_at, p, stored)
+      if ok and verdict <= now then
+        stored, stale = nil, true
       end
-      return a.acquire(check.p, check.stored, now, n)
-    elseif op == 'reserve' then
-      return a.reserve(check.p, check.stored, now, n, max_wait)
-    elseif op == 'refund' then
-      return refunded(), a.refund(check.p, check.stored, now, n)
     end
-    error({err = 'TOLLGATE_UNKNOWN_OP ' .. tostring(op)})
-  end
-
-  local all_admit = true
-  local reply = {}
-  for i, check in ipairs(checks) do
-    -- A state this rule cannot read is reported with its key.
-    local ok, verdict, new_state = pcall(decide, check)
+    if ok then
+      ok, verdict, new_state = pcall(decide, a, op, p, stored, now, n, max_wait)
+    end
     if not ok then
       local message = verdict
       if type(verdict) == 'table' then
         message = verdict.err
       end
       if string.find(tostring(message), 'TOLLGATE_CONFLICT', 1, true) then
-        return nil, 'TOLLGATE_CONFLICT ' .. check.key
+        return nil, 'TOLLGATE_CONFLICT ' .. key
       end
       error(verdict)
     end
-    check.new_state = new_state
+
+    if key_count == 1 then
+      if op ~= 'peek' then
+        commit(a, key, kind, p, stored, stale, new_state, now)
+      end
+      return verdict
+    end
     if not is_admitted(verdict) then
       all_admit = false
     end
+    local r = #reply
     for j = 1, 5 do
-      reply[#reply + 1] = verdict[j]
+      reply[r + j] = verdict[j]
     end
+    pending[i] = {a, key, kind, p, stored, stale, new_state}
   end
 
-  if op ~= 'peek' and (#checks == 1 or all_admit) then
-    for _, check in ipairs(checks) do
-      local state = check.new_state
-      if state ~= nil and state ~= check.stored then
-        local ttl = check.algorithm.expires_at(check.p, state) - now
-        if ttl > 0 then
-          redis.call('SET', check.key, check.kind .. ':' .. state, 'PX', int(math.ceil(ttl / 1000) + EXPIRY_SLACK_MS))
-        else
-          redis.call('DEL', check.key)
-        end
-      elseif check.stale then
-        redis.call('DEL', check.key)
-      end
+  if op ~= 'peek' and all_admit then
+    for i = 1, key_count do
+      local c = pending[i]
+      commit(c[1], c[2], c[3], c[4], c[5], c[6], c[7], now)
     end
   end
-
-  return reply
+  return reply or {}
 end
 
 if ARGV[1] ~= 'batch' then

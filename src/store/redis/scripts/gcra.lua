@@ -5,11 +5,12 @@ local function gcra_tat(state)
   if state == nil then
     return 0
   end
-  local f = fields(state)
-  if #f ~= 1 then
+  -- One number, as fields() would read it, without a table per read.
+  local tat = tonumber(state)
+  if tat == nil then
     conflict()
   end
-  return f[1]
+  return tat
 end
 
 -- floor((tolerance - ttl) / interval); a double quotient may round up to the next

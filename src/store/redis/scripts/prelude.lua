@@ -1,8 +1,8 @@
 -- tollgate: every rule of one request, decided in one atomic call.
 --
--- This script is the concatenation of prelude.lua, one definition per algorithm (its
--- Lua files, wrapped in a function run on first use) and driver.lua, assembled by
--- src/store/redis/script.rs from the registry in src/store/rule.rs. Each algorithm
+-- This script is the concatenation of prelude.lua, the Lua files of the algorithms
+-- that the request's rules use (each in a block of its own) and driver.lua, assembled
+-- by src/store/redis/script.rs from the registry in src/store/rule.rs. Each algorithm
 -- file registers itself in ALGORITHMS under its kind (everything is local: Redis
 -- forbids scripts to create globals) and is the same state machine as its Rust twin
 -- in src/algorithm/, which names the file, in microseconds: Lua
