@@ -44,27 +44,50 @@ local function time_now()
   return server_now
 end
 
--- One check's verdict and new state, for a stored state that is current (or nil).
+-- A count as the Rust side writes it: one digit, most often, read without strtod
+-- (which costs more than the rest of a small decision).
+local function count_of(text)
+  if #text == 1 then
+    local digit = string.byte(text) - 48
+    if digit >= 0 and digit <= 9 then
+      return digit
+    end
+  end
+  return tonumber(text)
+end
+
+-- One check's verdict, new state and that state's expiry (when the algorithm knows it
+-- without reading the state back), then the stored state as decided on and whether
+-- it was stale: one past its expiry decides as a fresh one and is deleted on commit,
+-- as the memory store forgets it, so that its TTL's slack changes nothing.
 local function decide(a, op, p, stored, now, n, max_wait)
+  local stale = false
+  if stored ~= nil and a.expires_at(p, stored) <= now then
+    stored, stale = nil, true
+  end
+  local verdict, new_state, expires_at
   if op == 'acquire' then
-    return a.acquire(p, stored, now, n)
+    verdict, new_state, expires_at = a.acquire(p, stored, now, n)
   elseif op == 'peek' then
     if a.peek then
-      return a.peek(p, stored, now, n)
+      verdict = a.peek(p, stored, now, n)
+    else
+      verdict = a.acquire(p, stored, now, n)
     end
-    return a.acquire(p, stored, now, n)
   elseif op == 'reserve' then
-    return a.reserve(p, stored, now, n, max_wait)
+    verdict, new_state = a.reserve(p, stored, now, n, max_wait)
   elseif op == 'refund' then
-    return refunded(), a.refund(p, stored, now, n)
+    verdict, new_state = refunded(), a.refund(p, stored, now, n)
+  else
+    error({err = 'TOLLGATE_UNKNOWN_OP ' .. tostring(op)})
   end
-  error({err = 'TOLLGATE_UNKNOWN_OP ' .. tostring(op)})
+  return verdict, new_state, expires_at, stored, stale
 end
 
 -- Writes a check's new state with its TTL, or deletes a state that may be forgotten.
-local function commit(a, key, kind, p, stored, stale, state, now)
+local function commit(a, key, kind, p, stored, stale, state, expires_at, now)
   if state ~= nil and state ~= stored then
-    local ttl = a.expires_at(p, state) - now
+    local ttl = (expires_at or a.expires_at(p, state)) - now
     if ttl > 0 then
       -- A whole number of ms below 2^53: Redis reads the number's text exactly.
       redis.call('SET', key, kind .. ':' .. state, 'PX', math.ceil(ttl / 1000) + EXPIRY_SLACK_MS)
@@ -81,7 +104,7 @@ end
 -- and an error message; raises what it cannot name.
 local function decide_request(first_key, key_count, at)
   local op = ARGV[at]
-  local n = tonumber(ARGV[at + 1])
+  local n = count_of(ARGV[at + 1])
   local max_wait = 0
   if op == 'reserve' then
     max_wait = tonumber(ARGV[at + 2])
@@ -102,7 +125,7 @@ local function decide_request(first_key, key_count, at)
   for i = 1, key_count do
     local key = KEYS[first_key + i - 1]
     local kind = ARGV[arg]
-    local count = tonumber(ARGV[arg + 1])
+    local count = count_of(ARGV[arg + 1])
     local p = {}
     for j = 1, count do
       p[j] = tonumber(ARGV[arg + 1 + j])
@@ -112,33 +135,21 @@ local function decide_request(first_key, key_count, at)
     if a == nil then
       return nil, 'TOLLGATE_UNKNOWN_RULE ' .. tostring(kind)
     end
-    local ok, stored = pcall(redis.call, 'GET', key)
-    if not ok then
-      return nil, 'TOLLGATE_CONFLICT ' .. key
-    end
+    local stored = redis.pcall('GET', key)
     if stored == false then
       stored = nil
-    elseif string.byte(stored, #kind + 1) == 58 and string.sub(stored, 1, #kind) == kind then
+    elseif type(stored) == 'string' and string.byte(stored, #kind + 1) == 58
+        and string.sub(stored, 1, #kind) == kind then
       stored = string.sub(stored, #kind + 2)
     else
-      -- Another rule's state, or something tollgate never wrote.
+      -- Another rule's state, something tollgate never wrote, or not a string.
       return nil, 'TOLLGATE_CONFLICT ' .. key
     end
 
-    -- A state past its expiry decides as a fresh one and is deleted on commit, as
-    -- the memory store forgets it: its TTL's slack must change nothing. A state this
-    -- rule cannot read is reported with its key.
-    local stale = false
-    local ok, verdict, new_state = true, nil, nil
-    if stored ~= nil then
-      ok, verdict = pcall(a.expires_at, p, stored)
-      if ok and verdict <= now then
-        stored, stale = nil, true
-      end
-    end
-    if ok then
-      ok, verdict, new_state = pcall(decide, a, op, p, stored, now, n, max_wait)
-    end
+    -- A state this rule cannot read is reported with its key.
+    local ok, verdict, new_state, expires_at, stale
+    ok, verdict, new_state, expires_at, stored, stale =
+      pcall(decide, a, op, p, stored, now, n, max_wait)
     if not ok then
       local message = verdict
       if type(verdict) == 'table' then
@@ -152,7 +163,7 @@ local function decide_request(first_key, key_count, at)
 
     if key_count == 1 then
       if op ~= 'peek' then
-        commit(a, key, kind, p, stored, stale, new_state, now)
+        commit(a, key, kind, p, stored, stale, new_state, expires_at, now)
       end
       return verdict
     end
@@ -163,13 +174,13 @@ local function decide_request(first_key, key_count, at)
     for j = 1, 5 do
       reply[r + j] = verdict[j]
     end
-    pending[i] = {a, key, kind, p, stored, stale, new_state}
+    pending[i] = {a, key, kind, p, stored, stale, new_state, expires_at}
   end
 
   if op ~= 'peek' and all_admit then
     for i = 1, key_count do
       local c = pending[i]
-      commit(c[1], c[2], c[3], c[4], c[5], c[6], c[7], now)
+      commit(c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], now)
     end
   end
   return reply or {}

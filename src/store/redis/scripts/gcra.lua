@@ -51,7 +51,7 @@ ALGORITHMS.gcra = {
     if allow_at > now then
       return gcra_limited(p, tat, now, allow_at - now)
     end
-    return gcra_admitted(p, new_tat, now), int(new_tat)
+    return gcra_admitted(p, new_tat, now), int(new_tat), new_tat
   end,
 
   reserve = function(p, state, now, n, max_wait)

@@ -13,14 +13,15 @@
 --   state  the key's stored value (a string), or nil for a fresh key
 --   now    µs since the Unix epoch
 --
---   acquire(p, state, now, n)            -> verdict, new_state
+--   acquire(p, state, now, n)            -> verdict, new_state[, its expires_at]
 --   peek(p, state, now, n)               -> verdict          (optional; else acquire's)
 --   reserve(p, state, now, n, max_wait)  -> verdict, new_state
 --   refund(p, state, now, n)             -> new_state
 --   expires_at(p, state)                 -> µs since the epoch from which `state` may be
 --                                           forgotten (a fresh state decides the same)
 --
--- new_state is a string, or nil when nothing changed. A verdict is a list of five
+-- new_state is a string, or nil when nothing changed. An acquire may also return
+-- expires_at(p, new_state), saving the driver from reading the state back. A verdict is a list of five
 -- integers {kind, limit, remaining, reset_after µs, wait µs}, built by the helpers
 -- below; a limited verdict's wait is -1 when it waits for a release, not for time.
 
