@@ -186,8 +186,8 @@ fn locked_admitting(filter: Option<&str>) {
         || log.try_acquire(1),
         || governor.check(),
     );
-    let refresh = RefreshPeriod::new(1_000_000_000, SECOND, Duration::ZERO)
-        .expect("valid refresh period");
+    let refresh =
+        RefreshPeriod::new(1_000_000_000, SECOND, Duration::ZERO).expect("valid refresh period");
     let refresh = scenario.tollgate("refresh_period", refresh);
     pair(
         filter,

@@ -306,13 +306,16 @@ mod bench {
         );
         println!("redis-benchmark runs: {}", shell_words(&command));
         // The script the store sends GCRA requests to, which redis-benchmark runs too.
-        let _: String = runtime.block_on(
-            redis::cmd("SCRIPT")
-                .arg("LOAD")
-                .arg(RedisStore::<ConnectionManager>::script_source_for(&[RuleKind::Gcra]))
-                .query_async(&mut monitor),
-        )
-        .unwrap();
+        let _: String = runtime
+            .block_on(
+                redis::cmd("SCRIPT")
+                    .arg("LOAD")
+                    .arg(RedisStore::<ConnectionManager>::script_source_for(&[
+                        RuleKind::Gcra,
+                    ]))
+                    .query_async(&mut monitor),
+            )
+            .unwrap();
         if settings.uncoalesced {
             uncoalesced(
                 &settings,
@@ -328,7 +331,12 @@ mod bench {
             runtime.block_on(coalesced(&settings, &server, &rule, &mut monitor));
         }
         if settings.ceiling {
-            runtime.block_on(ceiling(&mut monitor, server.port(), &command, settings.repeat));
+            runtime.block_on(ceiling(
+                &mut monitor,
+                server.port(),
+                &command,
+                settings.repeat,
+            ));
         }
         println!();
         println!("load average at the end: {}", load_average());
@@ -566,7 +574,12 @@ mod bench {
                 rounds.join(", ")
             );
         }
-        let of = |name: &str| medians.iter().find(|(n, _)| *n == name).map_or(f64::NAN, |m| m.1);
+        let of = |name: &str| {
+            medians
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map_or(f64::NAN, |m| m.1)
+        };
         let ratios: Vec<String> = runs[scripts.iter().position(|s| s.0 == STORE_NAME).unwrap()]
             .1
             .iter()

@@ -114,7 +114,9 @@ impl Fixture {
         for node in &self.nodes {
             let exists: Vec<bool> = redis::cmd("SCRIPT")
                 .arg("EXISTS")
-                .arg(RedisStore::<ClusterConnection>::script_hash_for(&[RuleKind::Gcra]))
+                .arg(RedisStore::<ClusterConnection>::script_hash_for(&[
+                    RuleKind::Gcra,
+                ]))
                 .query_async(&mut node.clone())
                 .await
                 .unwrap();

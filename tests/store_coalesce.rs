@@ -94,7 +94,9 @@ async fn stores(
     for kinds in kinds {
         let _: String = redis::cmd("SCRIPT")
             .arg("LOAD")
-            .arg(RedisStore::<MultiplexedConnection>::script_source_for(kinds))
+            .arg(RedisStore::<MultiplexedConnection>::script_source_for(
+                kinds,
+            ))
             .query_async(&mut control)
             .await
             .unwrap();

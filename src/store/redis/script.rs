@@ -55,8 +55,8 @@ pub(crate) fn source_for(kinds: Kinds) -> &'static str {
 }
 
 fn assembled(kinds: Kinds) -> &'static (String, Script) {
-    const UNSET: OnceLock<(String, Script)> = OnceLock::new();
-    static SCRIPTS: [OnceLock<(String, Script)>; 1 << KIND_COUNT] = [UNSET; 1 << KIND_COUNT];
+    static SCRIPTS: [OnceLock<(String, Script)>; 1 << KIND_COUNT] =
+        [const { OnceLock::new() }; 1 << KIND_COUNT];
     let kinds = kinds & ALL_KINDS;
     SCRIPTS[kinds as usize].get_or_init(|| {
         let source = assemble(kinds);
@@ -115,8 +115,13 @@ mod tests {
             assert!(code.contains(kind.script()), "{kind}");
             for &other in RuleKind::ALL {
                 let registers = format!("ALGORITHMS.{} =", other.name());
-                let shares = other.script() == kind.script() || kind.script().contains(other.script());
-                assert_eq!(code.contains(&registers), other == kind || shares, "{kind} {other}");
+                let shares =
+                    other.script() == kind.script() || kind.script().contains(other.script());
+                assert_eq!(
+                    code.contains(&registers),
+                    other == kind || shares,
+                    "{kind} {other}"
+                );
             }
         }
     }
@@ -141,7 +146,9 @@ mod tests {
         assert_ne!(gcra.get_hash(), both.get_hash());
         assert!(std::ptr::eq(gcra, for_kinds(bit(RuleKind::Gcra))));
         let sliding_log = RuleKind::SlidingLog.script();
-        assert!(source_for(kinds_of(&[RuleKind::Gcra, RuleKind::SlidingLog])).contains(sliding_log));
+        assert!(
+            source_for(kinds_of(&[RuleKind::Gcra, RuleKind::SlidingLog])).contains(sliding_log)
+        );
         assert!(!source_for(bit(RuleKind::Gcra)).contains(sliding_log));
     }
 }
