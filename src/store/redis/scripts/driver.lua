@@ -89,8 +89,9 @@ local function commit(a, key, kind, p, stored, stale, state, expires_at, now)
   if state ~= nil and state ~= stored then
     local ttl = (expires_at or a.expires_at(p, state)) - now
     if ttl > 0 then
-      -- A whole number of ms below 2^53: Redis reads the number's text exactly.
-      redis.call('SET', key, kind .. ':' .. state, 'PX', math.ceil(ttl / 1000) + EXPIRY_SLACK_MS)
+      -- As text: how Redis writes a number argument varies by version (some use
+      -- exponents, which PX refuses).
+      redis.call('SET', key, kind .. ':' .. state, 'PX', int(math.ceil(ttl / 1000) + EXPIRY_SLACK_MS))
     else
       redis.call('DEL', key)
     end
