@@ -9,7 +9,9 @@
 //! median of the per-round ratios with its quartiles.
 //!
 //! The scenarios are `algorithms.rs`'s and `gcra.rs`'s: the same quotas, checked the
-//! same way. Run `cargo bench --bench paired`, or `cargo bench --bench paired -- gcra`
+//! same way. The locked algorithms' admissions (`locked_admitting`) are
+//! `algorithms.rs`'s `mostly_allow`: a sliding log of 1,000 per µs, whose log holds
+//! 1,000 entries, and a refresh period of 10^9 per second. Run `cargo bench --bench paired`, or `cargo bench --bench paired -- gcra`
 //! for the scenarios whose name contains `gcra`.
 
 use std::hint::black_box;
@@ -17,7 +19,7 @@ use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
 
 use governor::DefaultDirectRateLimiter;
-use tollgate::algorithm::{Algorithm, FixedWindow, Gcra, LeakyBucket};
+use tollgate::algorithm::{Algorithm, FixedWindow, Gcra, LeakyBucket, RefreshPeriod, SlidingLog};
 use tollgate::{Limiter, Quota};
 
 mod threads;
@@ -167,6 +169,35 @@ fn pair<T, G>(
     );
 }
 
+/// The sliding log and the refresh period admitting, against governor admitting.
+fn locked_admitting(filter: Option<&str>) {
+    let scenario = Scenario::MostlyAllow;
+    let governor = scenario.governor();
+    let log = SlidingLog::new(1_000, Duration::from_micros(1)).expect("valid sliding log");
+    let log = scenario.tollgate("sliding_log", log);
+    // Fill the log to its 1,000 entries, as a long run keeps it.
+    for _ in 0..2_000 {
+        black_box(log.try_acquire(1).is_ok());
+    }
+    pair(
+        filter,
+        "sliding_log/mostly_allow",
+        1,
+        || log.try_acquire(1),
+        || governor.check(),
+    );
+    let refresh =
+        RefreshPeriod::new(1_000_000_000, SECOND, Duration::ZERO).expect("valid refresh period");
+    let refresh = scenario.tollgate("refresh_period", refresh);
+    pair(
+        filter,
+        "refresh_period/mostly_allow",
+        1,
+        || refresh.try_acquire(1),
+        || governor.check(),
+    );
+}
+
 fn main() {
     // Cargo passes `--bench`; anything else not starting with `--` filters by name.
     let filter = std::env::args().skip(1).find(|arg| !arg.starts_with("--"));
@@ -209,4 +240,5 @@ fn main() {
             || governor.check(),
         );
     }
+    locked_admitting(filter);
 }

@@ -40,13 +40,16 @@
 //!
 //! Last, the server's ceiling: redis-benchmark alone (one connection, 64 pipelined)
 //! with the same arguments on `return 1`, on a minimal GCRA script, on the store's
-//! script without its driver (what every call defines) and on the store's script,
-//! with the server's time per call.
+//! script without its driver (what every call defines), on the store's script (the
+//! one it sends GCRA requests to) and on the script of every kind, with the server's
+//! time per call (`CONFIG RESETSTAT`, then `INFO commandstats`' `usec_per_call`). The
+//! scripts take turns, `--repeat` rounds; the median of each is shown, and the ratio
+//! of the store's script to the minimal one.
 //!
 //! Run `cargo bench --features redis --bench redis_throughput` (about 2.5 min). Options
 //! after `--`: `--secs S` per run (default 2), `--repeat R`, `--tasks 16,64,256`,
 //! `--connections 1,4`, `--workers 2`, `--limiter-only`, `--no-ceiling`,
-//! `--batches 64,256` (coalesced runs' B), `--coalesced-only`.
+//! `--batches 64,256` (coalesced runs' B), `--coalesced-only`, `--ceiling-only`.
 
 #[cfg(not(feature = "redis"))]
 fn main() {
@@ -111,7 +114,7 @@ mod bench {
 
     use redis::aio::{ConnectionManager, MultiplexedConnection};
     use tollgate::algorithm::Gcra;
-    use tollgate::store::{Check, Op, RedisStore, Request, Rule, SharedLimiter, Store};
+    use tollgate::store::{Check, Op, RedisStore, Request, Rule, RuleKind, SharedLimiter, Store};
     use tollgate::Quota;
 
     use super::counting::allocations;
@@ -207,11 +210,20 @@ mod bench {
                     settings.uncoalesced = false;
                     settings.ceiling = false;
                 }
+                "--ceiling-only" => {
+                    settings.uncoalesced = false;
+                    settings.batches.clear();
+                }
                 // `cargo bench` passes `--bench`.
                 _ => {}
             }
         }
         settings
+    }
+
+    /// The hash of the script the store sends a GCRA request to.
+    fn gcra_script_hash() -> &'static str {
+        RedisStore::<ConnectionManager>::script_hash_for(&[RuleKind::Gcra])
     }
 
     fn rule() -> Rule {
@@ -269,7 +281,7 @@ mod bench {
         let command = {
             let checks = [Check::new("", &rule)];
             let request = Request::new("__rand_int__", &checks, Op::Acquire(1));
-            let mut args = vec!["EVALSHA".to_owned(), stores[0].script_hash().to_owned()];
+            let mut args = vec!["EVALSHA".to_owned(), gcra_script_hash().to_owned()];
             args.extend(stores[0].script_call(&request).unwrap());
             args
         };
@@ -293,6 +305,17 @@ mod bench {
             settings.repeat
         );
         println!("redis-benchmark runs: {}", shell_words(&command));
+        // The script the store sends GCRA requests to, which redis-benchmark runs too.
+        let _: String = runtime
+            .block_on(
+                redis::cmd("SCRIPT")
+                    .arg("LOAD")
+                    .arg(RedisStore::<ConnectionManager>::script_source_for(&[
+                        RuleKind::Gcra,
+                    ]))
+                    .query_async(&mut monitor),
+            )
+            .unwrap();
         if settings.uncoalesced {
             uncoalesced(
                 &settings,
@@ -308,7 +331,12 @@ mod bench {
             runtime.block_on(coalesced(&settings, &server, &rule, &mut monitor));
         }
         if settings.ceiling {
-            runtime.block_on(ceiling(&mut monitor, server.port(), &command));
+            runtime.block_on(ceiling(
+                &mut monitor,
+                server.port(),
+                &command,
+                settings.repeat,
+            ));
         }
         println!();
         println!("load average at the end: {}", load_average());
@@ -408,7 +436,7 @@ mod bench {
                     let requests: Vec<Request<'_>> = (0..per_call)
                         .map(|_| Request::new("__rand_int__", &checks, Op::Acquire(1)))
                         .collect();
-                    let mut call = vec!["EVALSHA".to_owned(), store.script_hash().to_owned()];
+                    let mut call = vec!["EVALSHA".to_owned(), gcra_script_hash().to_owned()];
                     call.extend(store.batch_script_call(&requests).unwrap());
                     let calls =
                         ((f.per_second * settings.secs) as u64 / per_call as u64).max(2_000);
@@ -461,59 +489,114 @@ mod bench {
     /// What the server alone can do, with a client that costs nearly nothing
     /// (redis-benchmark, one connection, 64 pipelined): the same call on scripts
     /// that do less than the store's, and the server's time per call
-    /// (`INFO commandstats`).
-    async fn ceiling(monitor: &mut MultiplexedConnection, port: u16, command: &[String]) {
-        let source = RedisStore::<ConnectionManager>::script_source();
-        // The store's script with its driver cut off: the cost of defining every
-        // algorithm, which each call pays before deciding anything.
-        let definitions = source
+    /// (`INFO commandstats`), in `repeat` rounds taking turns.
+    async fn ceiling(
+        monitor: &mut MultiplexedConnection,
+        port: u16,
+        command: &[String],
+        repeat: usize,
+    ) {
+        let store = RedisStore::<ConnectionManager>::script_source_for(&[RuleKind::Gcra]);
+        // The store's script with its driver cut off: the cost of defining what it
+        // defines, which each call pays before deciding anything.
+        let definitions = store
             .find("-- The driver:")
-            .map(|at| format!("{}\nreturn {{1, 1, 1, 1, 1}}\n", &source[..at]));
+            .map(|at| format!("{}\nreturn {{1, 1, 1, 1, 1}}\n", &store[..at]));
         let mut scripts = vec![
             ("`return 1`", "return 1".to_owned()),
-            ("minimal GCRA: TIME, GET, SET PX", MINIMAL_GCRA.to_owned()),
+            (MINIMAL_NAME, MINIMAL_GCRA.to_owned()),
         ];
         if let Some(definitions) = definitions {
             scripts.push(("the store's script, definitions only", definitions));
         }
-        scripts.push(("the store's script", source.to_owned()));
-        println!();
-        println!("Server ceiling: redis-benchmark -c 1 -P 64, the same arguments, other scripts");
-        println!();
-        println!("| script | decisions/s | server time per call (`usec_per_call`) |");
-        println!("|---|---:|---:|");
-        for (name, script) in scripts {
-            let hash: String = redis::cmd("SCRIPT")
-                .arg("LOAD")
-                .arg(&script)
-                .query_async(monitor)
-                .await
-                .unwrap();
-            let mut call = command.to_vec();
-            call[1] = hash;
-            flush(monitor).await;
-            let () = redis::cmd("CONFIG")
-                .arg("RESETSTAT")
-                .query_async(monitor)
-                .await
-                .unwrap();
-            let f = redis_benchmark(monitor, port, &call, (1, 64), 200_000).await;
-            let info: String = redis::cmd("INFO")
-                .arg("commandstats")
-                .query_async(monitor)
-                .await
-                .unwrap();
-            let per_call = info
-                .lines()
-                .find_map(|l| l.strip_prefix("cmdstat_evalsha:"))
-                .and_then(|l| {
-                    l.split(',')
-                        .find_map(|kv| kv.strip_prefix("usec_per_call="))
-                })
-                .unwrap_or("?");
-            println!("| {name} | {:.0} | {per_call} µs |", f.per_second);
+        scripts.push((STORE_NAME, store.to_owned()));
+        scripts.push((
+            "the script of every kind",
+            RedisStore::<ConnectionManager>::script_source().to_owned(),
+        ));
+        let mut runs: Vec<(Vec<f64>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); scripts.len()];
+        for _ in 0..repeat {
+            for (i, (_, script)) in scripts.iter().enumerate() {
+                let hash: String = redis::cmd("SCRIPT")
+                    .arg("LOAD")
+                    .arg(script)
+                    .query_async(monitor)
+                    .await
+                    .unwrap();
+                let mut call = command.to_vec();
+                call[1] = hash;
+                flush(monitor).await;
+                let () = redis::cmd("CONFIG")
+                    .arg("RESETSTAT")
+                    .query_async(monitor)
+                    .await
+                    .unwrap();
+                let f = redis_benchmark(monitor, port, &call, (1, 64), 200_000).await;
+                let info: String = redis::cmd("INFO")
+                    .arg("commandstats")
+                    .query_async(monitor)
+                    .await
+                    .unwrap();
+                let per_call = info
+                    .lines()
+                    .find_map(|l| l.strip_prefix("cmdstat_evalsha:"))
+                    .and_then(|l| {
+                        l.split(',')
+                            .find_map(|kv| kv.strip_prefix("usec_per_call="))
+                    })
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .unwrap_or(f64::NAN);
+                runs[i].0.push(f.per_second);
+                runs[i].1.push(per_call);
+            }
         }
+        let middle = |v: &[f64]| {
+            let mut v = v.to_vec();
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        println!();
+        println!(
+            "Server ceiling: redis-benchmark -c 1 -P 64, the same arguments, other scripts; \
+             median of {repeat} rounds taking turns"
+        );
+        println!();
+        println!("| script | decisions/s | server time per call (`usec_per_call`) | rounds |");
+        println!("|---|---:|---:|---|");
+        let mut medians = Vec::new();
+        for ((name, _), (per_second, per_call)) in scripts.iter().zip(&runs) {
+            let rounds: Vec<String> = per_call.iter().map(|us| format!("{us:.2}")).collect();
+            medians.push((*name, middle(per_call)));
+            println!(
+                "| {name} | {:.0} | {:.2} µs | {} |",
+                middle(per_second),
+                middle(per_call),
+                rounds.join(", ")
+            );
+        }
+        let of = |name: &str| {
+            medians
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map_or(f64::NAN, |m| m.1)
+        };
+        let ratios: Vec<String> = runs[scripts.iter().position(|s| s.0 == STORE_NAME).unwrap()]
+            .1
+            .iter()
+            .zip(&runs[1].1)
+            .map(|(store, minimal)| format!("{:.2}", store / minimal))
+            .collect();
+        println!();
+        println!(
+            "server time per decision, the store's script over the minimal one: **{:.2}×** \
+             (medians; per round {}; target ≤ 1.25×)",
+            of(STORE_NAME) / of(MINIMAL_NAME),
+            ratios.join(", ")
+        );
     }
+
+    const MINIMAL_NAME: &str = "minimal GCRA: TIME, GET, SET PX";
+    const STORE_NAME: &str = "the store's script (GCRA's)";
 
     /// The run with the median decisions/s.
     fn median(mut runs: Vec<Figures>) -> Figures {

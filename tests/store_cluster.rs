@@ -15,7 +15,7 @@ use redis::aio::MultiplexedConnection;
 use redis::cluster_async::ClusterConnection;
 use redis::AsyncCommands;
 use tollgate::algorithm::Gcra;
-use tollgate::store::{Check, Op, RedisStore, Request, Rule, SharedLimiter};
+use tollgate::store::{Check, Op, RedisStore, Request, Rule, RuleKind, SharedLimiter};
 use tollgate::{Denied, Quota};
 
 /// A realistic "now": µs since the epoch in 2023.
@@ -107,13 +107,16 @@ impl Fixture {
         out
     }
 
-    /// Whether each master has the store's script cached.
+    /// Whether each master has the script of GCRA rules cached, which the store
+    /// sends their requests to.
     async fn script_cached(&self) -> Vec<bool> {
         let mut out = Vec::new();
         for node in &self.nodes {
             let exists: Vec<bool> = redis::cmd("SCRIPT")
                 .arg("EXISTS")
-                .arg(self.store.script_hash())
+                .arg(RedisStore::<ClusterConnection>::script_hash_for(&[
+                    RuleKind::Gcra,
+                ]))
                 .query_async(&mut node.clone())
                 .await
                 .unwrap();

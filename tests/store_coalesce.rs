@@ -20,7 +20,7 @@ use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 use tollgate::algorithm::{Gcra, SmoothBursty};
 use tollgate::store::{
-    Check, MemoryStore, Op, RedisStore, Reply, Request, Rule, Store, StoreError,
+    Check, MemoryStore, Op, RedisStore, Reply, Request, Rule, RuleKind, Store, StoreError,
 };
 use tollgate::time::ManualClock;
 use tollgate::{KeyedConfig, Quota};
@@ -75,7 +75,8 @@ async fn settle() {
 }
 
 /// A coalescing store on its own connection, and a second connection to steer the
-/// server with. The script is loaded, so that every call counted is a decision.
+/// server with. The scripts of the rules used here are loaded (a call runs the script
+/// of its requests' kinds), so that every call counted is a decision.
 async fn stores(
     server: &RedisServer,
     prefix: &str,
@@ -85,12 +86,21 @@ async fn stores(
         .unwrap()
         .coalescing(max_batch);
     let mut control = connect(&server.url()).await;
-    let _: String = redis::cmd("SCRIPT")
-        .arg("LOAD")
-        .arg(RedisStore::<MultiplexedConnection>::script_source())
-        .query_async(&mut control)
-        .await
-        .unwrap();
+    let kinds: [&[RuleKind]; 3] = [
+        &[RuleKind::Gcra],
+        &[RuleKind::SmoothBursty],
+        &[RuleKind::Gcra, RuleKind::SmoothBursty],
+    ];
+    for kinds in kinds {
+        let _: String = redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(RedisStore::<MultiplexedConnection>::script_source_for(
+                kinds,
+            ))
+            .query_async(&mut control)
+            .await
+            .unwrap();
+    }
     (store, control)
 }
 

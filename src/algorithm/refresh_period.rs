@@ -476,6 +476,46 @@ impl RefreshPeriod {
     }
 }
 
+impl RefreshPeriod {
+    /// The common admission, decided in 64 bits as [`decide`](Self::decide) and
+    /// `acquire` would: `n` of the permits left in the active cycle. `None` when the
+    /// call needs the general path (another cycle, too few permits, `n` of 0 or over
+    /// the capacity).
+    ///
+    /// Then nothing is booked ahead, so the permits left are at least 0 and the cycle
+    /// that refills them is the next one at most: no division and no 128-bit
+    /// arithmetic, which were most of an admission's cost.
+    #[inline]
+    fn admit_in_cycle(
+        &self,
+        state: &mut RefreshPeriodState,
+        now: Nanos,
+        n: u64,
+    ) -> Option<Admitted> {
+        if n == 0 || n > self.capacity {
+            return None;
+        }
+        let elapsed = now.as_u64().saturating_sub(state.start.as_u64());
+        // As `in_cycle`: the active cycle's start fits, and `elapsed` falls in it.
+        let cycle_start = state.active_cycle.checked_mul(self.period)?;
+        let into = elapsed
+            .checked_sub(cycle_start)
+            .filter(|&into| into < self.period)?;
+        let after = u64::try_from(state.active_permissions)
+            .ok()?
+            .checked_sub(n)?;
+        // after <= active_permissions <= i64::MAX.
+        state.active_permissions = after as i64;
+        // Full again now, or at the next cycle's start.
+        let until_full = if after >= self.limit {
+            0
+        } else {
+            self.period - into
+        };
+        Some(Admitted::deferred(self.limit, after, 1, until_full))
+    }
+}
+
 fn check_limit(limit: u64) -> Result<u64, ConfigError> {
     let limit = non_zero("limit_for_period", limit)?;
     if limit > i64::MAX as u64 {
@@ -509,6 +549,9 @@ impl Algorithm for RefreshPeriod {
     }
 
     fn acquire(&self, state: &mut RefreshPeriodState, now: Nanos, n: u64) -> Decision {
+        if let Some(admitted) = self.admit_in_cycle(state, now, n) {
+            return Ok(admitted);
+        }
         let (current, _) = self.decide(state, now, n, 0)?;
         Ok(Admitted::deferred(
             self.limit,
@@ -613,6 +656,7 @@ impl Facts for RefreshPeriod {
 mod tests {
     use super::*;
     use crate::algorithm::script::too_long;
+    use proptest::prelude::*;
 
     /// Resilience4j's `AtomicRateLimiterTest` constants: one permit per 250 ms.
     const CYCLE: u64 = 250_000_000;
@@ -650,6 +694,72 @@ mod tests {
             r.available_permissions(s, now),
             r.nanos_to_wait(s, now).as_nanos() as u64,
         )
+    }
+
+    /// `acquire` without its in-cycle path: the general decision alone.
+    fn general_acquire(
+        r: &RefreshPeriod,
+        s: &mut RefreshPeriodState,
+        now: Nanos,
+        n: u64,
+    ) -> Decision {
+        let (current, _) = r.decide(s, now, n, 0)?;
+        Ok(Admitted::deferred(
+            r.limit,
+            remaining(current.permits),
+            1,
+            nanos(r.until_full(&current)),
+        ))
+    }
+
+    proptest! {
+        /// The in-cycle admission (64 bits, no division) must decide, and leave the
+        /// state, as the general path: same decisions, same states, step by step,
+        /// through lowered and raised limits, reservations ahead and clock reads that
+        /// lost a race.
+        #[test]
+        fn the_in_cycle_admission_decides_as_the_general_path(
+            limit in 1u64..6,
+            period in 1u64..50,
+            timeout in 0u64..120,
+            start in prop_oneof![Just(0u64), Just(u64::MAX - 1_000), 0u64..1_000_000],
+            steps in prop::collection::vec((0u64..60, 0u64..8, 0u8..10, 1u64..8), 1..60),
+        ) {
+            let mut r = RefreshPeriod::new(
+                limit,
+                Duration::from_nanos(period),
+                Duration::from_nanos(timeout),
+            )
+            .unwrap();
+            let mut fast = r.initial_state(Nanos::new(start));
+            let mut general = fast;
+            let mut now = start;
+            for (advance, n, kind, value) in steps {
+                now = now.saturating_add(advance);
+                // Now and then a clock read from just before.
+                let at = Nanos::new(if kind == 9 { now.saturating_sub(value) } else { now });
+                match kind {
+                    0 => {
+                        // A reservation ahead, as `reserve` books it.
+                        let a = r.reserve(&mut fast, at, value, Duration::from_nanos(timeout));
+                        let b = r.reserve(&mut general, at, value, Duration::from_nanos(timeout));
+                        prop_assert_eq!(a, b);
+                    }
+                    1 => {
+                        let mut other = r;
+                        r.change_limit_for_period(&mut fast, at, value).unwrap();
+                        other.change_limit_for_period(&mut general, at, value).unwrap();
+                        prop_assert_eq!(r, other);
+                    }
+                    _ => {
+                        let a = r.acquire(&mut fast, at, n);
+                        let b = general_acquire(&r, &mut general, at, n);
+                        prop_assert_eq!(a, b, "n {} at {}", n, at.as_u64());
+                    }
+                }
+                prop_assert_eq!(fast, general);
+            }
+        }
     }
 
     #[test]

@@ -13,7 +13,7 @@
 use std::collections::VecDeque;
 
 use redis::aio::ConnectionLike;
-use redis::{Cmd, RedisError, Script, Value};
+use redis::{Cmd, RedisError, Value};
 use tokio::sync::oneshot;
 
 use super::{from_redis, invoke, StoreError};
@@ -35,6 +35,8 @@ struct State {
 
 /// One request, as the script's batch mode reads it.
 pub(super) struct Entry {
+    /// The kinds of its rules: a batch runs the script of all its requests' kinds.
+    pub(super) kinds: super::script::Kinds,
     /// Its explicit time, in µs: requests batch only with the same one.
     pub(super) at: Option<u64>,
     pub(super) keys: Vec<String>,
@@ -76,7 +78,6 @@ impl Coalescer {
     pub(super) async fn execute<C>(
         &self,
         connection: &C,
-        script: &Script,
         entry: Entry,
     ) -> Result<Vec<i64>, StoreError>
     where
@@ -123,7 +124,7 @@ impl Coalescer {
             coalescer: self,
             batch,
         };
-        let replies = send(connection, script, &leading.batch).await;
+        let replies = send(connection, &leading.batch).await;
         leading.finish(replies)
     }
 
@@ -200,12 +201,14 @@ impl BatchError {
 type Replies = Result<Vec<Result<Vec<i64>, StoreError>>, BatchError>;
 
 /// One batch `EVALSHA`: each request's integers, or its own error.
-async fn send<C>(connection: &C, script: &Script, batch: &[Queued]) -> Replies
+async fn send<C>(connection: &C, batch: &[Queued]) -> Replies
 where
     C: ConnectionLike + Clone + Send + Sync,
 {
     let keys: usize = batch.iter().map(|q| q.entry.keys.len()).sum();
     let args: usize = batch.iter().map(|q| 1 + q.entry.args.len()).sum();
+    let kinds = batch.iter().fold(0, |set, q| set | q.entry.kinds);
+    let script = super::script::for_kinds(kinds);
     let mut command = Cmd::with_capacity(5 + keys + args, 128 + 96 * (keys + args));
     command.arg("EVALSHA").arg(script.get_hash()).arg(keys);
     for q in batch {

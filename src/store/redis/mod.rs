@@ -15,7 +15,7 @@ use redis::{
 };
 
 use super::request::{Reply, Request};
-use super::rule::{RuleOutcome, Step};
+use super::rule::{RuleKind, RuleOutcome, Step};
 use super::{storage_key, validate_prefix, Store, StoreError, DEFAULT_MAX_KEY_LEN};
 use crate::algorithm::script::{exact_count, MAX_SCRIPT_MICROS};
 use crate::algorithm::Arg;
@@ -35,8 +35,9 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// A [`Store`] in Redis or Redis Cluster, shared by every process that uses it.
 ///
-/// Each [`Request`] is one `EVALSHA` of one script: a driver plus every algorithm,
-/// each the same state machine as its Rust twin, in microseconds. The script reads the
+/// Each [`Request`] is one `EVALSHA` of one script: a driver plus the algorithms of the
+/// request's rules (one script per set of kinds, loaded as requests first use it), each
+/// the same state machine as its Rust twin, in microseconds. The script reads the
 /// server's `TIME` (so the application servers' clocks never matter), decides every
 /// rule, writes only if all admit, and gives every key it writes a TTL that ends when
 /// the key's state may be forgotten. It is reloaded automatically after `NOSCRIPT` (a
@@ -72,7 +73,6 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 pub struct RedisStore<C = ConnectionManager> {
     connection: C,
     prefix: Arc<str>,
-    script: Arc<Script>,
     max_key_len: usize,
     /// Shared by clones: their concurrent requests batch together.
     coalescer: Option<Arc<coalesce::Coalescer>>,
@@ -241,7 +241,6 @@ where
         Ok(RedisStore {
             connection,
             prefix: prefix.into(),
-            script: Arc::new(Script::new(script::source())),
             max_key_len: DEFAULT_MAX_KEY_LEN,
             coalescer: None,
         })
@@ -263,11 +262,12 @@ where
         }
     }
 
-    /// Loads the script (on every master of a cluster), so that the first requests
-    /// do not all meet `NOSCRIPT` and load it each.
+    /// Loads the script of every kind (on every master of a cluster), which checks the
+    /// connection and serves tools that name [`script_hash`](Self::script_hash); each
+    /// request's own script is loaded on its first `NOSCRIPT`.
     async fn preloaded(self) -> Result<Self, StoreError> {
         let mut connection = self.connection.clone();
-        self.script
+        script::for_kinds(script::ALL_KINDS)
             .load_async(&mut connection)
             .await
             .map_err(from_redis)?;
@@ -301,14 +301,43 @@ where
         &self.connection
     }
 
-    /// The SHA1 of the script, as `EVALSHA` names it.
+    /// The SHA1 of the script of every kind, as `EVALSHA` names it: it decides any
+    /// request, as [`script_call`](Self::script_call) writes it. The store itself sends
+    /// each request to the script of its rules' kinds
+    /// ([`script_hash_for`](Self::script_hash_for)), which defines less on every call.
     pub fn script_hash(&self) -> &str {
-        self.script.get_hash()
+        script::for_kinds(script::ALL_KINDS).get_hash()
     }
 
-    /// The script's source, for tools such as `redis-benchmark` or `SCRIPT LOAD`.
+    /// The source of the script of every kind, for tools such as `redis-benchmark` or
+    /// `SCRIPT LOAD`.
     pub fn script_source() -> &'static str {
         script::source()
+    }
+
+    /// The SHA1 of the script that the store sends a request whose rules are of
+    /// `kinds` (in any order, repeats allowed) to, as `EVALSHA` names it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redis::aio::MultiplexedConnection;
+    /// use tollgate::store::{RedisStore, RuleKind};
+    ///
+    /// type Store = RedisStore<MultiplexedConnection>;
+    /// let gcra = Store::script_hash_for(&[RuleKind::Gcra]);
+    /// assert_eq!(gcra.len(), 40);
+    /// assert_eq!(gcra, Store::script_hash_for(&[RuleKind::Gcra, RuleKind::Gcra]));
+    /// assert_ne!(gcra, Store::script_hash_for(&[RuleKind::Gcra, RuleKind::SlidingLog]));
+    /// ```
+    pub fn script_hash_for(kinds: &[RuleKind]) -> &'static str {
+        script::for_kinds(script::kinds_of(kinds)).get_hash()
+    }
+
+    /// The source of the script named by [`script_hash_for`](Self::script_hash_for):
+    /// the algorithms of `kinds` and no other, for tools such as `SCRIPT LOAD`.
+    pub fn script_source_for(kinds: &[RuleKind]) -> &'static str {
+        script::source_for(script::kinds_of(kinds))
     }
 
     /// The arguments of `EVALSHA` after the script hash for `request`: the key count,
@@ -358,6 +387,7 @@ where
         let rest = args.split_off(1 + keys);
         args.remove(0);
         Ok(coalesce::Entry {
+            kinds: kinds(request),
             at: request
                 .at
                 .map(|at| u64::try_from(at.as_micros()).unwrap_or(u64::MAX)),
@@ -480,19 +510,18 @@ where
         }
         if let Some(coalescer) = &self.coalescer {
             let entry = self.entry(request)?;
-            let reply = coalescer
-                .execute(&self.connection, &self.script, entry)
-                .await?;
+            let reply = coalescer.execute(&self.connection, entry).await?;
             let verdicts = self.verdicts(request, &reply)?;
             return request.combine(verdicts);
         }
         // Written straight into the command, not through a string per argument.
         let checks = request.checks.len();
+        let script = script::for_kinds(kinds(request));
         let mut command = Cmd::with_capacity(7 + 12 * checks, 128 + 96 * checks);
-        command.arg("EVALSHA").arg(self.script.get_hash());
+        command.arg("EVALSHA").arg(script.get_hash());
         self.encode(request, &mut command)?;
         let mut connection = self.connection.clone();
-        let reply: Vec<i64> = invoke(&self.script, &mut connection, &command)
+        let reply: Vec<i64> = invoke(script, &mut connection, &command)
             .await
             .map_err(from_redis)?;
         let verdicts = self.verdicts(request, &reply)?;
@@ -503,6 +532,14 @@ where
         rule.script_args()?;
         Ok(())
     }
+}
+
+/// The kinds of `request`'s rules, which name its script.
+fn kinds(request: &Request<'_>) -> script::Kinds {
+    request
+        .checks
+        .iter()
+        .fold(0, |set, check| set | script::bit(check.rule.kind()))
 }
 
 /// Where a request's `EVALSHA` arguments are written: text for tools, or a command.

@@ -1,9 +1,10 @@
-//! The one Lua script of the Redis store, assembled from the registry: the prelude,
-//! each kind's source as its algorithm names it ([`RuleKind::script`]), and the
-//! driver.
+//! The Lua scripts of the Redis store, assembled from the registry: the prelude, the
+//! sources of some kinds ([`RuleKind::script`]), and the driver. A request runs the
+//! script of the kinds its rules use, and nothing else.
 
-use std::fmt::Write;
 use std::time::Duration;
+
+use redis::Script;
 
 use super::super::rule::RuleKind;
 use crate::algorithm::script::{too_long, MAX_SCRIPT_MICROS};
@@ -13,50 +14,81 @@ use crate::sync::unmodeled::OnceLock;
 const PRELUDE: &str = include_str!("scripts/prelude.lua");
 const DRIVER: &str = include_str!("scripts/driver.lua");
 
-/// The script's source, assembled once.
-///
-/// Redis runs the whole script on every `EVALSHA`, so a file at the top level is
-/// defined again on every call, whatever the call decides: defining all of them cost
-/// more than a GCRA decision itself (`benches/README.md`, Redis throughput). So each
-/// kind's source is wrapped in a function that defines it, run only when a call
-/// looks up that kind (`ALGORITHMS`' `__index`), once per call at most. Kinds whose
-/// algorithms name the same source (a file that registers several) share one
-/// function.
-pub(crate) fn source() -> &'static str {
-    static SOURCE: OnceLock<String> = OnceLock::new();
-    SOURCE.get_or_init(assemble)
+/// A set of kinds, one bit per [`RuleKind::ALL`] index.
+pub(crate) type Kinds = u32;
+
+const KIND_COUNT: usize = RuleKind::ALL.len();
+
+/// Every kind.
+pub(crate) const ALL_KINDS: Kinds = (1 << KIND_COUNT) - 1;
+
+/// The bit of `kind`.
+pub(crate) fn bit(kind: RuleKind) -> Kinds {
+    let index = RuleKind::ALL
+        .iter()
+        .position(|&k| k == kind)
+        .expect("every kind is in ALL");
+    1 << index
 }
 
-fn assemble() -> String {
+/// The kinds in `kinds`.
+pub(crate) fn kinds_of(kinds: &[RuleKind]) -> Kinds {
+    kinds.iter().fold(0, |set, &kind| set | bit(kind))
+}
+
+/// The script that decides requests whose rules are all of `kinds`, assembled on first
+/// use.
+///
+/// Redis runs the whole script on every `EVALSHA`, so every function a script defines
+/// is made again on every call, whatever the call decides: defining every algorithm
+/// cost more than a GCRA decision itself (`benches/README.md`, Redis throughput). So a
+/// request's script defines only the algorithms its rules use, and one script per set
+/// of kinds is loaded (by `NOSCRIPT` reload) as requests first use it. A set of one or
+/// two kinds is what nearly every store meets.
+pub(crate) fn for_kinds(kinds: Kinds) -> &'static Script {
+    &assembled(kinds).1
+}
+
+/// The source of [`for_kinds`]'s script.
+pub(crate) fn source_for(kinds: Kinds) -> &'static str {
+    &assembled(kinds).0
+}
+
+fn assembled(kinds: Kinds) -> &'static (String, Script) {
+    static SCRIPTS: [OnceLock<(String, Script)>; 1 << KIND_COUNT] =
+        [const { OnceLock::new() }; 1 << KIND_COUNT];
+    let kinds = kinds & ALL_KINDS;
+    SCRIPTS[kinds as usize].get_or_init(|| {
+        let source = assemble(kinds);
+        let script = Script::new(&source);
+        (source, script)
+    })
+}
+
+/// The script of every kind, which decides any request.
+pub(crate) fn source() -> &'static str {
+    source_for(ALL_KINDS)
+}
+
+/// The prelude, each distinct source of `kinds` in a block of its own (its locals stay
+/// in it: sources that share one, as a leaky bucket's includes GCRA's, each have
+/// theirs), then the driver.
+fn assemble(kinds: Kinds) -> String {
     let mut script = String::with_capacity(64 * 1024);
     script.push_str(PRELUDE);
-    script.push_str("\n-- Every algorithm is defined on first use, by the call that needs it.\n");
-    script.push_str("local DEFINE = {}\n");
-    let mut defined: Vec<RuleKind> = Vec::new();
+    script.push_str("\n-- The algorithms of this script's kinds.\n");
+    let mut sources: Vec<&str> = Vec::new();
     for &kind in RuleKind::ALL {
-        let name = kind.name();
-        match defined.iter().find(|first| first.script() == kind.script()) {
-            Some(first) => {
-                let _ = writeln!(script, "DEFINE.{name} = DEFINE.{}", first.name());
-            }
-            None => {
-                let _ = writeln!(script, "DEFINE.{name} = function()");
-                script.push_str(kind.script());
-                script.push_str("end\n");
-                defined.push(kind);
-            }
+        if kinds & bit(kind) != 0 && !sources.contains(&kind.script()) {
+            sources.push(kind.script());
         }
     }
-    script.push_str(concat!(
-        "setmetatable(ALGORITHMS, {__index = function(algorithms, kind)\n",
-        "  local define = DEFINE[kind]\n",
-        "  if define == nil then\n",
-        "    return nil\n",
-        "  end\n",
-        "  define()\n",
-        "  return rawget(algorithms, kind)\n",
-        "end})\n\n",
-    ));
+    for source in sources {
+        script.push_str("do\n");
+        script.push_str(source);
+        script.push_str("end\n");
+    }
+    script.push('\n');
     script.push_str(DRIVER);
     script
 }
@@ -74,65 +106,49 @@ pub(crate) fn script_time(at: Duration) -> Result<u64, ConfigError> {
 mod tests {
     use super::*;
 
-    /// The body of the function that `DEFINE.<kind>` names in the script (following
-    /// an alias).
-    fn definition_of(kind: &str) -> &'static str {
-        let script = source();
-        let entry = format!("\nDEFINE.{kind} = ");
-        let at = script
-            .find(&entry)
-            .unwrap_or_else(|| panic!("no DEFINE.{kind}"))
-            + entry.len();
-        let rest = &script[at..];
-        if let Some(alias) = rest.strip_prefix("DEFINE.") {
-            let other = &alias[..alias.find('\n').expect("a line")];
-            return definition_of(other);
-        }
-        let body = rest.strip_prefix("function()\n").expect("a function");
-        let end = ["\nDEFINE.", "\nsetmetatable(ALGORITHMS"]
-            .iter()
-            .filter_map(|marker| body.find(marker))
-            .min()
-            .expect("the end of the function");
-        &body[..end]
-    }
-
     #[test]
-    fn every_kind_is_defined_on_first_use_by_its_own_source() {
+    fn a_script_defines_the_algorithms_of_its_kinds_and_no_other() {
         for &kind in RuleKind::ALL {
-            let definition = definition_of(kind.name());
-            assert!(
-                definition.contains(&format!("ALGORITHMS.{} =", kind.name())),
-                "{kind} is not registered where DEFINE says"
-            );
-            assert!(definition.starts_with(kind.script()), "{kind}");
+            let code = source_for(bit(kind));
+            assert!(code.starts_with(PRELUDE), "{kind}");
+            assert!(code.ends_with(DRIVER), "{kind}");
+            assert!(code.contains(kind.script()), "{kind}");
+            for &other in RuleKind::ALL {
+                let registers = format!("ALGORITHMS.{} =", other.name());
+                let shares =
+                    other.script() == kind.script() || kind.script().contains(other.script());
+                assert_eq!(
+                    code.contains(&registers),
+                    other == kind || shares,
+                    "{kind} {other}"
+                );
+            }
         }
     }
 
     #[test]
-    fn kinds_sharing_a_source_share_one_definition() {
-        let wrapped = source().matches("= function()\n").count();
+    fn the_script_of_every_kind_holds_each_source_once() {
+        let code = source();
+        assert_eq!(code, source_for(ALL_KINDS));
         let mut sources: Vec<&str> = RuleKind::ALL.iter().map(|k| k.script()).collect();
         sources.sort_unstable();
         sources.dedup();
-        assert_eq!(wrapped, sources.len(), "one function per distinct source");
-        assert_eq!(
-            definition_of("fixed_window_first_hit"),
-            definition_of("fixed_window")
-        );
-        assert_eq!(
-            definition_of("smooth_warming_up"),
-            definition_of("smooth_bursty")
-        );
+        assert_eq!(code.matches("\ndo\n").count(), sources.len());
+        for &kind in RuleKind::ALL {
+            assert!(code.contains(kind.script()), "{kind}");
+        }
     }
 
     #[test]
-    fn the_script_is_prelude_definitions_then_driver() {
-        let script = source();
-        assert!(script.starts_with(PRELUDE));
-        assert!(script.ends_with(DRIVER));
-        for &kind in RuleKind::ALL {
-            assert!(script.contains(kind.script()), "{kind}");
-        }
+    fn sets_of_kinds_have_scripts_of_their_own() {
+        let gcra = for_kinds(bit(RuleKind::Gcra));
+        let both = for_kinds(kinds_of(&[RuleKind::Gcra, RuleKind::SlidingLog]));
+        assert_ne!(gcra.get_hash(), both.get_hash());
+        assert!(std::ptr::eq(gcra, for_kinds(bit(RuleKind::Gcra))));
+        let sliding_log = RuleKind::SlidingLog.script();
+        assert!(
+            source_for(kinds_of(&[RuleKind::Gcra, RuleKind::SlidingLog])).contains(sliding_log)
+        );
+        assert!(!source_for(bit(RuleKind::Gcra)).contains(sliding_log));
     }
 }

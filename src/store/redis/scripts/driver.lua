@@ -28,6 +28,9 @@
 -- of slack (a state past that point decides as a fresh one, so keeping it a little
 -- longer changes nothing, while expiring it early would), and a state that may
 -- already be forgotten is deleted.
+--
+-- Redis runs all of this on every call, so it is written to allocate little: no
+-- closure per request, one table per check only when a request has several.
 
 local EXPIRY_SLACK_MS = 1000
 
@@ -41,115 +44,147 @@ local function time_now()
   return server_now
 end
 
+-- A count as the Rust side writes it: one digit, most often, read without strtod
+-- (which costs more than the rest of a small decision).
+local function count_of(text)
+  if #text == 1 then
+    local digit = string.byte(text) - 48
+    if digit >= 0 and digit <= 9 then
+      return digit
+    end
+  end
+  return tonumber(text)
+end
+
+-- One check's verdict, new state and that state's expiry (when the algorithm knows it
+-- without reading the state back), then the stored state as decided on and whether
+-- it was stale: one past its expiry decides as a fresh one and is deleted on commit,
+-- as the memory store forgets it, so that its TTL's slack changes nothing.
+local function decide(a, op, p, stored, now, n, max_wait)
+  local stale = false
+  if stored ~= nil and a.expires_at(p, stored) <= now then
+    stored, stale = nil, true
+  end
+  local verdict, new_state, expires_at
+  if op == 'acquire' then
+    verdict, new_state, expires_at = a.acquire(p, stored, now, n)
+  elseif op == 'peek' then
+    if a.peek then
+      verdict = a.peek(p, stored, now, n)
+    else
+      verdict = a.acquire(p, stored, now, n)
+    end
+  elseif op == 'reserve' then
+    verdict, new_state = a.reserve(p, stored, now, n, max_wait)
+  elseif op == 'refund' then
+    verdict, new_state = refunded(), a.refund(p, stored, now, n)
+  else
+    error({err = 'TOLLGATE_UNKNOWN_OP ' .. tostring(op)})
+  end
+  return verdict, new_state, expires_at, stored, stale
+end
+
+-- Writes a check's new state with its TTL, or deletes a state that may be forgotten.
+local function commit(a, key, kind, p, stored, stale, state, expires_at, now)
+  if state ~= nil and state ~= stored then
+    local ttl = (expires_at or a.expires_at(p, state)) - now
+    if ttl > 0 then
+      -- As text: how Redis writes a number argument varies by version (some use
+      -- exponents, which PX refuses).
+      redis.call('SET', key, kind .. ':' .. state, 'PX', int(math.ceil(ttl / 1000) + EXPIRY_SLACK_MS))
+    else
+      redis.call('DEL', key)
+    end
+  elseif stale then
+    redis.call('DEL', key)
+  end
+end
+
 -- Decides one request: its keys are KEYS[first_key .. first_key + key_count - 1],
 -- its arguments ARGV[at ..] as single mode's ARGV[1 ..]. Returns the reply, or nil
 -- and an error message; raises what it cannot name.
 local function decide_request(first_key, key_count, at)
   local op = ARGV[at]
-  local n = tonumber(ARGV[at + 1])
-  local max_wait = tonumber(ARGV[at + 2])
-  local now
-  if ARGV[at + 3] ~= '' then
-    now = tonumber(ARGV[at + 3])
-  else
+  local n = count_of(ARGV[at + 1])
+  local max_wait = 0
+  if op == 'reserve' then
+    max_wait = tonumber(ARGV[at + 2])
+  end
+  local now = ARGV[at + 3]
+  if now == '' then
     now = time_now()
+  else
+    now = tonumber(now)
   end
 
-  local checks = {}
+  -- With several checks: the verdicts in a row, and what each would write.
+  local reply, pending, all_admit
+  if key_count ~= 1 then
+    reply, pending, all_admit = {}, {}, true
+  end
   local arg = at + 4
   for i = 1, key_count do
     local key = KEYS[first_key + i - 1]
     local kind = ARGV[arg]
-    local count = tonumber(ARGV[arg + 1])
+    local count = count_of(ARGV[arg + 1])
     local p = {}
     for j = 1, count do
       p[j] = tonumber(ARGV[arg + 1 + j])
     end
     arg = arg + 2 + count
-    local algorithm = ALGORITHMS[kind]
-    if algorithm == nil then
+    local a = ALGORITHMS[kind]
+    if a == nil then
       return nil, 'TOLLGATE_UNKNOWN_RULE ' .. tostring(kind)
     end
-    local ok, stored = pcall(redis.call, 'GET', key)
-    if not ok then
-      return nil, 'TOLLGATE_CONFLICT ' .. key
-    end
+    local stored = redis.pcall('GET', key)
     if stored == false then
       stored = nil
-    elseif string.sub(stored, 1, #kind + 1) == kind .. ':' then
+    elseif type(stored) == 'string' and string.byte(stored, #kind + 1) == 58
+        and string.sub(stored, 1, #kind) == kind then
       stored = string.sub(stored, #kind + 2)
     else
-      -- Another rule's state, or something tollgate never wrote.
+      -- Another rule's state, something tollgate never wrote, or not a string.
       return nil, 'TOLLGATE_CONFLICT ' .. key
     end
-    checks[i] = {algorithm = algorithm, kind = kind, key = key, p = p, stored = stored}
-  end
 
-  -- One check's verdict and new state.
-  local function decide(check)
-    local a = check.algorithm
-    -- A state past its expiry decides as a fresh one and is deleted on commit, as the
-    -- memory store forgets it: its TTL's slack must change nothing.
-    if check.stored ~= nil and a.expires_at(check.p, check.stored) <= now then
-      check.stored = nil
-      check.stale = true
-    end
-    if op == 'acquire' then
-      return a.acquire(check.p, check.stored, now, n)
-    elseif op == 'peek' then
-      if a.peek then
-        return a.peek(check.p, check.stored, now, n)
-      end
-      return a.acquire(check.p, check.stored, now, n)
-    elseif op == 'reserve' then
-      return a.reserve(check.p, check.stored, now, n, max_wait)
-    elseif op == 'refund' then
-      return refunded(), a.refund(check.p, check.stored, now, n)
-    end
-    error({err = 'TOLLGATE_UNKNOWN_OP ' .. tostring(op)})
-  end
-
-  local all_admit = true
-  local reply = {}
-  for i, check in ipairs(checks) do
     -- A state this rule cannot read is reported with its key.
-    local ok, verdict, new_state = pcall(decide, check)
+    local ok, verdict, new_state, expires_at, stale
+    ok, verdict, new_state, expires_at, stored, stale =
+      pcall(decide, a, op, p, stored, now, n, max_wait)
     if not ok then
       local message = verdict
       if type(verdict) == 'table' then
         message = verdict.err
       end
       if string.find(tostring(message), 'TOLLGATE_CONFLICT', 1, true) then
-        return nil, 'TOLLGATE_CONFLICT ' .. check.key
+        return nil, 'TOLLGATE_CONFLICT ' .. key
       end
       error(verdict)
     end
-    check.new_state = new_state
+
+    if key_count == 1 then
+      if op ~= 'peek' then
+        commit(a, key, kind, p, stored, stale, new_state, expires_at, now)
+      end
+      return verdict
+    end
     if not is_admitted(verdict) then
       all_admit = false
     end
+    local r = #reply
     for j = 1, 5 do
-      reply[#reply + 1] = verdict[j]
+      reply[r + j] = verdict[j]
     end
+    pending[i] = {a, key, kind, p, stored, stale, new_state, expires_at}
   end
 
-  if op ~= 'peek' and (#checks == 1 or all_admit) then
-    for _, check in ipairs(checks) do
-      local state = check.new_state
-      if state ~= nil and state ~= check.stored then
-        local ttl = check.algorithm.expires_at(check.p, state) - now
-        if ttl > 0 then
-          redis.call('SET', check.key, check.kind .. ':' .. state, 'PX', int(math.ceil(ttl / 1000) + EXPIRY_SLACK_MS))
-        else
-          redis.call('DEL', check.key)
-        end
-      elseif check.stale then
-        redis.call('DEL', check.key)
-      end
+  if op ~= 'peek' and all_admit then
+    for i = 1, key_count do
+      local c = pending[i]
+      commit(c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], now)
     end
   end
-
-  return reply
+  return reply or {}
 end
 
 if ARGV[1] ~= 'batch' then

@@ -5,11 +5,12 @@ local function gcra_tat(state)
   if state == nil then
     return 0
   end
-  local f = fields(state)
-  if #f ~= 1 then
+  -- One number, as fields() would read it, without a table per read.
+  local tat = tonumber(state)
+  if tat == nil then
     conflict()
   end
-  return f[1]
+  return tat
 end
 
 -- floor((tolerance - ttl) / interval); a double quotient may round up to the next
@@ -50,7 +51,7 @@ ALGORITHMS.gcra = {
     if allow_at > now then
       return gcra_limited(p, tat, now, allow_at - now)
     end
-    return gcra_admitted(p, new_tat, now), int(new_tat)
+    return gcra_admitted(p, new_tat, now), int(new_tat), new_tat
   end,
 
   reserve = function(p, state, now, n, max_wait)

@@ -1,8 +1,8 @@
 -- tollgate: every rule of one request, decided in one atomic call.
 --
--- This script is the concatenation of prelude.lua, one definition per algorithm (its
--- Lua files, wrapped in a function run on first use) and driver.lua, assembled by
--- src/store/redis/script.rs from the registry in src/store/rule.rs. Each algorithm
+-- This script is the concatenation of prelude.lua, the Lua files of the algorithms
+-- that the request's rules use (each in a block of its own) and driver.lua, assembled
+-- by src/store/redis/script.rs from the registry in src/store/rule.rs. Each algorithm
 -- file registers itself in ALGORITHMS under its kind (everything is local: Redis
 -- forbids scripts to create globals) and is the same state machine as its Rust twin
 -- in src/algorithm/, which names the file, in microseconds: Lua
@@ -13,14 +13,15 @@
 --   state  the key's stored value (a string), or nil for a fresh key
 --   now    µs since the Unix epoch
 --
---   acquire(p, state, now, n)            -> verdict, new_state
+--   acquire(p, state, now, n)            -> verdict, new_state[, its expires_at]
 --   peek(p, state, now, n)               -> verdict          (optional; else acquire's)
 --   reserve(p, state, now, n, max_wait)  -> verdict, new_state
 --   refund(p, state, now, n)             -> new_state
 --   expires_at(p, state)                 -> µs since the epoch from which `state` may be
 --                                           forgotten (a fresh state decides the same)
 --
--- new_state is a string, or nil when nothing changed. A verdict is a list of five
+-- new_state is a string, or nil when nothing changed. An acquire may also return
+-- expires_at(p, new_state), saving the driver from reading the state back. A verdict is a list of five
 -- integers {kind, limit, remaining, reset_after µs, wait µs}, built by the helpers
 -- below; a limited verdict's wait is -1 when it waits for a release, not for time.
 
