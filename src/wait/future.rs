@@ -107,7 +107,7 @@ impl<R: Deref<Target = Waiting<G>>, G: Gate> WaitFor<R, G> {
         } = &mut ***queued;
         let _entered = span.enter();
         let waiting = &*self.waiting;
-        let (outcome, queued) = loop {
+        let (outcome, had_waited) = loop {
             if let Some(call) = booking {
                 let polled = call.lock().as_mut().poll(cx);
                 match polled {
@@ -148,7 +148,7 @@ impl<R: Deref<Target = Waiting<G>>, G: Gate> WaitFor<R, G> {
         };
         drop(_entered);
         drop(self.take_queued());
-        self.end(outcome, queued)
+        self.end(outcome, had_waited)
     }
 
     /// Leaves the queued state, with what it held.

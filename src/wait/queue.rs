@@ -334,8 +334,8 @@ impl<G: Gate> Waiting<G> {
     /// Inlined into every acquire future: its common case, a local gate granting at
     /// once with no one waiting and the queue open, is a test of the queue's word and
     /// the gate's decision. Everything else, the decision included when it denies,
-    /// goes out of line (the semaphore's acquire and release: 254 instructions to
-    /// 178 with the future's own fast path, callgrind).
+    /// goes out of line (with the future's boxed queued state, a semaphore's acquire
+    /// and release went from 254 instructions to 165, callgrind).
     #[inline(always)]
     pub(crate) fn begin(
         &self,
