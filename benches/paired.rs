@@ -11,16 +11,26 @@
 //! The scenarios are `algorithms.rs`'s and `gcra.rs`'s: the same quotas, checked the
 //! same way. The locked algorithms' admissions (`locked_admitting`) are
 //! `algorithms.rs`'s `mostly_allow`: a sliding log of 1,000 per µs, whose log holds
-//! 1,000 entries, and a refresh period of 10^9 per second. Run `cargo bench --bench paired`, or `cargo bench --bench paired -- gcra`
-//! for the scenarios whose name contains `gcra`.
+//! 1,000 entries, and a refresh period of 10^9 per second. Then the permits against
+//! tokio's `Semaphore`: a semaphore's `acquire(1).await` and a `Limiter`'s, granted
+//! at once (polled once, as an executor would), against tokio's `acquire().await`,
+//! each permit dropped at once; and an `AdaptiveLimiter` built as a user first would
+//! (`AimdLimit::new()`, fail fast, `new`) taking a permit and ending it as a success,
+//! against tokio's `try_acquire`. Run `cargo bench --bench paired`, or
+//! `cargo bench --bench paired -- gcra` for the scenarios whose name contains `gcra`.
 
+use std::future::Future;
 use std::hint::black_box;
 use std::num::NonZeroU32;
+use std::pin::pin;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use governor::DefaultDirectRateLimiter;
+use tollgate::adaptive::limit::AimdLimit;
+use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
 use tollgate::algorithm::{Algorithm, FixedWindow, Gcra, LeakyBucket, RefreshPeriod, SlidingLog};
-use tollgate::{Limiter, Quota};
+use tollgate::{Limiter, Quota, Semaphore};
 
 mod threads;
 
@@ -126,20 +136,66 @@ fn quantile(values: &[f64], q: f64) -> f64 {
     values[((values.len() - 1) as f64 * q).round() as usize]
 }
 
-/// Runs one scenario's rounds and prints its row, if `filter` lets it through.
+/// Polls `future` once, as an executor would a future that is ready at once.
+fn poll_once<F: Future>(future: F) -> F::Output {
+    let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+    match pin!(future).poll(&mut cx) {
+        Poll::Ready(output) => output,
+        Poll::Pending => panic!("the scenario's permit is always available"),
+    }
+}
+
+/// The permit scenarios against tokio's `Semaphore`.
+fn permits(filter: Option<&str>) {
+    println!();
+    println!(
+        "| scenario | threads | tollgate ns/call | tokio ns/call | ratio (median) | quartiles |"
+    );
+    println!("|---|---|---|---|---|---|");
+    let tokio = tokio::sync::Semaphore::new(10);
+    let tokio_acquire = || drop(poll_once(tokio.acquire()).expect("open"));
+    let semaphore = Semaphore::new(10).expect("valid semaphore");
+    pair(
+        filter,
+        "semaphore/acquire_ready",
+        1,
+        || drop(poll_once(semaphore.acquire(1)).expect("open")),
+        tokio_acquire,
+    );
+    let limiter = Limiter::new(Scenario::MostlyAllow.gcra());
+    pair(
+        filter,
+        "limiter/acquire_ready",
+        1,
+        || poll_once(limiter.acquire(1)).expect("admitted"),
+        tokio_acquire,
+    );
+    let adaptive =
+        AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast).expect("valid limiter");
+    pair(
+        filter,
+        "adaptive/aimd_success",
+        1,
+        || adaptive.try_acquire().expect("below the limit").success(),
+        || drop(tokio.try_acquire().expect("available")),
+    );
+}
+
+/// Runs one scenario's rounds, tollgate against `peer` (governor, or tokio for the
+/// permits), and prints its row, if `filter` lets it through.
 fn pair<T, G>(
     filter: Option<&str>,
     name: &str,
     threads: u64,
     tollgate: impl Fn() -> T + Sync,
-    governor: impl Fn() -> G + Sync,
+    peer: impl Fn() -> G + Sync,
 ) {
     if filter.is_some_and(|f| !name.contains(f)) {
         return;
     }
     // Calls per round, from a trial of the slower-looking peer.
     let trial = 100_000;
-    let per_call = timed(trial, threads, &tollgate).max(timed(trial, threads, &governor));
+    let per_call = timed(trial, threads, &tollgate).max(timed(trial, threads, &peer));
     let calls = (ROUND.as_secs_f64() / per_call.as_secs_f64() * trial as f64).max(1_000.0) as u64;
     let calls = calls / threads * threads;
     let ns = |d: Duration| d.as_nanos() as f64 / calls as f64;
@@ -147,9 +203,9 @@ fn pair<T, G>(
     for round in 0..ROUNDS {
         let (t, g) = if round % 2 == 0 {
             let t = timed(calls, threads, &tollgate);
-            (t, timed(calls, threads, &governor))
+            (t, timed(calls, threads, &peer))
         } else {
-            let g = timed(calls, threads, &governor);
+            let g = timed(calls, threads, &peer);
             (timed(calls, threads, &tollgate), g)
         };
         ours.push(ns(t));
@@ -241,4 +297,5 @@ fn main() {
         );
     }
     locked_admitting(filter);
+    permits(filter);
 }

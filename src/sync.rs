@@ -107,7 +107,7 @@ pub(crate) mod unmodeled {
     }
 
     impl<T> Mutex<T> {
-        pub(crate) fn new(value: T) -> Mutex<T> {
+        pub(crate) const fn new(value: T) -> Mutex<T> {
             Mutex(std::sync::Mutex::new(value))
         }
 

@@ -13,10 +13,14 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tollgate::adaptive::limit::{AimdLimit, LimitAlgorithm};
-use tollgate::adaptive::{AdaptiveAcquire, AdaptiveLimiter, AdaptivePermit, Sample, WhenLimited};
+use tollgate::adaptive::limit::{
+    AimdLimit, Gradient2Limit, GradientLimit, LimitAlgorithm, VegasLimit, WindowedLimit,
+};
+use tollgate::adaptive::{
+    AdaptiveAcquire, AdaptiveLimiter, AdaptivePermit, Sample, Timing, WhenLimited,
+};
 use tollgate::observe::{DenyReason, Event, EventKind, Events, Outcome};
-use tollgate::time::{Clock, ManualClock};
+use tollgate::time::{Clock, ManualClock, MonotonicClock};
 use tollgate::{AcquireError, ConfigError, PermitSource};
 
 /// A limit set from outside, as upstream's `SettableLimit`.
@@ -761,4 +765,89 @@ fn adaptive_events_read_as_words() {
         Event::new("db", 1, finished).to_string(),
         "db: 1 permits finished (dropped) after 12ms, 3 in flight"
     );
+}
+
+/// The clock an AIMD limiter built the plain way times its requests on: a coarse
+/// clock of 1 ms, since its timeout is seconds.
+fn plain_aimd() -> AdaptiveLimiter<AimdLimit> {
+    AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast).unwrap()
+}
+
+// The bug: `AdaptiveLimiter::new(AimdLimit::new(), ..)` timed every request on the
+// precise clock (two time-stamp counter reads, 204 instructions a request against
+// tokio's 129), though AIMD only compares the RTT with a timeout of 5 s.
+#[test]
+fn an_aimd_limiter_built_plainly_times_requests_on_the_coarse_clock() {
+    assert_eq!(
+        plain_aimd().timing(),
+        Timing::Coarse(Duration::from_millis(1))
+    );
+    // In every mode, and boxed as the default type parameter has it.
+    let lifo = WhenLimited::lifo(10, Duration::from_secs(1)).unwrap();
+    for mode in [
+        WhenLimited::FailFast,
+        WhenLimited::fifo(Duration::from_secs(1)).unwrap(),
+        lifo,
+    ] {
+        let boxed: Box<dyn LimitAlgorithm> = Box::new(AimdLimit::new());
+        let limiter = AdaptiveLimiter::new(boxed, mode).unwrap();
+        assert_eq!(limiter.timing(), Timing::Coarse(Duration::from_millis(1)));
+    }
+}
+
+/// How a limiter built with `new` in fail-fast mode times `algorithm`'s requests.
+fn timing_of<L: LimitAlgorithm>(algorithm: L) -> Timing {
+    AdaptiveLimiter::new(algorithm, WhenLimited::FailFast)
+        .unwrap()
+        .timing()
+}
+
+#[test]
+fn algorithms_that_learn_from_the_rtt_stay_on_the_precise_clock() {
+    assert_eq!(timing_of(VegasLimit::new()), Timing::Clock);
+    assert_eq!(timing_of(GradientLimit::new()), Timing::Clock);
+    assert_eq!(timing_of(Gradient2Limit::new()), Timing::Clock);
+    assert_eq!(
+        timing_of(WindowedLimit::new(Gradient2Limit::new())),
+        Timing::Clock
+    );
+    // An AIMD whose timeout is short enough that a millisecond matters.
+    let short = AimdLimit::builder().timeout(Duration::from_millis(100));
+    assert_eq!(timing_of(short.build().unwrap()), Timing::Clock);
+    // And one without a timeout reads no clock at all.
+    let drops_only = AimdLimit::builder().timeout(Duration::MAX);
+    assert_eq!(timing_of(drops_only.build().unwrap()), Timing::Untimed);
+}
+
+#[test]
+fn a_given_clock_times_requests_exactly_and_events_force_the_precise_clock() {
+    let mode = WhenLimited::FailFast;
+    // The way to force the precise clock: pass it.
+    let precise = AdaptiveLimiter::with_clock(AimdLimit::new(), mode, MonotonicClock::new());
+    assert_eq!(precise.unwrap().timing(), Timing::Clock);
+    // A manual clock stays exact: the sample's start is the clock's reading.
+    let clock = ManualClock::new();
+    clock.advance(Duration::from_millis(1_234_567));
+    let manual =
+        Arc::new(AdaptiveLimiter::with_clock(AimdLimit::new(), mode, clock.clone()).unwrap());
+    assert_eq!(manual.timing(), Timing::Clock);
+    assert_eq!(
+        manual.try_acquire_owned().unwrap().start(),
+        Some(clock.now())
+    );
+    // Events report each request's RTT: timed exactly.
+    let observed = plain_aimd().with_events(Events::new("backend"));
+    assert_eq!(observed.timing(), Timing::Clock);
+}
+
+#[test]
+fn a_coarse_start_is_on_the_limiters_timeline_and_never_ahead_of_it() {
+    let limiter = Arc::new(plain_aimd());
+    let permit = limiter.try_acquire_owned().unwrap();
+    let start = permit.start().expect("timed");
+    // The coarse clock lags its source by up to a resolution (more on a busy
+    // machine), but reads the same timeline: never past the limiter's clock.
+    assert!(start <= limiter.clock().now());
+    permit.success();
+    assert_eq!(limiter.inflight(), 0);
 }

@@ -486,3 +486,19 @@ mod timeouts {
         let _permit: tollgate::semaphore::Permit<'_> = semaphore.try_acquire(1).unwrap();
     }
 }
+
+// The bug: the acquire futures carried their whole queued state inline (the slot,
+// the wait's span, a remote gate's booking), which every acquire granted at once
+// wrote and dropped: a semaphore's acquire + release ran 254 instructions where
+// the first version ran 177 (callgrind). Queued state is boxed now; a size past
+// these bounds brings it back inline.
+#[test]
+fn acquire_futures_granted_at_once_carry_no_queued_state() {
+    use std::mem::size_of;
+    use tollgate::algorithm::Gcra;
+    use tollgate::futures::{Acquire, AcquirePermit};
+    use tollgate::time::MonotonicClock;
+
+    assert!(size_of::<AcquirePermit<'static>>() <= 64);
+    assert!(size_of::<Acquire<'static, Gcra, MonotonicClock>>() <= 48);
+}

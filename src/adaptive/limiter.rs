@@ -13,7 +13,7 @@ use crate::error::{AcquireError, ConfigError};
 use crate::observe::{EventKind, Events, Outcome};
 use crate::semaphore::Semaphore;
 use crate::sync::Arc;
-use crate::time::{Clock, MonotonicClock, Nanos};
+use crate::time::{Clock, CoarseClock, MonotonicClock, Nanos, SHARED_RESOLUTION};
 use crate::wait::future::WaitFor;
 
 /// A concurrency limit that follows a [`LimitAlgorithm`]: as many requests in flight
@@ -73,11 +73,64 @@ pub struct AdaptiveLimiter<L: LimitAlgorithm = Box<dyn LimitAlgorithm>, C: Clock
     /// events report it. Untimed, no clock is read for a request that ends as a
     /// success or a drop.
     timed: bool,
+    /// Where timed requests are timed when not on `permits`' clock: a coarse clock
+    /// on the same timeline, picked by [`new`](AdaptiveLimiter::new) for an
+    /// algorithm that needs no finer (see [`Timing`]).
+    coarse: Option<CoarseClock>,
+}
+
+/// How an [`AdaptiveLimiter`] times its requests: see
+/// [`AdaptiveLimiter::timing`].
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::adaptive::limit::{AimdLimit, VegasLimit};
+/// use tollgate::adaptive::{AdaptiveLimiter, Timing, WhenLimited};
+///
+/// let aimd = AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?;
+/// assert_eq!(aimd.timing(), Timing::Coarse(Duration::from_millis(1)));
+/// let vegas = AdaptiveLimiter::new(VegasLimit::new(), WhenLimited::FailFast)?;
+/// assert_eq!(vegas.timing(), Timing::Clock);
+/// # Ok::<(), tollgate::ConfigError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Timing {
+    /// Not timed: the algorithm reads no time ([`LimitAlgorithm::uses_time`]) and no
+    /// events are attached. Samples have a `start` and an `rtt` of zero.
+    Untimed,
+    /// On the limiter's [`clock`](AdaptiveLimiter::clock), exactly.
+    Clock,
+    /// On a [`CoarseClock`] of this resolution, on the same timeline as the
+    /// limiter's clock: one atomic load a reading, up to a resolution behind.
+    Coarse(Duration),
 }
 
 impl<L: LimitAlgorithm> AdaptiveLimiter<L> {
     /// A limiter enforcing `algorithm`'s limit in `mode`, on the default monotonic
     /// clock.
+    ///
+    /// # Which clock times the requests
+    ///
+    /// The precision the algorithm asks for
+    /// ([`LimitAlgorithm::time_resolution`]) picks it. At 1 ms or coarser, as for
+    /// [`AimdLimit`](super::limit::AimdLimit), whose timeout is seconds, requests
+    /// are timed on a [`CoarseClock`] of 1 ms that all such limiters in the process
+    /// share ([`Timing::Coarse`]): two atomic loads per request instead of two
+    /// time-stamp counter reads, and one thread (`tollgate-coarse-clock`) waking
+    /// every millisecond while any of them lives. Finer, as for Vegas and the
+    /// gradients, they are timed on the [`MonotonicClock`] ([`Timing::Clock`]). Waits
+    /// and their timeouts are always on the `MonotonicClock`, which
+    /// [`clock`](AdaptiveLimiter::clock) answers; the coarse clock reads the same
+    /// timeline, up to 1 ms behind.
+    ///
+    /// To time every request exactly whatever the algorithm, pass the clock:
+    /// [`with_clock`](AdaptiveLimiter::with_clock)`(algorithm, mode,
+    /// MonotonicClock::new())` times on the clock it is given. With events attached
+    /// ([`with_events`](AdaptiveLimiter::with_events)), requests are timed on the
+    /// clock too, so that `Finished` reports exact RTTs.
     ///
     /// # Errors
     ///
@@ -93,14 +146,38 @@ impl<L: LimitAlgorithm> AdaptiveLimiter<L> {
     /// assert_eq!(limiter.limit(), 20);
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
+    ///
+    /// Timing every request of an AIMD limiter on the precise clock:
+    ///
+    /// ```
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::{AdaptiveLimiter, Timing, WhenLimited};
+    /// use tollgate::time::MonotonicClock;
+    ///
+    /// let mode = WhenLimited::FailFast;
+    /// let precise = AdaptiveLimiter::with_clock(AimdLimit::new(), mode, MonotonicClock::new())?;
+    /// assert_eq!(precise.timing(), Timing::Clock);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
     pub fn new(algorithm: L, mode: WhenLimited) -> Result<AdaptiveLimiter<L>, ConfigError> {
+        if algorithm.uses_time() && algorithm.time_resolution() >= SHARED_RESOLUTION {
+            let coarse = CoarseClock::shared();
+            // The coarse clock's own source: one timeline for requests and waits.
+            let clock = coarse.source().clone();
+            let limiter = AdaptiveLimiter::with_clock(algorithm, mode, clock)?;
+            return Ok(AdaptiveLimiter {
+                coarse: Some(coarse),
+                ..limiter
+            });
+        }
         AdaptiveLimiter::with_clock(algorithm, mode, MonotonicClock::new())
     }
 }
 
 impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
     /// A limiter enforcing `algorithm`'s limit in `mode`, timing requests and waits
-    /// on `clock` (a [`ManualClock`](crate::time::ManualClock) in tests).
+    /// on `clock` (a [`ManualClock`](crate::time::ManualClock) in tests), exactly:
+    /// unlike [`new`](AdaptiveLimiter::new), it never picks a coarser clock.
     ///
     /// An algorithm answering a limit of 0 is held at 1: a limiter admitting nothing
     /// would never hear of a request again.
@@ -139,6 +216,7 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
             timed: feedback.uses_time(),
             feedback,
             mode,
+            coarse: None,
         })
     }
 
@@ -149,7 +227,9 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
     /// ([`EventKind::Finished`]). Subscribe a
     /// [`MetricsRecorder`](crate::observe::Events::record_metrics) for metrics.
     ///
-    /// With events, every request is timed on the clock, for `Finished`'s `rtt`.
+    /// With events, every request is timed on the limiter's clock, for `Finished`'s
+    /// `rtt`: exactly, even where [`new`](AdaptiveLimiter::new) had picked a coarse
+    /// clock ([`Timing::Clock`]).
     ///
     /// Clones share the hub, and the first hub attached stays: where one is attached
     /// already (here or on a clone), this changes nothing. Subscribe more listeners
@@ -183,8 +263,9 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
     pub fn with_events(self, events: Events) -> AdaptiveLimiter<L, C> {
         let limiter = AdaptiveLimiter {
             permits: self.permits.with_events(events),
-            // `Finished` reports the time each request took.
+            // `Finished` reports the time each request took, exactly.
             timed: true,
+            coarse: None,
             ..self
         };
         if let Some(events) = limiter.permits.events() {
@@ -283,6 +364,47 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
     /// ```
     pub fn clock(&self) -> &C {
         self.permits.clock()
+    }
+
+    /// How requests are timed: not at all, on the [`clock`](AdaptiveLimiter::clock),
+    /// or on a coarse clock that [`new`](AdaptiveLimiter::new) picked for an
+    /// algorithm that needs no finer.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::limit::{AimdLimit, GradientLimit};
+    /// use tollgate::adaptive::{AdaptiveLimiter, Timing, WhenLimited};
+    /// use tollgate::time::ManualClock;
+    ///
+    /// let mode = WhenLimited::FailFast;
+    /// let aimd = AdaptiveLimiter::new(AimdLimit::new(), mode)?; // timeout: 5 s
+    /// assert_eq!(aimd.timing(), Timing::Coarse(Duration::from_millis(1)));
+    /// let gradient = AdaptiveLimiter::new(GradientLimit::new(), mode)?;
+    /// assert_eq!(gradient.timing(), Timing::Clock);
+    /// let manual = AdaptiveLimiter::with_clock(AimdLimit::new(), mode, ManualClock::new())?;
+    /// assert_eq!(manual.timing(), Timing::Clock);
+    /// let drops_only = AimdLimit::builder().timeout(Duration::MAX).build()?;
+    /// assert_eq!(AdaptiveLimiter::new(drops_only, mode)?.timing(), Timing::Untimed);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn timing(&self) -> Timing {
+        match (&self.coarse, self.timed) {
+            (_, false) => Timing::Untimed,
+            (Some(coarse), true) => Timing::Coarse(coarse.resolution()),
+            (None, true) => Timing::Clock,
+        }
+    }
+
+    /// The time a request starts or ends at, on the clock [`timing`](Self::timing)
+    /// names.
+    #[inline]
+    pub(super) fn request_time(&self) -> Nanos {
+        match &self.coarse {
+            Some(coarse) => coarse.now(),
+            None => self.clock().now(),
+        }
     }
 
     /// Requests waiting for a permit.
@@ -604,7 +726,7 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
             events.emit(1, EventKind::Started { inflight });
         }
         if self.timed {
-            self.clock().now()
+            self.request_time()
         } else {
             Nanos::ZERO
         }
@@ -632,7 +754,7 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
             self.feedback.has_timers() || self.permits.events().is_some()
         };
         let now = if needs_time {
-            self.clock().now()
+            self.request_time()
         } else {
             start
         };

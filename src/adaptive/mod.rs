@@ -50,7 +50,7 @@ mod when_limited;
 
 pub use acquire::AdaptiveAcquire;
 pub use limit::LimitAlgorithm;
-pub use limiter::AdaptiveLimiter;
+pub use limiter::{AdaptiveLimiter, Timing};
 pub use partitioned::{PartitionedLimiter, PartitionedLimiterBuilder, PartitionedPermit};
 pub use permit::{AdaptivePermit, AdaptivePermitRef};
 pub use sample::Sample;

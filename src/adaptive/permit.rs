@@ -74,7 +74,7 @@ impl<L: LimitAlgorithm, C: Clock> AdaptivePermit<L, C> {
     /// A grant of zero permits: holds none, records nothing.
     pub(super) fn empty(limiter: Arc<AdaptiveLimiter<L, C>>) -> AdaptivePermit<L, C> {
         let start = if limiter.is_timed() {
-            limiter.clock().now()
+            limiter.request_time()
         } else {
             Nanos::ZERO
         };

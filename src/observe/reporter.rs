@@ -16,6 +16,7 @@ impl Reporter {
         let _ = self.0.set(events);
     }
 
+    #[inline]
     pub(crate) fn events(&self) -> Option<&Events> {
         self.0.get()
     }

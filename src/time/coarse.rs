@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::{Clock, MonotonicClock, Nanos};
 use crate::error::ConfigError;
 // A real thread that loom never runs: std's primitives under every cfg.
-use crate::sync::unmodeled::{Arc, AtomicU64, Ordering, Weak};
+use crate::sync::unmodeled::{Arc, AtomicU64, Mutex, Ordering, Weak};
 
 /// The finest resolution accepted: below it the thread would do nothing but wake.
 const FINEST: Duration = Duration::from_micros(1);
@@ -21,8 +21,12 @@ const COARSEST: Duration = Duration::from_secs(1);
 const THREAD_NAME: &str = "tollgate-coarse-clock";
 
 /// A clock whose [`now`](Clock::now) is one atomic load of a reading that a
-/// background thread refreshes every `resolution`: opt-in, for limiters that read the
-/// clock on every request and need no more than that resolution.
+/// background thread refreshes every `resolution`, for limiters that read the clock on
+/// every request and need no more than that resolution.
+/// [`AdaptiveLimiter::new`](crate::adaptive::AdaptiveLimiter::new) picks one of 1 ms
+/// by itself for an algorithm that asks no finer (AIMD: see
+/// [`LimitAlgorithm::time_resolution`](crate::adaptive::LimitAlgorithm::time_resolution));
+/// elsewhere it is opt-in.
 ///
 /// It is built over a [`MonotonicClock`] and shares its timeline and
 /// [`unix_origin`](Clock::unix_origin). Its readings never go backwards and are at
@@ -167,6 +171,15 @@ impl CoarseClock {
         spawn: fn(Weak<Shared>, Duration) -> io::Result<JoinHandle<()>>,
     ) -> Result<(CoarseClock, Option<JoinHandle<()>>), ConfigError> {
         check_resolution(resolution)?;
+        Ok(CoarseClock::start_checked(source, resolution, spawn))
+    }
+
+    /// [`start`](CoarseClock::start) at a resolution already checked.
+    fn start_checked(
+        source: MonotonicClock,
+        resolution: Duration,
+        spawn: fn(Weak<Shared>, Duration) -> io::Result<JoinHandle<()>>,
+    ) -> (CoarseClock, Option<JoinHandle<()>>) {
         let shared = Arc::new(Shared {
             reading: AtomicU64::new(source.now().as_u64()),
             source,
@@ -177,7 +190,41 @@ impl CoarseClock {
             shared,
             direct: refresher.is_none(),
         };
-        Ok((clock, refresher))
+        (clock, refresher)
+    }
+}
+
+/// The resolution of the coarse clock that limiters pick for themselves
+/// ([`CoarseClock::shared`]).
+pub(crate) const SHARED_RESOLUTION: Duration = Duration::from_millis(1);
+
+/// The clock [`CoarseClock::shared`] hands out while any holder keeps it, with
+/// whether it reads its source directly (no thread could be started).
+static SHARED: Mutex<Option<(Weak<Shared>, bool)>> = Mutex::new(None);
+
+impl CoarseClock {
+    /// A coarse clock of [`SHARED_RESOLUTION`] over the process's shared
+    /// [`MonotonicClock`] source, for limiters that pick a coarse clock themselves:
+    /// all of them share one clock and one thread, which ends with the last of them.
+    pub(crate) fn shared() -> CoarseClock {
+        let mut shared = SHARED.lock();
+        if let Some((weak, direct)) = &*shared {
+            if let Some(live) = weak.upgrade() {
+                return CoarseClock {
+                    shared: live,
+                    direct: *direct,
+                };
+            }
+        }
+        let (clock, _) =
+            CoarseClock::start_checked(MonotonicClock::new(), SHARED_RESOLUTION, spawn_refresher);
+        *shared = Some((Arc::downgrade(&clock.shared), clock.direct));
+        clock
+    }
+
+    /// The monotonic clock it reads: its timeline, read exactly.
+    pub(crate) fn source(&self) -> &MonotonicClock {
+        &self.shared.source
     }
 }
 
@@ -293,6 +340,17 @@ mod tests {
         let before = source.now();
         let read = clock.now();
         assert!(read >= before && read <= source.now());
+    }
+
+    // Limiters that pick a coarse clock themselves must not start a thread each.
+    #[test]
+    fn limiters_share_one_coarse_clock_while_any_holds_it() {
+        let first = CoarseClock::shared();
+        let second = CoarseClock::shared();
+        assert!(Arc::ptr_eq(&first.shared, &second.shared));
+        assert_eq!(first.resolution(), SHARED_RESOLUTION);
+        // On its source's timeline, never ahead of it.
+        assert!(first.now() <= first.source().now());
     }
 
     #[test]

@@ -20,6 +20,7 @@ mod sleep;
 
 pub use clock::{Alarm, Clock};
 pub use coarse::CoarseClock;
+pub(crate) use coarse::SHARED_RESOLUTION;
 pub use manual::ManualClock;
 pub use monotonic::MonotonicClock;
 pub use nanos::Nanos;

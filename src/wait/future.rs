@@ -1,6 +1,7 @@
 //! The state machine behind every acquire future and blocking wait.
 
 use std::future::Future;
+use std::mem::{self, ManuallyDrop};
 use std::ops::Deref;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
@@ -20,22 +21,28 @@ pub(crate) struct WaitFor<R: Deref<Target = Waiting<G>>, G: Gate> {
     state: State<G::Error>,
 }
 
+/// Boxed while queued, so that a future granted at once (the common case) stays
+/// small; and without drop glue, so that dropping it is one test of the state
+/// rather than a call (the box is dropped by hand: by [`WaitFor::end`]'s caller in
+/// `step`, or by `drop`).
 enum State<E> {
     Start,
-    Queued {
-        slot: Arc<Slot>,
-        since: Nanos,
-        /// `tollgate.wait`, made only once the wait queues.
-        span: tracing::Span,
-        /// A remote gate's booking in flight, made when the queue handed this waiter
-        /// the turn. Under a lock only so that the future stays `Sync`; it is never
-        /// contended.
-        booking: Option<Mutex<RemoteBooking<E>>>,
-        /// Whether it had to wait: a remote gate's first waiter granted on its first
-        /// round trip did not.
-        waited: bool,
-    },
+    Queued(ManuallyDrop<Box<Queued<E>>>),
     Done,
+}
+
+struct Queued<E> {
+    slot: Arc<Slot>,
+    since: Nanos,
+    /// `tollgate.wait`, made only once the wait queues.
+    span: tracing::Span,
+    /// A remote gate's booking in flight, made when the queue handed this waiter
+    /// the turn. Under a lock only so that the future stays `Sync`; it is never
+    /// contended.
+    booking: Option<Mutex<RemoteBooking<E>>>,
+    /// Whether it had to wait: a remote gate's first waiter granted on its first
+    /// round trip did not.
+    waited: bool,
 }
 
 impl<R: Deref<Target = Waiting<G>>, G: Gate> WaitFor<R, G> {
@@ -48,87 +55,118 @@ impl<R: Deref<Target = Waiting<G>>, G: Gate> WaitFor<R, G> {
         }
     }
 
-    /// Advances the wait; `cx` is woken when the outcome may have changed.
+    /// The first poll: starts the wait, which in the common case is granted at once.
+    #[inline(always)]
+    fn start(&mut self, cx: &mut Context<'_>) -> Poll<Result<Duration, AcquireError<G::Error>>> {
+        match self
+            .waiting
+            .begin(self.n, self.timeout, || Wake::Task(cx.waker().clone()))
+        {
+            Begin::Ready(outcome) => self.end(
+                outcome
+                    .map(|()| Duration::ZERO)
+                    .map_err(AcquireError::widen),
+                false,
+            ),
+            // The time the queue counted the deadline from: a reading taken
+            // after `begin` could already be past an alarm rung meanwhile.
+            Begin::Waiting(slot, since) => self.queued(slot, since, cx),
+        }
+    }
+
+    #[inline(never)]
+    fn queued(
+        &mut self,
+        slot: Arc<Slot>,
+        since: Nanos,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Duration, AcquireError<G::Error>>> {
+        let span = self.span();
+        self.state = State::Queued(ManuallyDrop::new(Box::new(Queued {
+            slot,
+            since,
+            span,
+            booking: None,
+            waited: false,
+        })));
+        self.step(cx)
+    }
+
+    /// A poll while queued.
     fn step(&mut self, cx: &mut Context<'_>) -> Poll<Result<Duration, AcquireError<G::Error>>> {
-        let (outcome, queued) = match &mut self.state {
-            State::Start => match self
-                .waiting
-                .begin(self.n, self.timeout, || Wake::Task(cx.waker().clone()))
-            {
-                Begin::Ready(outcome) => (
-                    outcome
-                        .map(|()| Duration::ZERO)
-                        .map_err(AcquireError::widen),
-                    false,
-                ),
-                // The time the queue counted the deadline from: a reading taken
-                // after `begin` could already be past an alarm rung meanwhile.
-                Begin::Waiting(slot, since) => {
-                    let span = self.span();
-                    self.state = State::Queued {
-                        slot,
-                        since,
-                        span,
-                        booking: None,
-                        waited: false,
-                    };
-                    return self.step(cx);
-                }
-            },
-            State::Queued {
-                slot,
-                since,
-                span,
-                booking,
-                waited,
-            } => {
-                let _entered = span.enter();
-                let waiting = &*self.waiting;
-                loop {
-                    if let Some(call) = booking {
-                        let polled = call.lock().as_mut().poll(cx);
-                        match polled {
-                            Poll::Pending => {}
-                            Poll::Ready(Ok(booked)) => {
-                                *booking = None;
-                                waiting.settle(slot, booked);
-                            }
-                            Poll::Ready(Err(error)) => {
-                                *booking = None;
-                                waiting.settle_failed(slot);
-                                span.record("outcome", "failed");
-                                break (Err(AcquireError::Source(error)), *waited);
-                            }
-                        }
+        let State::Queued(queued) = &mut self.state else {
+            // Polled again after completing: nothing more to report.
+            return Poll::Ready(Err(AcquireError::Closed));
+        };
+        let Queued {
+            slot,
+            since,
+            span,
+            booking,
+            waited,
+        } = &mut ***queued;
+        let _entered = span.enter();
+        let waiting = &*self.waiting;
+        let (outcome, had_waited) = loop {
+            if let Some(call) = booking {
+                let polled = call.lock().as_mut().poll(cx);
+                match polled {
+                    Poll::Pending => {}
+                    Poll::Ready(Ok(booked)) => {
+                        *booking = None;
+                        waiting.settle(slot, booked);
                     }
-                    match waiting.poll_slot(slot, self.n, || Wake::Task(cx.waker().clone())) {
-                        Polled::Outcome(outcome) => {
-                            let outcome =
-                                outcome.map(|()| waiting.gate.now().saturating_since(*since));
-                            record_end(span, &outcome);
-                            break (outcome.map_err(AcquireError::widen), *waited);
-                        }
-                        Polled::Turn => {
-                            let max_wait = self.timeout.map_or(Duration::MAX, |t| {
-                                (*since + t).saturating_since(waiting.gate.now())
-                            });
-                            *booking =
-                                Some(Mutex::new(waiting.gate.reserve_remote(self.n, max_wait)));
-                        }
-                        Polled::Pending => {
-                            // A first waiter's round trip in flight is not a wait yet:
-                            // granted by it, the waiter did not wait.
-                            if booking.is_none() {
-                                *waited = true;
-                            }
-                            return Poll::Pending;
-                        }
+                    Poll::Ready(Err(error)) => {
+                        *booking = None;
+                        waiting.settle_failed(slot);
+                        span.record("outcome", "failed");
+                        break (Err(AcquireError::Source(error)), *waited);
                     }
                 }
             }
-            // Polled again after completing: nothing more to report.
-            State::Done => return Poll::Ready(Err(AcquireError::Closed)),
+            match waiting.poll_slot(slot, self.n, || Wake::Task(cx.waker().clone())) {
+                Polled::Outcome(outcome) => {
+                    let outcome = outcome.map(|()| waiting.gate.now().saturating_since(*since));
+                    record_end(span, &outcome);
+                    break (outcome.map_err(AcquireError::widen), *waited);
+                }
+                Polled::Turn => {
+                    let max_wait = self.timeout.map_or(Duration::MAX, |t| {
+                        (*since + t).saturating_since(waiting.gate.now())
+                    });
+                    *booking = Some(Mutex::new(waiting.gate.reserve_remote(self.n, max_wait)));
+                }
+                Polled::Pending => {
+                    // A first waiter's round trip in flight is not a wait yet:
+                    // granted by it, the waiter did not wait.
+                    if booking.is_none() {
+                        *waited = true;
+                    }
+                    return Poll::Pending;
+                }
+            }
         };
+        drop(_entered);
+        drop(self.take_queued());
+        self.end(outcome, had_waited)
+    }
+
+    /// Leaves the queued state, with what it held.
+    fn take_queued(&mut self) -> Option<Box<Queued<G::Error>>> {
+        match mem::replace(&mut self.state, State::Done) {
+            State::Queued(queued) => Some(ManuallyDrop::into_inner(queued)),
+            _ => None,
+        }
+    }
+
+    /// Ends the wait with `outcome`, and reports it. Not from the queued state,
+    /// whose box it would leak: `step` takes it out first.
+    #[inline(always)]
+    fn end(
+        &mut self,
+        outcome: Result<Duration, AcquireError<G::Error>>,
+        queued: bool,
+    ) -> Poll<Result<Duration, AcquireError<G::Error>>> {
         self.state = State::Done;
         if let Some(events) = self.waiting.gate.events() {
             events.emit_wait(self.waiting.gate.event_key(), self.n, &outcome, queued);
@@ -160,16 +198,18 @@ impl<R: Deref<Target = Waiting<G>>, G: Gate> WaitFor<R, G> {
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Duration, AcquireError<G::Error>>> {
-        if let State::Queued {
-            slot,
-            booking: None,
-            ..
-        } = &self.state
-        {
-            // Skip re-registering the same waker on spurious polls.
-            if Waiting::<G>::will_wake(slot, cx.waker()) && !Waiting::<G>::is_decided(slot) {
-                return Poll::Pending;
+        match &self.state {
+            State::Start => return self.start(cx),
+            State::Queued(queued) => {
+                // Skip re-registering the same waker on spurious polls.
+                if queued.booking.is_none()
+                    && Waiting::<G>::will_wake(&queued.slot, cx.waker())
+                    && !Waiting::<G>::is_decided(&queued.slot)
+                {
+                    return Poll::Pending;
+                }
             }
+            State::Done => {}
         }
         self.step(cx)
     }
@@ -227,19 +267,27 @@ impl std::task::Wake for Unpark {
 }
 
 impl<R: Deref<Target = Waiting<G>>, G: Gate> Drop for WaitFor<R, G> {
+    #[inline]
     fn drop(&mut self) {
-        if let State::Queued {
-            slot,
-            span,
-            booking,
-            ..
-        } = &mut self.state
-        {
-            span.record("outcome", "cancelled");
-            self.waiting.cancel(slot, self.n);
-            if let Some(booking) = booking.take() {
-                self.waiting.gate.abandon(booking.into_inner(), self.n);
-            }
+        if let State::Queued(_) = self.state {
+            self.cancel();
+        }
+    }
+}
+
+impl<R: Deref<Target = Waiting<G>>, G: Gate> WaitFor<R, G> {
+    /// Dropped while queued: leaves the queue, and hands a booking in flight to the
+    /// gate.
+    #[cold]
+    #[inline(never)]
+    fn cancel(&mut self) {
+        let Some(mut queued) = self.take_queued() else {
+            return;
+        };
+        queued.span.record("outcome", "cancelled");
+        self.waiting.cancel(&queued.slot, self.n);
+        if let Some(booking) = queued.booking.take() {
+            self.waiting.gate.abandon(booking.into_inner(), self.n);
         }
     }
 }

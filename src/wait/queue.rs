@@ -330,12 +330,34 @@ impl<G: Gate> Waiting<G> {
     }
 
     /// Starts waiting for `n` permits, giving up `timeout` from now.
+    ///
+    /// Inlined into every acquire future: its common case, a local gate granting at
+    /// once with no one waiting and the queue open, is a test of the queue's word and
+    /// the gate's decision. Everything else, the decision included when it denies,
+    /// goes out of line (with the future's boxed queued state, a semaphore's acquire
+    /// and release went from 254 instructions to 165, callgrind).
+    #[inline(always)]
     pub(crate) fn begin(
         &self,
         n: u64,
         timeout: Option<Duration>,
         wake: impl FnOnce() -> Wake,
     ) -> Begin {
+        if n != 0 && !self.gate.is_remote() && self.word.load(Ordering::Relaxed) == 0 {
+            return match self
+                .gate
+                .reserve(self.gate.decision_time(), n, Duration::ZERO)
+            {
+                Ok(_) => Begin::Ready(Ok(())),
+                Err(denied) => self.begin_denied(denied, n, timeout, wake),
+            };
+        }
+        self.begin_slow(n, timeout, wake)
+    }
+
+    /// [`begin`](Waiting::begin) past its common case.
+    #[inline(never)]
+    fn begin_slow(&self, n: u64, timeout: Option<Duration>, wake: impl FnOnce() -> Wake) -> Begin {
         if n == 0 {
             // Takes nothing, so it overtakes no one.
             let closed = self.is_closed();
@@ -353,13 +375,7 @@ impl<G: Gate> Waiting<G> {
                 .reserve(self.gate.decision_time(), n, Duration::ZERO)
             {
                 Ok(_) => return Begin::Ready(Ok(())),
-                Err(Denied::Insufficient(_)) => {
-                    if let Some(never) = self.never(n) {
-                        return Begin::Ready(Err(AcquireError::Insufficient(never)));
-                    }
-                }
-                Err(Denied::Closed) => return Begin::Ready(Err(AcquireError::Closed)),
-                Err(Denied::Limited(_)) => {}
+                Err(denied) => return self.begin_denied(denied, n, timeout, wake),
             }
         } else if !self.is_closed() {
             // Behind waiters: a request that can never go fails now, not at its turn.
@@ -368,6 +384,34 @@ impl<G: Gate> Waiting<G> {
                 return Begin::Ready(Err(AcquireError::Insufficient(never)));
             }
         }
+        self.enqueue(n, timeout, wake)
+    }
+
+    /// [`begin`](Waiting::begin) after the gate denied `n` with no one waiting: an
+    /// error at once, or a place in the queue. (The denial is not asked for again:
+    /// an algorithm may count every attempt.)
+    #[inline(never)]
+    fn begin_denied(
+        &self,
+        denied: Denied,
+        n: u64,
+        timeout: Option<Duration>,
+        wake: impl FnOnce() -> Wake,
+    ) -> Begin {
+        match denied {
+            Denied::Insufficient(_) => {
+                if let Some(never) = self.never(n) {
+                    return Begin::Ready(Err(AcquireError::Insufficient(never)));
+                }
+            }
+            Denied::Closed => return Begin::Ready(Err(AcquireError::Closed)),
+            Denied::Limited(_) => {}
+        }
+        self.enqueue(n, timeout, wake)
+    }
+
+    /// Queues a waiter for `n` permits, giving up `timeout` from now.
+    fn enqueue(&self, n: u64, timeout: Option<Duration>, wake: impl FnOnce() -> Wake) -> Begin {
         let now = self.gate.now();
         let deadline = timeout.map(|t| now + t);
         let slot = Arc::new(Slot {

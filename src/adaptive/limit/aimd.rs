@@ -260,6 +260,12 @@ impl LimitAlgorithm for AimdLimit {
         self.timeout != Duration::MAX
     }
 
+    /// A thousandth of the timeout: an RTT read that much off moves no decision
+    /// by more than 0.1 % of the timeout.
+    fn time_resolution(&self) -> Duration {
+        self.timeout / 1000
+    }
+
     fn has_timers(&self) -> bool {
         false
     }

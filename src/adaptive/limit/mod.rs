@@ -17,6 +17,8 @@ pub mod envoy_gradient;
 
 pub use envoy_gradient::{EnvoyGradient, EnvoyGradientConfig, EnvoyGradientConfigBuilder};
 
+use std::time::Duration;
+
 use crate::time::Nanos;
 
 use super::Sample;
@@ -104,6 +106,31 @@ pub trait LimitAlgorithm: Send + 'static {
         true
     }
 
+    /// The coarsest clock resolution its samples' `start` and `rtt` may have: times
+    /// read to within it change nothing the algorithm decides. Asked once, when the
+    /// limiter is built; read only if [`uses_time`](LimitAlgorithm::uses_time).
+    ///
+    /// [`AdaptiveLimiter::new`](crate::adaptive::AdaptiveLimiter::new) times requests
+    /// on a shared [`CoarseClock`](crate::time::CoarseClock) of 1 ms (one atomic load
+    /// a reading, instead of a time-stamp counter read) when this is at least 1 ms,
+    /// and on the precise clock otherwise. The default, [`Duration::ZERO`], asks for
+    /// the precise clock: right for algorithms that learn from the RTT itself (Vegas,
+    /// the gradients). AIMD, which only compares the RTT with a timeout of seconds,
+    /// answers a thousandth of its timeout.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::limit::{AimdLimit, LimitAlgorithm, VegasLimit};
+    ///
+    /// assert_eq!(VegasLimit::new().time_resolution(), Duration::ZERO);
+    /// assert_eq!(AimdLimit::new().time_resolution(), Duration::from_millis(5)); // 5 s timeout
+    /// ```
+    fn time_resolution(&self) -> Duration {
+        Duration::ZERO
+    }
+
     /// Whether [`on_time`](LimitAlgorithm::on_time) may change anything. When it
     /// cannot, an enforcing limiter skips it, with its clock read and its lock, for
     /// requests that end ignored. Asked once, when the limiter is built. The default
@@ -165,6 +192,10 @@ impl<L: LimitAlgorithm + ?Sized> LimitAlgorithm for Box<L> {
 
     fn uses_time(&self) -> bool {
         (**self).uses_time()
+    }
+
+    fn time_resolution(&self) -> Duration {
+        (**self).time_resolution()
     }
 
     fn has_timers(&self) -> bool {
