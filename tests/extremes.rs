@@ -315,15 +315,27 @@ async fn a_429_for_a_permit_in_use_sends_no_retry_after() {
     let leased = Leased::new(Concurrency::new(1).unwrap(), 30 * SECOND).unwrap();
     let limiter = SharedLimiter::all_of(store, [("uploads", leased.into())]).unwrap();
     let layer = RateLimitLayer::new(KeyedLimits::new(Global, limiter));
+    // The first request holds its permit until its response ends: the handler
+    // answers once the test lets it.
+    let entered = std::sync::Arc::new(tokio::sync::Notify::new());
+    let go = std::sync::Arc::new(tokio::sync::Notify::new());
+    let (entered_in, go_in) = (entered.clone(), go.clone());
     let app = Router::new()
-        .route("/", get(|| async { "hello" }))
+        .route(
+            "/",
+            get(move || async move {
+                entered_in.notify_one();
+                go_in.notified().await;
+                "hello"
+            }),
+        )
         .layer(layer);
     let addr = common::http::serve(app).await;
 
     let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
     let uri: http::Uri = format!("http://{addr}/").parse().unwrap();
-    let first = client.get(uri.clone()).await.unwrap();
-    assert_eq!(first.status(), StatusCode::OK);
+    let first = tokio::spawn(client.get(uri.clone()));
+    entered.notified().await;
     let denied = client.get(uri).await.unwrap();
     assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
     assert!(
@@ -338,6 +350,9 @@ async fn a_429_for_a_permit_in_use_sends_no_retry_after() {
         body,
         r#"{"error":"rate_limited","message":"rate limit \"uploads\" exceeded: retry once a request in progress completes","policy":"uploads"}"#
     );
+    go.notify_one();
+    let first = first.await.unwrap().unwrap();
+    assert_eq!(first.status(), StatusCode::OK);
 }
 
 #[cfg(feature = "redis")]
