@@ -247,9 +247,9 @@ async fn the_inline_gcra_acquire_decides_and_writes_as_the_general_code() {
     let Some(()) = require_redis() else { return };
     let server = RedisServer::start();
     let mut connection = connect_raw(&server.url()).await;
-    let script = redis::Script::new(
-        RedisStore::<MultiplexedConnection>::script_source_for(&[tollgate::store::RuleKind::Gcra]),
-    );
+    let script = redis::Script::new(RedisStore::<MultiplexedConnection>::script_source_for(&[
+        tollgate::store::RuleKind::Gcra,
+    ]));
     // 1 per 3 ms, burst 4 (tolerance 12 ms).
     let (interval, burst) = (3_000u64, 4u64);
     let mut now = EPOCH_MICROS;
@@ -297,6 +297,9 @@ async fn the_inline_gcra_acquire_decides_and_writes_as_the_general_code() {
         // The TTLs are set from the same decision; the server's clock moves a little
         // between the two calls.
         assert_eq!(fast.2 < 0, general.2 < 0, "step {step}");
-        assert!((fast.2 - general.2).abs() <= 100, "step {step}: {fast:?} {general:?}");
+        assert!(
+            (fast.2 - general.2).abs() <= 100,
+            "step {step}: {fast:?} {general:?}"
+        );
     }
 }
