@@ -141,7 +141,9 @@ mod tests {
         sources.sort_unstable();
         sources.dedup();
         // The inline GCRA acquire first, then one block per source.
-        let rest = code.strip_prefix(GCRA_FAST).expect("the inline GCRA acquire");
+        let rest = code
+            .strip_prefix(GCRA_FAST)
+            .expect("the inline GCRA acquire");
         assert_eq!(rest.matches("\ndo\n").count(), sources.len());
         for &kind in RuleKind::ALL {
             assert!(code.contains(kind.script()), "{kind}");
