@@ -237,3 +237,69 @@ async fn quotas_the_script_cannot_count_are_rejected_without_a_round_trip() {
         "{error:?}"
     );
 }
+
+// The GCRA script decides a one-key acquire of n = 1..9 inline, before the general
+// code is even defined (for speed); any other request goes the general way. The
+// inline path must decide, write and expire exactly as the general one: a key driven
+// with n written "0k" (not one digit, so general) against one driven with "k".
+#[tokio::test]
+async fn the_inline_gcra_acquire_decides_and_writes_as_the_general_code() {
+    let Some(()) = require_redis() else { return };
+    let server = RedisServer::start();
+    let mut connection = connect_raw(&server.url()).await;
+    let script = redis::Script::new(RedisStore::<MultiplexedConnection>::script_source_for(&[
+        tollgate::store::RuleKind::Gcra,
+    ]));
+    // 1 per 3 ms, burst 4 (tolerance 12 ms).
+    let (interval, burst) = (3_000u64, 4u64);
+    let mut now = EPOCH_MICROS;
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = |bound: u64| {
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        (seed >> 33) % bound
+    };
+    for step in 0..600 {
+        // Mostly small steps, now and then one past the state's expiry (a stale key).
+        now += match next(20) {
+            0 => 30_000_000,
+            1 => 0,
+            _ => next(4_000),
+        };
+        // 0 and 5 (above the burst) go the general way on both keys.
+        let n = next(6);
+        let mut replies = Vec::new();
+        for (key, n_text) in [("fast", n.to_string()), ("general", format!("0{n}"))] {
+            let reply: redis::Value = script
+                .key(key)
+                .arg("acquire")
+                .arg(&n_text)
+                .arg(0)
+                .arg(now)
+                .arg("gcra")
+                .arg(3)
+                .arg(interval)
+                .arg(interval * burst)
+                .arg(burst)
+                .invoke_async(&mut connection)
+                .await
+                .unwrap();
+            let value: Option<String> = connection.get(key).await.unwrap();
+            let expire_at: i64 = redis::cmd("PEXPIRETIME")
+                .arg(key)
+                .query_async(&mut connection)
+                .await
+                .unwrap();
+            replies.push((reply, value, expire_at));
+        }
+        let (fast, general) = (&replies[0], &replies[1]);
+        assert_eq!(fast.0, general.0, "step {step}: n {n} at {now}");
+        assert_eq!(fast.1, general.1, "step {step}: n {n} at {now}");
+        // The TTLs are set from the same decision; the server's clock moves a little
+        // between the two calls.
+        assert_eq!(fast.2 < 0, general.2 < 0, "step {step}");
+        assert!(
+            (fast.2 - general.2).abs() <= 100,
+            "step {step}: {fast:?} {general:?}"
+        );
+    }
+}

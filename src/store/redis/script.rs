@@ -13,6 +13,7 @@ use crate::sync::unmodeled::OnceLock;
 
 const PRELUDE: &str = include_str!("scripts/prelude.lua");
 const DRIVER: &str = include_str!("scripts/driver.lua");
+const GCRA_FAST: &str = include_str!("scripts/gcra_fast.lua");
 
 /// A set of kinds, one bit per [`RuleKind::ALL`] index.
 pub(crate) type Kinds = u32;
@@ -44,7 +45,8 @@ pub(crate) fn kinds_of(kinds: &[RuleKind]) -> Kinds {
 /// cost more than a GCRA decision itself (`benches/README.md`, Redis throughput). So a
 /// request's script defines only the algorithms its rules use, and one script per set
 /// of kinds is loaded (by `NOSCRIPT` reload) as requests first use it. A set of one or
-/// two kinds is what nearly every store meets.
+/// two kinds is what nearly every store meets. A script with GCRA first decides a
+/// one-key GCRA acquire inline (`gcra_fast.lua`), before anything is defined.
 pub(crate) fn for_kinds(kinds: Kinds) -> &'static Script {
     &assembled(kinds).1
 }
@@ -70,11 +72,14 @@ pub(crate) fn source() -> &'static str {
     source_for(ALL_KINDS)
 }
 
-/// The prelude, each distinct source of `kinds` in a block of its own (its locals stay
-/// in it: sources that share one, as a leaky bucket's includes GCRA's, each have
-/// theirs), then the driver.
+/// With GCRA, its inline acquire first; the prelude, each distinct source of `kinds` in
+/// a block of its own (its locals stay in it: sources that share one, as a leaky
+/// bucket's includes GCRA's, each have theirs), then the driver.
 fn assemble(kinds: Kinds) -> String {
     let mut script = String::with_capacity(64 * 1024);
+    if kinds & bit(RuleKind::Gcra) != 0 {
+        script.push_str(GCRA_FAST);
+    }
     script.push_str(PRELUDE);
     script.push_str("\n-- The algorithms of this script's kinds.\n");
     let mut sources: Vec<&str> = Vec::new();
@@ -110,7 +115,9 @@ mod tests {
     fn a_script_defines_the_algorithms_of_its_kinds_and_no_other() {
         for &kind in RuleKind::ALL {
             let code = source_for(bit(kind));
-            assert!(code.starts_with(PRELUDE), "{kind}");
+            let rest = code.strip_prefix(GCRA_FAST).unwrap_or(code);
+            assert_eq!(rest.len() < code.len(), kind == RuleKind::Gcra, "{kind}");
+            assert!(rest.starts_with(PRELUDE), "{kind}");
             assert!(code.ends_with(DRIVER), "{kind}");
             assert!(code.contains(kind.script()), "{kind}");
             for &other in RuleKind::ALL {
@@ -133,7 +140,11 @@ mod tests {
         let mut sources: Vec<&str> = RuleKind::ALL.iter().map(|k| k.script()).collect();
         sources.sort_unstable();
         sources.dedup();
-        assert_eq!(code.matches("\ndo\n").count(), sources.len());
+        // The inline GCRA acquire first, then one block per source.
+        let rest = code
+            .strip_prefix(GCRA_FAST)
+            .expect("the inline GCRA acquire");
+        assert_eq!(rest.matches("\ndo\n").count(), sources.len());
         for &kind in RuleKind::ALL {
             assert!(code.contains(kind.script()), "{kind}");
         }

@@ -1,5 +1,7 @@
 -- GCRA (src/algorithm/gcra.rs). p = {interval µs, tolerance µs (interval × burst),
 -- burst}; the state is the theoretical arrival time (TAT), µs since the epoch.
+-- A one-key acquire is decided by gcra_fast.lua instead, inline: change both together
+-- (tests/redis_gcra.rs holds them to the same decisions).
 
 local function gcra_tat(state)
   if state == nil then
