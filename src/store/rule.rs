@@ -346,6 +346,15 @@ macro_rules! rules {
                 })
             }
 
+            /// What forgetting `state` would give back at `now`, in the algorithm's
+            /// own unit ([`Algorithm::forgetting_gives_back`]).
+            fn forgetting_gives_back(&self, state: &RuleState, now: Nanos) -> u64 {
+                match (self, state) {
+                    $((Rule::$variant(a), RuleState::$variant(s)) => a.forgetting_gives_back(s, now),)*
+                    _ => 0,
+                }
+            }
+
             /// From when `state` may be forgotten: a store drops the key then.
             pub(crate) fn expires_at(&self, state: &RuleState) -> Nanos {
                 match (self, state) {
@@ -355,6 +364,28 @@ macro_rules! rules {
             }
         }
     };
+}
+
+impl Rule {
+    /// What forgetting `state` would give back at `now`, in permits whatever the rule,
+    /// so that keys of different rules in one store compare: a token bucket's debt
+    /// counts in whole emission intervals, as a smooth limiter's does.
+    #[inline]
+    pub(crate) fn gives_back(&self, state: &RuleState, now: Nanos) -> u64 {
+        let whole = |debt: u64, interval: u64| match interval {
+            0 => debt,
+            _ => debt.div_ceil(interval),
+        };
+        match (self, state) {
+            (Rule::Gcra(a), RuleState::Gcra(s)) => {
+                whole(a.forgetting_gives_back(s, now), a.words()[0])
+            }
+            (Rule::LeakyBucket(a), RuleState::LeakyBucket(s)) => {
+                whole(a.forgetting_gives_back(s, now), a.words()[0])
+            }
+            _ => self.forgetting_gives_back(state, now),
+        }
+    }
 }
 
 /// One step, and from when the state may be forgotten if the step changed it.

@@ -173,6 +173,12 @@ pub enum WhenFull {
     ///   spent on each of them, never more than one full limit. A key used to its
     ///   limit holds as much as a key can without booking ahead, so only flood keys
     ///   each used to their own full limit can outweigh it.
+    /// - **In a [`MemoryStore`](crate::store::MemoryStore)**, whose keys may run
+    ///   different rules, what forgetting a key gives back counts in permits (a token
+    ///   bucket's debt in whole emission intervals), as of the key's last write (never
+    ///   less than now, as a state only recovers with time), and the one written last
+    ///   goes first among equals. A key written while its shard was less than half full
+    ///   counts as giving back everything until its next write.
     #[default]
     EvictNearestIdle,
     /// Deny the new key until a key of its shard is idle, with
