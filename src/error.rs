@@ -199,6 +199,25 @@ pub enum AcquireError<E = Infallible> {
     /// [`ManualClock`](crate::time::ManualClock) stops), which no wait reaches: never,
     /// as [`Closed`](AcquireError::Closed) is. Denials that end by a release still
     /// wait.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::algorithm::RefreshPeriod;
+    /// use tollgate::time::{ManualClock, Nanos};
+    /// use tollgate::{AcquireError, Limiter};
+    ///
+    /// // 10 a second, made 250 ms before the clock's end: no second cycle starts.
+    /// let clock = ManualClock::starting_at(Nanos::new(u64::MAX - 250_000_000));
+    /// let cycle = RefreshPeriod::new(10, Duration::from_secs(1), Duration::ZERO)?;
+    /// let limiter = Limiter::with_clock(cycle, clock);
+    /// limiter.try_acquire(10)?;
+    /// let never = limiter.acquire_blocking(1);
+    /// assert_eq!(never, Err(AcquireError::PastClockEnd));
+    /// assert!(never.unwrap_err().is_never());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     PastClockEnd,
     /// A bounded queue was full.
     QueueFull {

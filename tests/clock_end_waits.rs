@@ -4,7 +4,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tollgate::algorithm::{
@@ -29,7 +29,7 @@ struct Ends {
 /// Polls `waits` while the clock moves to its end in 50 ms steps, and a few times
 /// more at the end: how they ended.
 fn run(mut waits: Vec<Wait<'_>>, clock: &ManualClock) -> Ends {
-    let mut context = Context::from_waker(Waker::noop());
+    let mut context = Context::from_waker(futures::task::noop_waker_ref());
     let mut ends = Ends::default();
     for _ in 0..10 {
         waits.retain_mut(|wait| match wait.as_mut().poll(&mut context) {
@@ -226,7 +226,7 @@ fn a_wait_for_a_release_at_the_clocks_end_still_waits() {
     let clock = ManualClock::starting_at(Nanos::MAX);
     let limiter = Limiter::with_clock(Concurrency::new(1).unwrap(), clock.clone());
     limiter.try_acquire(1).unwrap();
-    let mut context = Context::from_waker(Waker::noop());
+    let mut context = Context::from_waker(futures::task::noop_waker_ref());
     let mut wait = Box::pin(limiter.acquire(1));
     assert!(wait.as_mut().poll(&mut context).is_pending());
     limiter.refund(1);
