@@ -245,3 +245,37 @@ fn past_the_clocks_end_is_never() {
         "the permits are due past the clock's end"
     );
 }
+
+/// Regression: through a memory store, 98 of 100 `acquire(1)` on a `SharedLimiter`
+/// stayed pending past the clock's end too. A remote waiter now ends at the end at
+/// the latest (the store decides by its own clock, so the queue only knows the wait
+/// is past the end once its own clock is there).
+#[test]
+fn a_shared_wait_due_past_the_clocks_end_ends_at_the_end() {
+    use tollgate::store::{MemoryStore, Rule, SharedLimiter};
+    let ten = Quota::per_second(10).unwrap();
+    let rules = [
+        Rule::from(Gcra::new(ten)),
+        Rule::from(SlidingLog::new(10, SECOND).unwrap()),
+        Rule::from(FixedWindow::new(10, SECOND).unwrap()),
+        Rule::from(RefreshPeriod::new(10, SECOND, Duration::ZERO).unwrap()),
+    ];
+    for rule in rules {
+        let clock = near_the_end();
+        let store = MemoryStore::with_clock(KeyedConfig::new(4), "end", clock.clone()).unwrap();
+        let limiter = SharedLimiter::with_clock(store, rule.clone(), clock.clone()).unwrap();
+        clock.advance(Duration::from_millis(850));
+        let waits = (0..100)
+            .map(|_| -> Wait<'_> {
+                Box::pin(async {
+                    limiter
+                        .acquire("k", 1)
+                        .await
+                        .map_err(|e| e.map_source(|_| unreachable!()))
+                })
+            })
+            .collect();
+        let ends = run(waits, &clock);
+        all_ended(&format!("{rule:?}"), &ends, &["PastClockEnd"]);
+    }
+}
