@@ -8,7 +8,7 @@ use std::hash::{BuildHasher, DefaultHasher, Hash, Hasher, RandomState};
 use async_trait::async_trait;
 
 use super::request::{Check, Reply, Request};
-use super::rule::{Rule, RuleOutcome, RuleState, Step};
+use super::rule::{GivesBack, Rule, RuleOutcome, RuleState, Step};
 use super::{storage_key, validate_prefix, Store, StoreError, DEFAULT_MAX_KEY_LEN};
 use crate::decision::{Denied, Limited};
 use crate::sync::Mutex;
@@ -69,12 +69,12 @@ impl Entries for Stored {
         entry.booked_until
     }
 
-    /// As of the entry's last write: a state only recovers with time, so this is
-    /// never less than what forgetting it gives back now, and keys spent no more
-    /// than others cannot outweigh them.
+    /// A token bucket's debt now; for other rules, as of the entry's last write: a
+    /// state only recovers with time, so this is never less than what forgetting it
+    /// gives back now, and keys spent no more than others cannot outweigh it.
     #[inline]
-    fn gives_back(&self, entry: &Entry, _: Nanos, _: Nanos) -> u64 {
-        entry.gives_back
+    fn gives_back(&self, entry: &Entry, idle_at: Nanos, now: Nanos) -> u64 {
+        entry.gives_back.at(idle_at, now)
     }
 
     /// The time of the last write: idle times of different rules do not order uses.
@@ -101,30 +101,22 @@ struct Entry {
     /// When the latest reservation that waits is used: until then the entry holds
     /// capacity booked ahead.
     booked_until: Nanos,
-    /// What forgetting the state gave back when it was written, in permits
-    /// ([`Rule::gives_back`]): a full shard evicts the key that gives back the least.
-    /// `u64::MAX` (unknown, so kept longest) if written while its shard was less than
-    /// half full, which spares the common case the count (300 instructions for a
-    /// sliding log of 125 live entries).
-    gives_back: u64,
+    /// What forgetting the state gives back ([`Rule::gives_back`]), recorded when it
+    /// was written: a full shard evicts the key that gives back the least.
+    gives_back: GivesBack,
     /// When the state was last written.
     written_at: Nanos,
 }
 
 impl Entry {
     /// Records what `rule`'s `verdict` at `now` left in the entry: capacity it may
-    /// have booked ahead, and what forgetting the state now gives back, if `near_full`
-    /// (its shard at least half full).
+    /// have booked ahead, and what forgetting the state now gives back.
     #[inline]
-    fn written(&mut self, rule: &Rule, verdict: &RuleOutcome, now: Nanos, near_full: bool) {
+    fn written(&mut self, rule: &Rule, verdict: &RuleOutcome, now: Nanos) {
         if let RuleOutcome::Reservation(Ok(reservation)) = verdict {
             self.booked_until = self.booked_until.max(now + reservation.wait());
         }
-        self.gives_back = if near_full {
-            rule.gives_back(&self.state, now)
-        } else {
-            u64::MAX
-        };
+        self.gives_back = rule.gives_back(&self.state, now);
         self.written_at = now;
     }
 }
@@ -452,7 +444,6 @@ impl<C: Clock> MemoryStore<C> {
         let mut shard = shard.lock();
         let shard = &mut *shard;
         let rule = check.rule;
-        let near_full = shard.is_half_full();
         if let Some((_, entry)) = shard.find_mut(hash, |e| name.matches(&e.name)) {
             let peek = matches!(step, Step::Peek(_));
             if is_idle(entry.expires_at, now) {
@@ -483,7 +474,7 @@ impl<C: Clock> MemoryStore<C> {
             // An unchanged state is not written: it keeps its expiry.
             if let Some(expires_at) = changed_expiry {
                 entry.expires_at = expires_at;
-                entry.written(rule, &verdict, now, near_full);
+                entry.written(rule, &verdict, now);
             }
             let expires_at = entry.expires_at;
             shard.note(expires_at);
@@ -514,10 +505,10 @@ impl<C: Clock> MemoryStore<C> {
                     state,
                     expires_at,
                     booked_until: Nanos::ZERO,
-                    gives_back: 0,
+                    gives_back: GivesBack::NOTHING,
                     written_at: now,
                 };
-                entry.written(rule, &verdict, now, shard.is_half_full());
+                entry.written(rule, &verdict, now);
                 shard.insert(hasher, hash, entry);
             }
             Room::Full(until) => return Ok(self.full(request, now, until)),
@@ -626,14 +617,13 @@ impl<C: Clock> MemoryStore<C> {
                     }
                 }
             }
-            let near_full = shard.is_half_full();
             for (i, state, expires_at) in writes {
                 let (name, hash, verdict) = (names[i], hashes[i], &verdicts[i]);
                 let rule = request.checks[i].rule;
                 if let Some((_, entry)) = shard.find_mut(hash, |e| name.matches(&e.name)) {
                     entry.state = state;
                     entry.expires_at = expires_at;
-                    entry.written(rule, verdict, now, near_full);
+                    entry.written(rule, verdict, now);
                     shard.note(expires_at);
                     if is_idle(expires_at, now) {
                         shard.remove(hash, |e| name.matches(&e.name));
@@ -645,10 +635,10 @@ impl<C: Clock> MemoryStore<C> {
                         state,
                         expires_at,
                         booked_until: Nanos::ZERO,
-                        gives_back: 0,
+                        gives_back: GivesBack::NOTHING,
                         written_at: now,
                     };
-                    entry.written(rule, verdict, now, near_full);
+                    entry.written(rule, verdict, now);
                     shard.insert(self.table.hasher(), hash, entry);
                 }
             }

@@ -177,8 +177,7 @@ pub enum WhenFull {
     ///   different rules, what forgetting a key gives back counts in permits (a token
     ///   bucket's debt in whole emission intervals), as of the key's last write (never
     ///   less than now, as a state only recovers with time), and the one written last
-    ///   goes first among equals. A key written while its shard was less than half full
-    ///   counts as giving back everything until its next write.
+    ///   goes first among equals.
     #[default]
     EvictNearestIdle,
     /// Deny the new key until a key of its shard is idle, with

@@ -111,13 +111,6 @@ impl<X: Entries> Shard<X> {
         self.table.len()
     }
 
-    /// Whether the shard holds at least half the keys it may: short of that, no
-    /// eviction is near.
-    #[inline]
-    pub(crate) fn is_half_full(&self) -> bool {
-        self.table.len() >= self.capacity / 2
-    }
-
     /// The entry `eq` picks among those of hash `hash`.
     #[inline]
     pub(crate) fn find(&self, hash: u64, eq: impl FnMut(&X::Entry) -> bool) -> Option<&X::Entry> {
