@@ -425,9 +425,8 @@ fn spent_key_survives_a_store_flood(name: &str, held: usize, rule: Rule, flood: 
 /// Regression: a memory store evicted the key nearest to idle, as the keyed table
 /// used to, so a flooder could reset its own spent key: a sliding log's window ends
 /// 1 ms before the flood keys' (and every key of a fixed window ties), so after 100
-/// one-permit keys the spent key was admitted 10 more times in the same window.
-/// Flooding under another rule of the same store (a token bucket, whose entries were
-/// compared in nanoseconds against permits) did the same.
+/// one-permit keys the spent key was admitted 10 more times in the same window. Keys
+/// of another rule in the same store (a token bucket) must not outweigh it either.
 #[test]
 fn a_flooder_cannot_reset_its_own_spent_key_in_a_small_memory_store() {
     let second = Duration::from_secs(1);
