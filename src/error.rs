@@ -195,6 +195,30 @@ pub enum AcquireError<E = Infallible> {
     /// The permits could not be had within the timeout; known at once when the
     /// wait was already known to be longer.
     TimedOut,
+    /// The permits could only be had after the clock's end (`Nanos::MAX`, where a
+    /// [`ManualClock`](crate::time::ManualClock) stops), which no wait reaches: never,
+    /// as [`Closed`](AcquireError::Closed) is. Denials that end by a release still
+    /// wait.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::algorithm::RefreshPeriod;
+    /// use tollgate::time::{ManualClock, Nanos};
+    /// use tollgate::{AcquireError, Limiter};
+    ///
+    /// // 10 a second, made 250 ms before the clock's end: no second cycle starts.
+    /// let clock = ManualClock::starting_at(Nanos::new(u64::MAX - 250_000_000));
+    /// let cycle = RefreshPeriod::new(10, Duration::from_secs(1), Duration::ZERO)?;
+    /// let limiter = Limiter::with_clock(cycle, clock);
+    /// limiter.try_acquire(10)?;
+    /// let never = limiter.acquire_blocking(1);
+    /// assert_eq!(never, Err(AcquireError::PastClockEnd));
+    /// assert!(never.unwrap_err().is_never());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    PastClockEnd,
     /// A bounded queue was full.
     QueueFull {
         /// The units the queue holds at most.
@@ -206,9 +230,13 @@ pub enum AcquireError<E = Infallible> {
 }
 
 impl<E> AcquireError<E> {
-    /// Whether the same request can never succeed: closed, or too large.
+    /// Whether the same request can never succeed: closed, too large, or due past the
+    /// clock's end.
     pub fn is_never(&self) -> bool {
-        matches!(self, AcquireError::Closed | AcquireError::Insufficient(_))
+        matches!(
+            self,
+            AcquireError::Closed | AcquireError::Insufficient(_) | AcquireError::PastClockEnd
+        )
     }
 
     /// The same outcome for a source that fails with `F`: what an in-process error
@@ -229,6 +257,7 @@ impl<E> AcquireError<E> {
             AcquireError::Closed => AcquireError::Closed,
             AcquireError::Insufficient(i) => AcquireError::Insufficient(i),
             AcquireError::TimedOut => AcquireError::TimedOut,
+            AcquireError::PastClockEnd => AcquireError::PastClockEnd,
             AcquireError::QueueFull { capacity } => AcquireError::QueueFull { capacity },
             AcquireError::Source(e) => AcquireError::Source(f(e)),
         }
@@ -249,6 +278,7 @@ impl<E: fmt::Display> fmt::Display for AcquireError<E> {
             AcquireError::Closed => f.write_str("the limiter is closed"),
             AcquireError::Insufficient(i) => i.fmt(f),
             AcquireError::TimedOut => f.write_str("timed out waiting for permits"),
+            AcquireError::PastClockEnd => f.write_str("the permits are due past the clock's end"),
             AcquireError::QueueFull { capacity } => {
                 write!(f, "the queue is full ({capacity} units)")
             }

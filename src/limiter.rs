@@ -131,6 +131,10 @@ impl<A: Algorithm, C: Clock> Gate for Core<A, C> {
         self.clock.set_alarm(deadline, alarm)
     }
 
+    fn denies_at_the_end(&self, n: u64) -> bool {
+        matches!(self.cell.peek(Nanos::MAX, n), Err(Denied::Limited(l)) if l.retry_after().is_some())
+    }
+
     fn rebook(&self, now: Nanos, n: u64, until: Nanos) -> Option<Nanos> {
         rebook_in(&self.cell, now, n, until)
     }
@@ -281,7 +285,8 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     ///
     /// [`AcquireError::Insufficient`] at once if `n` exceeds what the limiter can ever
     /// grant; [`AcquireError::Closed`] if the limiter is closed before the permits are
-    /// granted.
+    /// granted; [`AcquireError::PastClockEnd`] when they would be due only past the
+    /// clock's end.
     ///
     /// # Cancel safety
     ///

@@ -8,7 +8,10 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use tollgate::algorithm::{Concurrency, FixedWindow, Gcra, LeakyBucket, Leased, SlidingCounter};
+use tollgate::algorithm::{
+    Concurrency, FixedWindow, Gcra, LeakyBucket, Leased, RefreshPeriod, SlidingCounter, SlidingLog,
+    SmoothBursty, SmoothWarmingUp,
+};
 use tollgate::store::{
     Check, MemoryStore, Op, Reply, Request, Rule, SharedLimiter, Store, StoreError,
 };
@@ -385,4 +388,92 @@ async fn a_waiter_cancelled_mid_round_trip_leaves_nothing_taken() {
         limiter.check("k", 1).await.unwrap().is_ok(),
         "the permit is free"
     );
+}
+
+/// Key "spent" takes its 10 of 10 per second through a memory store holding 4 keys
+/// (after `held` other keys took one permit each), and 1 ms later keys 1 to 100 take
+/// one permit each under `flood` (the same rule, or another on the same store):
+/// "spent" must stay spent.
+fn spent_key_survives_a_store_flood(name: &str, held: usize, rule: Rule, flood: Rule) {
+    let clock = ManualClock::new();
+    let store = Arc::new(
+        MemoryStore::with_clock(KeyedConfig::new(4).shards(1), "flood", clock.clone()).unwrap(),
+    );
+    let victim = SharedLimiter::with_clock(store.clone(), rule, clock.clone()).unwrap();
+    let flooder =
+        SharedLimiter::all_of_with_clock(store.clone(), [("f", flood)], clock.clone()).unwrap();
+    let admitted = |limiter: &SharedLimiter<_, _>, key: &str| {
+        limiter.try_acquire(key, 1).unwrap().unwrap().is_ok()
+    };
+    for key in 0..held {
+        assert!(admitted(&victim, &format!("held-{key}")), "{name}");
+    }
+    let spent = (0..10).filter(|_| admitted(&victim, "spent")).count();
+    assert!(spent >= 1, "{name}");
+    clock.advance(Duration::from_millis(1));
+    for key in 1..=100 {
+        assert!(
+            admitted(&flooder, &format!("flood-{key}")),
+            "{name}: newcomer {key}"
+        );
+    }
+    assert_eq!(store.len(), 4, "{name}");
+    let again = (0..10).filter(|_| admitted(&victim, "spent")).count();
+    assert_eq!(again, 0, "{name}: the spent key was reset by the flood");
+}
+
+/// Regression: a memory store evicted the key nearest to idle, as the keyed table
+/// used to, so a flooder could reset its own spent key: a sliding log's window ends
+/// 1 ms before the flood keys' (and every key of a fixed window ties), so after 100
+/// one-permit keys the spent key was admitted 10 more times in the same window. Keys
+/// of another rule in the same store (a token bucket) must not outweigh it either.
+#[test]
+fn a_flooder_cannot_reset_its_own_spent_key_in_a_small_memory_store() {
+    let second = Duration::from_secs(1);
+    let ten = Quota::per_second(10).unwrap();
+    let rules = [
+        (
+            "sliding log",
+            Rule::from(SlidingLog::new(10, second).unwrap()),
+        ),
+        (
+            "fixed window",
+            Rule::from(FixedWindow::new(10, second).unwrap()),
+        ),
+        (
+            "first-hit window",
+            Rule::from(FixedWindow::from_first_hit(10, second).unwrap()),
+        ),
+        (
+            "sliding counter",
+            Rule::from(SlidingCounter::new(10, second).unwrap()),
+        ),
+        (
+            "smooth bursty",
+            Rule::from(SmoothBursty::new(10.0).unwrap()),
+        ),
+        (
+            "smooth warming up",
+            Rule::from(SmoothWarmingUp::new(10.0, second).unwrap()),
+        ),
+        ("gcra", Rule::from(Gcra::new(ten))),
+        (
+            "refresh period",
+            Rule::from(RefreshPeriod::new(10, second, Duration::ZERO).unwrap()),
+        ),
+        (
+            "leaky bucket",
+            Rule::from(LeakyBucket::new(10, ten).unwrap()),
+        ),
+    ];
+    let token_bucket = Rule::from(Gcra::new(Quota::per_second(1_000).unwrap()));
+    for (name, rule) in rules {
+        // Written into a shard less than half full, and into one half full.
+        for held in [0, 2] {
+            let flooded = format!("{name}, {held} held");
+            spent_key_survives_a_store_flood(&flooded, held, rule.clone(), rule.clone());
+            let flooded = format!("{name}, {held} held, gcra flood");
+            spent_key_survives_a_store_flood(&flooded, held, rule.clone(), token_bucket.clone());
+        }
+    }
 }

@@ -77,6 +77,14 @@ where
         self.inner.clock.set_alarm(deadline, alarm)
     }
 
+    fn denies_at_the_end(&self, n: u64) -> bool {
+        // A key no longer stored starts afresh when served, so it is not denied.
+        matches!(
+            self.inner.table.peek_stored(&self.key, Nanos::MAX, n),
+            Some(Err(Denied::Limited(l))) if l.retry_after().is_some()
+        )
+    }
+
     fn events(&self) -> Option<&Events> {
         self.inner.events.events()
     }
@@ -100,7 +108,9 @@ where
     /// # Errors
     ///
     /// [`AcquireError::Insufficient`] at once for more than the limiter can ever
-    /// grant; [`AcquireError::Closed`] after [`close`](KeyedLimiter::close).
+    /// grant; [`AcquireError::Closed`] after [`close`](KeyedLimiter::close);
+    /// [`AcquireError::PastClockEnd`] when the permits would be due only past the
+    /// clock's end.
     ///
     /// # Cancel safety
     ///

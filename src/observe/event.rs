@@ -302,7 +302,10 @@ impl EventKind {
             Err(error) => EventKind::Denied {
                 reason: match error {
                     AcquireError::Closed => DenyReason::Closed,
-                    AcquireError::Insufficient(_) => DenyReason::Insufficient,
+                    // Never, as a request too large is.
+                    AcquireError::Insufficient(_) | AcquireError::PastClockEnd => {
+                        DenyReason::Insufficient
+                    }
                     AcquireError::QueueFull { .. } => DenyReason::QueueFull,
                     // `AcquireError` is non-exhaustive: anything new is a wait that
                     // ended without permits, as a timeout does.
@@ -432,7 +435,8 @@ pub(crate) const SHED_REASONS: [&str; 10] = [
 pub enum DenyReason {
     /// Not now: the limit is reached ([`Denied::Limited`]).
     Limited,
-    /// Never: more than the limiter can grant at once.
+    /// Never: more than the limiter can grant at once, or a wait due past the clock's
+    /// end ([`AcquireError::PastClockEnd`]).
     Insufficient,
     /// The limiter is closed.
     Closed,

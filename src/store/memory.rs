@@ -8,7 +8,7 @@ use std::hash::{BuildHasher, DefaultHasher, Hash, Hasher, RandomState};
 use async_trait::async_trait;
 
 use super::request::{Check, Reply, Request};
-use super::rule::{RuleOutcome, RuleState, Step};
+use super::rule::{GivesBack, Rule, RuleOutcome, RuleState, Step};
 use super::{storage_key, validate_prefix, Store, StoreError, DEFAULT_MAX_KEY_LEN};
 use crate::decision::{Denied, Limited};
 use crate::sync::Mutex;
@@ -23,8 +23,8 @@ use crate::units::duration_to_nanos;
 /// as Redis forgets them by their TTL. At most `max_keys` keys are held, in the same
 /// table as [`KeyedLimiter`](crate::KeyedLimiter)'s: once a shard is full of keys that
 /// are not idle, [`KeyedConfig::when_full`] decides what happens to a request for a
-/// new key (by default the key nearest to idle makes room; see
-/// [`WhenFull`](crate::WhenFull)).
+/// new key (by default the key whose forgetting gives back the fewest permits makes
+/// room; see [`WhenFull::EvictNearestIdle`](crate::WhenFull::EvictNearestIdle)).
 ///
 /// Time is Unix time read from the clock (`unix_origin + now`), or the request's
 /// explicit time.
@@ -53,8 +53,8 @@ pub struct MemoryStore<C = MonotonicClock> {
     max_key_len: usize,
 }
 
-/// The memory store's entries carry their own idle time, since each was written by
-/// the rule of its request.
+/// The memory store's entries carry their own idle time and what forgetting them
+/// gives back, since each was written by the rule of its request.
 struct Stored;
 
 impl Entries for Stored {
@@ -67,6 +67,20 @@ impl Entries for Stored {
 
     fn booked_until(&self, entry: &Entry, _: Nanos) -> Nanos {
         entry.booked_until
+    }
+
+    /// A token bucket's debt now; for other rules, as of the entry's last write: a
+    /// state only recovers with time, so this is never less than what forgetting it
+    /// gives back now, and keys spent no more than others cannot outweigh it.
+    #[inline]
+    fn gives_back(&self, entry: &Entry, idle_at: Nanos, now: Nanos) -> u64 {
+        entry.gives_back.at(idle_at, now)
+    }
+
+    /// The time of the last write: idle times of different rules do not order uses.
+    #[inline]
+    fn used_at(&self, entry: &Entry, _: Nanos) -> Nanos {
+        entry.written_at
     }
 }
 
@@ -87,15 +101,23 @@ struct Entry {
     /// When the latest reservation that waits is used: until then the entry holds
     /// capacity booked ahead.
     booked_until: Nanos,
+    /// What forgetting the state gives back ([`Rule::gives_back`]), recorded when it
+    /// was written: a full shard evicts the key that gives back the least.
+    gives_back: GivesBack,
+    /// When the state was last written.
+    written_at: Nanos,
 }
 
 impl Entry {
-    /// Records that `verdict` may have booked capacity ahead.
+    /// Records what `rule`'s `verdict` at `now` left in the entry: capacity it may
+    /// have booked ahead, and what forgetting the state now gives back.
     #[inline]
-    fn booked(&mut self, verdict: &RuleOutcome, now: Nanos) {
+    fn written(&mut self, rule: &Rule, verdict: &RuleOutcome, now: Nanos) {
         if let RuleOutcome::Reservation(Ok(reservation)) = verdict {
             self.booked_until = self.booked_until.max(now + reservation.wait());
         }
+        self.gives_back = rule.gives_back(&self.state, now);
+        self.written_at = now;
     }
 }
 
@@ -452,7 +474,7 @@ impl<C: Clock> MemoryStore<C> {
             // An unchanged state is not written: it keeps its expiry.
             if let Some(expires_at) = changed_expiry {
                 entry.expires_at = expires_at;
-                entry.booked(&verdict, now);
+                entry.written(rule, &verdict, now);
             }
             let expires_at = entry.expires_at;
             shard.note(expires_at);
@@ -483,8 +505,10 @@ impl<C: Clock> MemoryStore<C> {
                     state,
                     expires_at,
                     booked_until: Nanos::ZERO,
+                    gives_back: GivesBack::NOTHING,
+                    written_at: now,
                 };
-                entry.booked(&verdict, now);
+                entry.written(rule, &verdict, now);
                 shard.insert(hasher, hash, entry);
             }
             Room::Full(until) => return Ok(self.full(request, now, until)),
@@ -595,10 +619,11 @@ impl<C: Clock> MemoryStore<C> {
             }
             for (i, state, expires_at) in writes {
                 let (name, hash, verdict) = (names[i], hashes[i], &verdicts[i]);
+                let rule = request.checks[i].rule;
                 if let Some((_, entry)) = shard.find_mut(hash, |e| name.matches(&e.name)) {
                     entry.state = state;
                     entry.expires_at = expires_at;
-                    entry.booked(verdict, now);
+                    entry.written(rule, verdict, now);
                     shard.note(expires_at);
                     if is_idle(expires_at, now) {
                         shard.remove(hash, |e| name.matches(&e.name));
@@ -610,8 +635,10 @@ impl<C: Clock> MemoryStore<C> {
                         state,
                         expires_at,
                         booked_until: Nanos::ZERO,
+                        gives_back: GivesBack::NOTHING,
+                        written_at: now,
                     };
-                    entry.booked(verdict, now);
+                    entry.written(rule, verdict, now);
                     shard.insert(self.table.hasher(), hash, entry);
                 }
             }

@@ -173,6 +173,11 @@ pub enum WhenFull {
     ///   spent on each of them, never more than one full limit. A key used to its
     ///   limit holds as much as a key can without booking ahead, so only flood keys
     ///   each used to their own full limit can outweigh it.
+    /// - **In a [`MemoryStore`](crate::store::MemoryStore)**, whose keys may run
+    ///   different rules, what forgetting a key gives back counts in permits: a token
+    ///   bucket's debt to the fraction of a permit, as it stands at the eviction; for
+    ///   other rules as of the key's last write (never less than now, as a state only
+    ///   recovers with time). Among equals the key written last goes first.
     #[default]
     EvictNearestIdle,
     /// Deny the new key until a key of its shard is idle, with

@@ -37,6 +37,15 @@ pub(crate) trait Entries {
     fn gives_back(&self, _entry: &Self::Entry, idle_at: Nanos, now: Nanos) -> u64 {
         idle_at.as_u64().saturating_sub(now.as_u64())
     }
+
+    /// When `entry`, idle at `idle_at`, was last used, or any time that orders entries
+    /// as that does: among entries that give back as much, the one used last is
+    /// evicted. The default is the idle time, which orders the states of one
+    /// configuration so.
+    #[inline]
+    fn used_at(&self, _entry: &Self::Entry, idle_at: Nanos) -> Nanos {
+        idle_at
+    }
 }
 
 /// Whether an entry idle at `idle_at` is idle at `now`. An idle time at the clock's
@@ -225,8 +234,8 @@ impl<X: Rehash> Shard<X> {
     /// The bucket of the entry to evict among [`SAMPLE`] entries found from a spot
     /// that `hint` picks, leaving out entries booked ahead past `now` and those
     /// `spare` picks: the one whose forgetting gives back the least
-    /// ([`Entries::gives_back`]), and of those the one used last (the latest idle
-    /// time), so that keys each holding as much as a key spent earlier go before it.
+    /// ([`Entries::gives_back`]), and of those the one used last
+    /// ([`Entries::used_at`]), so that keys each holding as much as a key spent earlier go before it.
     /// `Err` when the sample leaves none: when the first of its bookings ends
     /// ([`Nanos::MAX`] if none will).
     fn nearest_idle(
@@ -255,11 +264,12 @@ impl<X: Rehash> Shard<X> {
                 booked = booked.min(booked_until);
             } else if !spare(entry) {
                 let gives = self.entries.gives_back(entry, idle_at, now);
+                let used_at = self.entries.used_at(entry, idle_at);
                 let better = nearest.map_or(true, |(_, least, latest)| {
-                    gives < least || (gives == least && idle_at > latest)
+                    gives < least || (gives == least && used_at > latest)
                 });
                 if better {
-                    nearest = Some((index, gives, idle_at));
+                    nearest = Some((index, gives, used_at));
                 }
             }
             sampled += 1;

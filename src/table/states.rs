@@ -172,6 +172,20 @@ where
         }
     }
 
+    /// Decides `n` permits for a stored `key` at `now` as [`peek`](Self::peek) does, or
+    /// `None` if it is not stored. It sweeps nothing, so `now` may be any time, even
+    /// the clock's end.
+    pub(crate) fn peek_stored<Q>(&self, key: &Q, now: Nanos, n: u64) -> Option<Decision>
+    where
+        K: Borrow<Q>,
+        Q: ?Sized + Hash + Eq,
+    {
+        let hash = self.hasher().hash_one(key);
+        let shard = self.shard(hash).lock();
+        let (_, state) = shard.find(hash, |(k, _)| k.borrow() == key)?;
+        Some(shard.entries.algorithm.peek(state, now, n))
+    }
+
     /// Decides `n` permits for `key` as an acquisition would, changing no state. It
     /// may sweep, as the acquisition would before storing a new key; that changes no
     /// decision. It evicts nothing.

@@ -57,6 +57,12 @@ pub(crate) trait Gate: Send + Sync + 'static {
     /// (the algorithm books ahead), rather than "not available right now".
     fn books_ahead(&self) -> bool;
     fn set_alarm(&self, deadline: Nanos, alarm: Arc<dyn Alarm>);
+    /// Whether `n` permits are still denied, for a time, at the clock's end: then a
+    /// denial whose retry lands there is never granted. Asked only off the hot path;
+    /// a gate that cannot tell (a store decides by its own clock) says no.
+    fn denies_at_the_end(&self, _n: u64) -> bool {
+        false
+    }
     /// Books again, from the state as it is now, `n` permits booked for `until`, if
     /// that makes them due sooner; returns the new time. Otherwise changes nothing.
     fn rebook(&self, _now: Nanos, _n: u64, _until: Nanos) -> Option<Nanos> {
@@ -144,6 +150,8 @@ const DONE: u8 = 5;
 const TURN: u8 = 6;
 /// The waiter is booking by a round trip.
 const BOOKING: u8 = 7;
+/// Due past the clock's end.
+const PAST_END: u8 = 8;
 
 /// One waiter's shared cell: the outcome the queue writes and the wake-up it calls.
 pub(crate) struct Slot {
@@ -461,6 +469,16 @@ impl<G: Gate> Waiting<G> {
         }
     }
 
+    /// Whether a denial of `n` permits at `now`, retrying after `retry` (`None`: at a
+    /// release), is never granted: the retry lands at the clock's end, and the gate
+    /// denies there too. No alarm can be set past the end, so such a waiter would
+    /// otherwise wait forever.
+    #[cold]
+    fn past_the_end(&self, now: Nanos, n: u64, retry: Option<Duration>) -> bool {
+        retry.is_some_and(|r| now + r == Nanos::MAX)
+            && (now == Nanos::MAX || self.gate.denies_at_the_end(n))
+    }
+
     /// Whether `n` is more than the gate can ever grant at once.
     fn never(&self, n: u64) -> Option<crate::decision::InsufficientCapacity> {
         let capacity = self.gate.capacity();
@@ -513,6 +531,7 @@ impl<G: Gate> Waiting<G> {
             GRANTED => Ok(()),
             CLOSED => Err(AcquireError::Closed),
             TIMED_OUT => Err(AcquireError::TimedOut),
+            PAST_END => Err(AcquireError::PastClockEnd),
             _ => Err(AcquireError::Insufficient(
                 crate::decision::InsufficientCapacity::new(
                     n,
@@ -747,6 +766,13 @@ impl<G: Gate> Waiting<G> {
                 *alarm = Some(until);
                 true
             }
+            Err(Denied::Limited(limited))
+                if self.past_the_end(now, head.n, limited.retry_after()) =>
+            {
+                let entry = inner.waiters.pop_front().expect("front");
+                self.finish(entry, PAST_END, effects);
+                false
+            }
             Err(Denied::Limited(limited)) => {
                 // None: capacity comes back by release, not with time; a remote gate
                 // may not see the release, so it asks again after a while.
@@ -882,6 +908,12 @@ impl<G: Gate> Waiting<G> {
                     let entry = inner.waiters.remove(index).expect("in range");
                     self.finish(entry, GRANTED, effects);
                 }
+                Err(Denied::Limited(limited))
+                    if self.past_the_end(now, n, limited.retry_after()) =>
+                {
+                    let entry = inner.waiters.remove(index).expect("in range");
+                    self.finish(entry, PAST_END, effects);
+                }
                 Err(Denied::Limited(limited)) => {
                     // None: capacity comes back by release, not with time.
                     let retry = limited.retry_after().unwrap_or_default();
@@ -928,6 +960,12 @@ impl<G: Gate> Waiting<G> {
                 Ok(_) => {
                     let entry = inner.waiters.pop_back().expect("a last waiter");
                     self.finish(entry, GRANTED, effects);
+                }
+                Err(Denied::Limited(limited))
+                    if self.past_the_end(now, newest.n, limited.retry_after()) =>
+                {
+                    let entry = inner.waiters.pop_back().expect("a last waiter");
+                    self.finish(entry, PAST_END, effects);
                 }
                 Err(Denied::Limited(limited)) => {
                     // None: capacity comes back by release, not with time.
