@@ -465,20 +465,20 @@ impl SlidingLog {
             1,
             newest.saturating_add(self.window) - now,
         );
-        // As `record`: the expired entries (the first `len - live`) beyond the
-        // newest `limit` go.
-        let drop = len.saturating_sub(self.limit as usize).min(len - live);
-        match drop {
+        // As `record`: the expired entries beyond the newest `limit` go. At most
+        // `limit - n` entries are live here, so those are all expired, and after
+        // them the `n` new entries stay within the bound.
+        match len.saturating_sub(self.limit as usize) {
             0 => {}
             1 => {
                 log.pop_front();
             }
-            _ => {
-                log.drain(..drop);
+            excess => {
+                log.drain(..excess);
             }
         }
-        if newest == now && n == 1 && log.len() < self.bound() {
-            // The usual case: the newest entry, and nothing past the bound.
+        if newest == now && n == 1 {
+            // The usual case: the newest entry.
             log.push_back(now);
         } else {
             self.append(log, now, n);
@@ -671,6 +671,7 @@ impl SlidingLog {
 mod tests {
     use super::*;
     use crate::algorithm::testing::{at, ms, MS};
+    use proptest::prelude::*;
 
     fn log(limit: u64, window_ms: u64) -> SlidingLog {
         SlidingLog::new(limit, ms(window_ms)).unwrap()
@@ -678,6 +679,83 @@ mod tests {
 
     fn entries(s: &VecDeque<u64>) -> Vec<u64> {
         s.iter().map(|t| t / MS).collect()
+    }
+
+    /// `acquire` without the short way.
+    fn general_acquire(l: &SlidingLog, s: &mut VecDeque<u64>, now: Nanos, n: u64) -> Decision {
+        check_capacity(n, l.limit)?;
+        l.acquire_general(s, now, n)
+    }
+
+    proptest! {
+        /// The usual admission (the ring's slices, one count of the live entries)
+        /// must decide, and leave the log, as the general way: same decisions, same
+        /// logs, step by step, through reservations booked ahead, refunds, changed
+        /// limits and windows, clock reads that lost a race, blocked attempts
+        /// counted and gaps, from the clock's start and near its end.
+        #[test]
+        fn the_usual_admission_decides_as_the_general_way(
+            limit in 1u64..6,
+            window in 1u64..40,
+            min_gap in prop_oneof![Just(0u64), Just(0u64), 1u64..30],
+            count_blocked in any::<bool>(),
+            start in prop_oneof![Just(0u64), Just(u64::MAX - 1_000), 0u64..1_000_000],
+            steps in prop::collection::vec((0u64..30, 0u64..8, 0u8..12, 1u64..8), 1..80),
+        ) {
+            let mut l = SlidingLog::new(limit, Duration::from_nanos(window))
+                .unwrap()
+                .min_gap(Duration::from_nanos(min_gap))
+                .unwrap()
+                .count_blocked(count_blocked);
+            let mut fast = l.initial_state(Nanos::new(start));
+            let mut general = fast.clone();
+            let mut now = start;
+            for (advance, n, kind, value) in steps {
+                now = now.saturating_add(advance);
+                // Now and then a clock read from just before.
+                let at = Nanos::new(if kind == 11 { now.saturating_sub(value * 4) } else { now });
+                match kind {
+                    0 | 1 => {
+                        let wait = Duration::from_nanos(value * 10);
+                        let a = l.reserve(&mut fast, at, n, wait);
+                        let b = l.reserve(&mut general, at, n, wait);
+                        prop_assert_eq!(a, b);
+                    }
+                    2 => {
+                        l.refund(&mut fast, at, value);
+                        l.refund(&mut general, at, value);
+                    }
+                    3 => l.set_limit(value).unwrap(),
+                    4 => l.set_window(Duration::from_nanos(value * 5)).unwrap(),
+                    _ => {
+                        let a = l.acquire(&mut fast, at, n);
+                        let b = general_acquire(&l, &mut general, at, n);
+                        prop_assert_eq!(a, b, "n {} at {}", n, at.as_u64());
+                    }
+                }
+                prop_assert_eq!(&fast, &general);
+            }
+        }
+    }
+
+    #[test]
+    fn the_usual_admission_takes_the_short_way() {
+        // A full log of 1,000, a few of them live: as a long run keeps it.
+        let l = SlidingLog::new(1_000, Duration::from_micros(1)).unwrap();
+        let mut s = l.initial_state(Nanos::ZERO);
+        let mut general = s.clone();
+        for i in 0..3_000u64 {
+            let now = Nanos::new(10_000 + i * 32);
+            let short = s.clone();
+            assert!(l.admit_now(&mut short.clone(), now.as_u64(), 1).is_some());
+            assert_eq!(l.acquire(&mut s, now, 1), general_acquire(&l, &mut general, now, 1));
+            assert_eq!(s, general);
+        }
+        assert_eq!(s.len(), 1_001);
+        // With a gap, or for no permits, the general way decides.
+        let gap = l.min_gap(Duration::from_nanos(1)).unwrap();
+        assert!(gap.admit_now(&mut s, u64::MAX / 2, 1).is_none());
+        assert!(l.admit_now(&mut s, u64::MAX / 2, 0).is_none());
     }
 
     #[test]
