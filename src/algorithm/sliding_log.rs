@@ -440,28 +440,22 @@ impl SlidingLog {
         let cut = now.checked_sub(self.window)?;
         let (older, newer) = log.as_slices();
         let len = older.len() + newer.len();
-        // At most `limit - n` entries may stay: the one before them must have
-        // expired (n <= limit, checked).
-        let keep = (self.limit - n) as usize;
-        if let Some(i) = len.checked_sub(keep + 1) {
-            let must_expire = match i.checked_sub(older.len()) {
-                None => older[i],
-                Some(j) => newer[j],
-            };
-            if must_expire > cut {
-                return None;
-            }
-        }
         // The live entries are the newest: those of `newer`, then perhaps `older`'s.
         let live = match newer.first() {
             Some(&t) if t <= cut => later_than(newer, cut),
             _ => newer.len() + later_than(older, cut),
         };
+        // At most `limit - n` may be live (n <= limit, checked): the log being
+        // sorted, this is the general way's test that the entry before the newest
+        // `limit - n` has expired.
+        if live as u64 > self.limit - n {
+            return None;
+        }
         let back = newer.last().or(older.last()).copied();
         let newest = back.map_or(now, |t| t.max(now));
         let admitted = Admitted::deferred(
             self.limit,
-            self.limit.saturating_sub(live as u64 + n),
+            self.limit - n - live as u64,
             1,
             newest.saturating_add(self.window) - now,
         );
@@ -748,7 +742,10 @@ mod tests {
             let now = Nanos::new(10_000 + i * 32);
             let short = s.clone();
             assert!(l.admit_now(&mut short.clone(), now.as_u64(), 1).is_some());
-            assert_eq!(l.acquire(&mut s, now, 1), general_acquire(&l, &mut general, now, 1));
+            assert_eq!(
+                l.acquire(&mut s, now, 1),
+                general_acquire(&l, &mut general, now, 1)
+            );
             assert_eq!(s, general);
         }
         assert_eq!(s.len(), 1_001);
