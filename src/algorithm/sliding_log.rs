@@ -428,10 +428,10 @@ impl SlidingLog {
     /// limit, no gap, the clock past its first window, and the request fits now.
     /// `None` otherwise, having changed nothing: the general way decides then.
     ///
-    /// The same decision and log as the general way, in fewer steps: the cut
-    /// (`now - window`) is taken once, the ring is read as its two slices, the live
-    /// entries are counted once, and the expired entries `record` would drop are
-    /// known from that count.
+    /// The same decision and log as the general way (a proptest holds it to that),
+    /// in fewer steps: the cut (`now - window`) is taken once, the ring is read as
+    /// its two slices, and one count of the live entries gives the admission, the
+    /// permits left and which expired entries go.
     #[inline]
     fn admit_now(&self, log: &mut VecDeque<u64>, now: u64, n: u64) -> Option<Admitted> {
         if n == 0 || self.min_gap > 0 {
