@@ -740,8 +740,7 @@ mod tests {
         let mut general = s.clone();
         for i in 0..3_000u64 {
             let now = Nanos::new(10_000 + i * 32);
-            let short = s.clone();
-            assert!(l.admit_now(&mut short.clone(), now.as_u64(), 1).is_some());
+            assert!(l.admit_now(&mut s.clone(), now.as_u64(), 1).is_some());
             assert_eq!(
                 l.acquire(&mut s, now, 1),
                 general_acquire(&l, &mut general, now, 1)
