@@ -539,8 +539,8 @@ impl SlidingLogState {
     /// The index of the first entry later than `cut`, and the hint moved there.
     #[inline]
     fn first_later_than(&mut self, cut: u64) -> usize {
-        let (older, newer) = self.log.as_slices();
         if cut < self.cut {
+            let (older, newer) = self.log.as_slices();
             // A clock reading older than the hint's (it lost the race to the lock):
             // entries before the hint may be live for it.
             let live = match newer.first() {
@@ -549,8 +549,21 @@ impl SlidingLogState {
             };
             return older.len() + newer.len() - live;
         }
-        // Time only moves forward: the entries before the hint have expired.
-        let from = self.first_live;
+        // Time only moves forward: the entries before the hint have expired, and
+        // usually none or one more since.
+        let mut first = self.first_live;
+        for _ in 0..2 {
+            match self.log.get(first) {
+                Some(&t) if t <= cut => first += 1,
+                _ => {
+                    self.first_live = first;
+                    self.cut = cut;
+                    return first;
+                }
+            }
+        }
+        let (older, newer) = self.log.as_slices();
+        let from = first;
         let first = if from < older.len() && older[older.len() - 1] > cut {
             gallop(older, from, cut)
         } else {
