@@ -550,17 +550,28 @@ impl SlidingLogState {
             return older.len() + newer.len() - live;
         }
         // Time only moves forward: the entries before the hint have expired, and
-        // usually none or one more since.
+        // usually none, one or two more since. Those three are looked at without
+        // a branch on each, whose outcome would change from call to call.
         let mut first = self.first_live;
-        for _ in 0..2 {
-            match self.log.get(first) {
-                Some(&t) if t <= cut => first += 1,
-                _ => {
-                    self.first_live = first;
-                    self.cut = cut;
-                    return first;
-                }
+        if first + 3 <= self.log.len() {
+            let log = &self.log;
+            let expired = usize::from(log[first] <= cut)
+                + usize::from(log[first + 1] <= cut)
+                + usize::from(log[first + 2] <= cut);
+            first += expired;
+            if expired < 3 {
+                self.first_live = first;
+                self.cut = cut;
+                return first;
             }
+        } else {
+            // Near the end of the log: a look at each.
+            while self.log.get(first).is_some_and(|&t| t <= cut) {
+                first += 1;
+            }
+            self.first_live = first;
+            self.cut = cut;
+            return first;
         }
         let (older, newer) = self.log.as_slices();
         let from = first;
