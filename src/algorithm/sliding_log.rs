@@ -391,8 +391,8 @@ impl SlidingLog {
             let later = log.split_off(position);
             log.extend(std::iter::repeat(at).take(copies));
             log.extend(later);
-            // Entries before `position` did not move.
-            state.first_live = state.first_live.min(position);
+            // The log stays sorted and an insertion only moves entries later: the
+            // first `first_live` are no later than before, so the hint holds.
         }
         state.drop_oldest(state.log.len().saturating_sub(keep));
     }
