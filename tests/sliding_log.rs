@@ -1,12 +1,11 @@
 //! The sliding log against ClassDojo's algorithm over an unbounded list, and against a
 //! brute-force check that no window of length `W` ever admits more than the limit.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use tollgate::algorithm::{Algorithm, SlidingLog};
+use tollgate::algorithm::{Algorithm, SlidingLog, SlidingLogState};
 use tollgate::time::{ManualClock, Nanos};
 use tollgate::Limiter;
 
@@ -212,7 +211,7 @@ fn a_max_size_log_stays_bounded_under_a_flood() {
     let log = SlidingLog::new(SlidingLog::MAX_LIMIT, Duration::from_secs(1))
         .unwrap()
         .count_blocked(true);
-    let mut state: VecDeque<u64> = log.initial_state(Nanos::ZERO);
+    let mut state: SlidingLogState = log.initial_state(Nanos::ZERO);
     for i in 0..5u64 {
         let _ = log.acquire(&mut state, Nanos::new(i), SlidingLog::MAX_LIMIT);
     }

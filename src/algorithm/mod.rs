@@ -82,7 +82,7 @@ pub use refresh_period::{RefreshPeriod, RefreshPeriodState};
 pub(crate) use script::Arg;
 pub(crate) use share::Share;
 pub use sliding_counter::{SlidingCounter, SlidingCounterState};
-pub use sliding_log::SlidingLog;
+pub use sliding_log::{SlidingLog, SlidingLogState};
 pub use smooth::{
     Bursty, Smooth, SmoothBursty, SmoothShape, SmoothState, SmoothWarmingUp, WarmingUp,
 };

@@ -37,8 +37,8 @@ use crate::units::{duration_to_nanos, nanos_of, positive_nanos, until};
 /// optionally at least `min_gap` apart, optionally counting blocked attempts
 /// (ClassDojo's rolling-rate-limiter).
 ///
-/// The state is the log itself, a `VecDeque<u64>` of nanosecond timestamps, oldest
-/// first, one entry per permit, at most `2 × limit` entries of 8 bytes.
+/// The state, a [`SlidingLogState`], is the log: nanosecond timestamps, oldest first,
+/// one entry per permit, at most `2 × limit` entries of 8 bytes.
 ///
 /// Reservations are booked at the earliest time they fit, as entries in the future,
 /// provided the log stays within its bound: about one window's worth of permits can
@@ -359,21 +359,22 @@ impl SlidingLog {
     /// Records `n` entries at `at` and drops expired entries beyond the newest
     /// `limit` (which also keeps the newest for the gap). Only blocked attempts may
     /// meet the bound: they then replace the oldest entries.
-    fn record(&self, log: &mut VecDeque<u64>, now: u64, at: u64, n: u64) {
+    fn record(&self, state: &mut SlidingLogState, now: u64, at: u64, n: u64) {
         let limit = self.limit as usize;
-        while log.len() > limit {
-            match log.front() {
-                Some(&t) if self.expired(t, now) => log.pop_front(),
+        while state.log.len() > limit {
+            match state.log.front() {
+                Some(&t) if self.expired(t, now) => state.drop_oldest(1),
                 _ => break,
             };
         }
-        self.append(log, at, n);
+        self.append(state, at, n);
     }
 
     /// `record` after its expired entries were dropped: adds `n` entries at `at`,
     /// keeping the log sorted and within its bound.
     #[inline]
-    fn append(&self, log: &mut VecDeque<u64>, at: u64, n: u64) {
+    fn append(&self, state: &mut SlidingLogState, at: u64, n: u64) {
+        let log = &mut state.log;
         let keep = log.len().max(self.bound());
         // n <= limit, so this fits.
         let copies = n as usize;
@@ -390,37 +391,31 @@ impl SlidingLog {
             let later = log.split_off(position);
             log.extend(std::iter::repeat(at).take(copies));
             log.extend(later);
+            // The log stays sorted and an insertion only moves entries later: the
+            // first `first_live` are no later than before, so the hint holds.
         }
-        match log.len().saturating_sub(keep) {
-            0 => {}
-            1 => {
-                log.pop_front();
-            }
-            excess => {
-                log.drain(..excess);
-            }
-        }
+        state.drop_oldest(state.log.len().saturating_sub(keep));
     }
 
     /// `acquire` the general way: every case, the usual admission included.
     #[inline(never)]
-    fn acquire_general(&self, log: &mut VecDeque<u64>, now: Nanos, n: u64) -> Decision {
+    fn acquire_general(&self, state: &mut SlidingLogState, now: Nanos, n: u64) -> Decision {
         let now = now.as_u64();
         if n == 0 {
-            return Ok(self.admitted(log, now, 0));
+            return Ok(self.admitted(&state.log, now, 0));
         }
-        let at = self.allowed_at(log, now, n);
+        let at = self.allowed_at(&state.log, now, n);
         if at != Some(now) {
             if !self.count_blocked {
-                return Err(self.limited(log, now, until(at, now)));
+                return Err(self.limited(&state.log, now, until(at, now)));
             }
-            self.record(log, now, now, n);
+            self.record(state, now, now, n);
             // The attempt itself now holds the window: the retry moves on.
-            let at = self.allowed_at(log, now, n);
-            return Err(self.limited(log, now, until(at, now)));
+            let at = self.allowed_at(&state.log, now, n);
+            return Err(self.limited(&state.log, now, until(at, now)));
         }
-        let admitted = self.admitted(log, now, n);
-        self.record(log, now, now, n);
+        let admitted = self.admitted(&state.log, now, n);
+        self.record(state, now, now, n);
         Ok(admitted)
     }
 
@@ -429,30 +424,24 @@ impl SlidingLog {
     /// `None` otherwise, having changed nothing: the general way decides then.
     ///
     /// The same decision and log as the general way (a proptest holds it to that),
-    /// in fewer steps: the cut (`now - window`) is taken once, the ring is read as
-    /// its two slices, and one count of the live entries gives the admission, the
-    /// permits left and which expired entries go.
+    /// in fewer steps: the cut (`now - window`) is taken once, and one count of the
+    /// live entries, from the state's hint, gives the admission, the permits left
+    /// and which expired entries go.
     #[inline]
-    fn admit_now(&self, log: &mut VecDeque<u64>, now: u64, n: u64) -> Option<Admitted> {
+    fn admit_now(&self, state: &mut SlidingLogState, now: u64, n: u64) -> Option<Admitted> {
         if n == 0 || self.min_gap > 0 {
             return None;
         }
         let cut = now.checked_sub(self.window)?;
-        let (older, newer) = log.as_slices();
-        let len = older.len() + newer.len();
-        // The live entries are the newest: those of `newer`, then perhaps `older`'s.
-        let live = match newer.first() {
-            Some(&t) if t <= cut => later_than(newer, cut),
-            _ => newer.len() + later_than(older, cut),
-        };
+        let len = state.log.len();
+        let live = len - state.first_later_than(cut);
         // At most `limit - n` may be live (n <= limit, checked): the log being
         // sorted, this is the general way's test that the entry before the newest
         // `limit - n` has expired.
         if live as u64 > self.limit - n {
             return None;
         }
-        let back = newer.last().or(older.last()).copied();
-        let newest = back.map_or(now, |t| t.max(now));
+        let newest = state.log.back().map_or(now, |&t| t.max(now));
         let admitted = Admitted::deferred(
             self.limit,
             self.limit - n - live as u64,
@@ -462,22 +451,188 @@ impl SlidingLog {
         // As `record`: the expired entries beyond the newest `limit` go. At most
         // `limit - n` entries are live here, so those are all expired, and after
         // them the `n` new entries stay within the bound.
-        match len.saturating_sub(self.limit as usize) {
-            0 => {}
-            1 => {
-                log.pop_front();
-            }
-            excess => {
-                log.drain(..excess);
-            }
-        }
+        state.drop_oldest(len.saturating_sub(self.limit as usize));
         if newest == now && n == 1 {
             // The usual case: the newest entry.
-            log.push_back(now);
+            state.log.push_back(now);
         } else {
-            self.append(log, now, n);
+            self.append(state, now, n);
         }
         Some(admitted)
+    }
+}
+
+/// A [`SlidingLog`]'s state: the log of nanosecond timestamps, oldest first, one
+/// entry per permit, and a hint to the first entry still in the window, so that the
+/// usual admission counts the live entries in a step or two instead of a search.
+///
+/// The hint is a cache: two states with the same entries are equal, whatever their
+/// hints.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::algorithm::{Algorithm, SlidingLog, SlidingLogState};
+/// use tollgate::time::Nanos;
+///
+/// let log = SlidingLog::new(10, Duration::from_secs(1))?;
+/// let mut state: SlidingLogState = log.initial_state(Nanos::ZERO);
+/// log.acquire(&mut state, Nanos::new(5), 2).unwrap();
+/// assert_eq!(state.len(), 2);
+/// assert_eq!(state.iter().copied().collect::<Vec<_>>(), [5, 5]);
+/// assert_eq!(state, SlidingLogState::from_iter([5, 5]));
+/// # Ok::<(), tollgate::ConfigError>(())
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct SlidingLogState {
+    log: VecDeque<u64>,
+    /// Every entry before this index is at or before `cut`: expired for any clock
+    /// reading whose `now - window` is at least `cut`, whatever the window was.
+    first_live: usize,
+    /// The largest `now - window` the hint was taken at (a cut rather than a time,
+    /// so that a changed window cannot make the hint wrong).
+    cut: u64,
+}
+
+impl SlidingLogState {
+    /// An empty log.
+    pub fn new() -> SlidingLogState {
+        SlidingLogState::default()
+    }
+
+    /// The number of entries.
+    pub fn len(&self) -> usize {
+        self.log.len()
+    }
+
+    /// Whether the log has no entries.
+    pub fn is_empty(&self) -> bool {
+        self.log.is_empty()
+    }
+
+    /// The entries (nanosecond timestamps), oldest first.
+    pub fn iter(&self) -> std::collections::vec_deque::Iter<'_, u64> {
+        self.log.iter()
+    }
+
+    /// The entries as two slices, oldest first (as [`VecDeque::as_slices`]).
+    pub fn as_slices(&self) -> (&[u64], &[u64]) {
+        self.log.as_slices()
+    }
+
+    /// Drops the `k` oldest entries.
+    #[inline]
+    fn drop_oldest(&mut self, k: usize) {
+        match k {
+            0 => return,
+            1 => {
+                self.log.pop_front();
+            }
+            _ => {
+                self.log.drain(..k);
+            }
+        }
+        self.first_live = self.first_live.saturating_sub(k);
+    }
+
+    /// The index of the first entry later than `cut`, and the hint moved there.
+    #[inline]
+    fn first_later_than(&mut self, cut: u64) -> usize {
+        if cut < self.cut {
+            let (older, newer) = self.log.as_slices();
+            // A clock reading older than the hint's (it lost the race to the lock):
+            // entries before the hint may be live for it.
+            let live = match newer.first() {
+                Some(&t) if t <= cut => later_than(newer, cut),
+                _ => newer.len() + later_than(older, cut),
+            };
+            return older.len() + newer.len() - live;
+        }
+        // Time only moves forward: the entries before the hint have expired, and
+        // usually none, one or two more since. Those three are looked at without
+        // a branch on each, whose outcome would change from call to call.
+        let mut first = self.first_live;
+        if first + 3 <= self.log.len() {
+            let log = &self.log;
+            let expired = usize::from(log[first] <= cut)
+                + usize::from(log[first + 1] <= cut)
+                + usize::from(log[first + 2] <= cut);
+            first += expired;
+            if expired < 3 {
+                self.first_live = first;
+                self.cut = cut;
+                return first;
+            }
+        } else {
+            // Near the end of the log: a look at each.
+            while self.log.get(first).is_some_and(|&t| t <= cut) {
+                first += 1;
+            }
+            self.first_live = first;
+            self.cut = cut;
+            return first;
+        }
+        let (older, newer) = self.log.as_slices();
+        let from = first;
+        let first = if from < older.len() && older[older.len() - 1] > cut {
+            gallop(older, from, cut)
+        } else {
+            older.len() + gallop(newer, from.saturating_sub(older.len()), cut)
+        };
+        self.first_live = first;
+        self.cut = cut;
+        first
+    }
+}
+
+/// Equal entries: the hint does not count.
+impl PartialEq for SlidingLogState {
+    fn eq(&self, other: &SlidingLogState) -> bool {
+        self.log == other.log
+    }
+}
+
+impl Eq for SlidingLogState {}
+
+/// A log of the given entries (nanosecond timestamps), sorted as the algorithm
+/// keeps them.
+impl FromIterator<u64> for SlidingLogState {
+    fn from_iter<I: IntoIterator<Item = u64>>(entries: I) -> SlidingLogState {
+        let mut log: VecDeque<u64> = entries.into_iter().collect();
+        log.make_contiguous().sort_unstable();
+        SlidingLogState {
+            log,
+            ..SlidingLogState::default()
+        }
+    }
+}
+
+/// The entries, oldest first.
+impl From<SlidingLogState> for VecDeque<u64> {
+    fn from(state: SlidingLogState) -> VecDeque<u64> {
+        state.log
+    }
+}
+
+/// The index of the first entry of the sorted slice later than `cut`, knowing those
+/// before `from` are not: a gallop forward from `from` brackets it, a bisection
+/// finds it. Usually the first probe or the second.
+#[inline]
+fn gallop(s: &[u64], from: usize, cut: u64) -> usize {
+    let mut lo = from.min(s.len());
+    let mut k = 1;
+    loop {
+        // s[..lo] are at or before the cut.
+        let probe = lo + k - 1;
+        if probe >= s.len() {
+            return lo + s[lo..].partition_point(|&t| t <= cut);
+        }
+        if s[probe] > cut {
+            return lo + s[lo..probe].partition_point(|&t| t <= cut);
+        }
+        lo = probe + 1;
+        k *= 2;
     }
 }
 
@@ -497,7 +652,7 @@ fn later_than(s: &[u64], cut: u64) -> usize {
 }
 
 impl Algorithm for SlidingLog {
-    type State = VecDeque<u64>;
+    type State = SlidingLogState;
     const BOOKS_AHEAD: bool = true;
 
     /// Not when blocked attempts count: each must reach the log.
@@ -505,22 +660,23 @@ impl Algorithm for SlidingLog {
         !self.count_blocked
     }
 
-    fn initial_state(&self, _now: Nanos) -> VecDeque<u64> {
-        VecDeque::new()
+    fn initial_state(&self, _now: Nanos) -> SlidingLogState {
+        SlidingLogState::new()
     }
 
     /// Inlined: the usual admission is short; the rest goes out of line.
     #[inline]
-    fn acquire(&self, log: &mut VecDeque<u64>, now: Nanos, n: u64) -> Decision {
+    fn acquire(&self, state: &mut SlidingLogState, now: Nanos, n: u64) -> Decision {
         check_capacity(n, self.limit)?;
-        if let Some(admitted) = self.admit_now(log, now.as_u64(), n) {
+        if let Some(admitted) = self.admit_now(state, now.as_u64(), n) {
             return Ok(admitted);
         }
-        self.acquire_general(log, now, n)
+        self.acquire_general(state, now, n)
     }
 
-    fn peek(&self, log: &VecDeque<u64>, now: Nanos, n: u64) -> Decision {
+    fn peek(&self, state: &SlidingLogState, now: Nanos, n: u64) -> Decision {
         check_capacity(n, self.limit)?;
+        let log = &state.log;
         let now = now.as_u64();
         if n == 0 {
             return Ok(self.admitted(log, now, 0));
@@ -534,12 +690,13 @@ impl Algorithm for SlidingLog {
 
     fn reserve(
         &self,
-        log: &mut VecDeque<u64>,
+        state: &mut SlidingLogState,
         now: Nanos,
         n: u64,
         max_wait: Duration,
     ) -> Result<Reservation, Denied> {
         check_capacity(n, self.limit)?;
+        let log = &state.log;
         if n == 0 {
             return Ok(Reservation::new(0, Duration::ZERO));
         }
@@ -560,31 +717,35 @@ impl Algorithm for SlidingLog {
         if wait > max_wait || active > room {
             return Err(self.limited(log, now, retry));
         }
-        self.record(log, now, at, n);
+        self.record(state, now, at, n);
         Ok(Reservation::new(n, Duration::from_nanos(wait)))
     }
 
     /// Removes the `n` newest entries.
-    fn refund(&self, log: &mut VecDeque<u64>, _now: Nanos, n: u64) {
-        let keep = (log.len() as u64).saturating_sub(n) as usize;
-        log.truncate(keep);
+    fn refund(&self, state: &mut SlidingLogState, _now: Nanos, n: u64) {
+        let keep = (state.log.len() as u64).saturating_sub(n) as usize;
+        state.log.truncate(keep);
+        state.first_live = state.first_live.min(keep);
     }
 
     fn capacity(&self) -> u64 {
         self.limit
     }
 
-    fn idle_at(&self, log: &VecDeque<u64>) -> Nanos {
+    fn idle_at(&self, state: &SlidingLogState) -> Nanos {
         Nanos::new(
-            log.back()
+            state
+                .log
+                .back()
                 .map_or(0, |&t| t.saturating_add(self.window.max(self.min_gap))),
         )
     }
 
     /// The entries in the window, or the whole limit while the gap runs: the default,
     /// without the two peeks.
-    fn forgetting_gives_back(&self, log: &VecDeque<u64>, now: Nanos) -> u64 {
+    fn forgetting_gives_back(&self, state: &SlidingLogState, now: Nanos) -> u64 {
         let now = now.as_u64();
+        let log = &state.log;
         let remaining = self.remaining(self.active(log, now), log.back().copied(), now);
         self.limit.saturating_sub(remaining)
     }
@@ -671,12 +832,17 @@ mod tests {
         SlidingLog::new(limit, ms(window_ms)).unwrap()
     }
 
-    fn entries(s: &VecDeque<u64>) -> Vec<u64> {
+    fn entries(s: &SlidingLogState) -> Vec<u64> {
         s.iter().map(|t| t / MS).collect()
     }
 
+    /// The hint's promise: every entry before it is at or before its cut.
+    fn hint_holds(s: &SlidingLogState) -> bool {
+        s.first_live <= s.log.len() && s.log.iter().take(s.first_live).all(|&t| t <= s.cut)
+    }
+
     /// `acquire` without the short way.
-    fn general_acquire(l: &SlidingLog, s: &mut VecDeque<u64>, now: Nanos, n: u64) -> Decision {
+    fn general_acquire(l: &SlidingLog, s: &mut SlidingLogState, now: Nanos, n: u64) -> Decision {
         check_capacity(n, l.limit)?;
         l.acquire_general(s, now, n)
     }
@@ -686,7 +852,9 @@ mod tests {
         /// must decide, and leave the log, as the general way: same decisions, same
         /// logs, step by step, through reservations booked ahead, refunds, changed
         /// limits and windows, clock reads that lost a race, blocked attempts
-        /// counted and gaps, from the clock's start and near its end.
+        /// counted and gaps, from the clock's start and near its end. After every
+        /// step the state's hint still holds: every entry before it is at or before
+        /// its cut.
         #[test]
         fn the_usual_admission_decides_as_the_general_way(
             limit in 1u64..6,
@@ -728,6 +896,8 @@ mod tests {
                     }
                 }
                 prop_assert_eq!(&fast, &general);
+                prop_assert!(hint_holds(&fast), "{:?}", fast);
+                prop_assert!(hint_holds(&general), "{:?}", general);
             }
         }
     }
@@ -746,6 +916,9 @@ mod tests {
                 general_acquire(&l, &mut general, now, 1)
             );
             assert_eq!(s, general);
+            // The hint follows the window: only the live entries lie after it.
+            assert!(hint_holds(&s));
+            assert!(s.len() - s.first_live <= 33, "{}", s.len() - s.first_live);
         }
         assert_eq!(s.len(), 1_001);
         // With a gap, or for no permits, the general way decides.
@@ -1033,7 +1206,7 @@ mod tests {
             .min_gap(Duration::from_nanos(u64::MAX))
             .unwrap()
             .count_blocked(true);
-        let mut s: VecDeque<u64> = [u64::MAX - 1, u64::MAX].into();
+        let mut s = SlidingLogState::from_iter([u64::MAX - 1, u64::MAX]);
         for now in [0, u64::MAX] {
             let _ = l.acquire(&mut s, Nanos::new(now), 3);
             let _ = l.reserve(&mut s, Nanos::new(now), 3, Duration::MAX);
