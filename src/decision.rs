@@ -102,13 +102,16 @@ impl Admitted {
     /// [`reset_after`](Admitted::reset_after).
     ///
     /// Exact for a bucket that refills continuously ([`Gcra`](crate::algorithm::Gcra),
-    /// in process): the time until its next whole permit; for a
-    /// [`SlidingCounter`](crate::algorithm::SlidingCounter), until its estimate
-    /// frees one more; for Guava's limiters, until prepaid time runs out or idle
-    /// time stores the next permit. For a limit whose permits come back all at once
-    /// (a fixed window, a refresh period), the reset. Where a decision does not say
-    /// (a sliding log, a store's reply), the reset, which no later permit comes
-    /// after: a client that waits this long never waits too little.
+    /// a [`LeakyBucket`](crate::algorithm::LeakyBucket)): the time until its next
+    /// whole permit; for a [`SlidingCounter`](crate::algorithm::SlidingCounter),
+    /// until its estimate frees one more; for Guava's limiters, until prepaid time
+    /// runs out or idle time stores the next permit. For a limit whose permits come
+    /// back all at once (a fixed window, a refresh period), the reset. The same in
+    /// process and from a store, the Redis store included: its reply gives what the
+    /// Rust algorithm gives. Where a decision does not say (a
+    /// [`SlidingLog`](crate::algorithm::SlidingLog), in process or in a store), the
+    /// reset, which no later permit comes after: an upper bound, so that a client
+    /// that waits this long never waits too little.
     ///
     /// # Examples
     ///
