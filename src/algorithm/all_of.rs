@@ -106,7 +106,12 @@ fn acquire_all<A: Algorithm>(
     let mut saved: [Option<A::State>; SAVED] = [const { None }; SAVED];
     let mut folded: Option<Admitted> = None;
     let mut refused = false;
-    for (i, ((rule, state), slot)) in rules.iter().zip(states.iter_mut()).zip(&mut saved).enumerate() {
+    for (i, ((rule, state), slot)) in rules
+        .iter()
+        .zip(states.iter_mut())
+        .zip(&mut saved)
+        .enumerate()
+    {
         *slot = Some(state.clone());
         match rule.acquire(state, now, n) {
             Ok(admitted) => {

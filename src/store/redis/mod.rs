@@ -487,7 +487,8 @@ where
                     None if tells_next_permit(check.rule) => {
                         // The fifth integer of such an admission: µs until one more.
                         let next = field(v[4])?.saturating_mul(1_000);
-                        Ok(Admitted::new(limit, remaining, reset_after).with_next_permit_nanos(next))
+                        Ok(Admitted::new(limit, remaining, reset_after)
+                            .with_next_permit_nanos(next))
                     }
                     None => Ok(Admitted::new(limit, remaining, reset_after)),
                 };
@@ -534,7 +535,8 @@ impl Bucket {
     }
 
     fn room(&self, reset_after: Duration) -> u64 {
-        self.tolerance.saturating_sub(duration_to_nanos(reset_after))
+        self.tolerance
+            .saturating_sub(duration_to_nanos(reset_after))
     }
 
     fn admitted(&self, limit: u64, reset_after: Duration) -> Result<Admitted, StoreError> {
