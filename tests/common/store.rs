@@ -188,7 +188,7 @@ impl Differential {
                 prop_assert_eq!(
                     next_permit(e),
                     next_permit(g),
-                    "next permit at step {} ({:?} at +{} µs) of {:?} on {:?}: memory {:?}, redis {:?}",
+                    "next permit and rule at step {} ({:?} at +{} µs) of {:?} on {:?}: memory {:?}, redis {:?}",
                     i,
                     step,
                     now - EPOCH_MICROS,
@@ -227,13 +227,16 @@ pub async fn server_micros(connection: &mut MultiplexedConnection) -> u64 {
     seconds * 1_000_000 + micros
 }
 
-/// A decision's `next_permit_after` (the HTTP `t`), which `Reply`'s equality leaves out.
-pub fn next_permit(reply: &Reply) -> Option<Option<Duration>> {
+/// A decision's `next_permit_after` (the HTTP `t`) and the rule it describes, which
+/// `Reply`'s equality leaves out.
+pub fn next_permit(reply: &Reply) -> Option<(Option<Duration>, usize)> {
     match reply {
-        Reply::Decision(Ok(admitted)) => Some(Some(admitted.next_permit_after())),
+        Reply::Decision(Ok(admitted)) => {
+            Some((Some(admitted.next_permit_after()), admitted.rule()))
+        }
         Reply::Decision(Err(tollgate::Denied::Limited(limited)))
         | Reply::Reservation(Err(tollgate::Denied::Limited(limited))) => {
-            Some(limited.next_permit_after())
+            Some((limited.next_permit_after(), limited.rule()))
         }
         _ => None,
     }
