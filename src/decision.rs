@@ -42,6 +42,9 @@ pub struct Admitted {
     /// Nanoseconds until more than `remaining` are free, when the algorithm says;
     /// [`FROM_REMAINING`] when it is to be read off `remaining` and the reset.
     next_permit_nanos: u64,
+    /// Which of the rules combined into this decision it describes; a whole word, so
+    /// that the type has no padding.
+    rule: u64,
 }
 
 /// [`Admitted::next_permit_after`] is read off `remaining` and the reset.
@@ -56,6 +59,7 @@ impl Admitted {
             remaining: Quotient::whole(remaining),
             reset_after_nanos: duration_to_nanos(reset_after),
             next_permit_nanos: FROM_REMAINING,
+            rule: 0,
         }
     }
 
@@ -73,6 +77,7 @@ impl Admitted {
             remaining: Quotient::new(remaining_numerator, remaining_divisor),
             reset_after_nanos,
             next_permit_nanos: FROM_REMAINING,
+            rule: 0,
         }
     }
 
@@ -97,13 +102,16 @@ impl Admitted {
     /// [`reset_after`](Admitted::reset_after).
     ///
     /// Exact for a bucket that refills continuously ([`Gcra`](crate::algorithm::Gcra),
-    /// in process): the time until its next whole permit; for a
-    /// [`SlidingCounter`](crate::algorithm::SlidingCounter), until its estimate
-    /// frees one more; for Guava's limiters, until prepaid time runs out or idle
-    /// time stores the next permit. For a limit whose permits come back all at once
-    /// (a fixed window, a refresh period), the reset. Where a decision does not say
-    /// (a sliding log, a store's reply), the reset, which no later permit comes
-    /// after: a client that waits this long never waits too little.
+    /// a [`LeakyBucket`](crate::algorithm::LeakyBucket)): the time until its next
+    /// whole permit; for a [`SlidingCounter`](crate::algorithm::SlidingCounter),
+    /// until its estimate frees one more; for Guava's limiters, until prepaid time
+    /// runs out or idle time stores the next permit. For a limit whose permits come
+    /// back all at once (a fixed window, a refresh period), the reset. The same in
+    /// process and from a store, the Redis store included: its reply gives what the
+    /// Rust algorithm gives. Where a decision does not say (a
+    /// [`SlidingLog`](crate::algorithm::SlidingLog), in process or in a store), the
+    /// reset, which no later permit comes after: an upper bound, so that a client
+    /// that waits this long never waits too little.
     ///
     /// # Examples
     ///
@@ -129,6 +137,47 @@ impl Admitted {
             self.next_permit_nanos.min(self.reset_after_nanos)
         };
         Duration::from_nanos(next)
+    }
+
+    /// Which rule this admission describes, by its index among the rules decided
+    /// together: an [`AllOf`](crate::algorithm::AllOf)'s rules, or a store request's
+    /// checks (a [`SharedLimiter`](crate::store::SharedLimiter)'s rules, a rules
+    /// file's matched limits). It is the rule with the fewest permits remaining (the
+    /// first on a tie), whose limit, remaining, reset and next permit the decision
+    /// reports: the policy an HTTP `RateLimit` field names. 0 for a single rule.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Limiter, Quota};
+    /// use tollgate::algorithm::{AllOf, Gcra};
+    /// use tollgate::time::ManualClock;
+    ///
+    /// // 10 a second and 10 a minute: equal quotas, the second refills slower.
+    /// let rules = AllOf::new(vec![
+    ///     Gcra::new(Quota::per_second(10)?),
+    ///     Gcra::new(Quota::per_minute(10)?),
+    /// ])?;
+    /// let clock = ManualClock::new();
+    /// let limiter = Limiter::with_clock(rules, clock.clone());
+    /// limiter.try_acquire(5)?;
+    /// clock.advance(Duration::from_secs(1));
+    /// // The per-second rule is full again; the per-minute one has 5 left.
+    /// assert_eq!(limiter.try_acquire(1)?.rule(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub const fn rule(&self) -> usize {
+        self.rule as usize
+    }
+
+    /// The same admission, describing rule `index` of those decided together.
+    #[inline]
+    pub(crate) const fn of_rule(self, index: usize) -> Admitted {
+        Admitted {
+            rule: index as u64,
+            ..self
+        }
     }
 
     /// The same admission, with more than `remaining` free `nanos` from now: for an
@@ -287,6 +336,15 @@ impl Denied {
         }
     }
 
+    /// The same denial, from rule `index` of those decided together.
+    #[inline]
+    pub(crate) fn of_rule(self, index: usize) -> Denied {
+        match self {
+            Denied::Limited(l) => Denied::Limited(l.of_rule(index)),
+            other => other,
+        }
+    }
+
     /// Whether the request can never succeed: too large, or the limiter is closed.
     pub const fn is_never(&self) -> bool {
         matches!(self, Denied::Insufficient(_) | Denied::Closed)
@@ -361,11 +419,11 @@ impl Retry {
     }
 }
 
-/// What a denial's retry waits for. A whole word rather than a `bool`: the decision
-/// types then have no padding bytes, so moving one copies whole words instead of
+/// What a denial's retry waits for. Half a word (beside the rule's index) rather than
+/// a `bool`: the decision types then have no padding bytes, so moving one copies whole words instead of
 /// the padding around a one-byte flag piece by piece.
 #[derive(Clone, Copy)]
-#[repr(u64)]
+#[repr(u32)]
 enum WaitsFor {
     Time = 0,
     Release = 1,
@@ -377,6 +435,8 @@ pub struct Limited {
     retry_after_nanos: u64,
     /// What the retry waits for; `retry_after_nanos` is unused for a release.
     waits_for: WaitsFor,
+    /// Which of the rules combined into this decision denied.
+    rule: u32,
     limit: u64,
     remaining: Quotient,
     reset_after_nanos: u64,
@@ -393,6 +453,7 @@ impl Limited {
         Limited {
             retry_after_nanos: duration_to_nanos(retry_after),
             waits_for: WaitsFor::Time,
+            rule: 0,
             limit,
             remaining: Quotient::whole(remaining),
             reset_after_nanos: duration_to_nanos(reset_after),
@@ -415,6 +476,7 @@ impl Limited {
         Limited {
             retry_after_nanos: 0,
             waits_for: WaitsFor::Release,
+            rule: 0,
             limit,
             remaining: Quotient {
                 numerator: remaining,
@@ -437,6 +499,7 @@ impl Limited {
         Limited {
             retry_after_nanos,
             waits_for: WaitsFor::Time,
+            rule: 0,
             limit,
             remaining: Quotient::new(remaining_numerator, remaining_divisor),
             reset_after_nanos,
@@ -510,6 +573,26 @@ impl Limited {
             retry
         };
         Some(Duration::from_nanos(next))
+    }
+
+    /// Which rule denied, by its index among the rules decided together, as
+    /// [`Admitted::rule`] tells it: the one whose wait is the longest (the first on a
+    /// tie). 0 for a single rule.
+    pub const fn rule(&self) -> usize {
+        self.rule as usize
+    }
+
+    /// The same denial, from rule `index` of those decided together.
+    #[inline]
+    pub(crate) const fn of_rule(self, index: usize) -> Limited {
+        Limited {
+            rule: if index > u32::MAX as usize {
+                u32::MAX
+            } else {
+                index as u32
+            },
+            ..self
+        }
     }
 
     /// `remaining` undivided, as [`Admitted::remaining_parts`] tells it.
@@ -626,6 +709,15 @@ mod tests {
         assert!(later.is_limited());
         assert_eq!(later.retry_after(), Some(Duration::from_millis(5)));
         assert_eq!(later.retry(), Some(Retry::After(Duration::from_millis(5))));
+    }
+
+    /// The rule's index fills Limited's half word beside what its retry waits for and
+    /// a word of Admitted: no padding; a Decision is one word larger than before (48).
+    #[test]
+    fn the_rules_index_adds_no_padding() {
+        assert_eq!(std::mem::size_of::<Limited>(), 48);
+        assert_eq!(std::mem::size_of::<Admitted>(), 48);
+        assert_eq!(std::mem::size_of::<Decision>(), 56);
     }
 
     /// Regression: a concurrency limit's denial said "retry after 0ns", as if permits

@@ -830,6 +830,46 @@ fn a_denial_consumes_nothing_from_the_other_limits() {
     assert_eq!(peek.applied()[peek.decisive()].name, "per_client");
 }
 
+/// Regression: the decisive limit was the first whose quota equals the decision's
+/// limit, so with 10 a second per client and 10 a minute for the login path, a login
+/// denied by the spent path limit was reported as `per_client`'s.
+#[test]
+fn equal_quotas_report_the_limit_that_decided() {
+    const EQUAL: &str = "domain: api
+descriptors:
+  - key: remote_address
+    rate_limit: {name: per_client, unit: second, requests_per_unit: 10}
+  - key: path
+    value: /login
+    rate_limit: {name: login, unit: minute, requests_per_unit: 10}
+";
+    let clock = ManualClock::new();
+    clock.advance(MINUTE_EDGE);
+    let limiter = ConfigLimiter::new(rules(EQUAL), memory(&clock)).unwrap();
+    let client = [d(&[("remote_address", "10.0.0.1")])];
+    // The client spends its per-second limit on other paths: denied by it, 1 s.
+    for _ in 0..10 {
+        assert!(block(limiter.check(&client, 1)).unwrap().is_admitted());
+    }
+    let denied = block(limiter.check(&login_request("10.0.0.1"), 1)).unwrap();
+    assert_eq!(denied.applied()[denied.decisive()].name, "per_client");
+    let retry = denied.decision().unwrap().unwrap_err().retry_after();
+    assert_eq!(retry, Some(Duration::from_secs(1)));
+
+    // A second later, ten other clients spend the login limit: denied by it, 59 s.
+    clock.advance(Duration::from_secs(1));
+    for i in 2..12 {
+        let ip = format!("10.0.0.{i}");
+        assert!(block(limiter.check(&login_request(&ip), 1))
+            .unwrap()
+            .is_admitted());
+    }
+    let denied = block(limiter.check(&login_request("10.0.0.1"), 1)).unwrap();
+    assert_eq!(denied.applied()[denied.decisive()].name, "login");
+    let retry = denied.decision().unwrap().unwrap_err().retry_after();
+    assert_eq!(retry, Some(Duration::from_secs(59)));
+}
+
 #[test]
 fn the_decision_reports_the_limit_with_the_fewest_left() {
     let clock = ManualClock::new();

@@ -141,8 +141,9 @@ async fn keyed_by_client_ip_over_redis_sends_every_field() {
     let layer = RateLimitLayer::keyed(ClientIp::new(), limiter).legacy_headers(true);
     let addr = serve(routes().layer(layer)).await;
 
-    // One permit every 20 minutes, 3 at once: each admission leaves one fewer, and
-    // the bucket is full again 20 minutes per permit taken later.
+    // One permit every 20 minutes, 3 at once: each admission leaves one fewer, the
+    // next permit drips in 20 minutes (`t`), and the bucket is full again 20 minutes
+    // per permit taken later (the legacy reset).
     for (i, remaining) in [2, 1, 0].into_iter().enumerate() {
         let reply = get_path(addr, "/").await;
         assert_eq!(reply.status, StatusCode::OK, "request {i}: {reply:?}");
@@ -153,14 +154,15 @@ async fn keyed_by_client_ip_over_redis_sends_every_field() {
         );
         let (name, r, t) = reply.rate_limit();
         assert_eq!((name.as_str(), r), ("default", remaining), "{reply:?}");
-        let full = 1_200 * (3 - remaining);
-        assert!(about(full).contains(&t), "request {i}: t={t}, {reply:?}");
+        assert!(about(1_200).contains(&t), "request {i}: t={t}, {reply:?}");
         assert_eq!(reply.one("x-ratelimit-limit"), Some("3"));
         assert_eq!(
             reply.one("x-ratelimit-remaining"),
             Some(&*remaining.to_string())
         );
-        assert_eq!(reply.one("x-ratelimit-reset"), Some(&*t.to_string()));
+        let reset: u64 = reply.one("x-ratelimit-reset").unwrap().parse().unwrap();
+        let full = 1_200 * (3 - remaining);
+        assert!(about(full).contains(&reset), "request {i}: {reply:?}");
         assert_eq!(reply.one("retry-after"), None);
     }
 
@@ -190,6 +192,42 @@ async fn keyed_by_client_ip_over_redis_sends_every_field() {
     let again = get_path(addr, "/").await;
     assert_eq!(again.status, StatusCode::TOO_MANY_REQUESTS);
     assert!(again.retry_after() <= t);
+}
+
+/// Regression: over Redis an admission's `t` was the time until the bucket is full,
+/// so the last admission of 5 an hour said `t=3600` and the denial just after `t=720`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_redis_the_last_admission_and_the_first_denial_agree_on_t() {
+    let Some(()) = require_redis() else { return };
+    let redis = RedisServer::start();
+    let rule = Gcra::new(Quota::per_hour(5).unwrap());
+    let limiter = SharedLimiter::new(connect(&redis, "t").await, rule).unwrap();
+    let layer = RateLimitLayer::keyed(ClientIp::new(), limiter).legacy_headers(true);
+    let addr = serve(routes().layer(layer)).await;
+
+    let mut last = None;
+    for i in 0..5 {
+        let reply = get_path(addr, "/").await;
+        assert_eq!(reply.status, StatusCode::OK, "request {i}: {reply:?}");
+        last = Some(reply);
+    }
+    let last = last.unwrap();
+    let denied = get_path(addr, "/").await;
+    assert_eq!(denied.status, StatusCode::TOO_MANY_REQUESTS, "{denied:?}");
+
+    // One permit every 12 minutes: the next one is 720 s away on both answers, while
+    // the bucket is full again in an hour.
+    let (name, r, t_last) = last.rate_limit();
+    assert_eq!((name.as_str(), r), ("default", 0), "{last:?}");
+    let (name, r, t_denied) = denied.rate_limit();
+    assert_eq!((name.as_str(), r), ("default", 0), "{denied:?}");
+    assert!(about(720).contains(&t_last), "last admission: {last:?}");
+    assert!(about(720).contains(&t_denied), "first denial: {denied:?}");
+    assert!(t_denied <= t_last, "{last:?} then {denied:?}");
+    assert!(t_last - t_denied <= 1, "{last:?} then {denied:?}");
+    assert_eq!(denied.retry_after(), t_denied);
+    let reset: u64 = last.one("x-ratelimit-reset").unwrap().parse().unwrap();
+    assert!(about(3_600).contains(&reset), "{last:?}");
 }
 
 /// A fleet member: its own axum server, its own layer, its own connection to Redis.

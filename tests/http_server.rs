@@ -780,3 +780,48 @@ async fn a_leaky_queue_serves_the_layer() {
         StatusCode::TOO_MANY_REQUESTS
     );
 }
+
+/// Regression: the policy named was found by quota alone, so with two rules of 10
+/// (a minute window listed first, a per-second bucket) the bucket's denial was
+/// reported as `"per_minute";r=0;t=1`: one rule's name with another rule's numbers.
+#[tokio::test]
+async fn equal_quotas_name_the_rule_that_decided() {
+    let clock = ManualClock::new();
+    let limiter = SharedLimiter::all_of(
+        store(&clock),
+        [
+            ("per_minute", FixedWindow::new(10, secs(60)).unwrap().into()),
+            (
+                "per_second",
+                Gcra::new(Quota::per_second(10).unwrap()).into(),
+            ),
+        ],
+    )
+    .unwrap();
+    let layer = RateLimitLayer::keyed(ClientIp::new(), limiter);
+    let addr = serve(hello().layer(layer)).await;
+
+    // 50 ms before the minute's window ends, both rules spent: the window comes back
+    // in 50 ms, the bucket's next permit in 100 ms, so the bucket denies.
+    clock.advance(Duration::from_millis(59_950));
+    for i in 0..10 {
+        let reply = get_path(addr, "/").await;
+        assert_eq!(reply.status, StatusCode::OK, "request {i}: {reply:?}");
+    }
+    let denied = get_path(addr, "/").await;
+    assert_eq!(denied.status, StatusCode::TOO_MANY_REQUESTS, "{denied:?}");
+    assert_eq!(denied.one("ratelimit"), Some(r#""per_second";r=0;t=1"#));
+    assert_eq!(denied.one("retry-after"), Some("1"));
+
+    // A second later the bucket is full and the next window open: both spent again,
+    // the window denies for the rest of its minute.
+    clock.advance(secs(1));
+    for i in 0..10 {
+        let reply = get_path(addr, "/").await;
+        assert_eq!(reply.status, StatusCode::OK, "request {i}: {reply:?}");
+    }
+    let denied = get_path(addr, "/").await;
+    assert_eq!(denied.status, StatusCode::TOO_MANY_REQUESTS, "{denied:?}");
+    assert_eq!(denied.one("ratelimit"), Some(r#""per_minute";r=0;t=60"#));
+    assert_eq!(denied.one("retry-after"), Some("60"));
+}

@@ -67,15 +67,16 @@ impl<A: Algorithm> AllOf<A> {
     fn check(&self, states: &[A::State], now: Nanos, n: u64) -> Decision {
         let mut tightest: Option<Admitted> = None;
         let mut denial: Option<Denied> = None;
-        for (rule, state) in self.rules.iter().zip(states) {
+        for (i, (rule, state)) in self.rules.iter().zip(states).enumerate() {
             match rule.peek(state, now, n) {
                 Ok(a) => {
+                    let a = a.of_rule(i);
                     tightest = Some(match tightest {
                         Some(t) => tighter(t, a),
                         None => a,
                     })
                 }
-                Err(d) => denial = Some(later_denial(denial, d)),
+                Err(d) => denial = Some(later_denial(denial, d.of_rule(i))),
             }
         }
         match (denial, tightest) {
@@ -105,10 +106,16 @@ fn acquire_all<A: Algorithm>(
     let mut saved: [Option<A::State>; SAVED] = [const { None }; SAVED];
     let mut folded: Option<Admitted> = None;
     let mut refused = false;
-    for ((rule, state), slot) in rules.iter().zip(states.iter_mut()).zip(&mut saved) {
+    for (i, ((rule, state), slot)) in rules
+        .iter()
+        .zip(states.iter_mut())
+        .zip(&mut saved)
+        .enumerate()
+    {
         *slot = Some(state.clone());
         match rule.acquire(state, now, n) {
             Ok(admitted) => {
+                let admitted = admitted.of_rule(i);
                 folded = Some(match folded {
                     Some(before) => tighter(before, admitted),
                     None => admitted,

@@ -581,17 +581,22 @@ fn shadow_denial(shadow: &[&MatchedLimit<'_>], decision: Option<Decision>) -> Op
     }
 }
 
-/// The limit a combined decision reports: the first whose capacity is the decision's
-/// limit (the store combines as `AllOf` does, keeping the deciding rule's values).
+/// The limit a combined decision reports: the check the store says decided (it
+/// combines as `AllOf` does, keeping the deciding rule's values whole); for a request
+/// too costly, the first whose capacity is the one reported.
 fn decisive_index(limits: &[&MatchedLimit<'_>], decision: &Decision) -> usize {
-    let capacity = match decision {
-        Ok(admitted) => admitted.limit(),
-        Err(Denied::Limited(limited)) => limited.limit(),
-        Err(Denied::Insufficient(insufficient)) => insufficient.capacity(),
-        Err(Denied::Closed) => return 0,
+    let index = match decision {
+        Ok(admitted) => admitted.rule(),
+        Err(Denied::Limited(limited)) => limited.rule(),
+        Err(Denied::Insufficient(insufficient)) => limits
+            .iter()
+            .position(|m| m.limit().rule().capacity() == insufficient.capacity())
+            .unwrap_or(0),
+        Err(Denied::Closed) => 0,
     };
-    limits
-        .iter()
-        .position(|m| m.limit().rule().capacity() == capacity)
-        .unwrap_or(0)
+    if index < limits.len() {
+        index
+    } else {
+        0
+    }
 }

@@ -151,11 +151,16 @@ impl<'a> Request<'a> {
         let first = verdicts
             .next()
             .ok_or_else(|| StoreError::Protocol("no verdict for the request".into()))?;
-        let mut combined = first;
-        for verdict in verdicts {
+        let mut combined = match first {
+            RuleOutcome::Decision(d) => RuleOutcome::Decision(of_rule(d, 0)),
+            other => other,
+        };
+        for (i, verdict) in verdicts.enumerate() {
             combined = match (combined, verdict) {
+                // Each decision says which check it is, so that the combined one names
+                // the deciding rule (quotas alone may tie).
                 (RuleOutcome::Decision(a), RuleOutcome::Decision(b)) => {
-                    RuleOutcome::Decision(combine_decisions(a, b))
+                    RuleOutcome::Decision(combine_decisions(a, of_rule(b, i + 1)))
                 }
                 (RuleOutcome::Refunded, RuleOutcome::Refunded) => RuleOutcome::Refunded,
                 (a, b) => {
@@ -182,6 +187,13 @@ impl<'a> Request<'a> {
                 "verdict {verdict:?} for {op:?}"
             ))),
         }
+    }
+}
+
+fn of_rule(decision: Decision, index: usize) -> Decision {
+    match decision {
+        Ok(admitted) => Ok(admitted.of_rule(index)),
+        Err(denied) => Err(denied.of_rule(index)),
     }
 }
 

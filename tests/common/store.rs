@@ -184,6 +184,20 @@ impl Differential {
                     "step {i} ({step:?}): memory {expected:?}, redis {got:?}, rules {rules:?}"
                 ),
             }
+            if let (Ok(e), Ok(g)) = (&expected, &got) {
+                prop_assert_eq!(
+                    next_permit(e),
+                    next_permit(g),
+                    "next permit and rule at step {} ({:?} at +{} µs) of {:?} on {:?}: memory {:?}, redis {:?}",
+                    i,
+                    step,
+                    now - EPOCH_MICROS,
+                    steps,
+                    rules,
+                    e,
+                    g
+                );
+            }
             for key in &keys {
                 let redis_key = redis_store.redis_key(&tag, key);
                 let ttl: i64 = self.runtime.block_on(connection.pttl(&redis_key)).unwrap();
@@ -211,6 +225,21 @@ pub async fn connect(url: &str) -> MultiplexedConnection {
 pub async fn server_micros(connection: &mut MultiplexedConnection) -> u64 {
     let (seconds, micros): (u64, u64) = redis::cmd("TIME").query_async(connection).await.unwrap();
     seconds * 1_000_000 + micros
+}
+
+/// A decision's `next_permit_after` (the HTTP `t`) and the rule it describes, which
+/// `Reply`'s equality leaves out.
+pub fn next_permit(reply: &Reply) -> Option<(Option<Duration>, usize)> {
+    match reply {
+        Reply::Decision(Ok(admitted)) => {
+            Some((Some(admitted.next_permit_after()), admitted.rule()))
+        }
+        Reply::Decision(Err(tollgate::Denied::Limited(limited)))
+        | Reply::Reservation(Err(tollgate::Denied::Limited(limited))) => {
+            Some((limited.next_permit_after(), limited.rule()))
+        }
+        _ => None,
+    }
 }
 
 /// Whether two outcomes agree; a convenience for tests that compare by hand.

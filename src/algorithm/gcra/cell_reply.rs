@@ -116,9 +116,10 @@ fn cell_remaining(room_nanos: u64, interval_nanos: u64) -> u64 {
 
 /// A decision's `remaining` as redis-cell counts it. A GCRA decision made in
 /// process keeps its room in nanoseconds over the emission interval (a divisor above
-/// one): divided exactly, it is one lower than redis-cell's whole-microsecond count
-/// when the interval is not a whole number of microseconds. Any other decision (a
-/// store's reply, already in whole permits) is as it came.
+/// one), as does a Redis store's GCRA reply (its interval a whole number of
+/// microseconds): divided exactly, it is one lower than redis-cell's
+/// whole-microsecond count when the interval is not a whole number of
+/// microseconds. Any other decision (already in whole permits) is as it came.
 fn decision_remaining((room, divisor): (u64, u64)) -> u64 {
     if divisor > 1 {
         cell_remaining(room, divisor)

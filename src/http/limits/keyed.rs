@@ -45,11 +45,10 @@ impl fmt::Debug for Cost {
 /// limit, remaining and reset, all of that rule), or the denial with the longest
 /// wait, or a request more costly than some rule can ever grant. So `r` and `t` of
 /// the `RateLimit` field are always one rule's. The verdict's `decisive` policy is
-/// the rule that combined decision speaks for: the first rule whose quota equals the
-/// decision's `limit` (for a request too costly, whose capacity equals the one
-/// reported). When two rules have the same quota the decision cannot tell them
-/// apart and the first is named; the numbers reported (`r`, `t`) are still one
-/// rule's, the one the store reported.
+/// the rule that combined decision speaks for ([`Admitted::rule`](crate::Admitted::rule),
+/// [`Limited::rule`](crate::Limited::rule)), so that the policy named is the one
+/// whose `r` and `t` are reported, even when two rules have the same quota (for a
+/// request too costly, the first rule whose capacity equals the one reported).
 ///
 /// # Examples
 ///
@@ -268,18 +267,18 @@ fn verdict<P: PermitSource<str>>(
     verdict
 }
 
-/// The index of the policy `decision` speaks for: the first whose quota is the
-/// decision's limit, or, for a request too costly, whose capacity is the one reported.
+/// The index of the policy `decision` speaks for: the rule the combined decision
+/// says decided, or, for a request too costly, the first whose capacity is the one
+/// reported.
 #[inline]
 fn decisive(policies: &[Policy], capacities: &[u64], decision: &Decision) -> usize {
-    let by_quota = |limit: u64| policies.iter().position(|p| p.quota == limit);
     let found = match decision {
-        Ok(admitted) => by_quota(admitted.limit()),
-        Err(Denied::Limited(limited)) => by_quota(limited.limit()),
+        Ok(admitted) => Some(admitted.rule()),
+        Err(Denied::Limited(limited)) => Some(limited.rule()),
         Err(Denied::Insufficient(i)) => capacities.iter().position(|&c| c == i.capacity()),
         Err(Denied::Closed) => None,
     };
-    found.unwrap_or(0)
+    found.filter(|&i| i < policies.len()).unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -395,19 +394,22 @@ mod tests {
     }
 
     #[test]
-    fn the_decisive_policy_is_the_one_whose_quota_the_decision_reports() {
+    fn the_decisive_policy_is_the_rule_the_decision_names() {
         let policies = [
             Policy::new("burst", 10, secs(1)),
             Policy::new("daily", 1000, secs(86_400)),
             Policy::new("same", 1000, secs(3_600)),
         ];
         let capacities = [10, 1000, 1000];
-        let admitted = |limit| Ok(Admitted::new(limit, 1, secs(1)));
-        assert_eq!(decisive(&policies, &capacities, &admitted(10)), 0);
-        assert_eq!(decisive(&policies, &capacities, &admitted(1000)), 1);
-        let limited = Err(Denied::Limited(Limited::new(secs(1), 1000, 0, secs(1))));
-        // A tie between "daily" and "same": the first is named.
-        assert_eq!(decisive(&policies, &capacities, &limited), 1);
+        let admitted = |limit, rule| Ok(Admitted::new(limit, 1, secs(1)).of_rule(rule));
+        assert_eq!(decisive(&policies, &capacities, &admitted(10, 0)), 0);
+        assert_eq!(decisive(&policies, &capacities, &admitted(1000, 1)), 1);
+        // Equal quotas: the rule the decision names, not the first of that quota.
+        assert_eq!(decisive(&policies, &capacities, &admitted(1000, 2)), 2);
+        let limited = Limited::new(secs(1), 1000, 0, secs(1)).of_rule(2);
+        assert_eq!(decisive(&policies, &capacities, &Err(limited.into())), 2);
+        // An index past the policies (no such rule) names the first.
+        assert_eq!(decisive(&policies, &capacities, &admitted(10, 7)), 0);
         let never = Err(Denied::Insufficient(InsufficientCapacity::new(11, 10)));
         assert_eq!(decisive(&policies, &capacities, &never), 0);
         assert_eq!(decisive(&policies, &capacities, &Err(Denied::Closed)), 0);

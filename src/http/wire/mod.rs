@@ -52,10 +52,10 @@
 //!
 //! `t` is exact for a bucket that refills continuously, for a sliding counter, for
 //! Guava's limiters, and for limits whose permits come back all at once (a fixed
-//! window: the window's end). Where the decision does not say when the next permit
-//! comes back (a sliding log, a Redis store's reply), it is the time until the
-//! policy is full, which no permit comes back after: a client that waits `t` never
-//! waits too little.
+//! window: the window's end), in process and over a store (Redis included) alike.
+//! Where the decision does not say when the next permit comes back (a sliding log),
+//! it is the time until the policy is full, which no permit comes back after: a
+//! client that waits `t` never waits too little.
 //!
 //! # Policy names
 //!

@@ -21,6 +21,7 @@ use crate::algorithm::script::{exact_count, MAX_SCRIPT_MICROS};
 use crate::algorithm::Arg;
 use crate::decision::{Admitted, InsufficientCapacity, Limited, Reservation};
 use crate::sync::Arc;
+use crate::units::duration_to_nanos;
 
 mod coalesce;
 mod script;
@@ -464,7 +465,8 @@ where
         let n = request.op.permits();
         reply
             .chunks_exact(5)
-            .map(|v| {
+            .zip(request.checks)
+            .map(|(v, check)| {
                 let bad = || StoreError::Protocol(format!("verdict {v:?} for {step:?}"));
                 let field = |x: i64| u64::try_from(x).map_err(|_| bad());
                 let (kind, limit, remaining) = (v[0], field(v[1])?, field(v[2])?);
@@ -474,15 +476,25 @@ where
                     -1 => None,
                     wait => Some(Duration::from_micros(field(wait)?)),
                 };
-                let limited = || match wait {
-                    Some(wait) => Limited::new(wait, limit, remaining, reset_after).into(),
-                    None => Limited::on_release(limit, remaining).into(),
+                let bucket = Bucket::of(check.rule);
+                let limited = || match (wait, bucket) {
+                    (Some(wait), Some(bucket)) => bucket.limited(wait, limit, reset_after).into(),
+                    (Some(wait), None) => Limited::new(wait, limit, remaining, reset_after).into(),
+                    (None, _) => Limited::on_release(limit, remaining).into(),
+                };
+                let admitted = || match bucket {
+                    Some(bucket) => bucket.admitted(limit, reset_after),
+                    None if tells_next_permit(check.rule) => {
+                        // The fifth integer of such an admission: µs until one more.
+                        let next = field(v[4])?.saturating_mul(1_000);
+                        Ok(Admitted::new(limit, remaining, reset_after)
+                            .with_next_permit_nanos(next))
+                    }
+                    None => Ok(Admitted::new(limit, remaining, reset_after)),
                 };
                 let never = || InsufficientCapacity::new(n, limit).into();
                 Ok(match (step, kind) {
-                    (Step::Acquire(_) | Step::Peek(_), 1) => {
-                        RuleOutcome::Decision(Ok(Admitted::new(limit, remaining, reset_after)))
-                    }
+                    (Step::Acquire(_) | Step::Peek(_), 1) => RuleOutcome::Decision(Ok(admitted()?)),
                     (Step::Acquire(_) | Step::Peek(_), 0) => RuleOutcome::Decision(Err(limited())),
                     (Step::Acquire(_) | Step::Peek(_), 3) => RuleOutcome::Decision(Err(never())),
                     (Step::Reserve(..), 2) => {
@@ -497,6 +509,65 @@ where
             })
             .collect()
     }
+}
+
+/// A token bucket's numbers (GCRA, and the leaky bucket that meters with one), in
+/// nanoseconds: its reply's remaining is `(tolerance - reset) / interval`, so the
+/// decision is built undivided, as the in-process `Gcra` builds it, and tells the time
+/// to the next permit (debt included) exactly as the in-process one does.
+#[derive(Clone, Copy)]
+struct Bucket {
+    interval: u64,
+    tolerance: u64,
+}
+
+impl Bucket {
+    fn of(rule: &super::Rule) -> Option<Bucket> {
+        let words = match rule {
+            super::Rule::Gcra(a) => a.words(),
+            super::Rule::LeakyBucket(a) => a.words(),
+            _ => return None,
+        };
+        (words[0] > 0).then_some(Bucket {
+            interval: words[0],
+            tolerance: words[1],
+        })
+    }
+
+    fn room(&self, reset_after: Duration) -> u64 {
+        self.tolerance
+            .saturating_sub(duration_to_nanos(reset_after))
+    }
+
+    fn admitted(&self, limit: u64, reset_after: Duration) -> Result<Admitted, StoreError> {
+        Ok(Admitted::deferred(
+            limit,
+            self.room(reset_after),
+            self.interval,
+            duration_to_nanos(reset_after),
+        ))
+    }
+
+    fn limited(&self, wait: Duration, limit: u64, reset_after: Duration) -> Limited {
+        Limited::deferred(
+            duration_to_nanos(wait),
+            limit,
+            self.room(reset_after),
+            self.interval,
+            duration_to_nanos(reset_after),
+        )
+    }
+}
+
+/// Whether the script's admissions under `rule` carry the µs until one more permit,
+/// which their remaining and reset do not tell (see prelude.lua's `admitted`).
+fn tells_next_permit(rule: &super::Rule) -> bool {
+    matches!(
+        rule,
+        super::Rule::SlidingCounter(_)
+            | super::Rule::SmoothBursty(_)
+            | super::Rule::SmoothWarmingUp(_)
+    )
 }
 
 #[async_trait]

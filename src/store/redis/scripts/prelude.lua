@@ -26,13 +26,16 @@
 -- expires_at(p, new_state), saving the driver from reading the state back. A verdict is a list of five
 -- integers {kind, limit, remaining, reset_after µs, wait µs}, built by the helpers
 -- below; a limited verdict's wait is -1 when it waits for a release, not for time.
+-- An admission's fifth integer is the µs until more than `remaining` are free, for
+-- the algorithms whose remaining and reset do not tell it (the sliding counter,
+-- Guava's; the Rust side reads it for those kinds only), else 0.
 
 local ALGORITHMS = {}
 
 local KIND_LIMITED, KIND_ADMITTED, KIND_RESERVED, KIND_NEVER, KIND_REFUNDED = 0, 1, 2, 3, 4
 
-local function admitted(limit, remaining, reset_after)
-  return {KIND_ADMITTED, limit, remaining, reset_after, 0}
+local function admitted(limit, remaining, reset_after, next_permit)
+  return {KIND_ADMITTED, limit, remaining, reset_after, next_permit or 0}
 end
 
 local function limited(retry_after, limit, remaining, reset_after)

@@ -126,6 +126,17 @@ local function sliding_counter_verdict(p, s, elapsed, now)
   return remaining, reset_after
 end
 
+-- Admitted, with the µs until one more than remaining fits (as the Rust twin's
+-- admission tells it: the reset overstates it by up to a window).
+local function sliding_counter_admitted(p, s, elapsed, now, at)
+  local remaining, reset_after = sliding_counter_verdict(p, s, elapsed, now)
+  local next_permit = 0
+  if remaining < p[1] then
+    next_permit = math.max(sliding_counter_allowed_at(p, s, at, remaining + 1) - now, 0)
+  end
+  return admitted(p[1], remaining, reset_after, next_permit)
+end
+
 local function sliding_counter_acquire(p, state, now, n)
   if n > p[1] then
     return never(p[1])
@@ -140,10 +151,10 @@ local function sliding_counter_acquire(p, state, now, n)
     unchanged = sliding_counter_encode(s)
   end
   if s.current + n + sliding_counter_weight(p, s, elapsed) > p[1] then
-    local remaining, reset_after = sliding_counter_verdict(p, s, elapsed, now)
     if n == 0 then
-      return admitted(p[1], remaining, reset_after), unchanged
+      return sliding_counter_admitted(p, s, elapsed, now, at), unchanged
     end
+    local remaining, reset_after = sliding_counter_verdict(p, s, elapsed, now)
     local retry = math.max(sliding_counter_allowed_at(p, s, at, n) - now, 0)
     return limited(retry, p[1], remaining, reset_after)
   end
@@ -152,7 +163,7 @@ local function sliding_counter_acquire(p, state, now, n)
     s.current = s.current + n
     new_state = sliding_counter_encode(s)
   end
-  return admitted(p[1], sliding_counter_verdict(p, s, elapsed, now)), new_state
+  return sliding_counter_admitted(p, s, elapsed, now, at), new_state
 end
 
 ALGORITHMS.sliding_counter = {

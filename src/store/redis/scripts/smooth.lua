@@ -144,8 +144,25 @@ function smooth.status(shape, p, s, now_us, now)
   return limit, remaining, smooth.time_to(s, now, full_at)
 end
 
+-- Admitted, with the µs until more than remaining can pass (the Rust admission's
+-- next permit): once prepaid time has run out, or once idle time stores the next
+-- whole permit.
 function smooth.admitted(shape, p, s, now_us, now)
-  return admitted(smooth.status(shape, p, s, now_us, now))
+  local limit, remaining, reset_after = smooth.status(shape, p, s, now_us, now)
+  local next_permit = 0
+  if remaining < limit then
+    local next_us = s.next_free
+    if next_us > now_us then
+      next_permit = smooth.time_to(s, now, next_us)
+    elseif shape.cool_down(p) == 0 then
+      -- Nothing is ever stored (Rust's infinite cool-down): no sooner than the reset.
+      next_permit = reset_after
+    else
+      local missing = math.max(math.floor(s.stored) + 1 - s.stored, 0)
+      next_permit = smooth.time_to(s, now, now_us + math.ceil(missing * shape.cool_down(p)))
+    end
+  end
+  return admitted(limit, remaining, reset_after, next_permit)
 end
 
 -- Denied until fits_at µs after the start.
