@@ -1,6 +1,7 @@
 //! Criticality classes: [`Classes`], an ordered set of names, and the [`Class`] of a
 //! request.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::fmt;
 
@@ -301,6 +302,17 @@ impl Classes {
     #[inline]
     pub(crate) fn made(&self, class: &Class) -> bool {
         Arc::ptr_eq(&self.names, &class.set)
+    }
+
+    /// `class` as one of this set: itself when this set made it (no clone on the
+    /// path of every decision), else [resolved](Classes::resolve).
+    #[inline]
+    pub(crate) fn own<'a>(&self, class: &'a Class) -> Cow<'a, Class> {
+        if self.made(class) {
+            Cow::Borrowed(class)
+        } else {
+            Cow::Owned(self.resolve(class))
+        }
     }
 
     /// The position of `class` once [resolved](Classes::resolve).

@@ -442,13 +442,8 @@ impl<U: UsageCounter> Shedder for FleetShedder<U> {
     /// a critical class, the shared limit for others), in one atomic step. A class
     /// of another set is read by its name ([`Classes::resolve`]).
     fn decide(&self, class: &Class) -> ShedDecision<FleetSlot<U>> {
-        let resolved;
-        let class = if self.classes.made(class) {
-            class
-        } else {
-            resolved = self.classes.resolve(class);
-            &resolved
-        };
+        let class = self.classes.own(class);
+        let class = &*class;
         let plan = self.plan(class);
         let (lease, within) = if plan.mode == Mode::Off {
             (Some(self.counter.take()), false)

@@ -326,13 +326,8 @@ impl<C: Clock> Shedder for UtilisationShedder<C> {
     /// if it is among the `level` least critical. A refusal hints the
     /// de-escalation hold as `retry_after`: the class comes back no sooner.
     fn decide(&self, class: &Class) -> ShedDecision<UtilisationSlot> {
-        let resolved;
-        let class = if self.classes.made(class) {
-            class
-        } else {
-            resolved = self.classes.resolve(class);
-            &resolved
-        };
+        let class = self.classes.own(class);
+        let class = &*class;
         let level = self.observe(self.utilisation());
         let mode = self.mode.get();
         let shed = class.index() >= self.classes.len() - level;

@@ -383,13 +383,8 @@ impl<R: SystemReadings, C: Clock> Shedder for SystemProtection<R, C> {
     /// exceeded, in Sentinel's order. A shed request is counted in the window's
     /// block QPS and never as in flight.
     fn decide(&self, class: &Class) -> ShedDecision<SystemPermit<R, C>> {
-        let resolved;
-        let class = if self.classes.made(class) {
-            class
-        } else {
-            resolved = self.classes.resolve(class);
-            &resolved
-        };
+        let class = self.classes.own(class);
+        let class = &*class;
         let shared = &self.shared;
         let now = shared.clock.now();
         let mode = self.mode.get();
