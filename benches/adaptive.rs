@@ -12,7 +12,7 @@
 //! tokio's `try_acquire_owned` (`tokio.owned`).
 
 use std::convert::Infallible;
-use std::future::{ready, Future, Ready};
+use std::future::{Future, Ready, ready};
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};

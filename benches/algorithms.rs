@@ -11,8 +11,8 @@
 //! GCRA itself is in `gcra.rs`.
 
 use std::num::NonZeroU32;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use criterion::Criterion;
@@ -24,7 +24,7 @@ use tollgate::algorithm::{
 use tollgate::time::{Clock, MonotonicClock, Nanos};
 use tollgate::{Limiter, Quota, Semaphore};
 
-use crate::harness::{self, bench_single_thread, bench_two_threads, Group};
+use crate::harness::{self, Group, bench_single_thread, bench_two_threads};
 
 const SECOND: Duration = Duration::from_secs(1);
 const HOUR: Duration = Duration::from_secs(3600);
@@ -287,7 +287,7 @@ fn bench_all(group: &mut Group<'_>, threads: Threads) {
 
     // A macro rather than a function: each algorithm is a different type.
     macro_rules! limiter {
-        ($peer:literal, $scenario:expr, $make:ident) => {{
+        ($peer:literal, $scenario:expr_2021, $make:ident) => {{
             let scenario = $scenario;
             let limiter = tollgate($peer, scenario, $make(scenario));
             run(group, threads, $peer, scenario, |_| limiter.try_acquire(1));

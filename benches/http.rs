@@ -48,7 +48,7 @@ use axum::body::Body;
 use axum::extract::ConnectInfo;
 use criterion::measurement::WallTime;
 use criterion::{
-    criterion_group, criterion_main, BatchSize, BenchmarkGroup, BenchmarkId, Criterion, Throughput,
+    BatchSize, BenchmarkGroup, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main,
 };
 use futures::executor::block_on;
 use governor::middleware::{NoOpMiddleware, RateLimitingMiddleware, StateInformationMiddleware};
@@ -56,14 +56,14 @@ use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use tollgate::algorithm::Gcra;
 use tollgate::http::server::RateLimitLayer;
 use tollgate::http::{
-    wire, CheckFuture, ClientIp, KeyExtractor, KeyedLimits, Limits, Policy, Verdict,
+    CheckFuture, ClientIp, KeyExtractor, KeyedLimits, Limits, Policy, Verdict, wire,
 };
 use tollgate::store::{Check, MemoryStore, Op, Request as StoreRequest, Rule, SharedLimiter};
 use tollgate::{KeyedConfig, KeyedLimiter, Quota};
 use tower::{Layer, Service, ServiceExt};
+use tower_governor::GovernorLayer;
 use tower_governor::governor::{GovernorConfig, GovernorConfigBuilder};
 use tower_governor::key_extractor::{KeyExtractor as _, PeerIpKeyExtractor};
-use tower_governor::GovernorLayer;
 
 type Group<'a> = BenchmarkGroup<'a, WallTime>;
 
@@ -181,9 +181,8 @@ fn request(i: u64) -> Request<()> {
 }
 
 /// The inner service: an empty 200 at once.
-fn inner(
-) -> impl Service<Request<()>, Response = Response<Body>, Error = Infallible, Future: Send> + Clone
-{
+fn inner()
+-> impl Service<Request<()>, Response = Response<Body>, Error = Infallible, Future: Send> + Clone {
     tower::service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new(Body::empty())) })
 }
 

@@ -50,14 +50,14 @@ mod bench {
 
     use redis::aio::MultiplexedConnection;
     use tokio::time::MissedTickBehavior;
+    use tollgate::Quota;
     use tollgate::algorithm::{FixedWindow, Gcra};
     use tollgate::store::{
         BatchedLimiter, DeniedCache, RedisStore, Rule, SharedLimiter, Store, StoreError,
     };
     use tollgate::time::{Clock, MonotonicClock};
-    use tollgate::Quota;
 
-    use super::redis_harness::{require_redis, RedisServer};
+    use super::redis_harness::{RedisServer, require_redis};
 
     /// Simulated nodes.
     const NODES: usize = 4;

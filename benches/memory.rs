@@ -28,36 +28,44 @@ fn shrank(bytes: usize) {
 // SAFETY: every call is forwarded unchanged to `System`; the counters only observe.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let ptr = System.alloc(layout);
-        if !ptr.is_null() {
-            grew(layout.size());
+        unsafe {
+            let ptr = System.alloc(layout);
+            if !ptr.is_null() {
+                grew(layout.size());
+            }
+            ptr
         }
-        ptr
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let ptr = System.alloc_zeroed(layout);
-        if !ptr.is_null() {
-            grew(layout.size());
+        unsafe {
+            let ptr = System.alloc_zeroed(layout);
+            if !ptr.is_null() {
+                grew(layout.size());
+            }
+            ptr
         }
-        ptr
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        System.dealloc(ptr, layout);
-        shrank(layout.size());
+        unsafe {
+            System.dealloc(ptr, layout);
+            shrank(layout.size());
+        }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let new = System.realloc(ptr, layout, new_size);
-        if !new.is_null() {
-            if new_size >= layout.size() {
-                grew(new_size - layout.size());
-            } else {
-                shrank(layout.size() - new_size);
+        unsafe {
+            let new = System.realloc(ptr, layout, new_size);
+            if !new.is_null() {
+                if new_size >= layout.size() {
+                    grew(new_size - layout.size());
+                } else {
+                    shrank(layout.size() - new_size);
+                }
             }
+            new
         }
-        new
     }
 }
 

@@ -15,8 +15,8 @@
 //! `--refill N` has leaky-bucket add N tokens every N ms.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use tollgate::algorithm::Gcra;

@@ -82,17 +82,21 @@ mod counting {
 
     unsafe impl GlobalAlloc for Counting {
         unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-            System.alloc(layout)
+            unsafe {
+                ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+                System.alloc(layout)
+            }
         }
 
         unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-            System.dealloc(ptr, layout)
+            unsafe { System.dealloc(ptr, layout) }
         }
 
         unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-            System.realloc(ptr, layout, new_size)
+            unsafe {
+                ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+                System.realloc(ptr, layout, new_size)
+            }
         }
     }
 
@@ -113,12 +117,12 @@ mod bench {
     use std::time::{Duration, Instant};
 
     use redis::aio::{ConnectionManager, MultiplexedConnection};
+    use tollgate::Quota;
     use tollgate::algorithm::Gcra;
     use tollgate::store::{Check, Op, RedisStore, Request, Rule, RuleKind, SharedLimiter, Store};
-    use tollgate::Quota;
 
     use super::counting::allocations;
-    use super::redis_harness::{require_redis, RedisServer};
+    use super::redis_harness::{RedisServer, require_redis};
 
     const PREFIX: &str = "bench";
     /// Keys drawn from; `redis-benchmark -r` draws the same 12-digit numbers.

@@ -15,7 +15,7 @@
 //!   refuses because its service is not ready and answers an error.
 
 use std::convert::Infallible;
-use std::future::{ready, Future, Ready};
+use std::future::{Future, Ready, ready};
 use std::pin::pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -189,8 +189,8 @@ mod layer {
     use http::{Request, Response};
     use http_body_util::Empty;
     use tollgate::http::shed::ShedLayer;
-    use tower::load_shed::LoadShed;
     use tower::Layer;
+    use tower::load_shed::LoadShed;
 
     use crate::harness::Group;
 

@@ -19,13 +19,13 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use axum::http::{header, StatusCode};
-use axum::response::IntoResponse;
 use axum::Router;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
 use http_body_util::Empty;
 use hyper::body::Bytes;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use tower::{Layer, ServiceExt};
 

@@ -14,21 +14,21 @@
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use axum::routing::get;
 use axum::Router;
+use axum::routing::get;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
-use tollgate::config::{ConfigLimiter, ConfigLimits, RuleSet};
-use tollgate::http::server::RateLimitLayer;
-use tollgate::http::ClientIp;
-use tollgate::store::MemoryStore;
 use tollgate::KeyedConfig;
+use tollgate::config::{ConfigLimiter, ConfigLimits, RuleSet};
+use tollgate::http::ClientIp;
+use tollgate::http::server::RateLimitLayer;
+use tollgate::store::MemoryStore;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 

@@ -17,9 +17,9 @@ use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use tollgate::Quota;
 use tollgate::algorithm::Gcra;
 use tollgate::store::{RedisStore, SharedLimiter};
-use tollgate::Quota;
 
 const RATE_PER_SECOND: u64 = 100;
 const BURST: u64 = 10;

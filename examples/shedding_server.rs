@@ -14,12 +14,12 @@
 //! surges to 480 a second. The sheddable class is shed above 15 in flight while
 //! critical requests keep their reserve. Runs about 13 s.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use axum::routing::get;
 use axum::Router;
+use axum::routing::get;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;

@@ -7,6 +7,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use crate::AcquireError;
 use crate::algorithm::LeakyBucket;
 use crate::error::ConfigError;
 use crate::limiter::Core;
@@ -16,7 +17,6 @@ use crate::sync::Arc;
 use crate::time::{Clock, MonotonicClock};
 use crate::wait::future::WaitFor;
 use crate::wait::queue::{Gate, Waiting};
-use crate::AcquireError;
 
 /// A bounded queue drained at a constant rate: each request of `n` units leaves once
 /// the units ahead of it have drained, one every `drain.emission_interval()`, and a

@@ -8,6 +8,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use crate::AcquireError;
 use crate::algorithm::Algorithm;
 use crate::decision::{Decision, Denied, Reservation};
 use crate::engine::Cell;
@@ -15,10 +16,9 @@ use crate::observe::{EventKind, Events, Reporter};
 use crate::permits::{Decided, Grant, PermitFuture, PermitSource};
 use crate::sync::Arc;
 use crate::time::{Alarm, Clock, MonotonicClock, Nanos};
-use crate::wait::future::WaitFor;
-use crate::wait::queue::{rebook_in, Gate, Waiting};
 use crate::wait::Fairness;
-use crate::AcquireError;
+use crate::wait::future::WaitFor;
+use crate::wait::queue::{Gate, Waiting, rebook_in};
 
 /// A thread-safe limiter over one [`Algorithm`], reading time from a [`Clock`].
 ///

@@ -86,7 +86,7 @@ pub trait PermitSource<Key: ?Sized = ()>: Send + Sync + 'static {
     /// Dropped before it completes, the decision is the source's: an in-process one
     /// decided before returning the future; a store may have taken the permits.
     fn decide(&self, key: &Key, n: u64)
-        -> PermitFuture<Result<Decided<Self::Permit>, Self::Error>>;
+    -> PermitFuture<Result<Decided<Self::Permit>, Self::Error>>;
 
     /// Waits, in the source's FIFO queue, until `n` permits for `key` are granted, or
     /// for at most `timeout`.

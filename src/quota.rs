@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use crate::error::{non_zero, ConfigError};
-use crate::units::{nanos_of, LONGEST};
+use crate::error::{ConfigError, non_zero};
+use crate::units::{LONGEST, nanos_of};
 
 /// `count` permits per `period`, with up to `burst` at one instant.
 ///

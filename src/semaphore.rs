@@ -7,6 +7,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use crate::AcquireError;
 use crate::algorithm::Concurrency;
 use crate::decision::{Admitted, Decision, Denied, Reservation};
 use crate::error::ConfigError;
@@ -17,7 +18,6 @@ use crate::sync::Arc;
 use crate::time::{Alarm, Clock, MonotonicClock, Nanos};
 use crate::wait::future::WaitFor;
 use crate::wait::queue::{Gate, Waiting};
-use crate::AcquireError;
 
 /// Time plays no part in a concurrency decision.
 const NOW: Nanos = Nanos::ZERO;

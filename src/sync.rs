@@ -19,21 +19,21 @@ pub(crate) use std::sync::{Arc, Weak};
 #[cfg(not(loom))]
 pub(crate) use std::hint::spin_loop;
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicU8, Ordering};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering, fence};
 
 #[cfg(loom)]
 pub(crate) use loom::hint::spin_loop;
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicU8, Ordering};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering, fence};
 
 /// Parking and waking threads for the blocking waits.
 #[allow(unused_imports)]
 pub(crate) mod thread {
     #[cfg(not(loom))]
-    pub(crate) use std::thread::{current, park, Thread};
+    pub(crate) use std::thread::{Thread, current, park};
 
     #[cfg(loom)]
-    pub(crate) use loom::thread::{current, park, Thread};
+    pub(crate) use loom::thread::{Thread, current, park};
 }
 
 #[cfg(not(loom))]

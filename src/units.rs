@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use crate::error::{non_zero, ConfigError};
+use crate::error::{ConfigError, non_zero};
 
 const NANOS_PER_SECOND: u128 = 1_000_000_000;
 

@@ -50,7 +50,7 @@ mod sim;
 
 use std::time::Duration;
 
-use sim::{limiter, simulate, simulate_partitioned, Load, Overload, Report, Run, Service};
+use sim::{Load, Overload, Report, Run, Service, limiter, simulate, simulate_partitioned};
 use tollgate::adaptive::limit::{
     AimdLimit, EnvoyGradient, EnvoyGradientConfig, Gradient2Limit, GradientLimit, LimitAlgorithm,
     VegasLimit, WindowedBuilder,

@@ -3,9 +3,9 @@
 use std::time::Duration;
 
 use proptest::prelude::*;
+use tollgate::Quota;
 use tollgate::algorithm::{Algorithm, AllOf, Gcra, SlidingLog};
 use tollgate::time::Nanos;
-use tollgate::Quota;
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]

@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use proptest::prelude::*;
+use tollgate::Quota;
 use tollgate::algorithm::{Algorithm, FixedWindow, Gcra, LeakyBucket, SlidingCounter, SlidingLog};
 use tollgate::time::Nanos;
-use tollgate::Quota;
 
 #[derive(Debug, Clone)]
 enum Op {

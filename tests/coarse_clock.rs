@@ -6,10 +6,10 @@
 
 use std::time::{Duration, Instant};
 
+use tollgate::ConfigError;
 use tollgate::adaptive::limit::AimdLimit;
 use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
 use tollgate::time::{Clock, CoarseClock, MonotonicClock, Nanos};
-use tollgate::ConfigError;
 
 /// Past this, a clock that should have moved is broken, not slow.
 const PATIENCE: Duration = Duration::from_secs(60);

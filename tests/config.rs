@@ -813,9 +813,11 @@ fn a_denial_consumes_nothing_from_the_other_limits() {
     let client = [d(&[("remote_address", "10.0.0.1")])];
     // Two logins from other clients use up the login limit.
     for ip in ["10.0.0.2", "10.0.0.3"] {
-        assert!(block(limiter.check(&login_request(ip), 1))
-            .unwrap()
-            .is_admitted());
+        assert!(
+            block(limiter.check(&login_request(ip), 1))
+                .unwrap()
+                .is_admitted()
+        );
     }
     for _ in 0..5 {
         let denied = block(limiter.check(&login_request("10.0.0.1"), 1)).unwrap();
@@ -860,9 +862,11 @@ descriptors:
     clock.advance(Duration::from_secs(1));
     for i in 2..12 {
         let ip = format!("10.0.0.{i}");
-        assert!(block(limiter.check(&login_request(&ip), 1))
-            .unwrap()
-            .is_admitted());
+        assert!(
+            block(limiter.check(&login_request(&ip), 1))
+                .unwrap()
+                .is_admitted()
+        );
     }
     let denied = block(limiter.check(&login_request("10.0.0.1"), 1)).unwrap();
     assert_eq!(denied.applied()[denied.decisive()].name, "login");
@@ -915,9 +919,11 @@ fn fixed_windows_are_aligned_to_the_unix_epoch() {
     let login = [d(&[("path", "/login")])];
     // 50 s into a minute of Unix time: the window ends 10 s later, not 60 s later.
     let at = MINUTE_EDGE + Duration::from_secs(50);
-    assert!(block(limiter.check_at(&login, 2, at))
-        .unwrap()
-        .is_admitted());
+    assert!(
+        block(limiter.check_at(&login, 2, at))
+            .unwrap()
+            .is_admitted()
+    );
     let denied = block(limiter.check_at(&login, 1, at)).unwrap();
     assert_eq!(
         denied.decision().unwrap().unwrap_err().retry_after(),
@@ -925,12 +931,16 @@ fn fixed_windows_are_aligned_to_the_unix_epoch() {
     );
     let edge = MINUTE_EDGE + Duration::from_secs(60);
     let just_before = edge - Duration::from_millis(1);
-    assert!(!block(limiter.check_at(&login, 1, just_before))
-        .unwrap()
-        .is_admitted());
-    assert!(block(limiter.check_at(&login, 2, edge))
-        .unwrap()
-        .is_admitted());
+    assert!(
+        !block(limiter.check_at(&login, 1, just_before))
+            .unwrap()
+            .is_admitted()
+    );
+    assert!(
+        block(limiter.check_at(&login, 2, edge))
+            .unwrap()
+            .is_admitted()
+    );
 }
 
 #[test]
@@ -1064,11 +1074,11 @@ descriptors:
 #[cfg(feature = "http")]
 mod http_limits {
     use std::net::SocketAddr;
-    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
-    use http::request::Parts;
     use http::HeaderName;
+    use http::request::Parts;
     use tollgate::config::{ConfigLimits, RequestDescriptor, RequestEntry};
     use tollgate::http::{CheckError, ClientIp, KeyError, Limits, Policy};
 

@@ -6,14 +6,14 @@ mod common;
 
 use std::time::Duration;
 
-use common::{apply, op, Op};
+use common::{Op, apply, op};
 use proptest::prelude::*;
+use tollgate::Quota;
 use tollgate::algorithm::{
     Algorithm, AllOf, Concurrency, FirstHit, FixedWindow, Gcra, LeakyBucket, RefreshPeriod,
     SlidingCounter, SlidingLog, SmoothBursty, SmoothWarmingUp,
 };
 use tollgate::time::Nanos;
-use tollgate::Quota;
 
 #[derive(Debug, Clone)]
 enum Step {

@@ -1,10 +1,10 @@
 //! The lock-free cell (a limiter over a packed algorithm) under a reconfiguration that races with a decision.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
-use tollgate::algorithm::{Algorithm, Concurrency, Packing, CONFIG_WORDS};
+use tollgate::algorithm::{Algorithm, CONFIG_WORDS, Concurrency, Packing};
 use tollgate::time::{ManualClock, Nanos};
 use tollgate::{Decision, Denied, Limiter, Reservation};
 

@@ -13,14 +13,14 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
+use tollgate::AcquireError;
 use tollgate::algorithm::FixedWindow;
 use tollgate::observe::{DenyReason, EventKind, Events};
 use tollgate::store::BatchedLimiter;
 use tollgate::time::{ManualClock, Nanos};
-use tollgate::AcquireError;
 
-use common::events::{denied, hub, limited, Log, Seen};
-use common::redis::{require_redis, RedisServer};
+use common::events::{Log, Seen, denied, hub, limited};
+use common::redis::{RedisServer, require_redis};
 
 type Node = BatchedLimiter<MultiplexedConnection, ManualClock>;
 
@@ -86,7 +86,7 @@ async fn waits_report_admitted_waited_and_timed_out() {
     let log = Log::default();
     let limiter = node(&server, &clock, 2).await.with_events(hub("api", &log));
     assert!(limiter.check("k", 1).await.unwrap().is_ok()); // syncs first
-                                                           // Decided between syncs, without a round trip: admitted at once.
+    // Decided between syncs, without a round trip: admitted at once.
     let mut at_once = limiter.acquire("k", 1);
     assert!(matches!(
         poll_once(&mut at_once),

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::events::{denied, hub, limited, waited, Log, Seen};
+use common::events::{Log, Seen, denied, hub, limited, waited};
 
 use std::future::Future;
 use std::pin::Pin;
@@ -258,8 +258,8 @@ fn acquire_blocking_timeout_is_granted_when_the_wait_fits() {
         std::thread::yield_now();
     }
     clock.advance(ms(100)); // rings the key's alarm
-                            // Granted within the timeout, having waited from the time it queued: a reading
-                            // taken after queueing could already be past the clock's move (regression).
+    // Granted within the timeout, having waited from the time it queued: a reading
+    // taken after queueing could already be past the clock's move (regression).
     assert_eq!(blocked.join().unwrap(), Ok(ms(100)));
     assert_eq!(limiter.waiters(), 0);
     // The permit was taken at 100 ms: the next is due at 200 ms.

@@ -6,16 +6,16 @@
 //! exactly one permit. Tests on the real clock use tiny waits and assert completion
 //! only, never timing.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use futures::executor::{block_on, LocalPool};
+use futures::executor::{LocalPool, block_on};
 use futures::task::LocalSpawnExt;
+use tollgate::AcquireError;
 use tollgate::algorithm::Gcra;
 use tollgate::time::{Clock, ManualClock, Nanos};
-use tollgate::AcquireError;
 use tollgate::{LeakyQueue, Limiter, Quota, Semaphore};
 
 const TASKS: u64 = 200;

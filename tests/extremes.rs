@@ -187,10 +187,12 @@ fn every_period_past_the_clocks_range_is_refused_naming_the_longest() {
     assert!(Quota::new(1, longest).is_ok());
     assert!(FixedWindow::new(1, longest).is_ok());
     assert!(FixedWindow::from_first_hit(1, longest).is_ok());
-    assert!(SlidingLog::new(1, longest)
-        .unwrap()
-        .min_gap(longest)
-        .is_ok());
+    assert!(
+        SlidingLog::new(1, longest)
+            .unwrap()
+            .min_gap(longest)
+            .is_ok()
+    );
     assert!(SlidingCounter::new(1, longest).is_ok());
     assert!(RefreshPeriod::new(1, longest, Duration::MAX).is_ok());
     assert!(Leased::new(Concurrency::new(1).unwrap(), longest).is_ok());
@@ -300,8 +302,8 @@ fn rate_limited_server_prints_a_broken_rules_file_as_people_read_it() {
 #[cfg(feature = "axum")]
 #[tokio::test]
 async fn a_429_for_a_permit_in_use_sends_no_retry_after() {
-    use axum::routing::get;
     use axum::Router;
+    use axum::routing::get;
     use http::StatusCode;
     use http_body_util::{BodyExt, Empty};
     use hyper::body::Bytes;
@@ -358,7 +360,7 @@ async fn a_429_for_a_permit_in_use_sends_no_retry_after() {
 #[cfg(feature = "redis")]
 mod redis_store {
     use super::*;
-    use crate::common::redis::{require_redis, RedisServer};
+    use crate::common::redis::{RedisServer, require_redis};
     use tollgate::store::{RedisStore, StoreError};
 
     fn runtime() -> tokio::runtime::Runtime {
@@ -426,10 +428,12 @@ mod redis_store {
             .unwrap();
         let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(10).unwrap())).unwrap();
         let last = Duration::from_micros(1 << 52);
-        assert!(runtime
-            .block_on(limiter.check_at("k", 1, last))
-            .unwrap()
-            .is_ok());
+        assert!(
+            runtime
+                .block_on(limiter.check_at("k", 1, last))
+                .unwrap()
+                .is_ok()
+        );
         let past = Duration::from_micros((1 << 52) + 1);
         let Err(StoreError::Config(e)) = runtime.block_on(limiter.check_at("k", 1, past)) else {
             panic!("decided at a time past 2^52 µs");
@@ -566,9 +570,11 @@ fn a_refresh_period_books_nothing_past_the_clocks_end() {
         .map_while(|_| limiter.reserve(1, Duration::MAX).ok())
         .collect();
     assert_eq!(granted.len(), 20);
-    assert!(granted
-        .iter()
-        .all(|r| r.wait() <= Duration::from_millis(150)));
+    assert!(
+        granted
+            .iter()
+            .all(|r| r.wait() <= Duration::from_millis(150))
+    );
     let denied = limiter.reserve(1, Duration::MAX).unwrap_err();
     assert!(denied.is_limited(), "{denied:?}");
     let left = Duration::from_nanos(u64::MAX - clock.now().as_u64());

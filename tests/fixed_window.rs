@@ -364,7 +364,8 @@ fn raising_the_limit_keeps_booked_windows_within_it() {
     );
     fw.set_limit(20).unwrap();
     // Window 1 holds the 10 booked; 15 more would make 25.
-    assert!(fw
-        .acquire(&mut s, Nanos::from_duration(Duration::from_secs(1)), 15)
-        .is_err());
+    assert!(
+        fw.acquire(&mut s, Nanos::from_duration(Duration::from_secs(1)), 15)
+            .is_err()
+    );
 }

@@ -35,32 +35,40 @@ fn count(bytes: isize) {
 // SAFETY: every call is forwarded unchanged to `System`; the counter only observes.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let ptr = System.alloc(layout);
-        if !ptr.is_null() {
-            count(layout.size() as isize);
+        unsafe {
+            let ptr = System.alloc(layout);
+            if !ptr.is_null() {
+                count(layout.size() as isize);
+            }
+            ptr
         }
-        ptr
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let ptr = System.alloc_zeroed(layout);
-        if !ptr.is_null() {
-            count(layout.size() as isize);
+        unsafe {
+            let ptr = System.alloc_zeroed(layout);
+            if !ptr.is_null() {
+                count(layout.size() as isize);
+            }
+            ptr
         }
-        ptr
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        System.dealloc(ptr, layout);
-        count(-(layout.size() as isize));
+        unsafe {
+            System.dealloc(ptr, layout);
+            count(-(layout.size() as isize));
+        }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let new = System.realloc(ptr, layout, new_size);
-        if !new.is_null() {
-            count(new_size as isize - layout.size() as isize);
+        unsafe {
+            let new = System.realloc(ptr, layout, new_size);
+            if !new.is_null() {
+                count(new_size as isize - layout.size() as isize);
+            }
+            new
         }
-        new
     }
 }
 

@@ -13,12 +13,12 @@ use std::time::Duration;
 
 use common::{drive, op};
 use proptest::prelude::*;
+use tollgate::Quota;
 use tollgate::algorithm::{
     Algorithm, AllOf, Concurrency, FixedWindow, Gcra, LeakyBucket, Leased, RefreshPeriod,
     SlidingCounter, SlidingLog, SmoothBursty, SmoothWarmingUp,
 };
 use tollgate::time::Nanos;
-use tollgate::Quota;
 
 /// One call on a clock that only moves forward: first it moves on by `dt` thousandths
 /// of the algorithm's window (stopping at the clock's end), then it asks.

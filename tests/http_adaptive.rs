@@ -5,8 +5,8 @@
 
 use std::convert::Infallible;
 use std::io;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -18,13 +18,13 @@ use http_body_util::{BodyExt, Empty, Full, StreamBody};
 use tollgate::adaptive::limit::AimdLimit;
 use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
 use tollgate::http::adaptive::{
-    classify_fn, AdaptiveClientLayer, AdaptiveLayer, ClassifyResponse, ClientError, GrpcStatus,
-    HttpStatus, RejectStatus,
+    AdaptiveClientLayer, AdaptiveLayer, ClassifyResponse, ClientError, GrpcStatus, HttpStatus,
+    RejectStatus, classify_fn,
 };
 use tollgate::observe::Outcome;
 use tollgate::time::ManualClock;
 use tollgate::{AcquireError, ConfigError};
-use tower::{service_fn, Layer, Service, ServiceExt};
+use tower::{Layer, Service, ServiceExt, service_fn};
 
 type Limiter = Arc<AdaptiveLimiter<AimdLimit, ManualClock>>;
 
@@ -57,8 +57,9 @@ fn status_service(
     Request<()>,
     Response = Response<Full<Bytes>>,
     Error = Infallible,
-    Future = impl Send,
-> + Clone {
+    Future = impl Send + use<>,
+> + Clone
++ use<> {
     let calls = Arc::clone(calls);
     service_fn(move |_: Request<()>| {
         calls.fetch_add(1, Ordering::SeqCst);
@@ -166,9 +167,11 @@ fn retry_after_out_of_range_is_a_typed_error() {
         ));
     }
     assert!(layer.clone().retry_after(Duration::from_nanos(1)).is_ok());
-    assert!(layer
-        .retry_after(AdaptiveLayer::<AimdLimit, ManualClock>::MAX_RETRY_AFTER)
-        .is_ok());
+    assert!(
+        layer
+            .retry_after(AdaptiveLayer::<AimdLimit, ManualClock>::MAX_RETRY_AFTER)
+            .is_ok()
+    );
 }
 
 #[test]

@@ -15,16 +15,16 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Router;
 use axum::body::Body;
 use axum::routing::get;
-use axum::Router;
 use bytes::Bytes;
 use common::http::serve;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use tokio::sync::{watch, Semaphore as Signal};
+use tokio::sync::{Semaphore as Signal, watch};
 use tower::{Layer, Service, ServiceExt};
 
 use tollgate::algorithm::{Concurrency, Leased};
@@ -385,8 +385,8 @@ fn a_grant_gives_back_the_concurrency_rule_and_not_the_rate_beside_it() {
 /// A grant over a rate holds nothing: no permit to give back, and no allocation.
 #[test]
 fn a_grant_over_a_rate_holds_nothing() {
-    use tollgate::algorithm::Gcra;
     use tollgate::Quota;
+    use tollgate::algorithm::Gcra;
 
     let keyed: KeyedLimiter<String, Gcra> = KeyedLimiter::new(
         Gcra::new(Quota::per_second(10).unwrap()),
@@ -475,7 +475,7 @@ async fn a_check_dropped_before_the_store_answers_gives_back_what_it_took() {
 #[cfg(feature = "redis")]
 mod redis {
     use super::*;
-    use common::redis::{require_redis, RedisServer};
+    use common::redis::{RedisServer, require_redis};
     use tollgate::store::RedisStore;
 
     async fn limiter(server: &RedisServer) -> SharedLimiter<RedisStore> {

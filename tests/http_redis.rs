@@ -13,15 +13,15 @@ mod common;
 
 use std::net::SocketAddr;
 use std::ops::RangeInclusive;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use axum::routing::get;
 use axum::Router;
+use axum::routing::get;
 use bytes::Bytes;
 use common::http::serve;
-use common::redis::{require_redis, RedisCluster, RedisServer};
+use common::redis::{RedisCluster, RedisServer, require_redis};
 use futures::poll;
 use http::{HeaderMap, Request, StatusCode};
 use http_body_util::{BodyExt, Empty};
@@ -31,9 +31,9 @@ use tower::{Layer, ServiceExt};
 
 use tollgate::algorithm::{FixedWindow, Gcra};
 use tollgate::config::{ConfigLimiter, ConfigLimits, RuleSet};
+use tollgate::http::ClientIp;
 use tollgate::http::client::{ThrottleError, ThrottleLayer};
 use tollgate::http::server::RateLimitLayer;
-use tollgate::http::ClientIp;
 use tollgate::store::{BreakerState, FailurePolicy, RedisStore, Resilient, SharedLimiter, Store};
 use tollgate::time::{Clock, ManualClock};
 use tollgate::{ForKey, PermitSource, Quota};

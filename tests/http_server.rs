@@ -8,8 +8,8 @@ mod common;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use axum::routing::{get, post};
 use axum::Router;
+use axum::routing::{get, post};
 use bytes::Bytes;
 use common::http::serve;
 use http::{HeaderMap, Method, Request, StatusCode};

@@ -14,16 +14,16 @@ use bytes::Bytes;
 use futures::executor::block_on;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
-use tower::{service_fn, Layer, Service, ServiceExt};
+use tower::{Layer, Service, ServiceExt, service_fn};
 
+use tollgate::ConfigError;
 use tollgate::http::shed::{
-    ClassByMethod, ClassByRoute, ClassHeader, PropagateClassLayer, ShedLayer, CLASS_HEADER,
+    CLASS_HEADER, ClassByMethod, ClassByRoute, ClassHeader, PropagateClassLayer, ShedLayer,
 };
 use tollgate::observe::{DenyReason, Event, EventKind, Events};
 use tollgate::shed::system::{ManualReadings, SystemProtection, SystemRule};
 use tollgate::shed::{Class, Classes, FleetShedder, Measure, Mode, ModeSwitch, UtilisationShedder};
 use tollgate::time::ManualClock;
-use tollgate::ConfigError;
 
 type Body = Full<Bytes>;
 

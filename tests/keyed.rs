@@ -257,20 +257,24 @@ fn peek_and_zero_permits_store_no_key() {
 #[test]
 fn reservations_book_per_key() {
     let (limiter, clock) = keyed::<u32>(gcra(10, 1), KeyedConfig::new(100));
-    assert!(limiter
-        .reserve(&1, 1, Duration::ZERO)
-        .unwrap()
-        .is_immediate());
+    assert!(
+        limiter
+            .reserve(&1, 1, Duration::ZERO)
+            .unwrap()
+            .is_immediate()
+    );
     let later = limiter.reserve(&1, 1, Duration::from_secs(1)).unwrap();
     assert_eq!(later.wait(), Duration::from_millis(100));
     let too_long = limiter
         .reserve(&1, 1, Duration::from_millis(150))
         .unwrap_err();
     assert_eq!(too_long.retry_after(), Some(Duration::from_millis(50)));
-    assert!(limiter
-        .reserve(&2, 1, Duration::ZERO)
-        .unwrap()
-        .is_immediate());
+    assert!(
+        limiter
+            .reserve(&2, 1, Duration::ZERO)
+            .unwrap()
+            .is_immediate()
+    );
     clock.advance(Duration::from_millis(200));
     assert_eq!(limiter.sweep(), 2);
 }

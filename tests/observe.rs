@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::events::{denied, limited, waited, Log};
+use common::events::{Log, denied, limited, waited};
 
 use std::future::Future;
 use std::pin::Pin;
@@ -13,13 +13,13 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use tollgate::AcquireError;
 use tollgate::algorithm::{Gcra, RefreshPeriod};
 use tollgate::observe::{DenyReason, Event, EventKind, Events, Listener};
 use tollgate::store::{
     FailurePolicy, MemoryStore, Reply, Request, Resilient, SharedLimiter, Store, StoreError,
 };
 use tollgate::time::ManualClock;
-use tollgate::AcquireError;
 use tollgate::{KeyedConfig, LeakyQueue, Limiter, Quota, Semaphore};
 
 /// A GCRA of 10 per second with a burst of `burst`, on `clock`, reporting to a new
@@ -478,8 +478,8 @@ fn handles_are_send_and_sync() {
 #[cfg(feature = "metrics")]
 mod metrics_recorder {
     use super::*;
-    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
     use metrics_util::MetricKind;
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 
     /// Every series recorded: (kind, name, sorted labels, value).
     type Series = Vec<(MetricKind, String, Vec<(String, String)>, DebugValue)>;
@@ -581,9 +581,11 @@ mod metrics_recorder {
             other => panic!("not a histogram: {other:?}"),
         }
         // Bounded labels: the limiter's name, the reason or outcome, never a key.
-        assert!(series.iter().all(|(_, _, labels, _)| labels
-            .iter()
-            .all(|(k, _)| k == "limiter" || k == "reason" || k == "outcome")));
+        assert!(series.iter().all(|(_, _, labels, _)| {
+            labels
+                .iter()
+                .all(|(k, _)| k == "limiter" || k == "reason" || k == "outcome")
+        }));
     }
 
     #[test]
@@ -641,9 +643,11 @@ mod metrics_recorder {
             ),
             Some(&DebugValue::Counter(1))
         );
-        assert!(series
-            .iter()
-            .all(|(_, _, labels, _)| labels.iter().all(|(k, v)| k != "key" || v != "client-42")));
+        assert!(
+            series.iter().all(|(_, _, labels, _)| labels
+                .iter()
+                .all(|(k, v)| k != "key" || v != "client-42"))
+        );
     }
 
     #[test]

@@ -5,13 +5,13 @@
 
 use std::convert::Infallible;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::{Request, Response, StatusCode};
-use tower::{service_fn, Layer, Service};
+use tower::{Layer, Service, service_fn};
 
 use tollgate::adaptive::outbound::{Answer, LearnedRate, LearningConfig, SreConfig, SreThrottle};
 use tollgate::algorithm::Gcra;
@@ -37,8 +37,9 @@ fn partner(
     clock: &ManualClock,
     seen: &Arc<Seen>,
     announce: bool,
-) -> impl Service<Request<()>, Response = Response<()>, Error = Infallible, Future = impl Send> + Clone
-{
+) -> impl Service<Request<()>, Response = Response<()>, Error = Infallible, Future = impl Send + use<>>
++ Clone
++ use<> {
     let limiter = Limiter::with_clock(
         Gcra::new(Quota::per_second(N.into()).unwrap()),
         clock.clone(),

@@ -7,8 +7,8 @@
 //! admission ([`PartitionPermit::in_flight`]), so no overshoot can hide between reads.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Barrier;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 
 use tollgate::adaptive::partition::{

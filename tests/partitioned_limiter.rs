@@ -111,9 +111,11 @@ fn bypassed_requests_take_no_room_and_feed_nothing() {
     let health: Vec<_> = (0..5)
         .map(|_| limiter.try_acquire("health/ready").unwrap())
         .collect();
-    assert!(health
-        .iter()
-        .all(|permit| permit.is_bypass() && permit.inflight() == 0));
+    assert!(
+        health
+            .iter()
+            .all(|permit| permit.is_bypass() && permit.inflight() == 0)
+    );
     assert_eq!(limiter.in_flight(), 1);
     limiter.clock().advance(Duration::from_secs(60)); // a timeout, were it counted
     for permit in health {
@@ -454,12 +456,14 @@ fn a_permit_source_keyed_by_partition_name() {
     assert_eq!(granted.admitted().remaining(), 1);
     let refused = limiter.decide_now("a", 1).unwrap().unwrap().unwrap_err();
     assert!(refused.is_limited());
-    assert!(limiter
-        .decide_now("a", 2)
-        .unwrap()
-        .unwrap()
-        .unwrap_err()
-        .is_never());
+    assert!(
+        limiter
+            .decide_now("a", 2)
+            .unwrap()
+            .unwrap()
+            .unwrap_err()
+            .is_never()
+    );
     let none = limiter.decide_now("a", 0).unwrap().unwrap().unwrap();
     assert_eq!(limiter.in_flight(), 1);
     drop(none);

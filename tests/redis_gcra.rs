@@ -7,10 +7,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::redis::{require_redis, RedisServer};
+use common::redis::{RedisServer, require_redis};
+use redis::AsyncCommands;
 use redis::aio::ConnectionManager;
 use redis::aio::MultiplexedConnection;
-use redis::AsyncCommands;
 use tollgate::algorithm::Gcra;
 use tollgate::store::{RedisStore, SharedLimiter, StoreError};
 use tollgate::{Decision, Denied, Quota};

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::redis::{require_binaries, require_redis, RedisCluster, RedisServer};
+use common::redis::{RedisCluster, RedisServer, require_binaries, require_redis};
 use redis::aio::MultiplexedConnection;
 use redis::cluster::ClusterClient;
 use redis::{AsyncCommands, AsyncConnectionConfig, Client, ErrorKind, RedisResult};

@@ -382,8 +382,10 @@ fn works_under_a_limiter_with_a_manual_clock() {
         })
         .unwrap();
     assert!(limiter.peek(1).is_err());
-    assert!(limiter
-        .reconfigure(|r, s, now| r.change_limit_for_period(s, now, 0))
-        .is_err());
+    assert!(
+        limiter
+            .reconfigure(|r, s, now| r.change_limit_for_period(s, now, 0))
+            .is_err()
+    );
     assert_eq!(limiter.algorithm().limit_for_period(), 5);
 }

@@ -9,10 +9,10 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use futures::executor::block_on;
+use tollgate::AcquireError;
 use tollgate::algorithm::{Algorithm, Concurrency, Gcra};
 use tollgate::time::Scheduler;
 use tollgate::time::{Alarm, MonotonicClock};
-use tollgate::AcquireError;
 use tollgate::{LeakyQueue, Limiter, Quota};
 
 /// A limiter whose alarms go to `scheduler`: 200 per second, burst 1, so a wait

@@ -1,8 +1,8 @@
 //! `Semaphore`: guards give permits back, the count never exceeds the maximum nor
 //! goes below zero, and the types cross threads.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use proptest::prelude::*;
 use tollgate::semaphore::{OwnedPermit, Permit};
@@ -227,8 +227,8 @@ fn a_try_acquire_behind_waiters_waits_for_a_release() {
 mod timeouts {
     use std::future::Future;
     use std::pin::Pin;
-    use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
     use std::task::{Context, Poll, Wake, Waker};
     use std::time::Duration;
 

@@ -10,13 +10,13 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use futures::task::{noop_waker, waker, ArcWake};
+use futures::task::{ArcWake, noop_waker, waker};
 use futures::{Stream, StreamExt};
+use tollgate::AcquireError;
 use tollgate::algorithm::{Gcra, RefreshPeriod};
 use tollgate::observe::{Event, EventKind, Events};
 use tollgate::shape::{Each, ThrottleExt, Throttled};
 use tollgate::time::ManualClock;
-use tollgate::AcquireError;
 use tollgate::{Limiter, Quota};
 
 fn ms(n: u64) -> Duration {

@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tollgate::ConfigError;
 use tollgate::observe::{DenyReason, Event, EventKind, Events};
 use tollgate::shed::system::{ManualReadings, SystemProtection, SystemRule};
 use tollgate::shed::{
@@ -14,7 +15,6 @@ use tollgate::shed::{
     UtilisationBuilder, UtilisationShedder,
 };
 use tollgate::time::{ManualClock, Nanos};
-use tollgate::ConfigError;
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -209,9 +209,11 @@ fn utilisation_measured_in_flight_sheds_from_the_lowest_class() {
     let shed = shedder.decide(&classes.lowest()).into_slot().unwrap_err();
     assert_eq!(shed.reason(), ShedReason::Utilisation);
     assert_eq!(shed.retry_after(), Some(ms(100)));
-    assert!(shedder
-        .decide(&classes.parse("sheddable_plus"))
-        .is_admitted());
+    assert!(
+        shedder
+            .decide(&classes.parse("sheddable_plus"))
+            .is_admitted()
+    );
     clock.advance(ms(10));
     assert_eq!(shed_now(&shedder), [false, false, true, true]);
 
@@ -300,11 +302,12 @@ fn utilisation_bad_input_and_extremes() {
         "deescalate_after",
         "the default de-escalation hold is 10 s"
     );
-    assert!(b()
-        .escalate_after(ms(500))
-        .deescalate_after(ms(500))
-        .build_with_clock(clock.clone())
-        .is_ok());
+    assert!(
+        b().escalate_after(ms(500))
+            .deescalate_after(ms(500))
+            .build_with_clock(clock.clone())
+            .is_ok()
+    );
     // Extremes of a report: a huge busy count and capacity, and the clock's end.
     let longest = b()
         .escalate_after(UtilisationBuilder::MAX_HOLD)
@@ -896,9 +899,11 @@ fn utilisation_fed_by_an_adaptive_limiter_sheds_as_its_limit_fills() {
     shedder.report_adaptive(&limiter).unwrap();
     assert_eq!(shedder.level(), 1);
     assert!(!shedder.decide(&low).is_admitted());
-    assert!(shedder
-        .decide(&classes.parse("sheddable_plus"))
-        .is_admitted());
+    assert!(
+        shedder
+            .decide(&classes.parse("sheddable_plus"))
+            .is_admitted()
+    );
 
     // Permits back: at or below half the limit, one class back after the slow hold.
     for permit in permits.drain(..10) {

@@ -12,15 +12,15 @@ mod common;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::redis::{require_redis, RedisCluster, RedisServer};
+use common::redis::{RedisCluster, RedisServer, require_redis};
+use redis::AsyncCommands;
 use redis::aio::ConnectionManager;
 use redis::cluster_async::ClusterConnection;
-use redis::AsyncCommands;
+use tollgate::ConfigError;
 use tollgate::shed::{
     Classes, FleetShedder, Mode, ModeSwitch, RedisSlot, RedisUsage, ShedDecision, ShedReason,
 };
 use tollgate::store::{RedisStore, StoreError};
-use tollgate::ConfigError;
 
 /// Tells the test binary, run again as a child, to be the worker holding slots.
 const WORKER_URL: &str = "TOLLGATE_SHED_WORKER_URL";

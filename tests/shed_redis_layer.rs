@@ -12,10 +12,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::redis::{require_redis, RedisServer};
+use common::redis::{RedisServer, require_redis};
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
-use tower::{service_fn, Layer, Service, ServiceExt};
+use tower::{Layer, Service, ServiceExt, service_fn};
 
 use tollgate::http::shed::ShedLayer;
 use tollgate::observe::{DenyReason, Event, EventKind, Events};

@@ -152,7 +152,7 @@ fn bbr_sheds_beyond_what_the_window_shows_it_can_finish() {
 
     readings.set_load_average(4.0);
     clock.advance(Duration::from_secs(1) - ms(10)); // the next reading
-                                                    // The window slid: its completions are gone, so capacity is 2 × 5 s = 10.
+    // The window slid: its completions are gone, so capacity is 2 × 5 s = 10.
     let held: Vec<Permit> = (0..11).map(|_| enter(&protection).unwrap()).collect();
     assert_eq!(shed_by(&protection), Some(Threshold::Bbr));
     drop(held);
@@ -208,9 +208,11 @@ fn combined_thresholds_name_the_first_in_sentinels_order() {
     // In shadow mode the window fills to 20 passes; then QPS comes first of all.
     protection.mode().set(Mode::Shadow);
     let shadowed: Vec<ShedDecision<Permit>> = (0..9).map(|_| decide(&protection)).collect();
-    assert!(shadowed
-        .iter()
-        .all(|d| would_shed(d) == Some(Threshold::Rt)));
+    assert!(
+        shadowed
+            .iter()
+            .all(|d| would_shed(d) == Some(Threshold::Rt))
+    );
     assert_eq!(would_shed(&decide(&protection)), Some(Threshold::Qps));
     drop(shadowed);
     protection.mode().set(Mode::Enforce);
@@ -415,9 +417,11 @@ fn every_class_is_shed_by_default_and_exempt_ones_never() {
     assert!(matches!(admitted, ShedDecision::Admit(_)));
     let critical = exempt.decide(&classes.parse("critical"));
     assert!(critical.is_admitted());
-    assert!(!exempt
-        .decide(&classes.parse("sheddable_plus"))
-        .is_admitted());
+    assert!(
+        !exempt
+            .decide(&classes.parse("sheddable_plus"))
+            .is_admitted()
+    );
     // Exempt requests load the process too: they count in the statistics.
     assert_eq!(exempt.status().in_flight, 2);
     assert_eq!(protection.status().in_flight, 2);
@@ -462,7 +466,7 @@ fn at_the_clocks_end() {
     drop(permit);
     assert_eq!(protection.status().avg_rt, ms(5));
     assert_eq!(shed_by(&protection), None); // 5 ms is under 10 ms
-                                            // Time no longer moves: no reading is ever due again.
+    // Time no longer moves: no reading is ever due again.
     readings.set_cpu_usage(0.9);
     let reads = readings.reads();
     for _ in 0..10 {
@@ -485,8 +489,8 @@ fn protection_and_permit_are_send_and_sync() {
 // charge, and the rule silently stopped shedding.
 #[test]
 fn windows_and_sampling_beyond_an_hour_are_refused() {
-    use tollgate::shed::system::MAX_PERIOD;
     use tollgate::ConfigError;
+    use tollgate::shed::system::MAX_PERIOD;
 
     let base = || SystemRule::builder().qps(10.0);
     assert_eq!(MAX_PERIOD, Duration::from_secs(3600));

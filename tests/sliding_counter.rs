@@ -5,9 +5,9 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use proptest::prelude::*;
+use tollgate::Limiter;
 use tollgate::algorithm::{Algorithm, SlidingCounter};
 use tollgate::time::{ManualClock, Nanos};
-use tollgate::Limiter;
 
 /// Counts per window, never rolled or forgotten.
 struct Reference {

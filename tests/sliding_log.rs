@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use proptest::prelude::*;
+use tollgate::Limiter;
 use tollgate::algorithm::{Algorithm, SlidingLog, SlidingLogState};
 use tollgate::time::{ManualClock, Nanos};
-use tollgate::Limiter;
 
 /// ClassDojo's rolling-rate-limiter: every recorded attempt in a list that is never
 /// trimmed; the gap counts from the newest attempt.

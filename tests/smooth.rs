@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use proptest::prelude::*;
+use tollgate::ConfigError;
 use tollgate::algorithm::{Algorithm, SmoothBursty, SmoothShape, SmoothState, SmoothWarmingUp};
 use tollgate::time::Nanos;
-use tollgate::ConfigError;
 
 /// The two Guava limiters behind one interface, for the harness.
 trait Guava: Algorithm<State = SmoothState> {
@@ -432,9 +432,11 @@ fn guava_infinity_is_rejected() {
     assert!(SmoothWarmingUp::new(f64::INFINITY, Duration::from_secs(10)).is_err());
     let mut limiter = SmoothBursty::new(1.0).unwrap();
     let mut state = limiter.initial_state(Nanos::ZERO);
-    assert!(limiter
-        .set_rate(&mut state, Nanos::ZERO, f64::INFINITY)
-        .is_err());
+    assert!(
+        limiter
+            .set_rate(&mut state, Nanos::ZERO, f64::INFINITY)
+            .is_err()
+    );
 }
 
 #[test]
@@ -483,8 +485,8 @@ fn guava_time_to_warm_up_is_honoured_even_with_weights() {
 
 #[test]
 fn warm_up_and_bursty_agree_with_a_limiter_through_limiter_facade() {
-    use tollgate::time::ManualClock;
     use tollgate::Limiter;
+    use tollgate::time::ManualClock;
     let clock = ManualClock::new();
     let limiter = Limiter::with_clock(SmoothBursty::new(5.0).unwrap(), clock.clone());
     assert!(limiter.try_acquire(1).is_ok());

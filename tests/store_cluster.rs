@@ -9,11 +9,11 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use common::redis::{require_redis, RedisCluster};
+use common::redis::{RedisCluster, require_redis};
 use futures::future::join_all;
+use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
 use redis::cluster_async::ClusterConnection;
-use redis::AsyncCommands;
 use tollgate::algorithm::Gcra;
 use tollgate::store::{Check, Op, RedisStore, Request, Rule, RuleKind, SharedLimiter};
 use tollgate::{Denied, Quota};

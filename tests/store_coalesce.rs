@@ -12,12 +12,12 @@ mod common;
 
 use std::time::Duration;
 
-use common::redis::{require_redis, RedisServer};
-use common::store::{connect, steps, Differential, EPOCH_MICROS};
+use common::redis::{RedisServer, require_redis};
+use common::store::{Differential, EPOCH_MICROS, connect, steps};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
-use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
+use redis::aio::MultiplexedConnection;
 use tollgate::algorithm::{Gcra, SmoothBursty};
 use tollgate::store::{
     Check, MemoryStore, Op, RedisStore, Reply, Request, Rule, RuleKind, Store, StoreError,
@@ -299,10 +299,12 @@ async fn a_dropped_caller_strands_no_one() {
     let gone_written: bool = control.exists(store.redis_key("gone", "")).await.unwrap();
     assert!(!gone_written, "a request dropped while queued was sent");
     // The queue is free again: a new request goes at once.
-    assert!(join(spawn(&store, "after", &rule, Op::Acquire(1), None))
-        .await
-        .unwrap()
-        .is_admitted());
+    assert!(
+        join(spawn(&store, "after", &rule, Op::Acquire(1), None))
+            .await
+            .unwrap()
+            .is_admitted()
+    );
 }
 
 #[tokio::test]
@@ -311,10 +313,12 @@ async fn a_call_after_script_flush_loads_the_script_again() {
     let server = RedisServer::start();
     let (store, mut control) = stores(&server, "flush", 64).await;
     let rule = gcra(1_000_000, 5);
-    assert!(join(spawn(&store, "k", &rule, Op::Acquire(1), None))
-        .await
-        .unwrap()
-        .is_admitted());
+    assert!(
+        join(spawn(&store, "k", &rule, Op::Acquire(1), None))
+            .await
+            .unwrap()
+            .is_admitted()
+    );
     let () = redis::cmd("SCRIPT")
         .arg("FLUSH")
         .query_async(&mut control)

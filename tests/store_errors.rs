@@ -9,12 +9,12 @@ mod common;
 use std::future::Future;
 use std::time::Duration;
 
-use common::redis::{require_redis, RedisServer};
-use redis::aio::MultiplexedConnection;
+use common::redis::{RedisServer, require_redis};
 use redis::AsyncCommands;
+use redis::aio::MultiplexedConnection;
 use tollgate::algorithm::Gcra;
 use tollgate::store::{
-    Check, Op, RedisStore, Reply, Request, Rule, Store, StoreError, DEFAULT_MAX_KEY_LEN,
+    Check, DEFAULT_MAX_KEY_LEN, Op, RedisStore, Reply, Request, Rule, Store, StoreError,
 };
 use tollgate::{Denied, Quota};
 

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::redis::{require_redis, RedisServer};
+use common::redis::{RedisServer, require_redis};
 use redis::aio::ConnectionManager;
 use tollgate::algorithm::Gcra;
 use tollgate::store::{

@@ -7,12 +7,12 @@ mod common;
 
 use std::time::Duration;
 
-use common::store::{steps, Differential, EPOCH_MICROS};
+use common::store::{Differential, EPOCH_MICROS, steps};
 use proptest::prelude::*;
+use tollgate::Quota;
 use tollgate::algorithm::{Algorithm, CellReply, Gcra};
 use tollgate::store::{Rule, SharedLimiter};
 use tollgate::time::Nanos;
-use tollgate::Quota;
 
 /// Intervals of whole µs from 1 ms to 2 s, bursts 1–8.
 fn gcra() -> impl Strategy<Value = Rule> {

@@ -6,8 +6,8 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -361,15 +361,15 @@ proptest! {
 mod batched {
     use std::time::{Duration, Instant};
 
-    use redis::aio::{ConnectionManager, MultiplexedConnection};
     use redis::AsyncCommands;
+    use redis::aio::{ConnectionManager, MultiplexedConnection};
     use tollgate::algorithm::{FixedWindow, Gcra};
     use tollgate::store::{BatchedLimiter, Rule, StoreError};
     use tollgate::time::{Clock, ManualClock};
     use tollgate::{ConfigError, Denied, Quota};
 
-    use super::common::redis::{require_redis, RedisServer};
-    use super::{clock, ms, START_SECS};
+    use super::common::redis::{RedisServer, require_redis};
+    use super::{START_SECS, clock, ms};
 
     type Node = BatchedLimiter<MultiplexedConnection, ManualClock>;
 

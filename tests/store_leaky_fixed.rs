@@ -8,14 +8,14 @@ mod common;
 
 use std::time::Duration;
 
-use common::redis::{require_redis, RedisServer};
-use common::store::{connect, server_micros, Ask, Differential, Step};
+use common::redis::{RedisServer, require_redis};
+use common::store::{Ask, Differential, Step, connect, server_micros};
 use proptest::prelude::*;
-use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
+use redis::aio::MultiplexedConnection;
+use tollgate::Quota;
 use tollgate::algorithm::{FixedWindow, Gcra, LeakyBucket};
 use tollgate::store::{RedisStore, Rule, SharedLimiter};
-use tollgate::Quota;
 
 /// Times of whole µs from 1 ms to 3 s, spread over the orders of magnitude.
 fn span_micros() -> impl Strategy<Value = u64> {

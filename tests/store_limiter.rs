@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
+use tollgate::AcquireError;
 use tollgate::algorithm::{
     Concurrency, FixedWindow, Gcra, LeakyBucket, Leased, RefreshPeriod, SlidingCounter, SlidingLog,
     SmoothBursty, SmoothWarmingUp,
@@ -16,7 +17,6 @@ use tollgate::store::{
     Check, MemoryStore, Op, Reply, Request, Rule, SharedLimiter, Store, StoreError,
 };
 use tollgate::time::ManualClock;
-use tollgate::AcquireError;
 use tollgate::{Denied, KeyedConfig, Quota, WhenFull};
 
 fn store(clock: &ManualClock) -> MemoryStore<ManualClock> {

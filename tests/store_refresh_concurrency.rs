@@ -10,11 +10,11 @@ mod common;
 use std::ops::Range;
 use std::time::Duration;
 
-use common::redis::{require_redis, RedisServer};
-use common::store::{connect, Ask, Differential, Step, EPOCH_MICROS};
+use common::redis::{RedisServer, require_redis};
+use common::store::{Ask, Differential, EPOCH_MICROS, Step, connect};
 use proptest::prelude::*;
-use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
+use redis::aio::MultiplexedConnection;
 use tollgate::algorithm::{Concurrency, Gcra, Leased, RefreshPeriod};
 use tollgate::store::{
     Check, Op, RedisStore, Reply, Request, Rule, SharedLimiter, Store, StoreError,

@@ -10,8 +10,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::redis::{require_redis, RedisServer};
-use common::store::{connect, server_micros, steps, Differential, Step, EPOCH_MICROS};
+use common::redis::{RedisServer, require_redis};
+use common::store::{Differential, EPOCH_MICROS, Step, connect, server_micros, steps};
 use proptest::prelude::*;
 use proptest::test_runner::{TestCaseError, TestRunner};
 use redis::AsyncCommands;
@@ -54,11 +54,7 @@ fn sliding_log(
 /// Every count from 1 to `limit` divides this.
 fn lcm_up_to(limit: u64) -> u64 {
     fn gcd(a: u64, b: u64) -> u64 {
-        if b == 0 {
-            a
-        } else {
-            gcd(b, a % b)
-        }
+        if b == 0 { a } else { gcd(b, a % b) }
     }
     (1..=limit).fold(1, |acc, k| acc / gcd(acc, k) * k)
 }
@@ -248,7 +244,7 @@ fn differential_with_earlier_readings(
                 (e, g) => {
                     return Err(TestCaseError::fail(format!(
                         "step {i}: memory {e:?}, redis {g:?}"
-                    )))
+                    )));
                 }
             }
         }

@@ -8,11 +8,11 @@ mod common;
 
 use std::time::Duration;
 
-use common::redis::{require_redis, RedisServer};
-use common::store::{connect, steps, Differential, EPOCH_MICROS};
+use common::redis::{RedisServer, require_redis};
+use common::store::{Differential, EPOCH_MICROS, connect, steps};
 use proptest::prelude::*;
-use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
+use redis::aio::MultiplexedConnection;
 use tollgate::algorithm::{Gcra, SmoothBursty, SmoothWarmingUp};
 use tollgate::store::{Check, Op, RedisStore, Request, Rule, SharedLimiter, Store};
 use tollgate::{Quota, Reservation};

@@ -11,11 +11,11 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
-use common::redis::{require_redis, RedisServer};
+use common::redis::{RedisServer, require_redis};
+use tollgate::Quota;
 use tollgate::algorithm::Gcra;
 use tollgate::store::{RedisStore, SharedLimiter};
 use tollgate::time::ManualClock;
-use tollgate::Quota;
 
 struct Noop;
 

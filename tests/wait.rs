@@ -4,12 +4,12 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use futures::task::{waker, ArcWake};
+use futures::task::{ArcWake, waker};
 use tollgate::algorithm::{
     Algorithm, Concurrency, FixedWindow, Gcra, LeakyBucket, RefreshPeriod, SlidingCounter,
     SmoothBursty, SmoothWarmingUp,

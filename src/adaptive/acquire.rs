@@ -6,9 +6,9 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use super::LimitAlgorithm;
 use super::limiter::AdaptiveLimiter;
 use super::permit::AdaptivePermit;
-use super::LimitAlgorithm;
 use crate::decision::Denied;
 use crate::error::AcquireError;
 use crate::semaphore::{Permits, Shared};

@@ -3,11 +3,11 @@
 use std::fmt;
 use std::time::Duration;
 
+use super::LimitAlgorithm;
 use super::acquire::AdaptiveAcquire;
 use super::feedback::Feedback;
 use super::permit::{AdaptivePermit, AdaptivePermitRef};
 use super::when_limited::WhenLimited;
-use super::LimitAlgorithm;
 use crate::decision::Denied;
 use crate::error::{AcquireError, ConfigError};
 use crate::observe::{EventKind, Events, Outcome};
@@ -860,8 +860,8 @@ impl<L: LimitAlgorithm, C: Clock> fmt::Debug for AdaptiveLimiter<L, C> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::adaptive::limit::AimdLimit;
     use crate::adaptive::Sample;
+    use crate::adaptive::limit::AimdLimit;
     use crate::sync::Mutex;
     use crate::time::ManualClock;
 

@@ -3,8 +3,8 @@
 
 use std::fmt;
 
-use super::limiter::AdaptiveLimiter;
 use super::LimitAlgorithm;
+use super::limiter::AdaptiveLimiter;
 use crate::observe::Outcome;
 use crate::sync::Arc;
 use crate::time::{Clock, MonotonicClock, Nanos};
@@ -458,8 +458,8 @@ impl<L: LimitAlgorithm, C: Clock> fmt::Debug for AdaptivePermitRef<'_, L, C> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::adaptive::limit::AimdLimit;
     use crate::adaptive::WhenLimited;
+    use crate::adaptive::limit::AimdLimit;
     use crate::time::ManualClock;
 
     fn send_static<T: Send + Sync + 'static>() {}

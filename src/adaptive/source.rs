@@ -3,9 +3,9 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
+use super::LimitAlgorithm;
 use super::limiter::AdaptiveLimiter;
 use super::permit::AdaptivePermit;
-use super::LimitAlgorithm;
 use crate::decision::{Admitted, Denied};
 use crate::error::{AcquireError, InsufficientCapacity};
 use crate::permits::{Decided, Grant, PermitFuture, PermitSource};
@@ -100,8 +100,8 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::adaptive::limit::AimdLimit;
     use crate::adaptive::WhenLimited;
+    use crate::adaptive::limit::AimdLimit;
     use crate::time::ManualClock;
 
     fn limiter(mode: WhenLimited) -> Arc<AdaptiveLimiter<AimdLimit, ManualClock>> {

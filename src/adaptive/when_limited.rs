@@ -200,12 +200,14 @@ mod tests {
             assert!(WhenLimited::lifo(1, timeout).is_err());
         }
         // Made by hand, checked all the same.
-        assert!(WhenLimited::Lifo {
-            backlog: 0,
-            timeout: second
-        }
-        .check()
-        .is_err());
+        assert!(
+            WhenLimited::Lifo {
+                backlog: 0,
+                timeout: second
+            }
+            .check()
+            .is_err()
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{check_capacity, Algorithm};
+use super::{Algorithm, check_capacity};
 use crate::decision::{Admitted, Decision, Denied, Reservation};
 use crate::error::ConfigError;
 use crate::time::Nanos;
@@ -145,11 +145,7 @@ fn acquire_all<A: Algorithm>(
 /// decisions as they are, without dividing out both `remaining` values.
 #[inline]
 pub(crate) fn tighter(a: Admitted, b: Admitted) -> Admitted {
-    if b.fewer_remaining_than(&a) {
-        b
-    } else {
-        a
-    }
+    if b.fewer_remaining_than(&a) { b } else { a }
 }
 
 /// "Never" outranks "not now"; among "not now", the longer wait wins, and a wait
@@ -246,8 +242,8 @@ impl<A: Algorithm> Algorithm for AllOf<A> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algorithm::Gcra;
     use crate::Quota;
+    use crate::algorithm::Gcra;
 
     fn two_rules() -> AllOf<Gcra> {
         AllOf::new(vec![

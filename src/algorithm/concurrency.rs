@@ -6,10 +6,10 @@
 
 use std::time::Duration;
 
-use super::{check_capacity, Algorithm};
-use super::{Packing, CONFIG_WORDS};
+use super::{Algorithm, check_capacity};
+use super::{CONFIG_WORDS, Packing};
 use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
-use crate::error::{non_zero, ConfigError};
+use crate::error::{ConfigError, non_zero};
 use crate::time::Nanos;
 
 /// At most `max` permits in use at once: the algorithm under
@@ -195,10 +195,11 @@ mod tests {
         let c = Concurrency::new(3).unwrap();
         let mut s = c.initial_state(T);
         assert!(c.acquire(&mut s, T, 4).unwrap_err().is_never());
-        assert!(c
-            .reserve(&mut s, T, 4, Duration::MAX)
-            .unwrap_err()
-            .is_never());
+        assert!(
+            c.reserve(&mut s, T, 4, Duration::MAX)
+                .unwrap_err()
+                .is_never()
+        );
         assert_eq!(s, 0);
     }
 
@@ -239,10 +240,11 @@ mod tests {
     fn reserve_is_immediate_or_denied() {
         let c = Concurrency::new(1).unwrap();
         let mut s = c.initial_state(T);
-        assert!(c
-            .reserve(&mut s, T, 1, Duration::ZERO)
-            .unwrap()
-            .is_immediate());
+        assert!(
+            c.reserve(&mut s, T, 1, Duration::ZERO)
+                .unwrap()
+                .is_immediate()
+        );
         let denied = c
             .reserve(&mut s, T, 1, Duration::from_secs(60))
             .unwrap_err();

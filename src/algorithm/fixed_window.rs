@@ -23,11 +23,11 @@
 
 use std::time::Duration;
 
-use super::script::{exact_count, whole_micros, Arg};
-use super::{check_capacity, Algorithm, Facts, FromConfig, Share};
-use super::{Packing, CONFIG_WORDS};
+use super::script::{Arg, exact_count, whole_micros};
+use super::{Algorithm, Facts, FromConfig, Share, check_capacity};
+use super::{CONFIG_WORDS, Packing};
 use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
-use crate::error::{non_zero, ConfigError};
+use crate::error::{ConfigError, non_zero};
 use crate::time::Nanos;
 use crate::units::{duration_to_nanos, positive_nanos};
 
@@ -767,8 +767,8 @@ impl Facts for FixedWindow<FirstHit> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algorithm::script::{too_long, MAX_SCRIPT_MICROS};
-    use crate::algorithm::testing::{at, ms, MS, S};
+    use crate::algorithm::script::{MAX_SCRIPT_MICROS, too_long};
+    use crate::algorithm::testing::{MS, S, at, ms};
 
     fn aligned(limit: u64, window_ms: u64) -> FixedWindow {
         FixedWindow::new(limit, ms(window_ms)).unwrap()
@@ -812,10 +812,11 @@ mod tests {
         let fw = aligned(3, 1000);
         let mut s = fw.initial_state(at(0));
         assert!(fw.acquire(&mut s, at(0), 4).unwrap_err().is_never());
-        assert!(fw
-            .reserve(&mut s, at(0), 4, Duration::MAX)
-            .unwrap_err()
-            .is_never());
+        assert!(
+            fw.reserve(&mut s, at(0), 4, Duration::MAX)
+                .unwrap_err()
+                .is_never()
+        );
         assert_eq!(s, 0);
         let fh = first_hit(3, 1000);
         let mut s = fh.initial_state(at(0));

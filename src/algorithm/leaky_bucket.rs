@@ -18,12 +18,12 @@
 
 use std::time::Duration;
 
-use super::script::{exact_count, whole_micros, Arg, MAX_SCRIPT_MICROS};
+use super::script::{Arg, MAX_SCRIPT_MICROS, exact_count, whole_micros};
 use super::share::too_slow;
-use super::{check_capacity, times, Algorithm, Facts, FromConfig, Gcra, Share};
-use super::{Packing, CONFIG_WORDS};
+use super::{Algorithm, Facts, FromConfig, Gcra, Share, check_capacity, times};
+use super::{CONFIG_WORDS, Packing};
 use crate::decision::{Decision, Denied, Reservation};
-use crate::error::{non_zero, ConfigError};
+use crate::error::{ConfigError, non_zero};
 use crate::quota::Quota;
 use crate::time::Nanos;
 use crate::units::duration_to_nanos;
@@ -392,7 +392,7 @@ impl LeakyBucket {
 mod tests {
     use super::*;
     use crate::algorithm::script::too_long;
-    use crate::algorithm::testing::{at, ms, MS};
+    use crate::algorithm::testing::{MS, at, ms};
 
     /// One unit every 100 ms.
     fn bucket(capacity: u64) -> LeakyBucket {
@@ -421,10 +421,11 @@ mod tests {
         let mut s = b.initial_state(at(0));
         assert!(b.acquire(&mut s, at(0), 4).unwrap_err().is_never());
         assert!(b.schedule(&mut s, at(0), 4).unwrap_err().is_never());
-        assert!(b
-            .reserve(&mut s, at(0), 4, Duration::MAX)
-            .unwrap_err()
-            .is_never());
+        assert!(
+            b.reserve(&mut s, at(0), 4, Duration::MAX)
+                .unwrap_err()
+                .is_never()
+        );
         assert_eq!(s, 0);
     }
 
@@ -463,10 +464,11 @@ mod tests {
     fn reserve_waits_in_line_within_max_wait() {
         let b = bucket(5);
         let mut s = b.initial_state(at(0));
-        assert!(b
-            .reserve(&mut s, at(0), 2, Duration::ZERO)
-            .unwrap()
-            .is_immediate());
+        assert!(
+            b.reserve(&mut s, at(0), 2, Duration::ZERO)
+                .unwrap()
+                .is_immediate()
+        );
         let r = b.reserve(&mut s, at(0), 1, ms(200)).unwrap();
         assert_eq!(r.wait(), ms(200));
         let denied = b.reserve(&mut s, at(0), 1, ms(100)).unwrap_err();

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::script::{exact_count, whole_micros, Arg};
+use super::script::{Arg, exact_count, whole_micros};
 use super::{Algorithm, Concurrency, Facts, Share};
 use crate::decision::{Decision, Denied, Reservation};
 use crate::error::ConfigError;

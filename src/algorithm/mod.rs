@@ -77,7 +77,7 @@ pub use fixed_window::{Aligned, FirstHit, FirstHitState, FixedWindow};
 pub use gcra::{CellReply, Gcra};
 pub use leaky_bucket::{Departure, LeakyBucket};
 pub use leased::{Leased, LeasedState};
-pub use packing::{Packing, CONFIG_WORDS};
+pub use packing::{CONFIG_WORDS, Packing};
 pub use refresh_period::{RefreshPeriod, RefreshPeriodState};
 pub(crate) use script::Arg;
 pub(crate) use share::Share;

@@ -9,10 +9,10 @@
 
 use std::time::Duration;
 
-use super::script::{exact_count, whole_micros, Arg, MAX_SCRIPT_MICROS};
-use super::{check_capacity, Algorithm, Facts, Share};
+use super::script::{Arg, MAX_SCRIPT_MICROS, exact_count, whole_micros};
+use super::{Algorithm, Facts, Share, check_capacity};
 use crate::decision::{Admitted, Decision, Denied, InsufficientCapacity, Limited, Reservation};
-use crate::error::{non_zero, ConfigError};
+use crate::error::{ConfigError, non_zero};
 use crate::time::Nanos;
 use crate::units::{
     duration_from_nanos, duration_to_nanos, positive_nanos, saturating_i64, saturating_u64,
@@ -989,10 +989,11 @@ mod tests {
         let before = s;
         let peek = r.acquire(&mut s, at(0), 0).unwrap();
         assert_eq!(peek.remaining(), 0);
-        assert!(r
-            .reserve(&mut s, at(0), 0, Duration::ZERO)
-            .unwrap()
-            .is_immediate());
+        assert!(
+            r.reserve(&mut s, at(0), 0, Duration::ZERO)
+                .unwrap()
+                .is_immediate()
+        );
         assert_eq!(s, before);
     }
 
@@ -1071,9 +1072,10 @@ mod tests {
         r.acquire(&mut s, at(0), 1).unwrap();
         let (r0, s0) = (r, s);
         assert!(r.change_limit_for_period(&mut s, at(10_000), 0).is_err());
-        assert!(r
-            .change_limit_for_period(&mut s, at(10_000), u64::MAX)
-            .is_err());
+        assert!(
+            r.change_limit_for_period(&mut s, at(10_000), u64::MAX)
+                .is_err()
+        );
         assert_eq!((r, s), (r0, s0));
     }
 

@@ -9,10 +9,10 @@
 
 use std::time::Duration;
 
-use super::script::{exact_count, too_long, whole_micros, Arg, MAX_SCRIPT_MICROS};
-use super::{check_capacity, Algorithm, Facts, FromConfig, Share};
+use super::script::{Arg, MAX_SCRIPT_MICROS, exact_count, too_long, whole_micros};
+use super::{Algorithm, Facts, FromConfig, Share, check_capacity};
 use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
-use crate::error::{non_zero, ConfigError};
+use crate::error::{ConfigError, non_zero};
 use crate::time::Nanos;
 use crate::units::{positive_nanos, saturating_u64, until_period};
 

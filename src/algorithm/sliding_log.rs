@@ -26,10 +26,10 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use super::script::{whole_micros, Arg, MAX_SCRIPT_MICROS};
-use super::{check_capacity, Algorithm, Facts, FromConfig, Share};
+use super::script::{Arg, MAX_SCRIPT_MICROS, whole_micros};
+use super::{Algorithm, Facts, FromConfig, Share, check_capacity};
 use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
-use crate::error::{non_zero, ConfigError};
+use crate::error::{ConfigError, non_zero};
 use crate::time::Nanos;
 use crate::units::{duration_to_nanos, nanos_of, positive_nanos, until};
 
@@ -825,7 +825,7 @@ impl SlidingLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algorithm::testing::{at, ms, MS};
+    use crate::algorithm::testing::{MS, at, ms};
     use proptest::prelude::*;
 
     fn log(limit: u64, window_ms: u64) -> SlidingLog {

@@ -3,8 +3,8 @@
 
 use std::fmt;
 
-use http::request::Parts;
 use http::HeaderName;
+use http::request::Parts;
 
 use super::limiter::{AppliedLimit, CheckNow, ConfigDecision, ConfigLimiter, ShadowDenial};
 use super::matcher::Descriptor;
@@ -642,12 +642,12 @@ fn policy(limit: AppliedLimit) -> Policy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::KeyedConfig;
     use crate::config::RuleSet;
     use crate::http::ClientIp;
     use crate::store::{MemoryStore, Reply, Request, StoreError};
     use crate::sync::{AtomicU64, Mutex, Ordering};
     use crate::time::ManualClock;
-    use crate::KeyedConfig;
     use futures::executor::block_on;
     use std::net::SocketAddr;
 

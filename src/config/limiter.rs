@@ -594,9 +594,5 @@ fn decisive_index(limits: &[&MatchedLimit<'_>], decision: &Decision) -> usize {
             .unwrap_or(0),
         Err(Denied::Closed) => 0,
     };
-    if index < limits.len() {
-        index
-    } else {
-        0
-    }
+    if index < limits.len() { index } else { 0 }
 }

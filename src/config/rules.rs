@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use super::error::{ConfigFileError, ConfigFileErrorKind, Location};
 use super::file::{File, Node, RateLimit};
-use super::locate::{locate, Step};
-use super::unit::{Unit, DEFAULT_ALGORITHM};
+use super::locate::{Step, locate};
+use super::unit::{DEFAULT_ALGORITHM, Unit};
 use crate::error::ConfigError;
 use crate::store::{Rule, RuleKind};
 
@@ -728,7 +728,7 @@ impl<'s> Builder<'s> {
                 return Err(self.error(
                     ConfigFileErrorKind::BurstNotApplicable(algorithm),
                     &[Step::Key("burst")],
-                ))
+                ));
             }
             Some(burst) => Some(self.positive("burst", burst)?),
             None => None,
@@ -781,7 +781,7 @@ impl<'s> Builder<'s> {
                     return Err(ConfigFileError::new(
                         ConfigFileErrorKind::UnknownReplace(name),
                         at(),
-                    ))
+                    ));
                 }
             };
             match owner {
@@ -789,7 +789,7 @@ impl<'s> Builder<'s> {
                     return Err(ConfigFileError::new(
                         ConfigFileErrorKind::ReplacesItself(name),
                         at(),
-                    ))
+                    ));
                 }
                 Action::Limit(index) => self.limits[index].replaces.push(target),
                 Action::Unlimited(index) => self.unlimited_replaces[index].push(target),

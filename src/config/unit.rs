@@ -3,8 +3,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
+use serde::de::{self, Deserializer, Visitor};
 
 use crate::store::RuleKind;
 

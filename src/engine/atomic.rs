@@ -4,9 +4,9 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use crate::algorithm::{Algorithm, Packing, CONFIG_WORDS};
+use crate::algorithm::{Algorithm, CONFIG_WORDS, Packing};
 use crate::decision::{Decision, Denied, Reservation};
-use crate::sync::{fence, spin_loop, AtomicU64, Mutex, Ordering};
+use crate::sync::{AtomicU64, Mutex, Ordering, fence, spin_loop};
 use crate::time::Nanos;
 
 /// Lock-free storage for an algorithm with a [`Packing`].

@@ -8,7 +8,7 @@
 //! lock, and two threads being denied do not contend.
 
 use crate::decision::{Denied, Limited};
-use crate::sync::{fence, AtomicU64, Ordering};
+use crate::sync::{AtomicU64, Ordering, fence};
 use crate::time::Nanos;
 
 /// One denial under a sequence lock: written only under the cell's mutex, read

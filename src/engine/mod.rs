@@ -33,7 +33,7 @@ pub(crate) enum Cell<A: Algorithm> {
 }
 
 macro_rules! either {
-    ($cell:expr, $inner:ident => $body:expr) => {
+    ($cell:expr_2021, $inner:ident => $body:expr_2021) => {
         match $cell {
             Cell::Atomic($inner) => $body,
             Cell::Locked($inner) => $body,

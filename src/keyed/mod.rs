@@ -26,7 +26,7 @@ use crate::time::{Clock, MonotonicClock, Nanos};
 use crate::wait::keyed::Queues;
 use wait::KeyGate;
 
-pub use crate::table::{KeyedConfig, WhenFull, MAX_SHARDS};
+pub use crate::table::{KeyedConfig, MAX_SHARDS, WhenFull};
 
 /// A rate limiter per key, with at most [`KeyedConfig::max_keys`] keys in memory.
 ///

@@ -86,9 +86,9 @@ mod reporter;
 pub use self::metrics::OUTBOUND_RATE;
 #[cfg(feature = "metrics")]
 pub use self::metrics::{
-    MetricsRecorder, ADAPTIVE_LIMIT, ADMITTED_TOTAL, DENIED_TOTAL, DRAINED_TOTAL, FINISHED_TOTAL,
-    INFLIGHT, RTT_SECONDS, SHED_TOTAL, WAITED_TOTAL, WAIT_SECONDS, WOULD_SHED_BY_REASON_TOTAL,
-    WOULD_SHED_TOTAL,
+    ADAPTIVE_LIMIT, ADMITTED_TOTAL, DENIED_TOTAL, DRAINED_TOTAL, FINISHED_TOTAL, INFLIGHT,
+    MetricsRecorder, RTT_SECONDS, SHED_TOTAL, WAIT_SECONDS, WAITED_TOTAL,
+    WOULD_SHED_BY_REASON_TOTAL, WOULD_SHED_TOTAL,
 };
 pub use event::{DenyReason, Event, EventKind, Outcome};
 pub use events::{Events, Listener, Subscription};

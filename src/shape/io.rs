@@ -5,12 +5,12 @@ use std::fmt;
 #[cfg(any(feature = "tokio", feature = "futures-io"))]
 use std::io;
 #[cfg(any(feature = "tokio", feature = "futures-io"))]
-use std::task::{ready, Context, Poll};
+use std::task::{Context, Poll, ready};
 
-use crate::permits::PermitSource;
-use crate::shape::pacer::Pacer;
 #[cfg(any(feature = "tokio", feature = "futures-io"))]
 use crate::AcquireError;
+use crate::permits::PermitSource;
+use crate::shape::pacer::Pacer;
 
 /// A reader, writer or both, held to a [`PermitSource`] of bytes (a [`Limiter`](crate::Limiter)(crate::Limiter), a shared limiter on one key, ...): every byte read or
 /// written takes one permit.

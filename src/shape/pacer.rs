@@ -3,11 +3,11 @@
 //! between polls.
 
 use std::fmt;
-use std::task::{ready, Context, Poll};
+use std::task::{Context, Poll, ready};
 
+use crate::AcquireError;
 use crate::permits::{PermitFuture, PermitSource};
 use crate::sync::Mutex;
-use crate::AcquireError;
 
 type Wait<P> =
     PermitFuture<Result<<P as PermitSource>::Permit, AcquireError<<P as PermitSource>::Error>>>;

@@ -4,13 +4,13 @@ use std::convert::Infallible;
 use std::error::Error;
 use std::fmt;
 use std::pin::Pin;
-use std::task::{ready, Context, Poll};
+use std::task::{Context, Poll, ready};
 
 use futures_core::stream::{FusedStream, Stream};
 
+use crate::AcquireError;
 use crate::permits::PermitSource;
 use crate::shape::pacer::Pacer;
-use crate::AcquireError;
 
 /// What an item costs in permits.
 ///

@@ -8,8 +8,8 @@ use std::hash::BuildHasher;
 use std::pin::Pin;
 use std::time::Duration;
 
-use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::Script;
+use redis::aio::{ConnectionLike, ConnectionManager};
 
 use super::asynchronous::{AsyncShedder, OnFailure};
 use super::class::{Class, Classes};
@@ -18,8 +18,8 @@ use super::fleet::FleetShedder;
 use crate::algorithm::script::whole_micros;
 use crate::error::ConfigError;
 use crate::store::{RedisStore, StoreError};
-use crate::sync::unmodeled::{AtomicU64, OnceLock, Ordering};
 use crate::sync::Arc;
+use crate::sync::unmodeled::{AtomicU64, OnceLock, Ordering};
 
 /// The in-flight count of a fleet, in Redis: each slot is a lease that runs out unless
 /// renewed, so the slots of a process that dies come back after one lease.

@@ -9,10 +9,10 @@ use async_trait::async_trait;
 
 use super::request::{Check, Reply, Request};
 use super::rule::{GivesBack, Rule, RuleOutcome, RuleState, Step};
-use super::{storage_key, validate_prefix, Store, StoreError, DEFAULT_MAX_KEY_LEN};
+use super::{DEFAULT_MAX_KEY_LEN, Store, StoreError, storage_key, validate_prefix};
 use crate::decision::{Denied, Limited};
 use crate::sync::Mutex;
-use crate::table::{is_idle, Entries, KeyedConfig, Rehash, Room, Shard, Table};
+use crate::table::{Entries, KeyedConfig, Rehash, Room, Shard, Table, is_idle};
 use crate::time::{Clock, MonotonicClock, Nanos};
 use crate::units::duration_to_nanos;
 
@@ -681,11 +681,11 @@ mod tests {
 
     use super::super::Rule;
     use super::*;
+    use crate::Quota;
     use crate::algorithm::{FixedWindow, Gcra};
     use crate::store::Op;
     use crate::table::WhenFull;
     use crate::time::ManualClock;
-    use crate::Quota;
 
     const SECOND: Duration = Duration::from_secs(1);
 

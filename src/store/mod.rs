@@ -39,9 +39,9 @@ mod rule;
 mod share;
 
 #[cfg(feature = "redis")]
-pub(crate) use self::redis::from_redis;
-#[cfg(feature = "redis")]
 pub use self::redis::RedisStore;
+#[cfg(feature = "redis")]
+pub(crate) use self::redis::from_redis;
 pub use error::StoreError;
 #[cfg(feature = "redis")]
 pub use hybrid::BatchedLimiter;

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use super::rule::{Rule, RuleOutcome, Step};
 use super::StoreError;
+use super::rule::{Rule, RuleOutcome, Step};
 use crate::algorithm::{later_denial, tighter};
 use crate::decision::{Decision, Denied, InsufficientCapacity, Reservation};
 use crate::error::ConfigError;
@@ -166,7 +166,7 @@ impl<'a> Request<'a> {
                 (a, b) => {
                     return Err(StoreError::Protocol(format!(
                         "mixed verdicts {a:?} and {b:?} in one request"
-                    )))
+                    )));
                 }
             };
         }

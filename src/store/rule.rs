@@ -532,8 +532,8 @@ pub(crate) use super::request::Reply as RuleOutcome;
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::algorithm::{Concurrency, Leased};
     use crate::Quota;
+    use crate::algorithm::{Concurrency, Leased};
 
     fn secs(s: u64) -> Duration {
         Duration::from_secs(s)

@@ -60,11 +60,11 @@ impl Rule {
 mod tests {
     use super::super::rule::RuleKind;
     use super::*;
+    use crate::Quota;
     use crate::algorithm::{
         Algorithm, Gcra, LeakyBucket, SlidingLog, SmoothBursty, SmoothWarmingUp,
     };
     use crate::time::Nanos;
-    use crate::Quota;
     use std::time::Duration;
 
     fn secs(s: u64) -> Duration {

@@ -297,13 +297,13 @@ impl KeyedConfig {
             Some(0) => {
                 return Err(ConfigError::Zero {
                     parameter: "shards",
-                })
+                });
             }
             Some(shards) if !shards.is_power_of_two() || shards > MAX_SHARDS => {
                 return Err(ConfigError::OutOfRange {
                     parameter: "shards",
                     expected: "a power of two, at most 16384",
-                })
+                });
             }
             Some(shards) => shards,
         };

@@ -19,8 +19,8 @@ use crate::error::ConfigError;
 use crate::sync::Mutex;
 use crate::time::Nanos;
 
-pub use config::{KeyedConfig, WhenFull, MAX_SHARDS};
-pub(crate) use shard::{is_idle, Entries, Rehash, Room, Shard};
+pub use config::{KeyedConfig, MAX_SHARDS, WhenFull};
+pub(crate) use shard::{Entries, Rehash, Room, Shard, is_idle};
 pub(crate) use states::PerKey;
 
 /// Shards of entries under their own locks, bounded together by `max_keys`.

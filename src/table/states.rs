@@ -368,14 +368,16 @@ mod tests {
     #[test]
     fn peeks_and_denials_store_nothing() {
         let t = table(10, WhenFull::Deny);
-        assert!(t
-            .with_state(&7, at(0), 0, |a, s, now| a.acquire(s, now, 0))
-            .is_ok());
+        assert!(
+            t.with_state(&7, at(0), 0, |a, s, now| a.acquire(s, now, 0))
+                .is_ok()
+        );
         assert!(t.peek(&7, at(0), 1).is_ok());
-        assert!(t
-            .with_state(&7, at(0), 2, |a, s, now| a.acquire(s, now, 2))
-            .unwrap_err()
-            .is_never());
+        assert!(
+            t.with_state(&7, at(0), 2, |a, s, now| a.acquire(s, now, 2))
+                .unwrap_err()
+                .is_never()
+        );
         t.refund(&7, at(0), 1);
         assert!(t.is_empty());
     }

@@ -3,8 +3,8 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::{Alarm, Clock, Nanos, Scheduler};
-use crate::sync::unmodeled::OnceLock;
 use crate::sync::Arc;
+use crate::sync::unmodeled::OnceLock;
 
 /// The default clock: monotonic, measured from the moment it was created.
 ///

@@ -7,10 +7,10 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use crate::sync::{thread, Arc, Mutex};
+use crate::AcquireError;
+use crate::sync::{Arc, Mutex, thread};
 use crate::time::Nanos;
 use crate::wait::queue::{Begin, Gate, Polled, RemoteBooking, Slot, Waiting, Wake};
-use crate::AcquireError;
 
 /// Waits for `n` permits from a [`Waiting`] gate, held by `R` (a reference, or an
 /// `Arc` for futures that own their limiter); resolves to the time waited.

@@ -14,13 +14,13 @@ use std::pin::Pin;
 use std::task::Waker;
 use std::time::Duration;
 
+use crate::AcquireError;
 use crate::algorithm::Algorithm;
 use crate::decision::{Decision, Denied, Reservation};
 use crate::engine::Cell;
 use crate::observe::Events;
-use crate::sync::{fence, Arc, AtomicBool, AtomicU64, AtomicU8, Mutex, Ordering, Weak};
+use crate::sync::{Arc, AtomicBool, AtomicU8, AtomicU64, Mutex, Ordering, Weak, fence};
 use crate::time::{Alarm, Nanos};
-use crate::AcquireError;
 
 /// A booking made by a round trip: what a remote gate's first waiter awaits.
 pub(crate) type RemoteBooking<E> =

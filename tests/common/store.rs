@@ -15,13 +15,13 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use proptest::test_runner::{TestCaseError, TestRunner};
-use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
+use redis::aio::MultiplexedConnection;
+use tollgate::KeyedConfig;
 use tollgate::store::{Check, MemoryStore, Op, RedisStore, Reply, Request, Rule, Store};
 use tollgate::time::ManualClock;
-use tollgate::KeyedConfig;
 
-use super::redis::{require_redis, RedisServer};
+use super::redis::{RedisServer, require_redis};
 
 /// A realistic "now": µs since the epoch in 2023, so the scripts' doubles see real sizes.
 pub const EPOCH_MICROS: u64 = 1_700_000_000_000_000;

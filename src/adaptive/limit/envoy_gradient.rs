@@ -45,7 +45,7 @@ use std::time::Duration;
 
 use super::circllhist::Histogram;
 use super::{LimitAlgorithm, Sample};
-use crate::error::{non_zero, ConfigError};
+use crate::error::{ConfigError, non_zero};
 use crate::time::Nanos;
 use crate::units::{positive_nanos, saturating_u64};
 
@@ -768,20 +768,12 @@ fn split_mix_64(state: &mut u64) -> u64 {
 
 /// `std::min<double>(a, b)`: `b` only if it is less, so a NaN `b` gives `a`.
 fn cpp_min(a: f64, b: f64) -> f64 {
-    if b < a {
-        b
-    } else {
-        a
-    }
+    if b < a { b } else { a }
 }
 
 /// `std::max<double>(a, b)`: `b` only if `a` is less, so a NaN `b` gives `a`.
 fn cpp_max(a: f64, b: f64) -> f64 {
-    if a < b {
-        b
-    } else {
-        a
-    }
+    if a < b { b } else { a }
 }
 
 /// Envoy's adaptive-concurrency gradient controller (see the [module](self) docs).

@@ -8,11 +8,11 @@
 
 use std::fmt;
 
+use super::LimitAlgorithm;
 use super::checks;
 use super::functions::square_root;
 use super::jitter::Jitter;
 use super::measurement::Minimum;
-use super::LimitAlgorithm;
 use crate::adaptive::Sample;
 use crate::error::ConfigError;
 use crate::sync::Arc;

@@ -13,10 +13,10 @@
 
 use std::fmt;
 
+use super::LimitAlgorithm;
 use super::checks;
 use super::gradient::gradient;
 use super::measurement::ExpAvg;
-use super::LimitAlgorithm;
 use crate::adaptive::Sample;
 use crate::error::ConfigError;
 use crate::sync::Arc;

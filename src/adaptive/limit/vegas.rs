@@ -9,10 +9,10 @@
 use std::fmt;
 use std::time::Duration;
 
+use super::LimitAlgorithm;
 use super::checks;
 use super::functions::log10_root;
 use super::jitter::Jitter;
-use super::LimitAlgorithm;
 use crate::adaptive::Sample;
 use crate::error::ConfigError;
 use crate::sync::Arc;

@@ -10,9 +10,9 @@
 
 use std::time::Duration;
 
+use super::LimitAlgorithm;
 use super::checks;
 use super::window::SampleWindow;
-use super::LimitAlgorithm;
 use crate::adaptive::Sample;
 use crate::error::ConfigError;
 use crate::time::Nanos;
@@ -573,10 +573,11 @@ mod tests {
             }
         );
         assert!(p(1.0, 1).build(AimdLimit::new()).is_ok());
-        assert!(w()
-            .max_window(Duration::MAX)
-            .build(AimdLimit::new())
-            .is_ok());
+        assert!(
+            w().max_window(Duration::MAX)
+                .build(AimdLimit::new())
+                .is_ok()
+        );
     }
 
     #[test]

@@ -195,11 +195,7 @@ impl Algorithm for LearnedBucket {
     /// bucket goes once the bucket is full, into a debt of at most an hour. Off,
     /// any number.
     fn capacity(&self) -> u64 {
-        if self.enabled {
-            self.most()
-        } else {
-            u64::MAX
-        }
+        if self.enabled { self.most() } else { u64::MAX }
     }
 
     fn idle_at(&self, tokens: &Tokens) -> Nanos {

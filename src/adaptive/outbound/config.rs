@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use crate::error::{positive_finite, ConfigError};
+use crate::error::{ConfigError, positive_finite};
 
-use super::cubic::{check_beta, DEFAULT_BETA, DEFAULT_SCALE};
+use super::cubic::{DEFAULT_BETA, DEFAULT_SCALE, check_beta};
 use super::send_rate::DEFAULT_SMOOTHING;
 
 /// How a [`LearnedRate`](super::LearnedRate) learns: the AWS SDKs' adaptive retry

@@ -8,7 +8,7 @@ use crate::time::Nanos;
 
 use super::answer::Answer;
 use super::config::LearningConfig;
-use super::cubic::{seconds, Cubic};
+use super::cubic::{Cubic, seconds};
 use super::send_rate::SendRate;
 
 /// What the bucket should be after an answer.

@@ -680,9 +680,10 @@ mod tests {
             c.window(Duration::MAX, 4),
             Err(ConfigError::TooLong { .. })
         ));
-        assert!(c
-            .window(Nanos::MAX.as_duration(), SreConfig::MAX_BUCKETS)
-            .is_ok());
+        assert!(
+            c.window(Nanos::MAX.as_duration(), SreConfig::MAX_BUCKETS)
+                .is_ok()
+        );
         assert!(c.k(1.0).is_ok());
     }
 

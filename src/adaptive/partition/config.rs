@@ -4,9 +4,9 @@
 use crate::error::ConfigError;
 use crate::sync::Mutex;
 
+use super::Partitions;
 use super::mode::PartitionMode;
 use super::state::State;
-use super::Partitions;
 
 /// Builds a [`Partitions`]: start with [`Partitions::builder`].
 ///

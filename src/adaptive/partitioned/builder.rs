@@ -4,9 +4,9 @@
 use std::fmt;
 
 use super::{Bypass, PartitionedLimiter, Resolve, Shared, UNKNOWN};
+use crate::adaptive::LimitAlgorithm;
 use crate::adaptive::feedback::Feedback;
 use crate::adaptive::partition::{PartitionMode, Partitions, PartitionsBuilder};
-use crate::adaptive::LimitAlgorithm;
 use crate::error::ConfigError;
 use crate::observe::{EventKind, Events};
 use crate::sync::Arc;

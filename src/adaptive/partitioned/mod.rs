@@ -11,9 +11,9 @@
 
 use std::fmt;
 
+use super::LimitAlgorithm;
 use super::feedback::Feedback;
 use super::partition::{PartitionDenied, PartitionMode, Partitions};
-use super::LimitAlgorithm;
 use crate::observe::{EventKind, Events, Outcome};
 use crate::sync::Arc;
 use crate::time::{Clock, MonotonicClock, Nanos};

@@ -6,8 +6,8 @@
 use std::fmt;
 
 use super::Shared;
-use crate::adaptive::partition::OwnedPartitionPermit;
 use crate::adaptive::LimitAlgorithm;
+use crate::adaptive::partition::OwnedPartitionPermit;
 use crate::observe::Outcome;
 use crate::sync::Arc;
 use crate::time::{Clock, MonotonicClock, Nanos};

@@ -5,9 +5,9 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use super::{PartitionedLimiter, PartitionedPermit};
+use crate::adaptive::LimitAlgorithm;
 use crate::adaptive::acquire::refused;
 use crate::adaptive::partition::PartitionDenied;
-use crate::adaptive::LimitAlgorithm;
 use crate::decision::{Admitted, Denied, Limited};
 use crate::error::{AcquireError, InsufficientCapacity};
 use crate::permits::{Decided, Grant, PermitFuture, PermitSource};

@@ -13,11 +13,11 @@
 
 use std::time::Duration;
 
-use super::script::{whole_micros, Arg, MAX_SCRIPT_MICROS};
-use super::{check_capacity, times, Algorithm, Facts, FromConfig, Share};
-use super::{Packing, CONFIG_WORDS};
+use super::script::{Arg, MAX_SCRIPT_MICROS, whole_micros};
+use super::{Algorithm, Facts, FromConfig, Share, check_capacity, times};
+use super::{CONFIG_WORDS, Packing};
 use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
-use crate::error::{non_zero, ConfigError};
+use crate::error::{ConfigError, non_zero};
 use crate::quota::Quota;
 use crate::time::Nanos;
 use crate::units::{duration_to_nanos, until};
@@ -314,7 +314,7 @@ impl Gcra {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algorithm::testing::{at, MS};
+    use crate::algorithm::testing::{MS, at};
 
     #[test]
     fn admits_burst_then_one_per_interval() {

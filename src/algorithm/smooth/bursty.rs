@@ -5,8 +5,8 @@ use std::time::Duration;
 use super::super::script::Arg;
 use super::super::share::too_slow;
 use super::super::{Algorithm, Facts, Share};
-use super::{script_refill, sealed, Rate, Smooth, SmoothState};
-use crate::error::{non_negative_finite, ConfigError};
+use super::{Rate, Smooth, SmoothState, script_refill, sealed};
+use crate::error::{ConfigError, non_negative_finite};
 use crate::time::Nanos;
 
 /// Guava's `SmoothBursty`: up to `max_burst_seconds` of unused rate is stored, and
@@ -262,9 +262,11 @@ mod tests {
         );
         assert_eq!(bursty.max_burst_seconds(), 3.0);
         let (old, old_state) = (bursty, s);
-        assert!(bursty
-            .set_max_burst_seconds(&mut s, at(9000), -1.0)
-            .is_err());
+        assert!(
+            bursty
+                .set_max_burst_seconds(&mut s, at(9000), -1.0)
+                .is_err()
+        );
         assert!(bursty.set_rate(&mut s, at(9000), f64::NAN).is_err());
         assert_eq!((bursty, s), (old, old_state));
     }

@@ -24,9 +24,9 @@
 use std::time::Duration;
 
 use super::script::MAX_SCRIPT_MICROS;
-use super::{check_capacity, Algorithm};
+use super::{Algorithm, check_capacity};
 use crate::decision::{Admitted, Decision, Denied, Limited, Reservation};
-use crate::error::{positive_finite, ConfigError};
+use crate::error::{ConfigError, positive_finite};
 use crate::time::Nanos;
 
 mod bursty;
@@ -670,10 +670,11 @@ mod tests {
         warm.acquire_wait(&mut s, Nanos::ZERO, 3).unwrap();
         let before = s;
         assert!(warm.acquire(&mut s, Nanos::ZERO, 0).is_ok());
-        assert!(warm
-            .reserve(&mut s, Nanos::ZERO, 0, Duration::ZERO)
-            .unwrap()
-            .is_immediate());
+        assert!(
+            warm.reserve(&mut s, Nanos::ZERO, 0, Duration::ZERO)
+                .unwrap()
+                .is_immediate()
+        );
         assert_eq!(
             warm.acquire_wait(&mut s, Nanos::ZERO, 0),
             Ok(Duration::ZERO)

@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use super::super::script::{whole_micros, Arg};
+use super::super::script::{Arg, whole_micros};
 use super::super::share::too_slow;
 use super::super::{Algorithm, Facts, Share};
-use super::{script_refill, sealed, Rate, Smooth, MAX_COST_US};
+use super::{MAX_COST_US, Rate, Smooth, script_refill, sealed};
 use crate::error::ConfigError;
 
 /// Guava's `SmoothWarmingUp`: after idle time the limiter is *cold* and grants
@@ -276,7 +276,7 @@ impl Facts for SmoothWarmingUp {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algorithm::script::{too_long, MAX_SCRIPT_MICROS};
+    use crate::algorithm::script::{MAX_SCRIPT_MICROS, too_long};
     use crate::algorithm::testing::{at, floats, ms};
     use crate::time::Nanos;
 

@@ -88,7 +88,7 @@ mod service;
 
 pub use body::AdaptiveBody;
 pub use classify::{
-    classify_fn, ClassifyError, ClassifyFn, ClassifyResponse, GrpcStatus, HttpStatus, OnError,
+    ClassifyError, ClassifyFn, ClassifyResponse, GrpcStatus, HttpStatus, OnError, classify_fn,
 };
 pub use client::{AdaptiveClient, AdaptiveClientLayer};
 pub use error::ClientError;

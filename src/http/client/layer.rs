@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use tower_layer::Layer;
 
-use super::pause::{Backoff, Shared};
 use super::Throttle;
+use super::pause::{Backoff, Shared};
 use crate::adaptive::outbound::{Feedback, FeedbackHandle};
 use crate::error::ConfigError;
 use crate::sync::Arc;

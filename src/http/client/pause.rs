@@ -6,13 +6,13 @@ use std::time::Duration;
 use http::{Response, StatusCode};
 
 use super::ThrottleError;
+use crate::AcquireError;
 use crate::decision::InsufficientCapacity;
 use crate::http::wire::backoff;
 use crate::permits::PermitSource;
 use crate::store::StoreError;
 use crate::sync::{AtomicU64, Ordering};
 use crate::time::{Clock, Nanos, Sleep};
-use crate::AcquireError;
 
 /// The permit source, the clock and the pause, shared by every clone of a layer and
 /// its services.

@@ -2,12 +2,12 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use http::request::Parts;
 use http::HeaderMap;
+use http::request::Parts;
 use ipnet::Ipv6Net;
 
 use super::proxies::TrustedProxies;
-use super::{InvalidNetwork, Key, KeyError, KeyExtractor, Repr, INLINE};
+use super::{INLINE, InvalidNetwork, Key, KeyError, KeyExtractor, Repr};
 use crate::http::wire;
 
 /// Which header a trusted proxy reports the client in.

@@ -1,7 +1,7 @@
 //! Keys by a request header: the [`HeaderKey`] extractor.
 
-use http::request::Parts;
 use http::HeaderName;
+use http::request::Parts;
 
 use super::{Key, KeyError, KeyExtractor};
 

@@ -294,8 +294,8 @@ mod tests {
         SlidingLog, SmoothBursty, SmoothWarmingUp,
     };
     use crate::decision::{Admitted, InsufficientCapacity, Limited};
-    use crate::http::key::{Global, HeaderKey};
     use crate::http::KeyError;
+    use crate::http::key::{Global, HeaderKey};
     use crate::store::{MemoryStore, Rule, SharedLimiter, Store};
     use crate::time::ManualClock;
     use crate::{KeyedConfig, Quota};
@@ -523,10 +523,12 @@ mod tests {
             Pin::new(&mut check).poll(&mut cx),
             Poll::Ready(Ok(_))
         ));
-        assert!(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let _ = Pin::new(&mut check).poll(&mut cx);
-        }))
-        .is_err());
+        assert!(
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let _ = Pin::new(&mut check).poll(&mut cx);
+            }))
+            .is_err()
+        );
     }
 
     #[test]

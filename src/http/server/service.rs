@@ -161,6 +161,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::KeyedConfig;
     use crate::algorithm::FixedWindow;
     use crate::http::server::RateLimitLayer;
     use crate::permits::PermitSource;
@@ -169,7 +170,6 @@ mod tests {
     };
     use crate::sync::{AtomicU64, Ordering};
     use crate::time::ManualClock;
-    use crate::KeyedConfig;
     use futures::executor::block_on;
     use std::future::poll_fn;
     use std::time::Duration;

@@ -1,7 +1,7 @@
 //! Classes from a request header: [`ClassHeader`] and the default header name.
 
-use http::request::Parts;
 use http::HeaderName;
+use http::request::Parts;
 
 use super::classify::Classify;
 use crate::shed::{Class, Classes};

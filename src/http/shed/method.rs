@@ -1,7 +1,7 @@
 //! Classes by request method: [`ClassByMethod`].
 
-use http::request::Parts;
 use http::Method;
+use http::request::Parts;
 
 use super::classify::Classify;
 use crate::error::ConfigError;

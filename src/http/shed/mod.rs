@@ -90,7 +90,7 @@ pub use classify::Classify;
 pub use deferred::{Async, AsyncShedService};
 pub use deferred_future::AsyncShedFuture;
 pub use future::ShedFuture;
-pub use header::{ClassHeader, CLASS_HEADER};
+pub use header::{CLASS_HEADER, ClassHeader};
 pub use layer::ShedLayer;
 pub use method::ClassByMethod;
 pub use propagate::{PropagateClass, PropagateClassLayer};

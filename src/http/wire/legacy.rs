@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use http::{HeaderMap, HeaderName};
 
-use super::{saturating_digits, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET};
+use super::{X_RATELIMIT_REMAINING, X_RATELIMIT_RESET, saturating_digits};
 
 const DRAFT_REMAINING: HeaderName = HeaderName::from_static("ratelimit-remaining");
 const DRAFT_RESET: HeaderName = HeaderName::from_static("ratelimit-reset");

@@ -105,8 +105,8 @@ use http::HeaderName;
 pub use backoff::backoff;
 pub(crate) use forwarded::{forwarded_for, x_forwarded_for};
 pub use ratelimit::{
-    policy_value, rate_limit, rate_limit_policy, ratelimit_value, sf_string, RateLimitItem,
-    RateLimitPolicyItem,
+    RateLimitItem, RateLimitPolicyItem, policy_value, rate_limit, rate_limit_policy,
+    ratelimit_value, sf_string,
 };
 pub use retry_after::retry_after;
 pub(crate) use retry_after::retry_after_seconds;

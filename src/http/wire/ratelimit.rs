@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 use sfv::{
-    key_ref, BareItem, Integer, ItemSerializer, KeyRef, ListEntry, ListSerializer, Parameters,
-    Parser, StringRef,
+    BareItem, Integer, ItemSerializer, KeyRef, ListEntry, ListSerializer, Parameters, Parser,
+    StringRef, key_ref,
 };
 
-use super::{seconds_up, RATELIMIT, RATELIMIT_POLICY};
+use super::{RATELIMIT, RATELIMIT_POLICY, seconds_up};
 use crate::http::limits::Policy;
 
 const Q: &KeyRef = key_ref("q");
@@ -463,7 +463,10 @@ pub fn rate_limit_policy(headers: &HeaderMap) -> Vec<RateLimitPolicyItem> {
 /// The items of every line of the list field `name`, joined, with their names (a
 /// string or a token) and parameters; none when any line is not a valid list. Inner
 /// lists and items named otherwise are skipped.
-fn items(headers: &HeaderMap, name: HeaderName) -> impl Iterator<Item = (String, Parameters)> {
+fn items(
+    headers: &HeaderMap,
+    name: HeaderName,
+) -> impl Iterator<Item = (String, Parameters)> + use<> {
     let mut joined = Vec::new();
     for line in headers.get_all(name) {
         if !joined.is_empty() {

@@ -5,8 +5,8 @@ use http::header::RETRY_AFTER;
 use http::{HeaderMap, HeaderValue};
 
 use super::{
-    ratelimit_value, retry_after_seconds, seconds_up, RATELIMIT, RATELIMIT_POLICY,
-    X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
+    RATELIMIT, RATELIMIT_POLICY, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
+    ratelimit_value, retry_after_seconds, seconds_up,
 };
 use crate::decision::Denied;
 use crate::http::limits::Verdict;

@@ -84,5 +84,5 @@ mod tests;
 pub use check::SystemStatus;
 pub use protection::{SystemPermit, SystemProtection};
 pub use readings::{ManualReadings, ProcReadings, Reading, ReadingError, SystemReadings};
-pub use rule::{LoadCheck, SystemRule, SystemRuleBuilder, MAX_BUCKETS, MAX_PERIOD};
+pub use rule::{LoadCheck, MAX_BUCKETS, MAX_PERIOD, SystemRule, SystemRuleBuilder};
 pub use threshold::Threshold;

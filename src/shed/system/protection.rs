@@ -5,7 +5,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use super::check::{check, SystemStatus};
+use super::check::{SystemStatus, check};
 use super::window::Window;
 use super::{Reading, ReadingError, SystemReadings, SystemRule};
 use crate::error::ConfigError;

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use super::check::{bbr_allows, check, SystemStatus};
-use super::readings::{cpu_usage, parse_loadavg, parse_stat, CpuTimes};
+use super::check::{SystemStatus, bbr_allows, check};
+use super::readings::{CpuTimes, cpu_usage, parse_loadavg, parse_stat};
 use super::window::Window;
 use super::{LoadCheck, ReadingError, SystemRule, Threshold};
 use crate::error::ConfigError;
@@ -185,10 +185,12 @@ fn settings_out_of_range_are_refused() {
     // Zero is a threshold Sentinel accepts (its CPU test uses 0), and so is the longest RT.
     assert!(base().highest_cpu_usage(0.0).build().is_ok());
     assert!(base().max_in_flight(0).build().is_ok());
-    assert!(base()
-        .avg_rt(Duration::from_nanos(u64::MAX))
-        .build()
-        .is_ok());
+    assert!(
+        base()
+            .avg_rt(Duration::from_nanos(u64::MAX))
+            .build()
+            .is_ok()
+    );
     assert!(base().max_in_flight(u64::MAX).build().is_ok());
 }
 

@@ -14,7 +14,7 @@ use ::redis::{RedisError, Script};
 
 use super::super::redis::from_redis;
 use super::super::rule::Rule;
-use super::super::{storage_key, validate_prefix, StoreError, DEFAULT_MAX_KEY_LEN};
+use super::super::{DEFAULT_MAX_KEY_LEN, StoreError, storage_key, validate_prefix};
 use crate::decision::{Admitted, Decision, Denied, InsufficientCapacity, Limited, Reservation};
 use crate::error::{AcquireError, ConfigError};
 use crate::observe::{EventKind, Events};

@@ -427,8 +427,8 @@ mod tests {
 
     use futures::executor::block_on;
 
-    use super::super::super::rule::tests::sample;
     use super::super::super::rule::RuleKind;
+    use super::super::super::rule::tests::sample;
     use super::*;
     use crate::algorithm::SlidingLog;
     use crate::time::ManualClock;

@@ -16,7 +16,7 @@ use redis::aio::ConnectionLike;
 use redis::{Cmd, RedisError, Value};
 use tokio::sync::oneshot;
 
-use super::{from_redis, invoke, StoreError};
+use super::{StoreError, from_redis, invoke};
 use crate::sync::Mutex;
 
 /// The queue of one store and its clones.

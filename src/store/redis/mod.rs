@@ -16,9 +16,9 @@ use redis::{
 
 use super::request::{Reply, Request};
 use super::rule::{RuleKind, RuleOutcome, Step};
-use super::{storage_key, validate_prefix, Store, StoreError, DEFAULT_MAX_KEY_LEN};
-use crate::algorithm::script::{exact_count, MAX_SCRIPT_MICROS};
+use super::{DEFAULT_MAX_KEY_LEN, Store, StoreError, storage_key, validate_prefix};
 use crate::algorithm::Arg;
+use crate::algorithm::script::{MAX_SCRIPT_MICROS, exact_count};
 use crate::decision::{Admitted, InsufficientCapacity, Limited, Reservation};
 use crate::sync::Arc;
 use crate::units::duration_to_nanos;
@@ -695,9 +695,9 @@ pub(crate) fn from_redis(error: RedisError) -> StoreError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Quota;
     use crate::algorithm::{Gcra, SmoothBursty};
     use crate::store::{Check, Op, Rule};
-    use crate::Quota;
     use redis::{RedisFuture, Value};
 
     /// A connection that is never used: `encode` needs none.
@@ -800,7 +800,9 @@ mod tests {
         );
         assert_eq!(
             store.script_call(&request).unwrap(),
-            ["1", "p:{u}", "reserve", "1", "2000000", "", "gcra", "3", "100000", "500000", "5"]
+            [
+                "1", "p:{u}", "reserve", "1", "2000000", "", "gcra", "3", "100000", "500000", "5"
+            ]
         );
     }
 

@@ -3,14 +3,14 @@
 
 use std::time::Duration;
 
+use super::Resilient;
 use super::breaker::Breaker;
 use super::policy::{FailurePolicy, Policy};
 use super::stats::Counters;
-use super::Resilient;
+use crate::KeyedConfig;
 use crate::error::ConfigError;
 use crate::store::{MemoryStore, Store, StoreError};
 use crate::time::{Clock, MonotonicClock};
-use crate::KeyedConfig;
 
 /// How long one call to the inner store may take by default.
 pub(super) const DEFAULT_DEADLINE: Duration = Duration::from_millis(5);
@@ -136,7 +136,7 @@ impl<S: Store, C: Clock> ResilientBuilder<S, C> {
         }
         let policy = match self.policy {
             FailurePolicy::Fallback { nodes: 0 } => {
-                return Err(ConfigError::Zero { parameter: "nodes" })
+                return Err(ConfigError::Zero { parameter: "nodes" });
             }
             FailurePolicy::Fallback { nodes } => {
                 self.fallback_keys.validate()?;

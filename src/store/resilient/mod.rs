@@ -7,7 +7,7 @@
 //! - `stats.rs`: the counters.
 
 use std::fmt;
-use std::future::{poll_fn, Future};
+use std::future::{Future, poll_fn};
 use std::pin::Pin;
 use std::task::Poll;
 use std::time::Duration;

@@ -112,7 +112,7 @@ impl<C: Clock> Policy<C> {
         };
         let decision = match self {
             Policy::Local { nodes, local } => {
-                return decide_locally(request, *nodes, local, retry_after)
+                return decide_locally(request, *nodes, local, retry_after);
             }
             Policy::Open => admitted(),
             Policy::Closed if n == 0 => admitted(),
