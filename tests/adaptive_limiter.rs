@@ -695,9 +695,8 @@ fn metrics_record_the_limit_inflight_and_outcomes() {
             .find(|(key, _, _, _)| {
                 let key = key.key();
                 key.name() == name
-                    && label.map_or(true, |(k, v)| {
-                        key.labels().any(|l| l.key() == k && l.value() == v)
-                    })
+                    && label
+                        .is_none_or(|(k, v)| key.labels().any(|l| l.key() == k && l.value() == v))
             })
             .map(|(_, _, _, value)| value)
     };

@@ -110,7 +110,7 @@ fn concurrent_partitions() {
         let counts: Vec<(u64, u64, u64)> = thread::scope(|scope| {
             let workers: Vec<_> = ["A", "B", "C"]
                 .iter()
-                .flat_map(|&name| std::iter::repeat(name).take(THREADS))
+                .flat_map(|&name| std::iter::repeat_n(name, THREADS))
                 .map(|name| {
                     let (partitions, global_max, start) = (&partitions, &global_max, &start);
                     scope.spawn(move || {

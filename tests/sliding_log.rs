@@ -31,7 +31,7 @@ impl Reference {
         let gap_ok = self
             .attempts
             .last()
-            .map_or(true, |&last| t >= last + self.gap);
+            .is_none_or(|&last| t >= last + self.gap);
         gap_ok && self.active(t) + n <= self.limit
     }
 
@@ -62,8 +62,7 @@ impl Reference {
         }
         if self.fits(now, n) {
             let active = self.active(now);
-            self.attempts
-                .extend(std::iter::repeat(now).take(n as usize));
+            self.attempts.extend(std::iter::repeat_n(now, n as usize));
             return Ok(if self.gap > 0 {
                 0
             } else {
@@ -71,8 +70,7 @@ impl Reference {
             });
         }
         if self.count_blocked {
-            self.attempts
-                .extend(std::iter::repeat(now).take(n as usize));
+            self.attempts.extend(std::iter::repeat_n(now, n as usize));
         }
         Err(Some(self.allowed_at(now, n) - now))
     }

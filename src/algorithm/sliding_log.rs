@@ -308,7 +308,7 @@ impl SlidingLog {
 
     /// Permits that could go now, given `active` entries and the newest one.
     fn remaining(&self, active: u64, newest: Option<u64>, now: u64) -> u64 {
-        let gap_runs = |t: u64| t.checked_add(self.min_gap).map_or(true, |end| end > now);
+        let gap_runs = |t: u64| t.checked_add(self.min_gap).is_none_or(|end| end > now);
         match newest {
             Some(t) if self.min_gap > 0 && gap_runs(t) => 0,
             _ => self.limit.saturating_sub(active),
@@ -379,17 +379,17 @@ impl SlidingLog {
         // n <= limit, so this fits.
         let copies = n as usize;
         // Most entries are the newest: no search then.
-        if log.back().map_or(true, |&t| t <= at) {
+        if log.back().is_none_or(|&t| t <= at) {
             if copies == 1 {
                 log.push_back(at);
             } else {
-                log.extend(std::iter::repeat(at).take(copies));
+                log.extend(std::iter::repeat_n(at, copies));
             }
         } else {
             // A booking later than `at` exists: keep the log sorted.
             let position = log.partition_point(|&t| t <= at);
             let later = log.split_off(position);
-            log.extend(std::iter::repeat(at).take(copies));
+            log.extend(std::iter::repeat_n(at, copies));
             log.extend(later);
             // The log stays sorted and an insertion only moves entries later: the
             // first `first_live` are no later than before, so the hint holds.

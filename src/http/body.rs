@@ -65,7 +65,7 @@ where
     pub(crate) fn is_end_stream(&self) -> bool {
         match self {
             BodyKind::Inner { body } => body.is_end_stream(),
-            BodyKind::Full { bytes } => bytes.as_ref().map_or(true, Bytes::is_empty),
+            BodyKind::Full { bytes } => bytes.as_ref().is_none_or(Bytes::is_empty),
         }
     }
 

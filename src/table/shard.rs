@@ -265,7 +265,7 @@ impl<X: Rehash> Shard<X> {
             } else if !spare(entry) {
                 let gives = self.entries.gives_back(entry, idle_at, now);
                 let used_at = self.entries.used_at(entry, idle_at);
-                let better = nearest.map_or(true, |(_, least, latest)| {
+                let better = nearest.is_none_or(|(_, least, latest)| {
                     gives < least || (gives == least && used_at > latest)
                 });
                 if better {

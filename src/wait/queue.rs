@@ -734,7 +734,7 @@ impl<G: Gate> Waiting<G> {
         };
         if let Some(at) = needed {
             self.alarm_hint.store(at.as_u64(), Ordering::Relaxed);
-            if inner.alarm_at.map_or(true, |armed| at < armed) {
+            if inner.alarm_at.is_none_or(|armed| at < armed) {
                 inner.alarm_at = Some(at);
                 effects.alarm = Some(at);
             }
@@ -777,7 +777,7 @@ impl<G: Gate> Waiting<G> {
                 // None: capacity comes back by release, not with time; a remote gate
                 // may not see the release, so it asks again after a while.
                 let retry = limited.retry_after().or_else(|| self.gate.release_poll());
-                let fits_in_time = head.deadline.map_or(true, |d| {
+                let fits_in_time = head.deadline.is_none_or(|d| {
                     !self.gate.books_ahead() && now + retry.unwrap_or_default() <= d
                 });
                 if fits_in_time {
@@ -840,7 +840,7 @@ impl<G: Gate> Waiting<G> {
                 } else if let Some(at) = alarm {
                     // `drain` would hand the turn straight back: arm and stop here.
                     self.alarm_hint.store(at.as_u64(), Ordering::Relaxed);
-                    if inner.alarm_at.map_or(true, |armed| at < armed) {
+                    if inner.alarm_at.is_none_or(|armed| at < armed) {
                         inner.alarm_at = Some(at);
                         effects.alarm = Some(at);
                     }

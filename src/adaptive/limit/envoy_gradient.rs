@@ -2437,7 +2437,7 @@ mod tests {
         }
         // Deadlines saturate at the last instant, and fire there once per call.
         for deadline in [controller.window_deadline(), controller.min_rtt_deadline()] {
-            assert!(deadline.map_or(true, |at| at == Nanos::MAX), "{deadline:?}");
+            assert!(deadline.is_none_or(|at| at == Nanos::MAX), "{deadline:?}");
         }
 
         // The same from a controller created at the last instant.

@@ -89,7 +89,7 @@ impl Answer {
         }
         let quota = rate_limit_policy(headers)
             .into_iter()
-            .filter(|p| p.unit().map_or(true, |u| u == "requests"))
+            .filter(|p| p.unit().is_none_or(|u| u == "requests"))
             .filter_map(|p| Some((p.quota(), p.window()?)))
             .filter(|(_, w)| !w.is_zero())
             .min_by(|a, b| per_second(*a).total_cmp(&per_second(*b)));

@@ -60,7 +60,7 @@ impl Window {
         let index = ((now / self.bucket_len) % self.buckets.len() as u64) as usize;
         let statistic_max_rt = self.statistic_max_rt;
         let bucket = &mut self.buckets[index];
-        if bucket.start.map_or(true, |old| old < start) {
+        if bucket.start.is_none_or(|old| old < start) {
             *bucket = Bucket {
                 start: Some(start),
                 pass: 0,
