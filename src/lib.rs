@@ -62,6 +62,75 @@
 //! assert_eq!(denied.retry_after(), Some(Duration::from_millis(200)));
 //! # Ok::<(), tollgate::ConfigError>(())
 //! ```
+//!
+//! # One permit source
+//!
+//! Every limiter is a [`PermitSource`]: [`Limiter`], [`LeakyQueue`], `Arc<Semaphore>`
+//! (whose grants are guards that give the permits back when dropped), and, per key,
+//! [`KeyedLimiter`] and [`SharedLimiter`](store::SharedLimiter). The integrations
+//! take any of them: the shapers ([`shape`]), the HTTP client layer
+//! ([`for_key`](PermitSource::for_key) fixes a keyed source's key) and the server
+//! layer (`RateLimitLayer::keyed` over a source keyed by `str`,
+//! `RateLimitLayer::global` over any single one: a [`Semaphore`] there limits requests
+//! at once). A source decides at once ([`decide_now`](PermitSource::decide_now), no
+//! I/O), by a round trip ([`decide`](PermitSource::decide)), or waits in its FIFO
+//! queue ([`wait`](PermitSource::wait)), and fails with one error type,
+//! [`AcquireError<E>`](AcquireError), whose [`Source(E)`](AcquireError::Source) is a
+//! store's own failure.
+//!
+//! ```
+//! use tollgate::algorithm::Gcra;
+//! use tollgate::{Limiter, PermitSource, Quota};
+//!
+//! fn admit<P: PermitSource>(source: &P) -> bool {
+//!     matches!(source.decide_now(&(), 1), Some(Ok(Ok(_))))
+//! }
+//!
+//! # fn main() -> Result<(), tollgate::ConfigError> {
+//! assert!(admit(&Limiter::new(Gcra::new(Quota::per_second(10)?))));
+//! # Ok(()) }
+//! ```
+//!
+//! # Waiting
+//!
+//! ```
+//! use std::time::Duration;
+//! use tollgate::algorithm::SmoothBursty;
+//! use tollgate::Limiter;
+//!
+//! async fn send_all(batches: &[u64]) -> Result<(), Box<dyn std::error::Error>> {
+//!     let limiter = Limiter::new(SmoothBursty::new(50.0)?); // Guava's RateLimiter.create(50)
+//!     for &size in batches {
+//!         let waited = limiter.acquire(size).await?; // FIFO; dropping the future gives back
+//!         println!("sent {size} after {waited:?}");
+//!     }
+//!     // Give up at once if the wait is already known to be longer than 100 ms.
+//!     limiter.acquire_timeout(1, Duration::from_millis(100)).await?;
+//!     Ok(())
+//! }
+//! ```
+//!
+//! - `acquire(n).await`, `acquire_timeout`, `acquire_blocking` on every [`Limiter`], on
+//!   [`Semaphore`] (permits returned on drop), on [`LeakyQueue`]
+//!   ([`enqueue`](LeakyQueue::enqueue): a bounded queue leaving at a constant rate),
+//!   and per key on [`KeyedLimiter`] and [`SharedLimiter`](store::SharedLimiter) (one
+//!   queue per key with waiters; a store's first waiter books by a round trip). Every
+//!   one of them waits through the same queue and scheduler.
+//! - **FIFO-fair** by default: a waiting request for 10 is not overtaken by later
+//!   requests for 1, and `try_acquire` fails while anyone waits.
+//!   [`Fairness::Unfair`] lets whatever fits go first.
+//! - **Cancellation-safe**: only the first waiter books capacity; dropping a waiting
+//!   future gives back what it booked, and the next waiter moves up at once.
+//! - **Prepaying** algorithms wait as their reference does: a large
+//!   [`SmoothBursty`](algorithm::SmoothBursty) request goes at once and the next caller
+//!   waits for it, to Guava's microsecond.
+//! - **One scheduler thread** ([`time::Scheduler`]) per process rings the alarms of all
+//!   waiting limiters. A limiter with no waiter sets no alarm, so idle limiters cost
+//!   nothing; the thread exits after a second with nothing to do. Under a
+//!   [`ManualClock`](time::ManualClock), `advance` rings due alarms itself, so waiting
+//!   tests are deterministic.
+//! - Runs on any executor: tokio (multi-thread and current-thread), `futures`'
+//!   executors, or plain threads.
 #![warn(
     missing_docs,
     missing_debug_implementations,

@@ -46,6 +46,30 @@
 //!
 //! [`Rule`]: crate::store::Rule
 //! [`RuleKind`]: crate::store::RuleKind
+//!
+//! # State, and what runs an algorithm
+//!
+//! | algorithm | type | state | behaves like |
+//! |---|---|---|---|
+//! | token bucket, GCRA form | [`Gcra`] | one `u64`, lock-free | governor, redis-cell `CL.THROTTLE` |
+//! | leaky bucket (meter + departure schedule) | [`LeakyBucket`] | one `u64`, lock-free | nginx `limit_req` |
+//! | fixed window | [`FixedWindow`] (aligned), `FixedWindow<FirstHit>` | one `u64`, lock-free (aligned); start + count (first hit) | envoy; Redis `INCR`+`EXPIRE` |
+//! | sliding window log | [`SlidingLog`] | at most 2 × `limit` timestamps | ClassDojo rolling-rate-limiter |
+//! | sliding window counter | [`SlidingCounter`] | two counters | Cloudflare |
+//! | smooth bursty / warming up | [`SmoothBursty`], [`SmoothWarmingUp`] | stored permits + next free time | Guava `RateLimiter` |
+//! | refresh period | [`RefreshPeriod`] | cycle + permits | Resilience4j `AtomicRateLimiter` |
+//! | concurrency permits | [`Concurrency`], [`Semaphore`](crate::Semaphore) | permits in use, lock-free | tokio `Semaphore` |
+//! | all-or-nothing rules | [`AllOf`] | one state per rule | multi-level limits |
+//!
+//! Each is checked against its reference: redis-cell's `CL.THROTTLE` replies, Guava's
+//! `RateLimiter` microseconds, Resilience4j's refresh cycles. Where the state fits one
+//! atomic word it is lock-free, and a denial writes nothing.
+//!
+//! Each algorithm lives in `src/algorithm/`, one file each (the two Guava shapes share
+//! `smooth/`). [`Limiter`](crate::Limiter) runs any of them in process;
+//! [`KeyedLimiter`](crate::KeyedLimiter) runs one per key;
+//! [`LeakyQueue`](crate::LeakyQueue) turns the leaky bucket into a bounded queue that
+//! waiters leave at a constant rate.
 
 use std::fmt;
 use std::time::Duration;

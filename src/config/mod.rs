@@ -43,6 +43,72 @@
 //! the store's name, is still read as `sliding_counter`. Any other name is an error
 //! that lists these. A limit's keys start with the canonical name, so a limit written
 //! as `sliding_window` counts under `sliding_counter` keys.
+//!
+//! # The file, and a server's answers
+//!
+//! [`RuleSet::from_file`] reads envoy-ratelimit YAML: a domain, descriptors matched
+//! level by level (exact value, then `prefix*`, then the bare key), `unit` and
+//! `requests_per_unit`, `unlimited`, `shadow_mode`, `replaces`, and, a tollgate
+//! addition, `algorithm` per limit (`fixed_window` by default, `gcra`,
+//! `sliding_counter` (`sliding_window` is accepted too), `sliding_log`,
+//! `leaky_bucket`): the names the store uses. Unknown keys and bad values are errors
+//! naming their line (`rules.yaml:6:26: requests_per_unit must be greater than zero`).
+//! All limits a request matches are decided in one all-or-nothing store request.
+//!
+//! `cargo run --example rate_limited_server --features axum,config` serves
+//! `examples/rules.yaml` on 127.0.0.1:3000 (10 requests a second per client, 5 logins
+//! a minute per client, `/health` unlimited, a daily `/export` limit in shadow mode).
+//! The sixth `curl -i http://127.0.0.1:3000/login` within a minute:
+//!
+//! ```text
+//! HTTP/1.1 429 Too Many Requests
+//! content-type: application/json
+//! cache-control: no-store
+//! ratelimit-policy: "per_client";q=10;w=1, "login";q=5;w=60
+//! retry-after: 12
+//! ratelimit: "login";r=0;t=12
+//! x-ratelimit-limit: 5
+//! x-ratelimit-remaining: 0
+//! x-ratelimit-reset: 60
+//! content-length: 118
+//! date: Sat, 21 Nov 2026 21:07:23 GMT
+//!
+//! {"error":"rate_limited","message":"rate limit \"login\" exceeded: retry after 12 s","retry_after":12,"policy":"login"}
+//! ```
+//!
+//! The first one, admitted:
+//!
+//! ```text
+//! HTTP/1.1 200 OK
+//! content-type: text/plain; charset=utf-8
+//! ratelimit-policy: "per_client";q=10;w=1, "login";q=5;w=60
+//! ratelimit: "login";r=4;t=12
+//! x-ratelimit-limit: 5
+//! x-ratelimit-remaining: 4
+//! x-ratelimit-reset: 12
+//! content-length: 8
+//! date: Sat, 21 Nov 2026 21:07:23 GMT
+//!
+//! welcome
+//! ```
+//!
+//! (`login` is a token bucket of 5 a minute: one token returns every 12 s.)
+//!
+//! The fifth, the last admitted, and the sixth 10 ms later agree on `t`: the next
+//! login is free in 12 s, the bucket is full in 60 s.
+//!
+//! ```text
+//! HTTP/1.1 200 OK
+//! ratelimit: "login";r=0;t=12
+//! x-ratelimit-remaining: 0
+//! x-ratelimit-reset: 60
+//!
+//! HTTP/1.1 429 Too Many Requests
+//! retry-after: 12
+//! ratelimit: "login";r=0;t=12
+//! x-ratelimit-remaining: 0
+//! x-ratelimit-reset: 60
+//! ```
 
 mod error;
 mod file;

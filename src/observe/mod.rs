@@ -75,6 +75,26 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! # }).unwrap();
 //! ```
+//!
+//! # The shortest listener
+//!
+//! A hub can also be attached to the HTTP server layer (feature `http`). With feature
+//! `metrics`, `events.record_metrics()` counts `tollgate_admitted_total`,
+//! `tollgate_denied_total` (by `reason`), `tollgate_waited_total` and a
+//! `tollgate_wait_seconds` histogram, labelled by the hub's name, never by key (the
+//! full table is on [`MetricsRecorder`]). The shortest listener prints:
+//!
+//! ```
+//! use tollgate::observe::{Event, Events};
+//! use tollgate::{algorithm::Gcra, Limiter, Quota};
+//!
+//! # fn main() -> Result<(), tollgate::ConfigError> {
+//! let events = Events::new("search");
+//! let _subscription = events.subscribe(|event: &Event<'_>| println!("{event:?}"));
+//! let limiter = Limiter::new(Gcra::new(Quota::per_second(10)?)).with_events(events);
+//! let _ = limiter.try_acquire(1); // prints an Admitted event
+//! # Ok(()) }
+//! ```
 
 mod event;
 mod events;

@@ -40,6 +40,41 @@
 //! }
 //! # Ok::<(), tollgate::ConfigError>(())
 //! ```
+//!
+//! # In a service
+//!
+//! [`FleetShedder`] keeps a fraction of capacity for the critical classes, in process
+//! or fleet-wide on Redis with leases a crashed process cannot leak;
+//! [`UtilisationShedder`] sheds the lowest class first and escalates one class at a
+//! time; [`SystemProtection`](system::SystemProtection) is Sentinel's system rule
+//! (CPU, load, in-flight, RT and its BBR check). Each has a shadow mode and a kill
+//! switch. `tollgate::http::shed::ShedLayer` (feature `http`) answers 503 with
+//! `Retry-After` (the shedder's hint, else a fallback of 1 s), and events and metrics
+//! say why (`tollgate_shed_total{reason}`). The fleet-wide shedder decides by a round
+//! trip, so it sits behind `ShedLayer::new_async`; when Redis fails it admits by
+//! default ([`OnFailure::Open`]: a Redis outage is no sign of overload) or sheds with
+//! reason `unavailable` ([`OnFailure::Closed`]).
+//! [`UtilisationShedder::report_adaptive`] feeds the utilisation shedder an adaptive
+//! limiter's in-flight over its limit.
+//!
+//! The reserve at work: of 100 slots, 20 % are kept for the critical classes.
+//!
+//! ```
+//! use tollgate::shed::{Classes, FleetShedder, Shedder};
+//!
+//! let classes = Classes::google();
+//! let fleet = FleetShedder::new(classes.clone(), 100, 0.2)?;
+//! let sheddable = classes.parse("sheddable");
+//! let held: Vec<_> = (0..80).map(|_| fleet.decide(&sheddable)).collect();
+//! assert!(held.iter().all(|d| d.is_admitted()));
+//! assert!(!fleet.decide(&sheddable).is_admitted()); // 80 used: the rest is reserved
+//! assert!(fleet.decide(&classes.parse("critical")).is_admitted());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! `cargo run --example shedding_server --features http` runs a server with two
+//! criticality classes under a 12× surge of the lower one, printing admitted and shed
+//! counts per class each second.
 
 mod asynchronous;
 mod class;
