@@ -137,6 +137,12 @@ impl<C: Clock> LeakyQueue<C> {
         self.shared.gate.cell.snapshot().0
     }
 
+    /// The hub it reports to, if any.
+    #[cfg(feature = "http")]
+    pub(crate) fn events(&self) -> Option<&crate::observe::Events> {
+        self.shared.gate.events()
+    }
+
     /// Units in the queue: waiting, plus booked and not yet drained.
     pub fn queue_len(&self) -> u64 {
         let (waiting, _) = self.shared.queued();
