@@ -7,8 +7,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use crate::AcquireError;
 use crate::algorithm::LeakyBucket;
+use crate::error::AcquireError;
 use crate::error::ConfigError;
 use crate::limiter::Core;
 use crate::permits::{Decided, Grant, PermitFuture, PermitSource};

@@ -7,12 +7,15 @@ use std::time::Duration;
 
 use super::Policy;
 use crate::algorithm::{Algorithm, Concurrency, LeakyBucket};
+use crate::keyed::KeyedLimiter;
+use crate::leaky_queue::LeakyQueue;
+use crate::limiter::Limiter;
 use crate::observe::Events;
 use crate::permits::{EveryKey, ForKey, PermitSource};
+use crate::semaphore::Semaphore;
 use crate::store::{Rule, SharedLimiter, Store};
 use crate::sync::Arc;
 use crate::time::Clock;
-use crate::{KeyedLimiter, LeakyQueue, Limiter, Semaphore};
 
 /// What a permit source tells of its limits, for `RateLimit-Policy`: one [`Policy`]
 /// per rule, and the most one request can be granted under each.

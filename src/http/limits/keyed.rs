@@ -303,9 +303,10 @@ mod tests {
     use crate::decision::{Admitted, InsufficientCapacity, Limited};
     use crate::http::KeyError;
     use crate::http::key::{Global, HeaderKey};
+    use crate::quota::Quota;
     use crate::store::{MemoryStore, Rule, SharedLimiter, Store};
+    use crate::table::KeyedConfig;
     use crate::time::ManualClock;
-    use crate::{KeyedConfig, Quota};
     use futures::executor::block_on;
 
     fn secs(s: u64) -> Duration {

@@ -161,7 +161,6 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::KeyedConfig;
     use crate::algorithm::FixedWindow;
     use crate::http::server::RateLimitLayer;
     use crate::permits::PermitSource;
@@ -169,6 +168,7 @@ mod tests {
         MemoryStore, Reply, Request as StoreRequest, SharedLimiter, Store, StoreError,
     };
     use crate::sync::{AtomicU64, Ordering};
+    use crate::table::KeyedConfig;
     use crate::time::ManualClock;
     use futures::executor::block_on;
     use std::future::poll_fn;
