@@ -54,7 +54,7 @@ use futures::executor::block_on;
 use governor::middleware::{NoOpMiddleware, RateLimitingMiddleware, StateInformationMiddleware};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use tollgate::algorithm::Gcra;
-use tollgate::http::server::RateLimitLayer;
+use tollgate::http::server::{self, RateLimitLayer};
 use tollgate::http::{
     CheckFuture, ClientIp, KeyExtractor, KeyedLimits, Limits, Policy, Verdict, wire,
 };
@@ -458,7 +458,7 @@ fn parts(c: &mut Criterion) {
         group.bench_function(BenchmarkId::new("tollgate", scenario("fields")), |b| {
             b.iter(|| {
                 let mut fields = HeaderMap::new();
-                wire::insert(&mut fields, &verdict, false);
+                server::insert(&mut fields, &verdict, false);
                 fields
             })
         });

@@ -7,8 +7,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use crate::AcquireError;
 use crate::algorithm::LeakyBucket;
+use crate::error::AcquireError;
 use crate::error::ConfigError;
 use crate::limiter::Core;
 use crate::permits::{Decided, Grant, PermitFuture, PermitSource};
@@ -135,6 +135,12 @@ impl<C: Clock> LeakyQueue<C> {
     #[cfg(feature = "http")]
     pub(crate) fn bucket(&self) -> LeakyBucket {
         self.shared.gate.cell.snapshot().0
+    }
+
+    /// The hub it reports to, if any.
+    #[cfg(feature = "http")]
+    pub(crate) fn events(&self) -> Option<&crate::observe::Events> {
+        self.shared.gate.events()
     }
 
     /// Units in the queue: waiting, plus booked and not yet drained.

@@ -7,9 +7,9 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use crate::AcquireError;
 use crate::algorithm::Concurrency;
 use crate::decision::{Admitted, Decision, Denied, Reservation};
+use crate::error::AcquireError;
 use crate::error::ConfigError;
 use crate::limiter::Core;
 use crate::observe::Events;

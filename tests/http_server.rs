@@ -658,6 +658,65 @@ async fn every_decision_is_reported_to_the_layers_events() {
     ));
 }
 
+/// The bug: a request whose limiter reports to a hub too was reported twice, once by
+/// the limiter and once by the layer (twice to the same hub when both had it). Each
+/// decision is reported once, to one hub: the limiter's, keyed, with its cost; the
+/// layer's only for a limiter with no hub of its own.
+#[tokio::test]
+async fn one_request_is_one_decision_event_however_the_hubs_are_attached() {
+    use common::events::{Log, Seen, hub};
+    use tollgate::observe::EventKind;
+
+    let clock = ManualClock::new();
+    let seen = |source: &str, key: Option<&str>, permits| Seen {
+        source: source.to_owned(),
+        key: key.map(str::to_owned),
+        permits,
+        kind: EventKind::Admitted,
+    };
+    let api_key = [("x-api-key", "k1")];
+
+    // One hub, attached to the limiter and to the layer.
+    let log = Log::default();
+    let events = hub("api", &log);
+    let shared =
+        limiter(&clock, "one", FixedWindow::new(10, secs(60)).unwrap()).with_events(events.clone());
+    let limits = KeyedLimits::new(HeaderKey::from_static("x-api-key"), shared).cost(2);
+    let addr = serve(hello().layer(RateLimitLayer::new(limits).events(events))).await;
+    assert_eq!(get_with(addr, "/", &api_key).await.status, StatusCode::OK);
+    assert_eq!(log.all(), [seen("api", Some("k1"), 2)]);
+
+    // A hub each, one listener on both.
+    let log = Log::default();
+    let (store_events, layer_events) = (hub("store", &log), hub("api", &log));
+    let shared =
+        limiter(&clock, "each", FixedWindow::new(10, secs(60)).unwrap()).with_events(store_events);
+    let layer =
+        RateLimitLayer::keyed(HeaderKey::from_static("x-api-key"), shared).events(layer_events);
+    let addr = serve(hello().layer(layer)).await;
+    assert_eq!(get_with(addr, "/", &api_key).await.status, StatusCode::OK);
+    assert_eq!(log.all(), [seen("store", Some("k1"), 1)]);
+
+    // An in-process limiter with a hub, as the one global limit.
+    let log = Log::default();
+    let global =
+        tollgate::Limiter::with_clock(FixedWindow::new(10, secs(60)).unwrap(), clock.clone())
+            .with_events(hub("global", &log));
+    let layer = RateLimitLayer::global(global).events(hub("api", &log));
+    let addr = serve(hello().layer(layer)).await;
+    assert_eq!(get_path(addr, "/").await.status, StatusCode::OK);
+    assert_eq!(log.all(), [seen("global", None, 1)]);
+
+    // The layer's hub alone hears every request, as before.
+    let log = Log::default();
+    let shared = limiter(&clock, "alone", FixedWindow::new(10, secs(60)).unwrap());
+    let layer =
+        RateLimitLayer::keyed(HeaderKey::from_static("x-api-key"), shared).events(hub("api", &log));
+    let addr = serve(hello().layer(layer)).await;
+    assert_eq!(get_with(addr, "/", &api_key).await.status, StatusCode::OK);
+    assert_eq!(log.all(), [seen("api", None, 1)]);
+}
+
 /// The server layer takes an in-process `KeyedLimiter` directly, its one policy named
 /// `"default"`: no store, no adapter.
 #[tokio::test]

@@ -242,8 +242,8 @@ impl<A: Algorithm> Algorithm for AllOf<A> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Quota;
     use crate::algorithm::Gcra;
+    use crate::quota::Quota;
 
     fn two_rules() -> AllOf<Gcra> {
         AllOf::new(vec![

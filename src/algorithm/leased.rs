@@ -235,7 +235,7 @@ mod tests {
         limit.acquire(&mut s, near_end, 2).unwrap();
         for now in [near_end, Nanos::new(u64::MAX - 1), Nanos::MAX] {
             let denied = limit.acquire(&mut s, now, 1).unwrap_err();
-            assert_eq!(denied.retry(), Some(crate::Retry::OnRelease));
+            assert_eq!(denied.retry(), Some(crate::decision::Retry::OnRelease));
         }
         limit.refund(&mut s, Nanos::MAX, 1);
         assert!(limit.acquire(&mut s, Nanos::MAX, 1).is_ok());

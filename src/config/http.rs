@@ -642,11 +642,11 @@ fn policy(limit: AppliedLimit) -> Policy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::KeyedConfig;
     use crate::config::RuleSet;
     use crate::http::ClientIp;
     use crate::store::{MemoryStore, Reply, Request, StoreError};
     use crate::sync::{AtomicU64, Mutex, Ordering};
+    use crate::table::KeyedConfig;
     use crate::time::ManualClock;
     use futures::executor::block_on;
     use std::net::SocketAddr;
@@ -704,7 +704,7 @@ descriptors:
                 let verdict = block_on(limits.check(&head)).unwrap();
                 let remaining = match &verdict.decision {
                     Some(Ok(admitted)) => admitted.remaining(),
-                    Some(Err(crate::Denied::Limited(limited))) => limited.remaining(),
+                    Some(Err(crate::decision::Denied::Limited(limited))) => limited.remaining(),
                     other => panic!("{other:?}"),
                 };
                 let policy = verdict.decisive_policy().unwrap().name.clone();

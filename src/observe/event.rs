@@ -3,8 +3,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::AcquireError;
 use crate::decision::{Decision, Denied, Reservation};
+use crate::error::AcquireError;
 
 /// One thing a limiter did, as its listeners see it.
 ///

@@ -242,10 +242,10 @@ impl Events {
         &self,
         key: Option<&str>,
         permits: u64,
-        outcome: &Result<Duration, crate::AcquireError<E>>,
+        outcome: &Result<Duration, crate::error::AcquireError<E>>,
         queued: bool,
     ) {
-        if matches!(outcome, Err(crate::AcquireError::Source(_))) {
+        if matches!(outcome, Err(crate::error::AcquireError::Source(_))) {
             return;
         }
         if self.is_observed() {

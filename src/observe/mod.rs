@@ -14,8 +14,10 @@
 //!   [`Drained`](EventKind::Drained); an adaptive limiter adds
 //!   [`LimitChanged`](EventKind::LimitChanged) and
 //!   [`Finished`](EventKind::Finished) (with the request's [`Outcome`]). Other
-//!   components (an HTTP layer) emit into the
-//!   same hubs with [`Events::emit`].
+//!   components (an HTTP layer) emit into the same hubs with [`Events::emit`]; a
+//!   decision is reported once, by whoever made it: the server layer reports a
+//!   request only when its limiter has no hub of its own (`RateLimitLayer::events`,
+//!   feature `http`).
 //! - **Metrics** (feature `metrics`): [`MetricsRecorder`] is a listener counting
 //!   admitted, denied and waited requests and a histogram of wait times through the
 //!   [`metrics`](https://docs.rs/metrics) facade, labelled with the hub's name

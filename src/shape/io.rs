@@ -8,7 +8,7 @@ use std::io;
 use std::task::{Context, Poll, ready};
 
 #[cfg(any(feature = "tokio", feature = "futures-io"))]
-use crate::AcquireError;
+use crate::error::AcquireError;
 use crate::permits::PermitSource;
 use crate::shape::pacer::Pacer;
 

@@ -5,7 +5,7 @@
 use std::fmt;
 use std::task::{Context, Poll, ready};
 
-use crate::AcquireError;
+use crate::error::AcquireError;
 use crate::permits::{PermitFuture, PermitSource};
 use crate::sync::Mutex;
 
@@ -79,7 +79,7 @@ impl<P: PermitSource> Pacer<P> {
                 0 => {
                     let capacity = self.source.capacity();
                     return Poll::Ready(Err(AcquireError::Insufficient(
-                        crate::InsufficientCapacity::new(1, capacity),
+                        crate::error::InsufficientCapacity::new(1, capacity),
                     )));
                 }
                 n => n,

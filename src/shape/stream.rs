@@ -8,7 +8,7 @@ use std::task::{Context, Poll, ready};
 
 use futures_core::stream::{FusedStream, Stream};
 
-use crate::AcquireError;
+use crate::error::AcquireError;
 use crate::permits::PermitSource;
 use crate::shape::pacer::Pacer;
 

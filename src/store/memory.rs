@@ -681,8 +681,8 @@ mod tests {
 
     use super::super::Rule;
     use super::*;
-    use crate::Quota;
     use crate::algorithm::{FixedWindow, Gcra};
+    use crate::quota::Quota;
     use crate::store::Op;
     use crate::table::WhenFull;
     use crate::time::ManualClock;

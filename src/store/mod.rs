@@ -411,7 +411,7 @@ pub(crate) fn storage_key(prefix: &str, tag: &str, key: &str) -> String {
 /// of the tag.
 pub(crate) fn validate_prefix(prefix: &str) -> Result<(), StoreError> {
     if prefix.contains(['{', '}']) {
-        return Err(crate::ConfigError::OutOfRange {
+        return Err(crate::error::ConfigError::OutOfRange {
             parameter: "prefix",
             expected: "no '{' or '}' (the tag after it is the Cluster hash tag)",
         }

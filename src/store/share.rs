@@ -60,10 +60,10 @@ impl Rule {
 mod tests {
     use super::super::rule::RuleKind;
     use super::*;
-    use crate::Quota;
     use crate::algorithm::{
         Algorithm, Gcra, LeakyBucket, SlidingLog, SmoothBursty, SmoothWarmingUp,
     };
+    use crate::quota::Quota;
     use crate::time::Nanos;
     use std::time::Duration;
 

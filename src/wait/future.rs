@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use crate::AcquireError;
+use crate::error::AcquireError;
 use crate::sync::{Arc, Mutex, thread};
 use crate::time::Nanos;
 use crate::wait::queue::{Begin, Gate, Polled, RemoteBooking, Slot, Waiting, Wake};

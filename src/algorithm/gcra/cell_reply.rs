@@ -227,8 +227,8 @@ impl CellReply {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Quota;
     use crate::algorithm::testing::{at, ms};
+    use crate::quota::Quota;
 
     /// redis-cell's own table (`it_rate_limits`): max_burst 4, 1 per second.
     #[test]

@@ -6,8 +6,8 @@ use std::time::Duration;
 use http::{Response, StatusCode};
 
 use super::ThrottleError;
-use crate::AcquireError;
 use crate::decision::InsufficientCapacity;
+use crate::error::AcquireError;
 use crate::http::wire::backoff;
 use crate::permits::PermitSource;
 use crate::store::StoreError;

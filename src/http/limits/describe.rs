@@ -1,16 +1,21 @@
 //! [`DescribeLimits`]: what a permit source tells of its limits, for the server
-//! layer's `RateLimit-Policy` and for a request too costly ever to pass.
+//! layer's `RateLimit-Policy` and for a request too costly ever to pass, and where it
+//! reports its decisions.
 
 use std::hash::Hash;
 use std::time::Duration;
 
 use super::Policy;
 use crate::algorithm::{Algorithm, Concurrency, LeakyBucket};
+use crate::keyed::KeyedLimiter;
+use crate::leaky_queue::LeakyQueue;
+use crate::limiter::Limiter;
+use crate::observe::Events;
 use crate::permits::{EveryKey, ForKey, PermitSource};
+use crate::semaphore::Semaphore;
 use crate::store::{Rule, SharedLimiter, Store};
 use crate::sync::Arc;
 use crate::time::Clock;
-use crate::{KeyedLimiter, LeakyQueue, Limiter, Semaphore};
 
 /// What a permit source tells of its limits, for `RateLimit-Policy`: one [`Policy`]
 /// per rule, and the most one request can be granted under each.
@@ -46,6 +51,28 @@ pub trait DescribeLimits {
     /// The most permits one request can be granted under each rule, in the same
     /// order; a request too costly for one is reported as that rule's.
     fn capacities(&self) -> Vec<u64>;
+
+    /// The hub the source reports its own decisions to, if any (its `with_events`).
+    /// The server layer reports a decision to its own hub only when the source has
+    /// none, so that each request is reported once. The default is none.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::http::DescribeLimits;
+    /// use tollgate::observe::Events;
+    /// use tollgate::{Limiter, Quota};
+    ///
+    /// let limiter = Limiter::new(Gcra::new(Quota::per_second(10)?));
+    /// assert!(DescribeLimits::events(&limiter).is_none());
+    /// let limiter = limiter.with_events(Events::new("api"));
+    /// assert_eq!(DescribeLimits::events(&limiter).map(Events::name), Some("api"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn events(&self) -> Option<&Events> {
+        None
+    }
 }
 
 /// The one policy, `"default"`, of an algorithm a store also runs.
@@ -67,6 +94,10 @@ where
 
     fn capacities(&self) -> Vec<u64> {
         vec![self.algorithm().capacity()]
+    }
+
+    fn events(&self) -> Option<&Events> {
+        KeyedLimiter::events(self)
     }
 }
 
@@ -91,6 +122,10 @@ where
     fn capacities(&self) -> Vec<u64> {
         vec![self.algorithm().max()]
     }
+
+    fn events(&self) -> Option<&Events> {
+        KeyedLimiter::events(self)
+    }
 }
 
 /// One policy, `"default"`, from the algorithm's facts.
@@ -101,6 +136,10 @@ impl<A: Algorithm + Into<Rule>, C: Clock> DescribeLimits for Limiter<A, C> {
 
     fn capacities(&self) -> Vec<u64> {
         vec![self.algorithm().capacity()]
+    }
+
+    fn events(&self) -> Option<&Events> {
+        Limiter::events(self)
     }
 }
 
@@ -113,6 +152,10 @@ impl<C: Clock> DescribeLimits for LeakyQueue<C> {
     fn capacities(&self) -> Vec<u64> {
         vec![self.bucket().capacity()]
     }
+
+    fn events(&self) -> Option<&Events> {
+        LeakyQueue::events(self)
+    }
 }
 
 /// One policy, `"default"`: the permits as the quota, no window.
@@ -123,6 +166,10 @@ impl<C: Clock> DescribeLimits for Arc<Semaphore<C>> {
 
     fn capacities(&self) -> Vec<u64> {
         vec![self.max_permits()]
+    }
+
+    fn events(&self) -> Option<&Events> {
+        Semaphore::events(self)
     }
 }
 
@@ -139,6 +186,10 @@ impl<S: Store + 'static, C: Clock> DescribeLimits for SharedLimiter<S, C> {
     fn capacities(&self) -> Vec<u64> {
         self.rules().map(|(_, rule)| rule.capacity()).collect()
     }
+
+    fn events(&self) -> Option<&Events> {
+        SharedLimiter::events(self)
+    }
 }
 
 impl<S: DescribeLimits, Key: ?Sized + ToOwned> DescribeLimits for ForKey<S, Key> {
@@ -149,6 +200,10 @@ impl<S: DescribeLimits, Key: ?Sized + ToOwned> DescribeLimits for ForKey<S, Key>
     fn capacities(&self) -> Vec<u64> {
         self.source().capacities()
     }
+
+    fn events(&self) -> Option<&Events> {
+        self.source().events()
+    }
 }
 
 impl<S: PermitSource + DescribeLimits> DescribeLimits for EveryKey<S> {
@@ -158,5 +213,9 @@ impl<S: PermitSource + DescribeLimits> DescribeLimits for EveryKey<S> {
 
     fn capacities(&self) -> Vec<u64> {
         self.source().capacities()
+    }
+
+    fn events(&self) -> Option<&Events> {
+        self.source().events()
     }
 }

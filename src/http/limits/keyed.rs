@@ -227,11 +227,15 @@ where
             Cost::Fixed(n) => *n,
             Cost::Computed(cost) => cost(request),
         };
+        // A source with a hub of its own reports the decision there, keyed.
+        let reported = self.source.events().is_some();
         if let Some(decided) = self.source.decide_now(&key, n) {
             return CheckFuture::ready(
                 decided
                     .map_err(|e| CheckError::Store(e.into()))
-                    .map(|decided| verdict::<P>(decided, &self.policies, &self.capacities)),
+                    .map(|decided| {
+                        verdict::<P>(decided, &self.policies, &self.capacities, reported)
+                    }),
             );
         }
         let decision = self.source.decide(&key, n);
@@ -239,7 +243,7 @@ where
         let capacities = self.capacities.clone();
         CheckFuture::new(async move {
             let decided = decision.await.map_err(|e| CheckError::Store(e.into()))?;
-            Ok(verdict::<P>(decided, &policies, &capacities))
+            Ok(verdict::<P>(decided, &policies, &capacities, reported))
         })
     }
 
@@ -248,11 +252,13 @@ where
     }
 }
 
-/// The verdict of a decision, holding the grant's permits if it holds any.
+/// The verdict of a decision, holding the grant's permits if it holds any;
+/// `reported` if the source reported it.
 fn verdict<P: PermitSource<str>>(
     decided: Decided<P::Permit>,
     policies: &Policies,
     capacities: &[u64],
+    reported: bool,
 ) -> Verdict {
     let (decision, held) = match decided {
         Ok(grant) => {
@@ -264,6 +270,7 @@ fn verdict<P: PermitSource<str>>(
     let decisive = decisive(policies, capacities, &decision);
     let mut verdict = Verdict::new(decision, policies.clone(), decisive);
     verdict.held = held;
+    verdict.reported = reported;
     verdict
 }
 
@@ -296,9 +303,10 @@ mod tests {
     use crate::decision::{Admitted, InsufficientCapacity, Limited};
     use crate::http::KeyError;
     use crate::http::key::{Global, HeaderKey};
+    use crate::quota::Quota;
     use crate::store::{MemoryStore, Rule, SharedLimiter, Store};
+    use crate::table::KeyedConfig;
     use crate::time::ManualClock;
-    use crate::{KeyedConfig, Quota};
     use futures::executor::block_on;
 
     fn secs(s: u64) -> Duration {

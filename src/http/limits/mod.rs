@@ -18,7 +18,9 @@ mod verdict;
 pub use describe::DescribeLimits;
 pub use error::CheckError;
 pub use keyed::KeyedLimits;
-pub use policy::{Policies, Policy};
+pub use policy::Policies;
+// Defined with the field grammar that writes it; `http::Policy` is its public path.
+pub use crate::http::wire::policy::Policy;
 pub(crate) use verdict::Held;
 pub use verdict::Verdict;
 

@@ -20,7 +20,7 @@ use crate::sync::Arc;
 /// let verdict = Verdict::new(Ok(Admitted::new(10, 9, Duration::from_millis(100))), vec![policy], 0);
 /// assert!(verdict.is_admitted());
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Verdict {
     /// `None` when no limit applied (the request passes with no rate-limit fields).
     pub decision: Option<Decision>,
@@ -36,7 +36,23 @@ pub struct Verdict {
     /// is dropped: the server layer moves them to the response body, which holds
     /// them to its end.
     pub(crate) held: Held,
+    /// Whether the source that decided reported the decision to a hub of its own
+    /// ([`DescribeLimits::events`](crate::http::DescribeLimits::events)): the server
+    /// layer then reports it to no other, so that each request is reported once.
+    pub(crate) reported: bool,
 }
+
+/// Verdicts compare by what they report: the decision, the policies and the decisive
+/// one; not by the permits they hold or where they were reported.
+impl PartialEq for Verdict {
+    fn eq(&self, other: &Verdict) -> bool {
+        self.decision == other.decision
+            && self.policies == other.policies
+            && self.decisive == other.decisive
+    }
+}
+
+impl Eq for Verdict {}
 
 /// Permits a verdict holds, shared by its clones; a grant that holds nothing costs
 /// no allocation.
@@ -67,15 +83,6 @@ impl Held {
         Held(Some(Arc::new(release)))
     }
 }
-
-/// Verdicts compare by what they report, not by the permit they hold.
-impl PartialEq for Held {
-    fn eq(&self, _: &Held) -> bool {
-        true
-    }
-}
-
-impl Eq for Held {}
 
 impl fmt::Debug for Held {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -109,6 +116,7 @@ impl Verdict {
             policies: policies.into(),
             decisive,
             held: Held::default(),
+            reported: false,
         }
     }
 
@@ -127,6 +135,7 @@ impl Verdict {
             policies: Policies::default(),
             decisive: 0,
             held: Held::default(),
+            reported: false,
         }
     }
 

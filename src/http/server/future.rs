@@ -11,10 +11,10 @@ use tower_service::Service;
 use pin_project_lite::pin_project;
 
 use super::body::RateLimitBody;
+use super::fields;
 use super::layer::Settings;
 use super::response;
 use crate::http::limits::{CheckError, CheckFuture, Verdict};
-use crate::http::wire;
 
 pin_project! {
     /// The response future of a [`RateLimitService`](super::RateLimitService): awaits the
@@ -225,7 +225,7 @@ where
                             return Poll::Ready(Err(error));
                         }
                     };
-                    wire::insert(response.headers_mut(), verdict, *this.legacy_headers);
+                    fields::insert(response.headers_mut(), verdict, *this.legacy_headers);
                     let held = std::mem::take(&mut verdict.held);
                     this.state.set(State::Done);
                     return Poll::Ready(

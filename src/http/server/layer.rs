@@ -49,11 +49,14 @@ pub(super) struct Settings {
 }
 
 impl Settings {
-    /// Reports a verdict's decision, one event per request.
+    /// Reports a verdict's decision, one event per request, unless the source that
+    /// decided reported it to a hub of its own.
     #[inline]
     pub(super) fn report(&self, verdict: &Verdict) {
         if let (Some(events), Some(decision)) = (&self.events, &verdict.decision) {
-            events.emit(1, EventKind::of_decision(decision));
+            if !verdict.reported {
+                events.emit(1, EventKind::of_decision(decision));
+            }
         }
     }
 }
@@ -148,8 +151,12 @@ impl<L: Limits + ?Sized> RateLimitLayer<L> {
     /// [`Denied`](EventKind::Denied) per request (counting requests, not their cost;
     /// a request no limit applies to, or that could not be checked, is not reported).
     /// With feature `metrics`, [`Events::record_metrics`] turns them into counters.
-    /// Give the layer a hub of its own: a hub also attached to its
-    /// [`SharedLimiter`](crate::store::SharedLimiter) would hear each request twice.
+    ///
+    /// Each request is reported once, to one hub. A limiter that reports to a hub of
+    /// its own (its `with_events`, as
+    /// [`DescribeLimits::events`](crate::http::DescribeLimits::events) tells) reports
+    /// its decisions there, keyed and with their cost, and `events` hears none of
+    /// them: a hub attached to both hears each request once.
     ///
     /// # Examples
     ///

@@ -110,12 +110,14 @@
 //! and `/orders` does not; both count against the per-key and the global limits.
 
 mod body;
+mod fields;
 mod future;
 mod layer;
 mod response;
 mod service;
 
 pub use body::RateLimitBody;
+pub use fields::insert;
 pub use future::RateLimitFuture;
 pub use layer::RateLimitLayer;
 pub use service::RateLimitService;

@@ -5,6 +5,7 @@ use http::{HeaderValue, Response, StatusCode};
 use serde::Serialize;
 
 use super::body::RateLimitBody;
+use super::fields;
 use crate::decision::Denied;
 use crate::http::key::KeyError;
 use crate::http::limits::{CheckError, Verdict};
@@ -79,7 +80,7 @@ pub(super) fn denied<B>(verdict: &Verdict, legacy: bool) -> Response<RateLimitBo
         ),
     };
     let mut response = json(status, &problem);
-    wire::insert(response.headers_mut(), verdict, legacy);
+    fields::insert(response.headers_mut(), verdict, legacy);
     response
 }
 

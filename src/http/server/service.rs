@@ -161,7 +161,6 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::KeyedConfig;
     use crate::algorithm::FixedWindow;
     use crate::http::server::RateLimitLayer;
     use crate::permits::PermitSource;
@@ -169,6 +168,7 @@ mod tests {
         MemoryStore, Reply, Request as StoreRequest, SharedLimiter, Store, StoreError,
     };
     use crate::sync::{AtomicU64, Ordering};
+    use crate::table::KeyedConfig;
     use crate::time::ManualClock;
     use futures::executor::block_on;
     use std::future::poll_fn;
@@ -272,6 +272,41 @@ mod tests {
         assert_eq!(seen.load(Ordering::SeqCst), 1);
         assert_eq!(block_on(denied).unwrap().status(), 429);
         assert_eq!(seen.load(Ordering::SeqCst), 2);
+    }
+
+    /// A check awaited (a remote store) whose limiter reports to the layer's hub too
+    /// is reported once, by the limiter: admitted and denied alike.
+    #[test]
+    fn an_awaited_decision_is_reported_once_where_the_limiter_reports() {
+        use crate::observe::{Event, Events};
+
+        let store = MemoryStore::with_clock(KeyedConfig::new(10), "t", ManualClock::new());
+        let window = FixedWindow::new(1, Duration::from_secs(60)).unwrap();
+        let events = Events::new("api");
+        let limiter = SharedLimiter::new(Remote(store.unwrap()), window)
+            .unwrap()
+            .with_events(events.clone());
+        let keys = Arc::new(crate::sync::Mutex::new(Vec::new()));
+        let _subscription = events.subscribe({
+            let keys = Arc::clone(&keys);
+            move |event: &Event<'_>| keys.lock().push(event.key.map(str::to_owned))
+        });
+        let inner = tower::service_fn(|_: Request<()>| async {
+            Ok::<_, std::convert::Infallible>(Response::new(()))
+        });
+        let mut service = RateLimitLayer::global(limiter.for_key("global"))
+            .events(events)
+            .layer(inner);
+        assert_eq!(
+            block_on(service.call(Request::new(()))).unwrap().status(),
+            200
+        );
+        assert_eq!(
+            block_on(service.call(Request::new(()))).unwrap().status(),
+            429
+        );
+        let global = Some("global".to_owned());
+        assert_eq!(*keys.lock(), [global.clone(), global]);
     }
 
     fn ready_inner_service_is_called<S: Store + 'static>(store: S, clock: ManualClock) {

@@ -123,52 +123,6 @@ mod tests {
         assert_eq!(backoff(&h, Duration::ZERO), Some(Duration::from_secs(7)));
     }
 
-    /// What the server layer sends, the client layer reads: every field, names with
-    /// escapes and encoded bytes, and the largest numbers.
-    #[test]
-    fn what_the_server_layer_sends_the_client_layer_reads() {
-        use crate::decision::{Admitted, Denied, Limited};
-        use crate::http::wire::insert;
-        use crate::http::{Policy, Verdict};
-
-        let name = "a \"b\" \\ k\u{e4}se";
-        let policies = vec![
-            Policy::new(name, 100, Duration::from_secs(60)),
-            Policy::new("huge", u64::MAX, Duration::MAX),
-        ];
-        let limited = Limited::new(
-            Duration::from_millis(11_200),
-            100,
-            0,
-            Duration::from_secs(60),
-        );
-        let verdict = Verdict::new(Err(Denied::Limited(limited)), policies.clone(), 0);
-        let mut h = HeaderMap::new();
-        insert(&mut h, &verdict, true);
-        assert_eq!(backoff(&h, Duration::ZERO), Some(Duration::from_secs(12)));
-        let items = rate_limit(&h);
-        assert_eq!(items.len(), 1);
-        assert_eq!(items[0].policy(), "a \"b\" \\ k%c3%a4se");
-        assert_eq!(items[0].remaining(), 0);
-        assert_eq!(items[0].reset(), Some(Duration::from_secs(12)));
-        let read = rate_limit_policy(&h);
-        assert_eq!(read.len(), 2);
-        assert_eq!(read[0].name(), "a \"b\" \\ k%c3%a4se");
-        assert_eq!(read[0].quota(), 100);
-        assert_eq!(read[1].quota(), 999_999_999_999_999);
-        assert_eq!(
-            read[1].window(),
-            Some(Duration::from_secs(999_999_999_999_999))
-        );
-
-        let admitted = Admitted::new(u64::MAX, u64::MAX, Duration::MAX);
-        let verdict = Verdict::new(Ok(admitted), policies, 1);
-        let mut h = HeaderMap::new();
-        insert(&mut h, &verdict, true);
-        assert_eq!(rate_limit(&h)[0].remaining(), 999_999_999_999_999);
-        assert_eq!(backoff(&h, Duration::ZERO), None);
-    }
-
     #[test]
     fn parsers_never_panic_on_arbitrary_bytes() {
         let now = Duration::from_secs(1_700_000_000);

@@ -1,8 +1,8 @@
 //! The legacy `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset`,
 //! and the separate `RateLimit-Remaining` / `RateLimit-Reset` of the draft's versions
 //! 00 to 06. The server layer writes the first three as plain integers (see
-//! [`insert`](super::insert)); the client layer reads a remaining count and a reset,
-//! as a fallback only (see [`backoff`](super::backoff)).
+//! [`server::insert`](crate::http::server::insert)); the client layer reads a
+//! remaining count and a reset, as a fallback only (see [`backoff`](super::backoff)).
 
 use std::time::Duration;
 

@@ -23,7 +23,8 @@
 //! - `Forwarded` (RFC 7239) and `X-Forwarded-For`, read by
 //!   [`ClientIp`](crate::http::ClientIp) behind trusted proxies.
 //!
-//! [`insert`] writes the fields of a server's verdict; [`backoff`] reads how long a
+//! The server layer writes these fields from its verdicts
+//! ([`server::insert`](crate::http::server::insert)); [`backoff`] reads how long a
 //! response asks the client to hold off. Every reader takes untrusted input: it never
 //! panics, and a value it cannot read is ignored (as RFC 9651 asks of structured
 //! fields: one syntax error voids the field).
@@ -69,7 +70,7 @@
 //! ```
 //! use std::time::Duration;
 //! use http::HeaderMap;
-//! use tollgate::http::wire;
+//! use tollgate::http::{server, wire};
 //! use tollgate::http::{Policy, Verdict};
 //! use tollgate::{Denied, Limited};
 //!
@@ -78,7 +79,7 @@
 //! let verdict = Verdict::new(Err(Denied::Limited(denied)), policies, 0);
 //!
 //! let mut fields = HeaderMap::new();
-//! wire::insert(&mut fields, &verdict, true);
+//! server::insert(&mut fields, &verdict, true);
 //! assert_eq!(fields["ratelimit-policy"], r#""burst";q=100;w=60"#);
 //! assert_eq!(fields["ratelimit"], r#""burst";r=0;t=12"#);
 //! assert_eq!(fields["retry-after"], "12");
@@ -94,9 +95,9 @@
 mod backoff;
 mod forwarded;
 mod legacy;
+pub(crate) mod policy;
 mod ratelimit;
 mod retry_after;
-mod verdict;
 
 use std::time::Duration;
 
@@ -110,7 +111,6 @@ pub use ratelimit::{
 };
 pub use retry_after::retry_after;
 pub(crate) use retry_after::retry_after_seconds;
-pub use verdict::insert;
 
 /// `RateLimit-Policy`: every policy that applies to the request.
 ///

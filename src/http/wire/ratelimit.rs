@@ -12,8 +12,8 @@ use sfv::{
     StringRef, key_ref,
 };
 
+use super::policy::Policy;
 use super::{RATELIMIT, RATELIMIT_POLICY, seconds_up};
-use crate::http::limits::Policy;
 
 const Q: &KeyRef = key_ref("q");
 const W: &KeyRef = key_ref("w");

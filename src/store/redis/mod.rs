@@ -695,8 +695,8 @@ pub(crate) fn from_redis(error: RedisError) -> StoreError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Quota;
     use crate::algorithm::{Gcra, SmoothBursty};
+    use crate::quota::Quota;
     use crate::store::{Check, Op, Rule};
     use redis::{RedisFuture, Value};
 

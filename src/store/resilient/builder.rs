@@ -7,9 +7,9 @@ use super::Resilient;
 use super::breaker::Breaker;
 use super::policy::{FailurePolicy, Policy};
 use super::stats::Counters;
-use crate::KeyedConfig;
 use crate::error::ConfigError;
 use crate::store::{MemoryStore, Store, StoreError};
+use crate::table::KeyedConfig;
 use crate::time::{Clock, MonotonicClock};
 
 /// How long one call to the inner store may take by default.

@@ -13,10 +13,11 @@ use super::*;
 use crate::algorithm::{FixedWindow, Gcra};
 use crate::decision::{Denied, Reservation};
 use crate::error::ConfigError;
+use crate::quota::Quota;
 use crate::store::{Check, MemoryStore, Op, Reply, Request, Rule, Store, StoreError};
 use crate::sync::{Arc, AtomicU64, Mutex, Ordering};
+use crate::table::KeyedConfig;
 use crate::time::{ManualClock, Nanos, Sleep};
-use crate::{KeyedConfig, Quota};
 
 /// What the fake store does with the next calls.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,15 +1,15 @@
 //! The fields of a verdict, as the server layer writes them on every response it
-//! answers or passes.
+//! answers or passes, in the grammar [`wire`](crate::http::wire) defines.
 
 use http::header::RETRY_AFTER;
 use http::{HeaderMap, HeaderValue};
 
-use super::{
+use crate::decision::Denied;
+use crate::http::limits::Verdict;
+use crate::http::wire::{
     RATELIMIT, RATELIMIT_POLICY, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
     ratelimit_value, retry_after_seconds, seconds_up,
 };
-use crate::decision::Denied;
-use crate::http::limits::Verdict;
 
 /// Adds the fields `verdict` calls for to `headers`: nothing for a verdict without a
 /// decision; `RateLimit-Policy` listing its policies, and for an admission or a "not
@@ -18,7 +18,7 @@ use crate::http::limits::Verdict;
 /// `RateLimit`. Every sf-integer is clamped to 15 digits, the most RFC 9651 allows.
 ///
 /// `RateLimit`'s `t` is the time until more than `r` permits are free, on an
-/// admission and a denial alike (see the [module docs](super#the-reset-parameter-t));
+/// admission and a denial alike (see [`wire`](crate::http::wire#the-reset-parameter-t));
 /// `Retry-After` is never earlier than `t`, and `X-RateLimit-Reset` (until the policy
 /// is full again) never earlier either.
 ///
@@ -33,14 +33,14 @@ use crate::http::limits::Verdict;
 /// ```
 /// use std::time::Duration;
 /// use http::HeaderMap;
-/// use tollgate::http::wire;
+/// use tollgate::http::server;
 /// use tollgate::http::{Policy, Verdict};
 /// use tollgate::Admitted;
 ///
 /// let policies = vec![Policy::new("default", 10, Duration::from_secs(1))];
 /// let admitted = Admitted::new(10, 7, Duration::from_millis(300));
 /// let mut fields = HeaderMap::new();
-/// wire::insert(&mut fields, &Verdict::new(Ok(admitted), policies, 0), false);
+/// server::insert(&mut fields, &Verdict::new(Ok(admitted), policies, 0), false);
 /// assert_eq!(fields["ratelimit-policy"], r#""default";q=10;w=1"#);
 /// assert_eq!(fields["ratelimit"], r#""default";r=7;t=1"#);
 /// assert_eq!(fields.len(), 2);
@@ -278,5 +278,49 @@ mod tests {
         insert(&mut map, &verdict, false);
         let values: Vec<_> = map.get_all(RATELIMIT).iter().collect();
         assert_eq!(values, [r#""inner";r=1;t=1"#, r#""outer";r=4;t=1"#]);
+    }
+
+    /// What the server layer sends, the client layer reads: every field, names with
+    /// escapes and encoded bytes, and the largest numbers.
+    #[test]
+    fn what_the_server_layer_sends_the_client_layer_reads() {
+        use crate::http::wire::{backoff, rate_limit, rate_limit_policy};
+
+        let name = "a \"b\" \\ k\u{e4}se";
+        let policies = vec![
+            Policy::new(name, 100, Duration::from_secs(60)),
+            Policy::new("huge", u64::MAX, Duration::MAX),
+        ];
+        let limited = Limited::new(
+            Duration::from_millis(11_200),
+            100,
+            0,
+            Duration::from_secs(60),
+        );
+        let verdict = Verdict::new(Err(Denied::Limited(limited)), policies.clone(), 0);
+        let mut h = HeaderMap::new();
+        insert(&mut h, &verdict, true);
+        assert_eq!(backoff(&h, Duration::ZERO), Some(Duration::from_secs(12)));
+        let items = rate_limit(&h);
+        assert_eq!(items.len(), 1);
+        assert_eq!(items[0].policy(), "a \"b\" \\ k%c3%a4se");
+        assert_eq!(items[0].remaining(), 0);
+        assert_eq!(items[0].reset(), Some(Duration::from_secs(12)));
+        let read = rate_limit_policy(&h);
+        assert_eq!(read.len(), 2);
+        assert_eq!(read[0].name(), "a \"b\" \\ k%c3%a4se");
+        assert_eq!(read[0].quota(), 100);
+        assert_eq!(read[1].quota(), 999_999_999_999_999);
+        assert_eq!(
+            read[1].window(),
+            Some(Duration::from_secs(999_999_999_999_999))
+        );
+
+        let admitted = Admitted::new(u64::MAX, u64::MAX, Duration::MAX);
+        let verdict = Verdict::new(Ok(admitted), policies, 1);
+        let mut h = HeaderMap::new();
+        insert(&mut h, &verdict, true);
+        assert_eq!(rate_limit(&h)[0].remaining(), 999_999_999_999_999);
+        assert_eq!(backoff(&h, Duration::ZERO), None);
     }
 }
