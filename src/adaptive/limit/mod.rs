@@ -12,7 +12,6 @@
 //!   [`QueuePolicy`]).
 //! - [`WindowedLimit`]: wraps any of them and feeds it one sample per time window.
 
-mod circllhist;
 pub mod envoy_gradient;
 
 pub use envoy_gradient::{EnvoyGradient, EnvoyGradientConfig, EnvoyGradientConfigBuilder};
@@ -31,8 +30,6 @@ mod gradient;
 mod gradient2;
 mod jitter;
 mod measurement;
-#[cfg(test)]
-mod upstream_tables;
 mod vegas;
 mod window;
 mod windowed;

@@ -1,18 +1,22 @@
 //! Partitioned admission: one concurrency limit shared by named partitions, each
 //! guaranteed a share of it, bursting into spare capacity.
 //!
-//! **This module is the core, not the limiter.** Most users want
-//! [`PartitionedLimiter`](super::PartitionedLimiter) (in [`adaptive`](super), built
-//! on this core): it feeds each finished request to a
-//! [`LimitAlgorithm`](super::LimitAlgorithm) and moves the limit with its answers.
-//! Use [`Partitions`] directly for a partitioned limit you set yourself (a fixed
-//! one, or one driven by your own algorithm). The limiter's admission rules,
-//! [`PartitionMode`] and [`PartitionDenied`] are this module's.
+//! Two layers, one set of rules:
 //!
-//! [`Partitions`] is the core a partitioned limiter wraps, after Netflix's
-//! `AbstractPartitionedLimiter` (concurrency-limits): the global limit, settable at any
-//! time ([`Partitions::set_limit`], what an adaptive limit drives), the partitions with
-//! their shares, and the in-flight counts. Each decision reads and updates the counts
+//! - [`PartitionedLimiter`](super::PartitionedLimiter), exported from
+//!   [`adaptive`](super), is what most users want: it feeds each finished request to
+//!   a [`LimitAlgorithm`](super::LimitAlgorithm) and moves the limit with its
+//!   answers.
+//! - [`Partitions`], this module's, is the admission core the limiter is built on:
+//!   a limit you set yourself (a fixed one, or one driven by your own algorithm),
+//!   the shares and the in-flight counts; no algorithm, no clock.
+//!
+//! Both admit by [`PartitionMode`] and refuse with [`PartitionDenied`].
+//!
+//! [`Partitions`] follows Netflix's `AbstractPartitionedLimiter` (concurrency-limits):
+//! the global limit, settable at any time ([`Partitions::set_limit`], what an
+//! adaptive limit drives), the partitions with their shares, and the in-flight
+//! counts. Each decision reads and updates the counts
 //! under one short lock, so no race lets in more than the rule allows. Upstream checks
 //! `inflight < limit` and only then increments (concurrency-limits#234), so
 //! concurrent acquires can all pass the check: its own concurrency test allows the
@@ -71,6 +75,8 @@ use crate::sync::{Arc, Mutex};
 
 mod config;
 mod denied;
+/// The limiter on this core; `adaptive` exports its types.
+pub(super) mod limiter;
 mod mode;
 mod permit;
 mod state;

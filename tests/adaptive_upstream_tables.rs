@@ -10,12 +10,12 @@
 
 use std::time::Duration;
 
-use super::{
-    Aggregation, DropPolicy, Gradient2Limit, GradientLimit, LimitAlgorithm, VegasLimit,
-    WindowedBuilder,
+use tollgate::adaptive::Sample;
+use tollgate::adaptive::limit::{
+    Aggregation, DropPolicy, Gradient2Builder, Gradient2Limit, GradientLimit, LimitAlgorithm,
+    VegasLimit, WindowedBuilder,
 };
-use crate::adaptive::Sample;
-use crate::time::Nanos;
+use tollgate::time::Nanos;
 
 const MS: u64 = 1_000_000;
 
@@ -89,7 +89,7 @@ const SCENARIOS: [(&str, &[Phase]); 5] = [
     ("MIXED", MIXED),
 ];
 
-fn gradient2() -> super::Gradient2Builder {
+fn gradient2() -> Gradient2Builder {
     Gradient2Limit::builder()
         .min_limit(1)
         .initial_limit(20)

@@ -1,19 +1,12 @@
-//! [`PartitionedLimiter`]: an adaptive limit shared by named partitions.
-//!
-//! Not to be confused with the public [`partition`](super::partition) module, whose
-//! name is close: that one is the admission core alone ([`Partitions`]: a fixed
-//! limit you set, the shares, the in-flight counts, no algorithm and no clock). This
-//! private module is the limiter built on it: it owns a `Partitions`, feeds each
-//! finished request to a [`LimitAlgorithm`] on its clock, and sets the core's limit
-//! to what the algorithm answers. Its types are exported from
-//! [`adaptive`](super) (`tollgate::adaptive::PartitionedLimiter`); the core's from
-//! `tollgate::adaptive::partition`.
+//! [`PartitionedLimiter`]: the [`Partitions`] core driven by a [`LimitAlgorithm`].
+//! It feeds each finished request to the algorithm on its clock and sets the core's
+//! limit to the answer. Its types are exported from [`adaptive`](crate::adaptive).
 
 use std::fmt;
 
-use super::LimitAlgorithm;
-use super::feedback::Feedback;
-use super::partition::{PartitionDenied, PartitionMode, Partitions};
+use super::{OwnedPartitionPermit, PartitionDenied, PartitionMode, Partitions};
+use crate::adaptive::LimitAlgorithm;
+use crate::adaptive::feedback::Feedback;
 use crate::observe::{EventKind, Events, Outcome};
 use crate::sync::Arc;
 use crate::time::{Clock, MonotonicClock, Nanos};
@@ -38,7 +31,7 @@ type Bypass<Ctx> = dyn Fn(&Ctx) -> bool + Send + Sync;
 /// Each admitted request holds a [`PartitionedPermit`] and ends it with
 /// [`success`](PartitionedPermit::success), [`dropped`](PartitionedPermit::dropped)
 /// or [`ignore`](PartitionedPermit::ignore), as an
-/// [`AdaptivePermit`](super::AdaptivePermit): the time it was held on the limiter's
+/// [`AdaptivePermit`](crate::adaptive::AdaptivePermit): the time it was held on the limiter's
 /// clock, and the in-flight count right after it was admitted, are the sample fed to
 /// the algorithm. Every new limit goes at once to the [`Partitions`] (every
 /// partition's own limit is recomputed from its share), then the request is given
@@ -62,8 +55,8 @@ type Bypass<Ctx> = dyn Fn(&Ctx) -> bool + Send + Sync;
 ///   put, in flight never passes the limit plus the sum of the partitions' own
 ///   limits ([`in_flight_bound`](Self::in_flight_bound); about twice the limit).
 ///
-/// See the [`partition`](super::partition) module for the details (rounding of
-/// shares, the unknown partition).
+/// See the [`partition`](crate::adaptive::partition) module for the details
+/// (rounding of shares, the unknown partition).
 ///
 /// # Contexts, the resolver and the bypass
 ///
@@ -81,7 +74,7 @@ type Bypass<Ctx> = dyn Fn(&Ctx) -> bool + Send + Sync;
 /// With [`events`](PartitionedLimiterBuilder::events): admissions and refusals
 /// keyed by the partition's name, plus
 /// [`LimitChanged`](EventKind::LimitChanged) and [`Finished`](EventKind::Finished),
-/// as an [`AdaptiveLimiter`](super::AdaptiveLimiter) reports them.
+/// as an [`AdaptiveLimiter`](crate::adaptive::AdaptiveLimiter) reports them.
 ///
 /// # Fail fast
 ///
@@ -139,7 +132,7 @@ impl<L: LimitAlgorithm> PartitionedLimiter<L> {
     /// monotonic clock, with requests named by their partition (`Ctx` is `str`).
     ///
     /// An algorithm answering a limit of 0 is held at 1, as in an
-    /// [`AdaptiveLimiter`](super::AdaptiveLimiter).
+    /// [`AdaptiveLimiter`](crate::adaptive::AdaptiveLimiter).
     ///
     /// # Examples
     ///
@@ -437,12 +430,7 @@ impl<L: LimitAlgorithm, C: Clock> Shared<L, C> {
     /// A request admitted at `start`, holding `permit`, ended as `outcome`: feeds the
     /// algorithm, applies its limit, then gives the permit back (also when the
     /// algorithm panics: the permit is dropped while unwinding).
-    fn finish(
-        &self,
-        outcome: Outcome,
-        start: Nanos,
-        permit: super::partition::OwnedPartitionPermit,
-    ) {
+    fn finish(&self, outcome: Outcome, start: Nanos, permit: OwnedPartitionPermit) {
         let now = self.clock.now();
         let changed = self
             .feedback
