@@ -5,9 +5,9 @@ use std::hash::Hash;
 use std::time::Duration;
 
 use super::Policy;
-use crate::algorithm::{Algorithm, Concurrency, LeakyBucket};
+use crate::algorithm::{Algorithm, Concurrency, LeakyBucket, Rule};
 use crate::permits::{EveryKey, ForKey, PermitSource};
-use crate::store::{Rule, SharedLimiter, Store};
+use crate::store::{SharedLimiter, Store};
 use crate::sync::Arc;
 use crate::time::Clock;
 use crate::{KeyedLimiter, LeakyQueue, Limiter, Semaphore};
@@ -17,9 +17,9 @@ use crate::{KeyedLimiter, LeakyQueue, Limiter, Semaphore};
 ///
 /// Implemented by every permit source the server layer takes:
 /// - [`SharedLimiter`]: a policy per rule, named as the rule;
-/// - [`KeyedLimiter`] and [`Limiter`] over an algorithm a store also runs (one that
-///   converts into a [`Rule`]), and [`LeakyQueue`]: one, `"default"`, from the
-///   algorithm's quota and window;
+/// - [`KeyedLimiter`] and [`Limiter`] over an algorithm that converts into a
+///   [`Rule`], and [`LeakyQueue`]: one, `"default"`, from the algorithm's own quota
+///   and window (no store is involved);
 /// - a [`Semaphore`] behind an `Arc`: one, `"default"`, its permits as the quota and
 ///   no window (a limit on requests at once, not on a rate);
 /// - [`ForKey`] and [`EveryKey`]: as the source they wrap.
@@ -48,7 +48,8 @@ pub trait DescribeLimits {
     fn capacities(&self) -> Vec<u64>;
 }
 
-/// The one policy, `"default"`, of an algorithm a store also runs.
+/// The one policy, `"default"`, of an algorithm, as the algorithm registry describes
+/// it: an in-process limiter needs no store for its policy.
 fn one_rule<A: Algorithm + Into<Rule>>(algorithm: A) -> Vec<Policy> {
     let rule: Rule = algorithm.into();
     vec![Policy::new("default", rule.quota(), rule.window())]
