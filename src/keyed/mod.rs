@@ -20,7 +20,7 @@
 //!   [`Resilient`] one, and several named rules per key ([`SharedLimiter::all_of`])
 //!   each report their own `RateLimit-Policy` through the HTTP layer.
 //!
-//! What the store's interface costs, measured on the same keys in one run
+//! What the store's interface costs, both timed in each run on the same keys
 //! (`benches/keyed.rs`, group `keyed_vs_store`: `try_acquire(&str, 1)` with GCRA, on
 //! one key and on 10,000, every call admitted or every call denied):
 //! `SharedLimiter<MemoryStore>` took about twice the time of `KeyedLimiter<String,
