@@ -8,12 +8,23 @@
 //! (tollgate evicts them to make room). Before timing, each limiter is filled with one
 //! call per key, and the heap that filling left is printed (counted exactly by
 //! `memory.rs`'s allocator).
+//!
+//! Group `keyed_vs_store`: the two ways to limit per key in process, on the same keys
+//! in the same order. `keyed_limiter` is `KeyedLimiter<String, Gcra>::try_acquire(&str,
+//! 1)`, `tollgate.shared_limiter` is `SharedLimiter<MemoryStore>::try_acquire(&str, 1)`
+//! (the store a deployment can swap for Redis), both with `KeyedConfig::new(100_000)`
+//! and the same quota; `benches/ratios.py` prints the second over the first. Keys:
+//! `1_key`, one key over and over, and `10k_keys`, 10,000 keys in turn (`10.0.x.y`, as
+//! the HTTP bench's client addresses). `_admitted`: 1 per second with a burst of 10⁹,
+//! so every call is admitted and every key stays stored; `_denied`: 1 per hour, spent
+//! for every key before timing, so every call is denied.
 
 use std::num::NonZeroU32;
 
 use criterion::Criterion;
 use governor::DefaultKeyedRateLimiter;
 use tollgate::algorithm::Gcra;
+use tollgate::store::{MemoryStore, SharedLimiter};
 use tollgate::{KeyedConfig, KeyedLimiter, Quota, WhenFull};
 
 use crate::harness::{self, bench_single_thread, bench_two_threads};
@@ -121,7 +132,58 @@ fn report<L>(keys: Keys, peer: &str, bound: Option<usize>, filled: &Filled<L>) {
     );
 }
 
+/// `KeyedLimiter` against `SharedLimiter` over the memory store: see the module docs.
+fn versus_store(c: &mut Criterion) {
+    let mut group = harness::group(c, "keyed_vs_store");
+    for (keys, count) in [("1_key", 1), ("10k_keys", 10_000)] {
+        let names: Vec<String> = (0..count)
+            .map(|i| format!("10.0.{}.{}", i / 256, i % 256))
+            .collect();
+        let len = names.len() as u64;
+        let at = |i: u64| names[(i % len) as usize].as_str();
+        for (verdict, quota) in [
+            (
+                "admitted",
+                Quota::per_second(1).and_then(|q| q.burst(1_000_000_000)),
+            ),
+            ("denied", Quota::per_hour(1)),
+        ] {
+            let quota = quota.expect("valid quota");
+            let admits = verdict == "admitted";
+            let scenario = format!("{keys}_{verdict}");
+
+            let keyed: KeyedLimiter<String, Gcra> =
+                KeyedLimiter::new(Gcra::new(quota), KeyedConfig::new(100_000))
+                    .expect("valid keyed limiter");
+            let store = MemoryStore::new(KeyedConfig::new(100_000), "b").expect("valid store");
+            let shared = SharedLimiter::new(store, Gcra::new(quota)).expect("valid limiter");
+            // One call per key stores every key (and spends the denied quota); a second
+            // checks that the timed calls get the scenario's verdict.
+            for name in &names {
+                assert!(keyed.try_acquire(name.as_str(), 1).is_ok());
+                assert!(matches!(shared.try_acquire(name, 1), Some(Ok(Ok(_)))));
+            }
+            for name in &names {
+                assert_eq!(keyed.try_acquire(name.as_str(), 1).is_ok(), admits);
+                let decided = shared.try_acquire(name, 1).expect("in process");
+                assert_eq!(decided.expect("decided").is_ok(), admits);
+            }
+
+            bench_single_thread(&mut group, "keyed_limiter", &scenario, |i| {
+                keyed.try_acquire(at(i), 1)
+            });
+            bench_single_thread(&mut group, "tollgate.shared_limiter", &scenario, |i| {
+                shared.try_acquire(at(i), 1)
+            });
+        }
+    }
+    group.finish();
+}
+
 pub fn bench(c: &mut Criterion) {
+    // First, as it needs none of the filled limiters below.
+    versus_store(c);
+
     // Filled one at a time, each weighed alone, then kept for both groups.
     println!("keyed memory: heap held after one call for each of {KEYS} keys, in order");
     let mut tollgate_limiters = Vec::new();

@@ -25,10 +25,11 @@
 //! (in rules files, in the Redis script, in the keys it writes), its window, the quota
 //! it reports in headers, whether its denials last until their retry time, one node's
 //! share of it, how a rules file builds it, and its Redis twin (the Lua source and the
-//! parameters sent to it). The store's registry
-//! (`src/store/rule.rs`) turns one line per algorithm into the [`Rule`] variant, its
-//! `From`, the [`RuleKind`] table of names and scripts, and every `match` over rules;
-//! the Redis store assembles its script from that table.
+//! parameters sent to it). The registry (`src/algorithm/registry.rs`) lists the
+//! algorithms, one line each, and turns that list into [`Rule`], its `From`s, the
+//! [`RuleKind`] table of names and scripts, and every `match` that describes a rule.
+//! The store reads the same list for the state it keeps per key under a rule; the
+//! Redis store assembles its script from the table.
 //!
 //! Adding an algorithm touches exactly:
 //!
@@ -36,16 +37,13 @@
 //!    `Facts` implementations, declared in this module (`mod` and `pub use`);
 //! 2. its Lua twin, `src/store/redis/scripts/<name>.lua`, which registers
 //!    `ALGORITHMS.<name>` and which its `Facts::SCRIPT` names;
-//! 3. one line of the `rules!` registry in `src/store/rule.rs`, with the type's name
-//!    in that file's `use` list (its tests then ask, by an exhaustive `match`, for a
-//!    sample rule of the new kind).
+//! 3. one line of the registry's `algorithms!` list in `src/algorithm/registry.rs`
+//!    (its tests then ask, by an exhaustive `match`, for a sample rule of the new
+//!    kind).
 //!
 //! The store, the Redis script, the fallback's shares, the HTTP headers, the denied
 //! cache and the rules file read these facts through [`Rule`] and [`RuleKind`]; none
 //! needs a line of its own for a new algorithm.
-//!
-//! [`Rule`]: crate::store::Rule
-//! [`RuleKind`]: crate::store::RuleKind
 //!
 //! # State, and what runs an algorithm
 //!
@@ -86,6 +84,7 @@ mod leaky_bucket;
 mod leased;
 mod packing;
 mod refresh_period;
+mod registry;
 pub(crate) mod script;
 mod share;
 mod sliding_counter;
@@ -103,6 +102,10 @@ pub use leaky_bucket::{Departure, LeakyBucket};
 pub use leased::{Leased, LeasedState};
 pub use packing::{CONFIG_WORDS, Packing};
 pub use refresh_period::{RefreshPeriod, RefreshPeriodState};
+pub(crate) use registry::algorithms;
+#[cfg(test)]
+pub(crate) use registry::tests::sample_rule;
+pub use registry::{Rule, RuleKind};
 pub(crate) use script::Arg;
 pub(crate) use share::Share;
 pub use sliding_counter::{SlidingCounter, SlidingCounterState};
@@ -251,8 +254,8 @@ pub trait Algorithm: Clone + Send + Sync + fmt::Debug + 'static {
 }
 
 /// What the rest of the crate knows of an algorithm that a store runs: each
-/// algorithm implements it in its own file, and the store's registry
-/// (`src/store/rule.rs`) lists the implementations. See the module docs for what
+/// algorithm implements it in its own file, and the registry
+/// (`src/algorithm/registry.rs`) lists the implementations. See the module docs for what
 /// adding an algorithm touches.
 ///
 /// Every fact is plain data (names, numbers, Lua source text, parameters), so that
@@ -288,7 +291,7 @@ pub(crate) trait Facts: Algorithm {
     ///
     /// # Errors
     ///
-    /// As [`Rule::per_node`](crate::store::Rule::per_node).
+    /// As [`Rule::per_node`].
     fn per_node(&self, share: Share) -> Result<Self, ConfigError>;
 
     /// The parameters its Lua twin reads, in the twin's order.

@@ -4,8 +4,9 @@ use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use crate::algorithm::RuleKind;
 use crate::error::ConfigError;
-use crate::store::{RuleKind, StoreError};
+use crate::store::StoreError;
 
 /// A position in the file: 1-based line and column.
 ///

@@ -5,7 +5,7 @@
 use serde::Deserialize;
 
 use super::unit::{self, Unit};
-use crate::store::RuleKind;
+use crate::algorithm::RuleKind;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -27,7 +27,7 @@
 //!
 //! # Algorithms
 //!
-//! A `rate_limit`'s `algorithm` is the name of a [`RuleKind`](crate::store::RuleKind),
+//! A `rate_limit`'s `algorithm` is the name of a [`RuleKind`](crate::algorithm::RuleKind),
 //! the same name the store uses in its keys and script. A rules file builds these from
 //! `requests_per_unit` per `unit`:
 //!

@@ -9,8 +9,8 @@ use super::error::{ConfigFileError, ConfigFileErrorKind, Location};
 use super::file::{File, Node, RateLimit};
 use super::locate::{Step, locate};
 use super::unit::{DEFAULT_ALGORITHM, Unit};
+use crate::algorithm::{Rule, RuleKind};
 use crate::error::ConfigError;
-use crate::store::{Rule, RuleKind};
 
 /// The rules of one file: a domain, and a tree of descriptors, some with a limit.
 ///
@@ -83,8 +83,8 @@ impl fmt::Debug for RuleSet {
 ///
 /// ```
 /// use std::time::Duration;
+/// use tollgate::algorithm::RuleKind;
 /// use tollgate::config::{RuleSet, Unit};
-/// use tollgate::store::RuleKind;
 ///
 /// let rules = RuleSet::from_yaml("
 /// domain: api
@@ -276,8 +276,8 @@ impl Limit {
     ///
     /// ```
     /// # use std::time::Duration;
+    /// # use tollgate::algorithm::RuleKind;
     /// # use tollgate::config::{RuleSet, Unit};
-    /// # use tollgate::store::RuleKind;
     /// let rules = RuleSet::from_yaml("
     /// domain: api
     /// descriptors:

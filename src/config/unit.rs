@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 
-use crate::store::RuleKind;
+use crate::algorithm::RuleKind;
 
 /// The time `requests_per_unit` applies to.
 ///

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use super::detached::run_detached;
 use super::request::{Check, Op, Reply, Request};
-use super::rule::Rule;
 use super::{Store, StoreError};
+use crate::algorithm::Rule;
 use crate::decision::{Decision, Denied, Limited, Reservation};
 use crate::error::{AcquireError, ConfigError};
 use crate::observe::{EventKind, Events};

@@ -8,8 +8,9 @@ use std::hash::{BuildHasher, DefaultHasher, Hash, Hasher, RandomState};
 use async_trait::async_trait;
 
 use super::request::{Check, Reply, Request};
-use super::rule::{GivesBack, Rule, RuleOutcome, RuleState, Step};
+use super::rule::{GivesBack, RuleOutcome, RuleState, Step};
 use super::{DEFAULT_MAX_KEY_LEN, Store, StoreError, storage_key, validate_prefix};
+use crate::algorithm::Rule;
 use crate::decision::{Denied, Limited};
 use crate::sync::Mutex;
 use crate::table::{Entries, KeyedConfig, Rehash, Room, Shard, Table, is_idle};

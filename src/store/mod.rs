@@ -1,8 +1,9 @@
 //! Limits shared by many processes: the state lives in a [`Store`].
 //!
-//! A store decides a [`Request`]: one or more [`Rule`]s, each on its key, asked to
-//! acquire, peek, reserve or refund permits, all-or-nothing and atomically. The same
-//! [`Rule`]s run in
+//! A store decides a [`Request`]: one or more [`Rule`]s (the algorithms as
+//! [`algorithm`](crate::algorithm) lists them, re-exported here), each on its key,
+//! asked to acquire, peek, reserve or refund permits, all-or-nothing and atomically.
+//! The same [`Rule`]s run in
 //!
 //! - [`MemoryStore`], in this process's memory: the reference, and the local
 //!   fallback;
@@ -285,6 +286,7 @@ mod share;
 pub use self::redis::RedisStore;
 #[cfg(feature = "redis")]
 pub(crate) use self::redis::from_redis;
+pub use crate::algorithm::{Rule, RuleKind};
 pub use error::StoreError;
 #[cfg(feature = "redis")]
 pub use hybrid::BatchedLimiter;
@@ -293,7 +295,6 @@ pub use limiter::SharedLimiter;
 pub use memory::MemoryStore;
 pub use request::{Check, Op, Reply, Request};
 pub use resilient::{BreakerState, FailurePolicy, Resilient, ResilientBuilder, ResilientStats};
-pub use rule::{Rule, RuleKind};
 
 /// The longest key (prefix, tag and key together) a store accepts by default, in bytes.
 pub const DEFAULT_MAX_KEY_LEN: usize = 1024;

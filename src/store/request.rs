@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use super::StoreError;
-use super::rule::{Rule, RuleOutcome, Step};
-use crate::algorithm::{later_denial, tighter};
+use super::rule::{RuleOutcome, Step};
+use crate::algorithm::{Rule, later_denial, tighter};
 use crate::decision::{Decision, Denied, InsufficientCapacity, Reservation};
 use crate::error::ConfigError;
 

@@ -1,8 +1,7 @@
 //! [`Rule::per_node`]: one node's share of a rule, for deciding locally while the
 //! shared store is out of reach.
 
-use super::rule::Rule;
-use crate::algorithm::Share;
+use crate::algorithm::{Rule, Share};
 use crate::error::ConfigError;
 
 impl Rule {
@@ -58,10 +57,10 @@ impl Rule {
 
 #[cfg(test)]
 mod tests {
-    use super::super::rule::RuleKind;
     use super::*;
     use crate::algorithm::{
-        Algorithm, Gcra, LeakyBucket, SlidingLog, SmoothBursty, SmoothWarmingUp,
+        Algorithm, Gcra, LeakyBucket, RuleKind, SlidingLog, SmoothBursty, SmoothWarmingUp,
+        sample_rule,
     };
     use crate::quota::Quota;
     use crate::time::Nanos;
@@ -74,7 +73,7 @@ mod tests {
     fn every_kind(limit: u64) -> Vec<Rule> {
         RuleKind::ALL
             .iter()
-            .map(|&kind| super::super::rule::tests::sample(kind, limit))
+            .map(|&kind| sample_rule(kind, limit))
             .collect()
     }
 

@@ -6,14 +6,14 @@ use std::hash::Hash;
 use std::time::Duration;
 
 use super::Policy;
-use crate::algorithm::{Algorithm, Concurrency, LeakyBucket};
+use crate::algorithm::{Algorithm, Concurrency, LeakyBucket, Rule};
 use crate::keyed::KeyedLimiter;
 use crate::leaky_queue::LeakyQueue;
 use crate::limiter::Limiter;
 use crate::observe::Events;
 use crate::permits::{EveryKey, ForKey, PermitSource};
 use crate::semaphore::Semaphore;
-use crate::store::{Rule, SharedLimiter, Store};
+use crate::store::{SharedLimiter, Store};
 use crate::sync::Arc;
 use crate::time::Clock;
 
@@ -22,9 +22,9 @@ use crate::time::Clock;
 ///
 /// Implemented by every permit source the server layer takes:
 /// - [`SharedLimiter`]: a policy per rule, named as the rule;
-/// - [`KeyedLimiter`] and [`Limiter`] over an algorithm a store also runs (one that
-///   converts into a [`Rule`]), and [`LeakyQueue`]: one, `"default"`, from the
-///   algorithm's quota and window;
+/// - [`KeyedLimiter`] and [`Limiter`] over an algorithm that converts into a
+///   [`Rule`], and [`LeakyQueue`]: one, `"default"`, from the algorithm's own quota
+///   and window (no store is involved);
 /// - a [`Semaphore`] behind an `Arc`: one, `"default"`, its permits as the quota and
 ///   no window (a limit on requests at once, not on a rate);
 /// - [`ForKey`] and [`EveryKey`]: as the source they wrap.
@@ -75,7 +75,8 @@ pub trait DescribeLimits {
     }
 }
 
-/// The one policy, `"default"`, of an algorithm a store also runs.
+/// The one policy, `"default"`, of an algorithm, as the algorithm registry describes
+/// it: an in-process limiter needs no store for its policy.
 fn one_rule<A: Algorithm + Into<Rule>>(algorithm: A) -> Vec<Policy> {
     let rule: Rule = algorithm.into();
     vec![Policy::new("default", rule.quota(), rule.window())]

@@ -13,8 +13,8 @@ use ::redis::aio::ConnectionLike;
 use ::redis::{RedisError, Script};
 
 use super::super::redis::from_redis;
-use super::super::rule::Rule;
 use super::super::{DEFAULT_MAX_KEY_LEN, StoreError, storage_key, validate_prefix};
+use crate::algorithm::Rule;
 use crate::decision::{Admitted, Decision, Denied, InsufficientCapacity, Limited, Reservation};
 use crate::error::{AcquireError, ConfigError};
 use crate::observe::{EventKind, Events};

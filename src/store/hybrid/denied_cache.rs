@@ -7,8 +7,8 @@ use std::fmt;
 use async_trait::async_trait;
 
 use super::super::request::{Check, Op, Reply, Request};
-use super::super::rule::Rule;
 use super::super::{Store, StoreError};
+use crate::algorithm::Rule;
 use crate::decision::{Denied, Limited};
 use crate::error::ConfigError;
 use crate::sync::{AtomicU64, Mutex, Ordering};
@@ -427,10 +427,8 @@ mod tests {
 
     use futures::executor::block_on;
 
-    use super::super::super::rule::RuleKind;
-    use super::super::super::rule::tests::sample;
     use super::*;
-    use crate::algorithm::SlidingLog;
+    use crate::algorithm::{RuleKind, SlidingLog, sample_rule};
     use crate::time::ManualClock;
 
     /// A store that denies every request for a second, counting the requests it is
@@ -471,7 +469,7 @@ mod tests {
                 .unwrap()
                 .count_blocked(true),
         );
-        let mut rules: Vec<Rule> = RuleKind::ALL.iter().map(|&k| sample(k, 10)).collect();
+        let mut rules: Vec<Rule> = RuleKind::ALL.iter().map(|&k| sample_rule(k, 10)).collect();
         rules.push(counting);
         for rule in &rules {
             assert_eq!(is_cached(&[rule]), rule.denial_lasts(), "{rule:?}");
@@ -489,8 +487,8 @@ mod tests {
 
     #[test]
     fn a_request_is_cached_only_if_every_rules_denial_lasts() {
-        let lasting = sample(RuleKind::FixedWindow, 10);
-        let released = sample(RuleKind::Concurrency, 10);
+        let lasting = sample_rule(RuleKind::FixedWindow, 10);
+        let released = sample_rule(RuleKind::Concurrency, 10);
         assert!(is_cached(&[&lasting, &lasting]));
         assert!(!is_cached(&[&lasting, &released]));
         assert!(!is_cached(&[&released, &lasting]));

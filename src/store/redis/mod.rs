@@ -15,10 +15,10 @@ use redis::{
 };
 
 use super::request::{Reply, Request};
-use super::rule::{RuleKind, RuleOutcome, Step};
+use super::rule::{RuleOutcome, Step};
 use super::{DEFAULT_MAX_KEY_LEN, Store, StoreError, storage_key, validate_prefix};
-use crate::algorithm::Arg;
 use crate::algorithm::script::{MAX_SCRIPT_MICROS, exact_count};
+use crate::algorithm::{Arg, RuleKind};
 use crate::decision::{Admitted, InsufficientCapacity, Limited, Reservation};
 use crate::sync::Arc;
 use crate::units::duration_to_nanos;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use redis::Script;
 
-use super::super::rule::RuleKind;
+use crate::algorithm::RuleKind;
 use crate::algorithm::script::{MAX_SCRIPT_MICROS, too_long};
 use crate::error::ConfigError;
 use crate::sync::unmodeled::OnceLock;

@@ -15,8 +15,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::request::{Reply, Request};
-use super::rule::Rule;
 use super::{Store, StoreError};
+use crate::algorithm::Rule;
 use crate::error::ConfigError;
 use crate::time::{Clock, MonotonicClock, Sleep};
 

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use super::super::request::{Check, Op, Reply, Request};
-use super::super::rule::Rule;
 use super::super::{MemoryStore, StoreError};
+use crate::algorithm::Rule;
 use crate::decision::{Admitted, Denied, Limited, Reservation};
 use crate::time::Clock;
 
