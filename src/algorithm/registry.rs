@@ -390,7 +390,7 @@ impl fmt::Display for RuleKind {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::Quota;
+    use crate::quota::Quota;
     use crate::algorithm::{
         Concurrency, FixedWindow, Gcra, LeakyBucket, Leased, RefreshPeriod, SlidingCounter,
         SlidingLog, SmoothBursty, SmoothWarmingUp,
