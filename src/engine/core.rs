@@ -1,5 +1,6 @@
-//! [`Core`]: an in-process limiter's decision side, which a [`Limiter`](crate::Limiter),
-//! a [`LeakyQueue`](crate::LeakyQueue) and a [`Semaphore`](crate::Semaphore) share.
+//! [`Core`]: an in-process limiter's decision side, which a
+//! [`Limiter`](crate::Limiter), a [`LeakyQueue`](crate::LeakyQueue) and a
+//! [`Semaphore`](crate::Semaphore) share.
 
 use crate::algorithm::Algorithm;
 use crate::decision::{Decision, Denied, Reservation};

@@ -175,3 +175,107 @@ impl<A: Algorithm, C: Clock> Gate for Core<A, C> {
         Core::events(self)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Quota;
+    use crate::algorithm::{Concurrency, Gcra};
+    use crate::sync::AtomicU64;
+    use crate::sync::Ordering::SeqCst;
+    use crate::time::ManualClock;
+
+    fn ms(n: u64) -> Nanos {
+        Nanos::new(n * 1_000_000)
+    }
+
+    /// What every gate promises about taking and giving back, with `free` permits
+    /// free at `now` and none coming back before a refund.
+    fn takes_and_gives_back(gate: &impl Gate, now: Nanos, free: u64) {
+        assert!(gate.peek(now, free).is_ok());
+        assert!(gate.acquire(now, free).is_ok());
+        // A denial takes nothing: asking again changes nothing.
+        for _ in 0..2 {
+            assert!(matches!(gate.acquire(now, 1), Err(Denied::Limited(_))));
+            assert!(matches!(gate.peek(now, 1), Err(Denied::Limited(_))));
+        }
+        gate.refund(now, free);
+        assert!(gate.acquire(now, free).is_ok());
+        gate.refund(now, free);
+        assert!(matches!(
+            gate.reserve(now, gate.capacity() + 1, Duration::MAX),
+            Err(Denied::Insufficient(_))
+        ));
+    }
+
+    #[test]
+    fn a_core_takes_and_gives_back() {
+        let clock = ManualClock::new();
+        let quota = Quota::per_second(10).unwrap().burst(3).unwrap();
+        takes_and_gives_back(&Core::new(Gcra::new(quota), clock.clone()), clock.now(), 3);
+        let concurrency = Core::new(Concurrency::new(2).unwrap(), clock.clone());
+        takes_and_gives_back(&concurrency, clock.now(), 2);
+    }
+
+    #[test]
+    fn a_booking_is_due_within_its_max_wait_and_made_again_sooner_when_capacity_returns() {
+        let clock = ManualClock::new();
+        let core = Core::new(Gcra::new(Quota::per_second(10).unwrap()), clock);
+        let now = Nanos::ZERO;
+        assert!(core.books_ahead());
+        assert!(core.acquire(now, 10).is_ok());
+        let first = core.reserve(now, 1, Duration::from_secs(1)).unwrap();
+        assert_eq!(first.wait(), Duration::from_millis(100));
+        let second = core.reserve(now, 1, Duration::from_secs(1)).unwrap();
+        assert_eq!(second.wait(), Duration::from_millis(200));
+        assert!(core.reserve(now, 1, Duration::from_millis(250)).is_err());
+        // The first booking goes back: the second may go at 100 ms.
+        core.refund(now, 1);
+        assert_eq!(core.rebook(now, 1, ms(200)), Some(ms(100)));
+        // Not sooner again: nothing changes.
+        assert_eq!(core.rebook(now, 1, ms(100)), None);
+        assert!(core.reserve(now, 1, Duration::from_millis(150)).is_err());
+    }
+
+    #[test]
+    fn a_concurrency_core_waits_for_a_release_not_a_time() {
+        let core = Core::new(Concurrency::new(1).unwrap(), ManualClock::new());
+        assert!(!core.books_ahead());
+        assert!(core.acquire(Nanos::ZERO, 1).is_ok());
+        match core.reserve(Nanos::ZERO, 1, Duration::from_secs(1)) {
+            Err(Denied::Limited(limited)) => assert_eq!(limited.retry_after(), None),
+            other => panic!("expected a denial until a release, got {other:?}"),
+        }
+        assert!(!core.denies_at_the_end(1));
+    }
+
+    struct Rings(AtomicU64);
+
+    impl Alarm for Rings {
+        fn ring(&self) {
+            self.0.fetch_add(1, SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_core_rings_its_alarm_on_its_clock_and_holds_it_weakly() {
+        let clock = ManualClock::new();
+        let core = Core::new(Concurrency::new(1).unwrap(), clock.clone());
+        let alarm = Arc::new(Rings(AtomicU64::new(0)));
+        core.set_alarm(ms(5), alarm.clone());
+        clock.advance(Duration::from_millis(4));
+        assert_eq!(alarm.0.load(SeqCst), 0);
+        clock.advance(Duration::from_millis(1));
+        assert_eq!(alarm.0.load(SeqCst), 1);
+        // Already due: rings at once, on this thread.
+        core.set_alarm(ms(5), alarm.clone());
+        assert_eq!(alarm.0.load(SeqCst), 2);
+        // Held weakly: dropped before its time, it is gone, and rings nothing.
+        let gone = Arc::new(Rings(AtomicU64::new(0)));
+        let watched = Arc::downgrade(&gone);
+        core.set_alarm(ms(10), gone);
+        assert!(watched.upgrade().is_none());
+        clock.advance(Duration::from_millis(5));
+        assert_eq!(clock.pending_alarms(), 0);
+    }
+}

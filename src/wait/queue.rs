@@ -534,7 +534,7 @@ impl<G: Gate> Waiting<G> {
     /// needed.
     pub(super) fn arm(&self, inner: &mut Inner, at: Nanos, effects: &mut Effects) {
         self.alarm_hint.store(at.as_u64(), Ordering::Relaxed);
-        if inner.alarm_at.map_or(true, |armed| at < armed) {
+        if inner.alarm_at.is_none_or(|armed| at < armed) {
             inner.alarm_at = Some(at);
             effects.alarm = Some(at);
         }
@@ -575,7 +575,7 @@ impl<G: Gate> Waiting<G> {
                 // None: capacity comes back by release, not with time; a remote gate
                 // may not see the release, so it asks again after a while.
                 let retry = limited.retry_after().or_else(|| self.gate.release_poll());
-                let fits_in_time = head.deadline.map_or(true, |d| {
+                let fits_in_time = head.deadline.is_none_or(|d| {
                     !self.gate.books_ahead() && now + retry.unwrap_or_default() <= d
                 });
                 if fits_in_time {
@@ -761,5 +761,218 @@ impl<G> fmt::Debug for Waiting<G> {
             .field("waiters", &(word >> 1))
             .field("closed", &(word & 1 != 0))
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::task::Poll;
+    use std::time::Duration;
+
+    use super::super::future::WaitFor;
+    use super::super::testing::{Woken, concurrency, gcra, poll};
+    use super::*;
+    use crate::time::{Clock, ManualClock};
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn waiters_are_served_in_arrival_order() {
+        let clock = ManualClock::new();
+        let queue = concurrency(2, &clock);
+        assert!(queue.try_acquire(2).is_ok());
+        let woken = Woken::new();
+        let mut two = WaitFor::new(&*queue, 2, None);
+        let mut one = WaitFor::new(&*queue, 1, None);
+        let mut other = WaitFor::new(&*queue, 1, None);
+        for wait in [&mut two, &mut one, &mut other] {
+            assert!(poll(wait, &woken).is_pending());
+        }
+        assert_eq!(queue.waiters(), 3);
+        // One permit back fits the waiters behind, but the first needs two.
+        queue.release(1);
+        assert!(queue.try_acquire(1).is_err(), "waiters come first");
+        assert!(poll(&mut one, &woken).is_pending());
+        queue.release(1);
+        assert_eq!(poll(&mut two, &woken), Poll::Ready(Ok(Duration::ZERO)));
+        assert!(poll(&mut one, &woken).is_pending());
+        queue.release(2);
+        assert_eq!(poll(&mut one, &woken), Poll::Ready(Ok(Duration::ZERO)));
+        assert_eq!(poll(&mut other, &woken), Poll::Ready(Ok(Duration::ZERO)));
+        assert_eq!(queue.waiters(), 0);
+    }
+
+    #[test]
+    fn an_unfair_queue_lets_a_waiter_that_fits_go_first() {
+        let clock = ManualClock::new();
+        let queue = concurrency(2, &clock);
+        queue.set_fairness(Fairness::Unfair);
+        assert!(queue.try_acquire(2).is_ok());
+        let woken = Woken::new();
+        let mut two = WaitFor::new(&*queue, 2, None);
+        let mut one = WaitFor::new(&*queue, 1, None);
+        assert!(poll(&mut two, &woken).is_pending());
+        assert!(poll(&mut one, &woken).is_pending());
+        queue.release(1);
+        assert_eq!(poll(&mut one, &woken), Poll::Ready(Ok(Duration::ZERO)));
+        assert!(poll(&mut two, &woken).is_pending());
+    }
+
+    #[test]
+    fn a_cancelled_first_waiter_hands_its_booking_to_the_next() {
+        let clock = ManualClock::new();
+        let queue = gcra(1, 1, &clock);
+        assert!(queue.try_acquire(1).is_ok());
+        let woken = Woken::new();
+        let mut first = WaitFor::new(&*queue, 1, None);
+        let mut next = WaitFor::new(&*queue, 1, None);
+        assert!(poll(&mut first, &woken).is_pending());
+        assert!(poll(&mut next, &woken).is_pending());
+        assert_eq!(queue.queued(), (1, Some(Nanos::new(1_000_000_000))));
+        drop(first);
+        // The booking for 1 s went back, and the next waiter booked it.
+        assert_eq!(queue.waiters(), 1);
+        assert_eq!(queue.queued(), (0, Some(Nanos::new(1_000_000_000))));
+        clock.advance(Duration::from_secs(1));
+        assert_eq!(
+            poll(&mut next, &woken),
+            Poll::Ready(Ok(Duration::from_secs(1)))
+        );
+    }
+
+    #[test]
+    fn a_cancelled_grant_goes_to_the_next_waiter() {
+        let clock = ManualClock::new();
+        let queue = concurrency(1, &clock);
+        assert!(queue.try_acquire(1).is_ok());
+        let woken = Woken::new();
+        let mut granted = WaitFor::new(&*queue, 1, None);
+        let mut next = WaitFor::new(&*queue, 1, None);
+        assert!(poll(&mut granted, &woken).is_pending());
+        assert!(poll(&mut next, &woken).is_pending());
+        queue.release(1);
+        assert_eq!(woken.count(), 1, "the first waiter is woken");
+        // It leaves without taking the permit: the next waiter gets it.
+        drop(granted);
+        assert_eq!(woken.count(), 2);
+        assert_eq!(poll(&mut next, &woken), Poll::Ready(Ok(Duration::ZERO)));
+        assert!(
+            queue.try_acquire(1).is_err(),
+            "the permit was passed on, not freed"
+        );
+    }
+
+    #[test]
+    fn an_alarm_wakes_the_first_waiter_when_its_booking_comes_due() {
+        let clock = ManualClock::new();
+        let queue = gcra(10, 1, &clock);
+        assert!(queue.try_acquire(1).is_ok());
+        let woken = Woken::new();
+        let mut wait = WaitFor::new(&*queue, 1, None);
+        assert!(poll(&mut wait, &woken).is_pending());
+        assert_eq!(clock.next_alarm(), Some(Nanos::new(100_000_000)));
+        clock.advance(ms(99));
+        assert_eq!(woken.count(), 0);
+        assert!(poll(&mut wait, &woken).is_pending());
+        clock.advance(ms(1));
+        assert_eq!(woken.count(), 1);
+        assert_eq!(poll(&mut wait, &woken), Poll::Ready(Ok(ms(100))));
+        assert_eq!(clock.pending_alarms(), 0);
+    }
+
+    #[test]
+    fn an_alarm_at_the_deadline_times_a_waiter_out_and_serves_the_next() {
+        let clock = ManualClock::new();
+        let queue = concurrency(1, &clock);
+        assert!(queue.try_acquire(1).is_ok());
+        let woken = Woken::new();
+        let mut impatient = WaitFor::new(&*queue, 1, Some(ms(50)));
+        let mut patient = WaitFor::new(&*queue, 1, None);
+        assert!(poll(&mut impatient, &woken).is_pending());
+        assert!(poll(&mut patient, &woken).is_pending());
+        assert_eq!(clock.next_alarm(), Some(Nanos::new(50_000_000)));
+        clock.advance(ms(50));
+        assert_eq!(
+            poll(&mut impatient, &woken),
+            Poll::Ready(Err(AcquireError::TimedOut))
+        );
+        queue.release(1);
+        assert_eq!(poll(&mut patient, &woken), Poll::Ready(Ok(ms(50))));
+    }
+
+    #[test]
+    fn a_stale_alarm_finds_nothing_due_and_arms_what_is_still_needed() {
+        let clock = ManualClock::new();
+        let queue = concurrency(1, &clock);
+        assert!(queue.try_acquire(1).is_ok());
+        let woken = Woken::new();
+        let mut soon = WaitFor::new(&*queue, 1, Some(ms(10)));
+        let mut later = WaitFor::new(&*queue, 1, Some(ms(30)));
+        assert!(poll(&mut soon, &woken).is_pending());
+        assert!(poll(&mut later, &woken).is_pending());
+        drop(soon);
+        // The alarm for the first deadline rings for nobody, and arms the second.
+        clock.advance(ms(10));
+        assert_eq!(clock.next_alarm(), Some(Nanos::new(30_000_000)));
+        assert!(poll(&mut later, &woken).is_pending());
+        clock.advance(ms(20));
+        assert_eq!(
+            poll(&mut later, &woken),
+            Poll::Ready(Err(AcquireError::TimedOut))
+        );
+        assert_eq!(clock.pending_alarms(), 0);
+    }
+
+    #[test]
+    fn a_close_fails_every_waiter_and_gives_back_their_bookings() {
+        let clock = ManualClock::new();
+        let queue = gcra(10, 1, &clock);
+        assert!(queue.try_acquire(1).is_ok());
+        let woken = Woken::new();
+        let mut booked = WaitFor::new(&*queue, 1, None);
+        let mut behind = WaitFor::new(&*queue, 1, None);
+        assert!(poll(&mut booked, &woken).is_pending());
+        assert!(poll(&mut behind, &woken).is_pending());
+        queue.close();
+        assert_eq!(
+            poll(&mut booked, &woken),
+            Poll::Ready(Err(AcquireError::Closed))
+        );
+        assert_eq!(
+            poll(&mut behind, &woken),
+            Poll::Ready(Err(AcquireError::Closed))
+        );
+        assert_eq!(queue.try_acquire(1), Err(Denied::Closed));
+        // The booking for 100 ms went back: at 100 ms the gate grants one again.
+        clock.advance(ms(100));
+        assert!(queue.gate.acquire(clock.now(), 1).is_ok());
+    }
+
+    #[test]
+    fn a_bounded_queue_refuses_what_would_overflow_it() {
+        let clock = ManualClock::new();
+        let queue = concurrency(1, &clock);
+        queue.set_max_units(2);
+        assert!(queue.try_acquire(1).is_ok());
+        let woken = Woken::new();
+        let mut two = WaitFor::new(&*queue, 2, None);
+        // More than the limit can ever grant: refused at once.
+        assert_eq!(
+            poll(&mut two, &woken),
+            Poll::Ready(Err(AcquireError::Insufficient(
+                crate::decision::InsufficientCapacity::new(2, 1)
+            )))
+        );
+        let mut first = WaitFor::new(&*queue, 1, None);
+        let mut second = WaitFor::new(&*queue, 1, None);
+        let mut third = WaitFor::new(&*queue, 1, None);
+        assert!(poll(&mut first, &woken).is_pending());
+        assert!(poll(&mut second, &woken).is_pending());
+        assert_eq!(
+            poll(&mut third, &woken),
+            Poll::Ready(Err(AcquireError::QueueFull { capacity: 2 }))
+        );
     }
 }
