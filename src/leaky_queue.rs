@@ -8,15 +8,16 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use crate::algorithm::LeakyBucket;
+use crate::engine::Core;
 use crate::error::AcquireError;
 use crate::error::ConfigError;
-use crate::limiter::Core;
 use crate::permits::{Decided, Grant, PermitFuture, PermitSource};
 use crate::quota::Quota;
 use crate::sync::Arc;
 use crate::time::{Clock, MonotonicClock};
 use crate::wait::future::WaitFor;
-use crate::wait::queue::{Gate, Waiting};
+use crate::wait::gate::Gate;
+use crate::wait::queue::Waiting;
 
 /// A bounded queue drained at a constant rate: each request of `n` units leaves once
 /// the units ahead of it have drained, one every `drain.emission_interval()`, and a
@@ -74,7 +75,7 @@ impl<C: Clock> LeakyQueue<C> {
     ///
     /// As [`LeakyQueue::new`].
     pub fn with_clock(capacity: u64, drain: Quota, clock: C) -> Result<LeakyQueue<C>, ConfigError> {
-        let shared = Core::waiting(LeakyBucket::new(capacity, drain)?, clock);
+        let shared = Waiting::new(Core::new(LeakyBucket::new(capacity, drain)?, clock));
         shared.set_max_units(capacity);
         Ok(LeakyQueue { shared })
     }

@@ -172,7 +172,7 @@ pub mod prelude {
 /// The named futures returned by the `acquire` methods.
 pub mod futures {
     pub use crate::adaptive::AdaptiveAcquire;
-    pub use crate::keyed::wait::KeyedAcquire;
+    pub use crate::keyed::acquire::KeyedAcquire;
     pub use crate::leaky_queue::Enqueue;
     pub use crate::limiter::Acquire;
     pub use crate::semaphore::{AcquireOwnedPermit, AcquirePermit};

@@ -8,17 +8,18 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use crate::AcquireError;
 use crate::algorithm::Algorithm;
 use crate::decision::{Decision, Denied, Reservation};
-use crate::engine::Cell;
-use crate::observe::{EventKind, Events, Reporter};
+use crate::engine::Core;
+use crate::error::AcquireError;
+use crate::observe::{EventKind, Events};
 use crate::permits::{Decided, Grant, PermitFuture, PermitSource};
 use crate::sync::Arc;
-use crate::time::{Alarm, Clock, MonotonicClock, Nanos};
+use crate::time::{Clock, MonotonicClock, Nanos};
 use crate::wait::Fairness;
 use crate::wait::future::WaitFor;
-use crate::wait::queue::{Gate, Waiting, rebook_in};
+use crate::wait::gate::Gate;
+use crate::wait::queue::Waiting;
 
 /// A thread-safe limiter over one [`Algorithm`], reading time from a [`Clock`].
 ///
@@ -50,105 +51,6 @@ pub struct Limiter<A: Algorithm, C: Clock = MonotonicClock> {
     shared: Arc<Waiting<Core<A, C>>>,
 }
 
-/// The limiter's decision side: what the waiter queue waits on.
-pub(crate) struct Core<A: Algorithm, C> {
-    pub(crate) cell: Cell<A>,
-    pub(crate) clock: C,
-    /// Set at most once, before the limiter is shared in practice. std's `OnceLock`
-    /// even under loom: the models never attach events, and reading an unset one is
-    /// a plain load.
-    events: Reporter,
-}
-
-impl<A: Algorithm, C: Clock> Core<A, C> {
-    /// `algorithm` in its initial state at the clock's current time, with a queue.
-    pub(crate) fn waiting(algorithm: A, clock: C) -> Arc<Waiting<Core<A, C>>> {
-        Waiting::new(Core::new(algorithm, clock))
-    }
-
-    /// `algorithm` in its initial state at the clock's current time, for a gate that
-    /// wraps it (the semaphore's).
-    pub(crate) fn new(algorithm: A, clock: C) -> Core<A, C> {
-        let now = clock.now();
-        Core {
-            cell: Cell::new(algorithm, now),
-            clock,
-            events: Reporter::default(),
-        }
-    }
-
-    /// Attaches `events`, unless some are attached already.
-    pub(crate) fn attach(&self, events: Events) {
-        self.events.attach(events);
-    }
-
-    pub(crate) fn events(&self) -> Option<&Events> {
-        self.events.events()
-    }
-
-    /// Reports a decision on `n` permits, if anyone listens.
-    #[inline]
-    pub(crate) fn report(&self, n: u64, decision: &Decision) {
-        self.events.decision(n, decision);
-    }
-}
-
-impl<A: Algorithm, C: Clock> Gate for Core<A, C> {
-    type Error = std::convert::Infallible;
-
-    #[inline]
-    fn now(&self) -> Nanos {
-        self.clock.now()
-    }
-
-    #[inline(always)]
-    fn acquire(&self, now: Nanos, n: u64) -> Decision {
-        self.cell.acquire(now, n)
-    }
-
-    fn peek(&self, now: Nanos, n: u64) -> Decision {
-        self.cell.peek(now, n)
-    }
-
-    #[inline]
-    fn reserve(&self, now: Nanos, n: u64, max_wait: Duration) -> Result<Reservation, Denied> {
-        self.cell.reserve(now, n, max_wait)
-    }
-
-    fn refund(&self, now: Nanos, n: u64) {
-        self.cell.refund(now, n)
-    }
-
-    fn capacity(&self) -> u64 {
-        self.cell.snapshot().0.capacity()
-    }
-
-    fn books_ahead(&self) -> bool {
-        A::BOOKS_AHEAD
-    }
-
-    fn set_alarm(&self, deadline: Nanos, alarm: Arc<dyn Alarm>) {
-        self.clock.set_alarm(deadline, alarm)
-    }
-
-    fn denies_at_the_end(&self, n: u64) -> bool {
-        matches!(self.cell.peek(Nanos::MAX, n), Err(Denied::Limited(l)) if l.retry_after().is_some())
-    }
-
-    fn rebook(&self, now: Nanos, n: u64, until: Nanos) -> Option<Nanos> {
-        rebook_in(&self.cell, now, n, until)
-    }
-
-    fn backlog(&self, now: Nanos) -> u64 {
-        let (algorithm, state) = self.cell.snapshot();
-        algorithm.backlog(&state, now)
-    }
-
-    fn events(&self) -> Option<&Events> {
-        self.events.events()
-    }
-}
-
 impl<A: Algorithm> Limiter<A> {
     /// A limiter on the default monotonic clock, starting now.
     pub fn new(algorithm: A) -> Limiter<A> {
@@ -178,7 +80,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
     /// ```
     pub fn with_clock(algorithm: A, clock: C) -> Limiter<A, C> {
         Limiter {
-            shared: Core::waiting(algorithm, clock),
+            shared: Waiting::new(Core::new(algorithm, clock)),
         }
     }
 
@@ -246,7 +148,7 @@ impl<A: Algorithm, C: Clock> Limiter<A, C> {
         } else {
             gate.reserve(gate.now(), n, max_wait)
         };
-        gate.events.reservation(n, &reservation);
+        gate.report_reservation(n, &reservation);
         reservation
     }
 

@@ -9,15 +9,16 @@ use std::time::Duration;
 
 use crate::algorithm::Concurrency;
 use crate::decision::{Admitted, Decision, Denied, Reservation};
+use crate::engine::Core;
 use crate::error::AcquireError;
 use crate::error::ConfigError;
-use crate::limiter::Core;
 use crate::observe::Events;
 use crate::permits::{Decided, Grant, PermitFuture, PermitSource};
 use crate::sync::Arc;
 use crate::time::{Alarm, Clock, MonotonicClock, Nanos};
 use crate::wait::future::WaitFor;
-use crate::wait::queue::{Gate, Waiting};
+use crate::wait::gate::Gate;
+use crate::wait::queue::Waiting;
 
 /// Time plays no part in a concurrency decision.
 const NOW: Nanos = Nanos::ZERO;

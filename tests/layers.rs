@@ -26,8 +26,10 @@ const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("wait", &["wait"]),
-    ("observe", &["observe"]),
     ("engine", &["engine", "table"]),
+    // Below the engine: its `Core` reports to a limiter's events, and observe imports
+    // only the vocabulary below it.
+    ("observe", &["observe"]),
     ("algorithm", &["algorithm"]),
     (
         "time and vocabulary",

@@ -390,11 +390,11 @@ impl fmt::Display for RuleKind {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::quota::Quota;
     use crate::algorithm::{
         Concurrency, FixedWindow, Gcra, LeakyBucket, Leased, RefreshPeriod, SlidingCounter,
         SlidingLog, SmoothBursty, SmoothWarmingUp,
     };
+    use crate::quota::Quota;
 
     fn secs(s: u64) -> Duration {
         Duration::from_secs(s)

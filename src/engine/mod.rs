@@ -9,6 +9,9 @@
 //!
 //! The choice follows `Algorithm::PACKING`, a constant, so each limiter's branch on
 //! it is decided when the crate compiles.
+//!
+//! A [`Core`] is a cell with its clock and events: an in-process limiter's decision
+//! side, which the waiter queue (`crate::wait`, the layer above) waits on.
 
 use std::fmt;
 use std::time::Duration;
@@ -18,11 +21,14 @@ use crate::decision::{Decision, Denied, Reservation};
 use crate::time::Nanos;
 
 mod atomic;
+mod core;
 mod hint;
 mod locked;
 
 use atomic::Atomic;
 use locked::Locked;
+
+pub(crate) use self::core::Core;
 
 /// Thread-safe storage of one algorithm and its state.
 // The lock-free cell pads its state word to a cache line of its own: that is the size.
@@ -100,6 +106,25 @@ impl<A: Algorithm> Cell<A> {
     /// of a rare reconfiguration.
     pub(crate) fn update<R>(&self, f: &mut dyn FnMut(&mut A, &mut A::State) -> R) -> R {
         either!(self, cell => cell.update(f))
+    }
+
+    /// Books again, from the state as it is at `now`, `n` permits booked for `until`,
+    /// if that makes them due sooner; returns the new time. Otherwise changes nothing.
+    /// Gives the booking back and books it again as one step, keeping the result only
+    /// if it is due sooner: a refund need not undo a booking exactly.
+    pub(crate) fn rebook(&self, now: Nanos, n: u64, until: Nanos) -> Option<Nanos> {
+        let max_wait = until.saturating_since(now);
+        self.update(&mut |algorithm, state| {
+            let mut again = state.clone();
+            algorithm.refund(&mut again, now, n);
+            match algorithm.reserve(&mut again, now, n, max_wait) {
+                Ok(booked) if now + booked.wait() < until => {
+                    *state = again;
+                    Some(now + booked.wait())
+                }
+                _ => None,
+            }
+        })
     }
 
     /// Runs `f` on the configuration and a copy of the state, and keeps the copy if

@@ -43,13 +43,13 @@ use crate::decision::{Decision, Denied, Reservation};
 use crate::error::ConfigError;
 use crate::observe::{Events, Reporter};
 
-pub(crate) mod wait;
+pub(crate) mod acquire;
 
 use crate::sync::{Arc, Mutex};
 use crate::table::{PerKey, Table};
 use crate::time::{Clock, MonotonicClock, Nanos};
-use crate::wait::keyed::Queues;
-use wait::KeyGate;
+use crate::wait::per_key::Queues;
+use acquire::KeyedGate;
 
 pub use crate::table::{KeyedConfig, MAX_SHARDS, WhenFull};
 
@@ -106,7 +106,7 @@ pub use crate::table::{KeyedConfig, MAX_SHARDS, WhenFull};
 pub struct KeyedLimiter<K, A: Algorithm, C: Clock = MonotonicClock> {
     inner: Arc<Inner<K, A, C>>,
     /// One FIFO queue per key with waiters.
-    queues: Arc<Queues<K, KeyGate<K, A, C>>>,
+    queues: Arc<Queues<K, KeyedGate<K, A, C>>>,
 }
 
 /// The table, the configuration, the clock and the events, shared by clones and key

@@ -19,8 +19,9 @@ use crate::sync::Arc;
 use crate::sync::unmodeled::OnceLock;
 use crate::time::{Alarm, Clock, MonotonicClock, Nanos};
 use crate::wait::future::WaitFor;
-use crate::wait::keyed::{Joined, Queues};
-use crate::wait::queue::{Gate, RemoteBooking};
+use crate::wait::gate::Gate;
+use crate::wait::per_key::{Joined, Queues};
+use crate::wait::round_trip::RemoteBooking;
 use tracing::Instrument;
 
 /// How long the first waiter on a rule that frees permits by release (a concurrency
@@ -66,7 +67,7 @@ const MAX_WAIT: Duration = Duration::from_micros(1 << 52);
 /// ```
 pub struct SharedLimiter<S, C = MonotonicClock> {
     core: Arc<Core<S, C>>,
-    queues: Arc<Queues<String, KeyGate<S, C>>>,
+    queues: Arc<Queues<String, SharedGate<S, C>>>,
 }
 
 /// What every key's queue shares: the store, the rules, the clock and the events.
@@ -539,9 +540,9 @@ impl<S: Store + 'static, C: Clock> SharedLimiter<S, C> {
         WaitFor::new(self.join(key), n, Some(timeout)).block()
     }
 
-    fn join(&self, key: &str) -> Joined<String, KeyGate<S, C>> {
+    fn join(&self, key: &str) -> Joined<String, SharedGate<S, C>> {
         let key = key.to_owned();
-        self.queues.join(&key, || KeyGate {
+        self.queues.join(&key, || SharedGate {
             core: Arc::clone(&self.core),
             key: key.clone(),
         })
@@ -573,7 +574,7 @@ impl<S: Store + 'static, C: Clock> SharedLimiter<S, C> {
 /// As [`SharedLimiter::acquire`].
 #[must_use = "futures do nothing unless polled"]
 pub struct SharedAcquire<S: Store + 'static, C: Clock> {
-    wait: WaitFor<Joined<String, KeyGate<S, C>>, KeyGate<S, C>>,
+    wait: WaitFor<Joined<String, SharedGate<S, C>>, SharedGate<S, C>>,
 }
 
 impl<S: Store + 'static, C: Clock> Future for SharedAcquire<S, C> {
@@ -680,13 +681,14 @@ fn store_span(key: &str, op: &Op, rules: usize) -> tracing::Span {
     )
 }
 
-/// One key's side of the limiter, as its queue sees it: decided by round trips.
-struct KeyGate<S, C> {
+/// One key's side of a [`SharedLimiter`], as the key's queue sees it: decided by
+/// round trips to the store.
+struct SharedGate<S, C> {
     core: Arc<Core<S, C>>,
     key: String,
 }
 
-impl<S: Store + 'static, C: Clock> KeyGate<S, C> {
+impl<S: Store + 'static, C: Clock> SharedGate<S, C> {
     /// A local decision, for the queue paths that a remote gate never takes: what an
     /// in-process store decides, or "not now" for one that needs a round trip.
     fn local(&self, op: Op) -> Result<Reply, Denied> {
@@ -697,7 +699,7 @@ impl<S: Store + 'static, C: Clock> KeyGate<S, C> {
     }
 }
 
-impl<S: Store + 'static, C: Clock> Gate for KeyGate<S, C> {
+impl<S: Store + 'static, C: Clock> Gate for SharedGate<S, C> {
     type Error = StoreError;
 
     fn now(&self) -> Nanos {

@@ -7,10 +7,13 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+use super::gate::Gate;
+use super::queue::{Begin, Waiting};
+use super::round_trip::RemoteBooking;
+use super::slot::{Polled, Slot, Wake};
 use crate::error::AcquireError;
 use crate::sync::{Arc, Mutex, thread};
 use crate::time::Nanos;
-use crate::wait::queue::{Begin, Gate, Polled, RemoteBooking, Slot, Waiting, Wake};
 
 /// Waits for `n` permits from a [`Waiting`] gate, held by `R` (a reference, or an
 /// `Arc` for futures that own their limiter); resolves to the time waited.
@@ -124,7 +127,7 @@ impl<R: Deref<Target = Waiting<G>>, G: Gate> WaitFor<R, G> {
                     }
                 }
             }
-            match waiting.poll_slot(slot, self.n, || Wake::Task(cx.waker().clone())) {
+            match slot.poll(self.n, || Wake::Task(cx.waker().clone())) {
                 Polled::Outcome(outcome) => {
                     let outcome = outcome.map(|()| waiting.gate.now().saturating_since(*since));
                     record_end(span, &outcome);
@@ -203,8 +206,8 @@ impl<R: Deref<Target = Waiting<G>>, G: Gate> WaitFor<R, G> {
             State::Queued(queued) => {
                 // Skip re-registering the same waker on spurious polls.
                 if queued.booking.is_none()
-                    && Waiting::<G>::will_wake(&queued.slot, cx.waker())
-                    && !Waiting::<G>::is_decided(&queued.slot)
+                    && queued.slot.will_wake(cx.waker())
+                    && !queued.slot.is_decided()
                 {
                     return Poll::Pending;
                 }

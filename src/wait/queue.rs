@@ -1,131 +1,25 @@
-//! The waiter queue in front of a limiter: FIFO, cancellation-safe, woken by alarms
-//! and releases.
+//! The waiters' queue in front of a [`Gate`]: FIFO (or unfair, or newest first),
+//! cancellation-safe, woken by alarms and releases.
 //!
 //! Only the first waiter ever holds capacity: it books it with
-//! [`Algorithm::reserve`](crate::algorithm::Algorithm::reserve) and sets one alarm for
-//! the moment it may go. The waiters behind it hold nothing, so when a waiter leaves
-//! (granted, cancelled or timed out) the next one books from the state as it is then,
-//! and capacity given back by a cancelled booking goes to the next waiter at once.
+//! [`Gate::reserve`] and sets one alarm for the moment it may go. The waiters behind
+//! it hold nothing, so when a waiter leaves (granted, cancelled or timed out) the
+//! next one books from the state as it is then, and capacity given back by a
+//! cancelled booking goes to the next waiter at once. The module's essay
+//! (`wait/mod.rs`) says who holds which lock and how the paths interleave.
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
-use std::task::Waker;
 use std::time::Duration;
 
-use crate::AcquireError;
-use crate::algorithm::Algorithm;
+use super::gate::Gate;
+use super::slot::{
+    BOOKING, CLOSED, DONE, GRANTED, INSUFFICIENT, PAST_END, Slot, TIMED_OUT, TURN, WAITING, Wake,
+};
 use crate::decision::{Decision, Denied, Reservation};
-use crate::engine::Cell;
-use crate::observe::Events;
-use crate::sync::{Arc, AtomicBool, AtomicU8, AtomicU64, Mutex, Ordering, Weak, fence};
+use crate::error::AcquireError;
+use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, Ordering, Weak, fence};
 use crate::time::{Alarm, Nanos};
-
-/// A booking made by a round trip: what a remote gate's first waiter awaits.
-pub(crate) type RemoteBooking<E> =
-    Pin<Box<dyn Future<Output = Result<Result<Reservation, Denied>, E>> + Send>>;
-
-/// What a queue waits on: a limiter's decision, its clock and its alarms.
-///
-/// A local gate decides under the queue's lock. A remote one ([`Gate::is_remote`]: a
-/// store) needs a round trip: the queue then hands the turn to its first waiter, which
-/// books through [`Gate::reserve_remote`] outside the lock and reports back with
-/// [`Waiting::settle`]. Order, timeouts, cancellation and alarms are the same for both.
-pub(crate) trait Gate: Send + Sync + 'static {
-    /// What deciding can fail with: nothing in process, a store's error otherwise.
-    type Error: Send + 'static;
-
-    fn now(&self) -> Nanos;
-    /// The time the lock-free paths (`try_acquire`, `release`) decide at: [`now`],
-    /// unless the gate's decisions ignore time (a semaphore), which then spares them
-    /// a clock read. Deadlines always come from `now`.
-    ///
-    /// [`now`]: Gate::now
-    #[inline]
-    fn decision_time(&self) -> Nanos {
-        self.now()
-    }
-    fn acquire(&self, now: Nanos, n: u64) -> Decision;
-    fn peek(&self, now: Nanos, n: u64) -> Decision;
-    fn reserve(&self, now: Nanos, n: u64, max_wait: Duration) -> Result<Reservation, Denied>;
-    fn refund(&self, now: Nanos, n: u64);
-    /// The most one request can ever be granted. A gate may deny less as
-    /// `Insufficient` when it cannot grant it within a `max_wait`; that is not never.
-    fn capacity(&self) -> u64;
-    /// Whether a denied `reserve(n, max_wait)` means the wait exceeds `max_wait`
-    /// (the algorithm books ahead), rather than "not available right now".
-    fn books_ahead(&self) -> bool;
-    fn set_alarm(&self, deadline: Nanos, alarm: Arc<dyn Alarm>);
-    /// Whether `n` permits are still denied, for a time, at the clock's end: then a
-    /// denial whose retry lands there is never granted. Asked only off the hot path;
-    /// a gate that cannot tell (a store decides by its own clock) says no.
-    fn denies_at_the_end(&self, _n: u64) -> bool {
-        false
-    }
-    /// Books again, from the state as it is now, `n` permits booked for `until`, if
-    /// that makes them due sooner; returns the new time. Otherwise changes nothing.
-    fn rebook(&self, _now: Nanos, _n: u64, _until: Nanos) -> Option<Nanos> {
-        None
-    }
-    /// Units the gate holds that still count against a bounded queue: booked, not yet
-    /// gone.
-    fn backlog(&self, _now: Nanos) -> u64 {
-        0
-    }
-    /// Where the outcomes of waits are reported, if anywhere.
-    fn events(&self) -> Option<&Events> {
-        None
-    }
-    /// The key the queue waits on, for the events of a keyed limiter's queues.
-    fn event_key(&self) -> Option<&str> {
-        None
-    }
-    /// Whether decisions need a round trip, made by the first waiter outside the lock.
-    fn is_remote(&self) -> bool {
-        false
-    }
-    /// Books `n` permits usable within `max_wait`, by a round trip. A local gate books
-    /// at once.
-    fn reserve_remote(&self, n: u64, max_wait: Duration) -> RemoteBooking<Self::Error> {
-        let booked = self.reserve(self.now(), n, max_wait);
-        Box::pin(std::future::ready(Ok(booked)))
-    }
-    /// Takes over a booking in flight whose waiter left: the store books whether or
-    /// not anyone still waits, so a remote gate finishes it in the background and
-    /// gives back what it booked. A local gate books at once, never in flight.
-    fn abandon(&self, booking: RemoteBooking<Self::Error>, _n: u64) {
-        drop(booking);
-    }
-    /// How long a remote gate's first waiter waits before asking again when capacity
-    /// comes back only by release, which another process does unseen.
-    fn release_poll(&self) -> Option<Duration> {
-        None
-    }
-}
-
-/// [`Gate::rebook`] on a cell: gives the booking back and books it again, as one step,
-/// keeping the result only if it is due sooner (a refund need not undo a booking
-/// exactly).
-pub(crate) fn rebook_in<A: Algorithm>(
-    cell: &Cell<A>,
-    now: Nanos,
-    n: u64,
-    until: Nanos,
-) -> Option<Nanos> {
-    let max_wait = until.saturating_since(now);
-    cell.update(&mut |algorithm, state| {
-        let mut again = state.clone();
-        algorithm.refund(&mut again, now, n);
-        match algorithm.reserve(&mut again, now, n, max_wait) {
-            Ok(booked) if now + booked.wait() < until => {
-                *state = again;
-                Some(now + booked.wait())
-            }
-            _ => None,
-        }
-    })
-}
 
 /// How waiters are served.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -139,66 +33,23 @@ pub enum Fairness {
     Unfair,
 }
 
-const WAITING: u8 = 0;
-const GRANTED: u8 = 1;
-const CLOSED: u8 = 2;
-const TIMED_OUT: u8 = 3;
-const INSUFFICIENT: u8 = 4;
-/// The outcome was handed to the caller, or the waiter left.
-const DONE: u8 = 5;
-/// A remote gate's first waiter is to book by a round trip.
-const TURN: u8 = 6;
-/// The waiter is booking by a round trip.
-const BOOKING: u8 = 7;
-/// Due past the clock's end.
-const PAST_END: u8 = 8;
-
-/// One waiter's shared cell: the outcome the queue writes and the wake-up it calls.
-pub(crate) struct Slot {
-    state: AtomicU8,
-    /// The capacity behind an `INSUFFICIENT` outcome.
-    capacity: AtomicU64,
-    wake: Mutex<Wake>,
-}
-
-pub(crate) enum Wake {
-    Nobody,
-    Task(Waker),
-}
-
-impl Wake {
-    fn wake(self) {
-        match self {
-            Wake::Nobody => {}
-            Wake::Task(waker) => waker.wake(),
-        }
-    }
-}
-
-/// What polling a waiter's slot found.
-pub(crate) enum Polled {
-    /// The wait ended.
-    Outcome(Result<(), AcquireError>),
-    /// The waiter is to book by a round trip ([`Gate::reserve_remote`]), then
-    /// [`Waiting::settle`].
-    Turn,
-    Pending,
-}
-
-struct Entry {
-    slot: Arc<Slot>,
+/// A waiter's place in the line.
+pub(super) struct Entry {
+    pub(super) slot: Arc<Slot>,
     n: u64,
-    /// Capacity booked for this waiter, usable from this time.
-    booked_until: Option<Nanos>,
+    /// Capacity booked for this waiter, usable from this time. Only the first waiter
+    /// ever books.
+    pub(super) booked_until: Option<Nanos>,
     /// Give up at this time.
     deadline: Option<Nanos>,
 }
 
-struct Inner {
-    waiters: VecDeque<Entry>,
+/// What the queue's lock guards.
+pub(super) struct Inner {
+    pub(super) waiters: VecDeque<Entry>,
     /// Capacity may have come back while a remote gate's first waiter was booking:
     /// if its booking is denied, it asks again at once rather than at its alarm.
-    recheck: bool,
+    pub(super) recheck: bool,
     /// The earliest alarm set and not yet rung.
     alarm_at: Option<Nanos>,
     closed: bool,
@@ -218,7 +69,9 @@ pub(crate) struct Waiting<G> {
     lifo: AtomicBool,
     /// The most units waiting plus the gate's backlog, for a bounded queue.
     max_units: AtomicU64,
-    inner: Mutex<Inner>,
+    /// The queue's lock.
+    pub(super) inner: Mutex<Inner>,
+    /// Itself, to arm its alarms with.
     me: Weak<Waiting<G>>,
 }
 
@@ -231,8 +84,8 @@ pub(crate) enum Begin {
 
 /// Wake-ups and an alarm to deliver once the queue lock is released.
 #[derive(Default)]
-struct Effects {
-    wakes: Vec<Wake>,
+pub(super) struct Effects {
+    pub(super) wakes: Vec<Wake>,
     alarm: Option<Nanos>,
 }
 
@@ -422,11 +275,7 @@ impl<G: Gate> Waiting<G> {
     fn enqueue(&self, n: u64, timeout: Option<Duration>, wake: impl FnOnce() -> Wake) -> Begin {
         let now = self.gate.now();
         let deadline = timeout.map(|t| now + t);
-        let slot = Arc::new(Slot {
-            state: AtomicU8::new(WAITING),
-            capacity: AtomicU64::new(0),
-            wake: Mutex::new(wake()),
-        });
+        let slot = Slot::new(wake());
         let mut effects = Effects::default();
         {
             let mut inner = self.inner.lock();
@@ -463,7 +312,7 @@ impl<G: Gate> Waiting<G> {
             self.drain(&mut inner, now, &mut effects);
         }
         self.deliver(effects);
-        match Self::peek_outcome(&slot, n) {
+        match slot.peek_outcome(n) {
             Some(outcome) => Begin::Ready(outcome),
             None => Begin::Waiting(slot, now),
         }
@@ -483,64 +332,6 @@ impl<G: Gate> Waiting<G> {
     fn never(&self, n: u64) -> Option<crate::decision::InsufficientCapacity> {
         let capacity = self.gate.capacity();
         (n > capacity).then(|| crate::decision::InsufficientCapacity::new(n, capacity))
-    }
-
-    /// The outcome for a waiter asking for `n`, if the queue has decided; otherwise
-    /// registers `wake` for it.
-    pub(crate) fn poll_slot(&self, slot: &Slot, n: u64, wake: impl FnOnce() -> Wake) -> Polled {
-        match Self::take_outcome(slot, n) {
-            Polled::Pending => {}
-            decided => return decided,
-        }
-        let replaced = std::mem::replace(&mut *slot.wake.lock(), wake());
-        // Dropped outside the lock: a waker's drop may run arbitrary code.
-        drop(replaced);
-        // A decision made while the wake-up was being stored.
-        Self::take_outcome(slot, n)
-    }
-
-    /// Whether `slot` already holds `waker`, to skip cloning it again.
-    pub(crate) fn will_wake(slot: &Slot, waker: &Waker) -> bool {
-        matches!(&*slot.wake.lock(), Wake::Task(w) if w.will_wake(waker))
-    }
-
-    /// Whether the queue has decided `slot`'s outcome, or handed it the turn.
-    pub(crate) fn is_decided(slot: &Slot) -> bool {
-        !matches!(slot.state.load(Ordering::Acquire), WAITING | DONE | BOOKING)
-    }
-
-    /// The outcome, if decided, without taking a turn.
-    fn peek_outcome(slot: &Slot, n: u64) -> Option<Result<(), AcquireError>> {
-        if slot.state.load(Ordering::Acquire) == TURN {
-            return None;
-        }
-        match Self::take_outcome(slot, n) {
-            Polled::Outcome(outcome) => Some(outcome),
-            _ => None,
-        }
-    }
-
-    fn take_outcome(slot: &Slot, n: u64) -> Polled {
-        let outcome = match slot.state.load(Ordering::Acquire) {
-            WAITING | DONE | BOOKING => return Polled::Pending,
-            TURN => {
-                // Only the queue sets TURN and only this waiter leaves it.
-                slot.state.store(BOOKING, Ordering::Release);
-                return Polled::Turn;
-            }
-            GRANTED => Ok(()),
-            CLOSED => Err(AcquireError::Closed),
-            TIMED_OUT => Err(AcquireError::TimedOut),
-            PAST_END => Err(AcquireError::PastClockEnd),
-            _ => Err(AcquireError::Insufficient(
-                crate::decision::InsufficientCapacity::new(
-                    n,
-                    slot.capacity.load(Ordering::Relaxed),
-                ),
-            )),
-        };
-        slot.state.store(DONE, Ordering::Release);
-        Polled::Outcome(outcome)
     }
 
     /// The waiter of `slot`, asking for `n`, left before taking its outcome: it gives
@@ -677,7 +468,7 @@ impl<G: Gate> Waiting<G> {
         (units, first)
     }
 
-    fn publish_len(&self, inner: &Inner) {
+    pub(super) fn publish_len(&self, inner: &Inner) {
         let len = u64::try_from(inner.waiters.len()).unwrap_or(u64::MAX >> 1);
         self.word
             .store(len << 1 | u64::from(inner.closed), Ordering::SeqCst);
@@ -685,7 +476,7 @@ impl<G: Gate> Waiting<G> {
 
     /// Grants, fails and books what the gate allows at `now`, in queue order, and
     /// notes the alarm the queue needs next.
-    fn drain(&self, inner: &mut Inner, now: Nanos, effects: &mut Effects) {
+    pub(super) fn drain(&self, inner: &mut Inner, now: Nanos, effects: &mut Effects) {
         self.expire(inner, now, effects);
         let mut alarm = None;
         if self.is_unfair() && !self.gate.is_remote() {
@@ -733,19 +524,26 @@ impl<G: Gate> Waiting<G> {
             (a, t) => a.or(t),
         };
         if let Some(at) = needed {
-            self.alarm_hint.store(at.as_u64(), Ordering::Relaxed);
-            if inner.alarm_at.is_none_or(|armed| at < armed) {
-                inner.alarm_at = Some(at);
-                effects.alarm = Some(at);
-            }
+            self.arm(inner, at, effects);
         }
         self.publish_len(inner);
+    }
+
+    /// Notes that the queue needs an alarm at `at`: one is set (once the lock is
+    /// released) unless an earlier one is armed, whose ring re-arms what is still
+    /// needed.
+    pub(super) fn arm(&self, inner: &mut Inner, at: Nanos, effects: &mut Effects) {
+        self.alarm_hint.store(at.as_u64(), Ordering::Relaxed);
+        if inner.alarm_at.is_none_or(|armed| at < armed) {
+            inner.alarm_at = Some(at);
+            effects.alarm = Some(at);
+        }
     }
 
     /// Applies the first waiter's booking at `now`: grants, books ahead, fails, or
     /// leaves it waiting. Returns whether the queue must stop there (the first
     /// waiter still waits).
-    fn apply(
+    pub(super) fn apply(
         &self,
         inner: &mut Inner,
         now: Nanos,
@@ -805,80 +603,6 @@ impl<G: Gate> Waiting<G> {
                 false
             }
         }
-    }
-
-    /// The first waiter of a remote gate, holding `slot`, booked `booked` by its round
-    /// trip: the queue applies it as if the gate had decided under the lock, and
-    /// serves the waiters behind.
-    pub(crate) fn settle(&self, slot: &Arc<Slot>, booked: Result<Reservation, Denied>) {
-        let mut effects = Effects::default();
-        {
-            let mut inner = self.inner.lock();
-            // A booked wait counts from now, when the reply is read, not from when
-            // the store decided it, which this process cannot know: late by the
-            // reply's flight, never early.
-            let now = self.gate.now();
-            let first = inner
-                .waiters
-                .front()
-                .is_some_and(|e| Arc::ptr_eq(&e.slot, slot));
-            if first && slot.state.load(Ordering::Acquire) == BOOKING {
-                slot.state.store(WAITING, Ordering::Release);
-                let recheck = std::mem::take(&mut inner.recheck);
-                let mut alarm = None;
-                if !self.apply(&mut inner, now, booked, &mut effects, &mut alarm) {
-                    self.drain(&mut inner, now, &mut effects);
-                } else if recheck
-                    && inner
-                        .waiters
-                        .front()
-                        .is_some_and(|e| e.booked_until.is_none())
-                {
-                    // Denied on a state that a release has changed since.
-                    let head = inner.waiters.front_mut().expect("checked");
-                    Self::hand_turn(head, &mut effects);
-                } else if let Some(at) = alarm {
-                    // `drain` would hand the turn straight back: arm and stop here.
-                    self.alarm_hint.store(at.as_u64(), Ordering::Relaxed);
-                    if inner.alarm_at.is_none_or(|armed| at < armed) {
-                        inner.alarm_at = Some(at);
-                        effects.alarm = Some(at);
-                    }
-                    self.publish_len(&inner);
-                }
-            } else if let Ok(r) = booked {
-                // Closed while the round trip was in flight: give the booking back.
-                self.gate.refund(now, r.permits());
-            }
-        }
-        self.deliver(effects);
-    }
-
-    /// Gives a remote gate's first waiter the turn to book, and wakes it.
-    fn hand_turn(head: &mut Entry, effects: &mut Effects) {
-        head.slot.state.store(TURN, Ordering::Release);
-        let wake = std::mem::replace(&mut *head.slot.wake.lock(), Wake::Nobody);
-        effects.wakes.push(wake);
-    }
-
-    /// The first waiter's round trip failed: it leaves with the error, and the next
-    /// waiter takes the turn.
-    pub(crate) fn settle_failed(&self, slot: &Arc<Slot>) {
-        let mut effects = Effects::default();
-        {
-            let mut inner = self.inner.lock();
-            let now = self.gate.now();
-            slot.state.store(DONE, Ordering::Release);
-            if let Some(index) = inner
-                .waiters
-                .iter()
-                .position(|e| Arc::ptr_eq(&e.slot, slot))
-            {
-                inner.waiters.remove(index);
-                self.drain(&mut inner, now, &mut effects);
-            }
-        }
-        self.deliver(effects);
     }
 
     /// Every waiter that fits now goes, whatever its place.
@@ -988,12 +712,6 @@ impl<G: Gate> Waiting<G> {
         }
     }
 
-    /// Whether `entry` has the turn of a remote gate, or is using it: its round trip,
-    /// bounded by its timeout, settles it, so no timeout alarm is needed for it.
-    fn is_booking(entry: &Entry) -> bool {
-        matches!(entry.slot.state.load(Ordering::Relaxed), TURN | BOOKING)
-    }
-
     /// Fails the unbooked waiters whose deadline has passed.
     fn expire(&self, inner: &mut Inner, now: Nanos, effects: &mut Effects) {
         let expired = |e: &Entry| {
@@ -1014,14 +732,12 @@ impl<G: Gate> Waiting<G> {
     }
 
     fn finish(&self, entry: Entry, outcome: u8, effects: &mut Effects) {
-        entry.slot.state.store(outcome, Ordering::Release);
-        let wake = std::mem::replace(&mut *entry.slot.wake.lock(), Wake::Nobody);
-        effects.wakes.push(wake);
+        effects.wakes.push(entry.slot.post(outcome));
     }
 
     /// Wakes and arms outside the queue lock: a manual clock rings due alarms on the
     /// spot, and a woken waiter may come straight back to the queue.
-    fn deliver(&self, effects: Effects) {
+    pub(super) fn deliver(&self, effects: Effects) {
         // The alarm first: a waker that panics must not leave the queue without one.
         if let (Some(at), Some(me)) = (effects.alarm, self.me.upgrade()) {
             self.gate.set_alarm(at, me);
@@ -1045,5 +761,218 @@ impl<G> fmt::Debug for Waiting<G> {
             .field("waiters", &(word >> 1))
             .field("closed", &(word & 1 != 0))
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::task::Poll;
+    use std::time::Duration;
+
+    use super::super::future::WaitFor;
+    use super::super::testing::{Woken, concurrency, gcra, poll};
+    use super::*;
+    use crate::time::{Clock, ManualClock};
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn waiters_are_served_in_arrival_order() {
+        let clock = ManualClock::new();
+        let queue = concurrency(2, &clock);
+        assert!(queue.try_acquire(2).is_ok());
+        let woken = Woken::new();
+        let mut two = WaitFor::new(&*queue, 2, None);
+        let mut one = WaitFor::new(&*queue, 1, None);
+        let mut other = WaitFor::new(&*queue, 1, None);
+        for wait in [&mut two, &mut one, &mut other] {
+            assert!(poll(wait, &woken).is_pending());
+        }
+        assert_eq!(queue.waiters(), 3);
+        // One permit back fits the waiters behind, but the first needs two.
+        queue.release(1);
+        assert!(queue.try_acquire(1).is_err(), "waiters come first");
+        assert!(poll(&mut one, &woken).is_pending());
+        queue.release(1);
+        assert_eq!(poll(&mut two, &woken), Poll::Ready(Ok(Duration::ZERO)));
+        assert!(poll(&mut one, &woken).is_pending());
+        queue.release(2);
+        assert_eq!(poll(&mut one, &woken), Poll::Ready(Ok(Duration::ZERO)));
+        assert_eq!(poll(&mut other, &woken), Poll::Ready(Ok(Duration::ZERO)));
+        assert_eq!(queue.waiters(), 0);
+    }
+
+    #[test]
+    fn an_unfair_queue_lets_a_waiter_that_fits_go_first() {
+        let clock = ManualClock::new();
+        let queue = concurrency(2, &clock);
+        queue.set_fairness(Fairness::Unfair);
+        assert!(queue.try_acquire(2).is_ok());
+        let woken = Woken::new();
+        let mut two = WaitFor::new(&*queue, 2, None);
+        let mut one = WaitFor::new(&*queue, 1, None);
+        assert!(poll(&mut two, &woken).is_pending());
+        assert!(poll(&mut one, &woken).is_pending());
+        queue.release(1);
+        assert_eq!(poll(&mut one, &woken), Poll::Ready(Ok(Duration::ZERO)));
+        assert!(poll(&mut two, &woken).is_pending());
+    }
+
+    #[test]
+    fn a_cancelled_first_waiter_hands_its_booking_to_the_next() {
+        let clock = ManualClock::new();
+        let queue = gcra(1, 1, &clock);
+        assert!(queue.try_acquire(1).is_ok());
+        let woken = Woken::new();
+        let mut first = WaitFor::new(&*queue, 1, None);
+        let mut next = WaitFor::new(&*queue, 1, None);
+        assert!(poll(&mut first, &woken).is_pending());
+        assert!(poll(&mut next, &woken).is_pending());
+        assert_eq!(queue.queued(), (1, Some(Nanos::new(1_000_000_000))));
+        drop(first);
+        // The booking for 1 s went back, and the next waiter booked it.
+        assert_eq!(queue.waiters(), 1);
+        assert_eq!(queue.queued(), (0, Some(Nanos::new(1_000_000_000))));
+        clock.advance(Duration::from_secs(1));
+        assert_eq!(
+            poll(&mut next, &woken),
+            Poll::Ready(Ok(Duration::from_secs(1)))
+        );
+    }
+
+    #[test]
+    fn a_cancelled_grant_goes_to_the_next_waiter() {
+        let clock = ManualClock::new();
+        let queue = concurrency(1, &clock);
+        assert!(queue.try_acquire(1).is_ok());
+        let woken = Woken::new();
+        let mut granted = WaitFor::new(&*queue, 1, None);
+        let mut next = WaitFor::new(&*queue, 1, None);
+        assert!(poll(&mut granted, &woken).is_pending());
+        assert!(poll(&mut next, &woken).is_pending());
+        queue.release(1);
+        assert_eq!(woken.count(), 1, "the first waiter is woken");
+        // It leaves without taking the permit: the next waiter gets it.
+        drop(granted);
+        assert_eq!(woken.count(), 2);
+        assert_eq!(poll(&mut next, &woken), Poll::Ready(Ok(Duration::ZERO)));
+        assert!(
+            queue.try_acquire(1).is_err(),
+            "the permit was passed on, not freed"
+        );
+    }
+
+    #[test]
+    fn an_alarm_wakes_the_first_waiter_when_its_booking_comes_due() {
+        let clock = ManualClock::new();
+        let queue = gcra(10, 1, &clock);
+        assert!(queue.try_acquire(1).is_ok());
+        let woken = Woken::new();
+        let mut wait = WaitFor::new(&*queue, 1, None);
+        assert!(poll(&mut wait, &woken).is_pending());
+        assert_eq!(clock.next_alarm(), Some(Nanos::new(100_000_000)));
+        clock.advance(ms(99));
+        assert_eq!(woken.count(), 0);
+        assert!(poll(&mut wait, &woken).is_pending());
+        clock.advance(ms(1));
+        assert_eq!(woken.count(), 1);
+        assert_eq!(poll(&mut wait, &woken), Poll::Ready(Ok(ms(100))));
+        assert_eq!(clock.pending_alarms(), 0);
+    }
+
+    #[test]
+    fn an_alarm_at_the_deadline_times_a_waiter_out_and_serves_the_next() {
+        let clock = ManualClock::new();
+        let queue = concurrency(1, &clock);
+        assert!(queue.try_acquire(1).is_ok());
+        let woken = Woken::new();
+        let mut impatient = WaitFor::new(&*queue, 1, Some(ms(50)));
+        let mut patient = WaitFor::new(&*queue, 1, None);
+        assert!(poll(&mut impatient, &woken).is_pending());
+        assert!(poll(&mut patient, &woken).is_pending());
+        assert_eq!(clock.next_alarm(), Some(Nanos::new(50_000_000)));
+        clock.advance(ms(50));
+        assert_eq!(
+            poll(&mut impatient, &woken),
+            Poll::Ready(Err(AcquireError::TimedOut))
+        );
+        queue.release(1);
+        assert_eq!(poll(&mut patient, &woken), Poll::Ready(Ok(ms(50))));
+    }
+
+    #[test]
+    fn a_stale_alarm_finds_nothing_due_and_arms_what_is_still_needed() {
+        let clock = ManualClock::new();
+        let queue = concurrency(1, &clock);
+        assert!(queue.try_acquire(1).is_ok());
+        let woken = Woken::new();
+        let mut soon = WaitFor::new(&*queue, 1, Some(ms(10)));
+        let mut later = WaitFor::new(&*queue, 1, Some(ms(30)));
+        assert!(poll(&mut soon, &woken).is_pending());
+        assert!(poll(&mut later, &woken).is_pending());
+        drop(soon);
+        // The alarm for the first deadline rings for nobody, and arms the second.
+        clock.advance(ms(10));
+        assert_eq!(clock.next_alarm(), Some(Nanos::new(30_000_000)));
+        assert!(poll(&mut later, &woken).is_pending());
+        clock.advance(ms(20));
+        assert_eq!(
+            poll(&mut later, &woken),
+            Poll::Ready(Err(AcquireError::TimedOut))
+        );
+        assert_eq!(clock.pending_alarms(), 0);
+    }
+
+    #[test]
+    fn a_close_fails_every_waiter_and_gives_back_their_bookings() {
+        let clock = ManualClock::new();
+        let queue = gcra(10, 1, &clock);
+        assert!(queue.try_acquire(1).is_ok());
+        let woken = Woken::new();
+        let mut booked = WaitFor::new(&*queue, 1, None);
+        let mut behind = WaitFor::new(&*queue, 1, None);
+        assert!(poll(&mut booked, &woken).is_pending());
+        assert!(poll(&mut behind, &woken).is_pending());
+        queue.close();
+        assert_eq!(
+            poll(&mut booked, &woken),
+            Poll::Ready(Err(AcquireError::Closed))
+        );
+        assert_eq!(
+            poll(&mut behind, &woken),
+            Poll::Ready(Err(AcquireError::Closed))
+        );
+        assert_eq!(queue.try_acquire(1), Err(Denied::Closed));
+        // The booking for 100 ms went back: at 100 ms the gate grants one again.
+        clock.advance(ms(100));
+        assert!(queue.gate.acquire(clock.now(), 1).is_ok());
+    }
+
+    #[test]
+    fn a_bounded_queue_refuses_what_would_overflow_it() {
+        let clock = ManualClock::new();
+        let queue = concurrency(1, &clock);
+        queue.set_max_units(2);
+        assert!(queue.try_acquire(1).is_ok());
+        let woken = Woken::new();
+        let mut two = WaitFor::new(&*queue, 2, None);
+        // More than the limit can ever grant: refused at once.
+        assert_eq!(
+            poll(&mut two, &woken),
+            Poll::Ready(Err(AcquireError::Insufficient(
+                crate::decision::InsufficientCapacity::new(2, 1)
+            )))
+        );
+        let mut first = WaitFor::new(&*queue, 1, None);
+        let mut second = WaitFor::new(&*queue, 1, None);
+        let mut third = WaitFor::new(&*queue, 1, None);
+        assert!(poll(&mut first, &woken).is_pending());
+        assert!(poll(&mut second, &woken).is_pending());
+        assert_eq!(
+            poll(&mut third, &woken),
+            Poll::Ready(Err(AcquireError::QueueFull { capacity: 2 }))
+        );
     }
 }

@@ -23,8 +23,9 @@ use crate::sync::unmodeled::OnceLock;
 use crate::sync::{Arc, Mutex, MutexGuard};
 use crate::time::{Alarm, Clock, MonotonicClock, Nanos};
 use crate::wait::future::WaitFor;
-use crate::wait::keyed::{Joined, Queues};
-use crate::wait::queue::{Gate, RemoteBooking};
+use crate::wait::gate::Gate;
+use crate::wait::per_key::{Joined, Queues};
+use crate::wait::round_trip::RemoteBooking;
 
 const SCRIPT: &str = include_str!("batched.lua");
 
@@ -139,7 +140,7 @@ const NOT_NOW: Duration = Duration::from_millis(10);
 /// ```
 pub struct BatchedLimiter<Conn, C = MonotonicClock> {
     node: Node<Conn, C>,
-    queues: Arc<Queues<String, KeyGate<Conn, C>>>,
+    queues: Arc<Queues<String, BatchedGate<Conn, C>>>,
 }
 
 /// This process's side of the limit: the rule, the counts and the connection.
@@ -771,9 +772,9 @@ where
         WaitFor::new(self.join(tag), n, Some(timeout)).block()
     }
 
-    fn join(&self, tag: &str) -> Joined<String, KeyGate<Conn, C>> {
+    fn join(&self, tag: &str) -> Joined<String, BatchedGate<Conn, C>> {
         let tag = tag.to_owned();
-        self.queues.join(&tag, || KeyGate {
+        self.queues.join(&tag, || BatchedGate {
             node: self.node.clone(),
             tag: tag.clone(),
         })
@@ -808,7 +809,7 @@ where
     Conn: ConnectionLike + Clone + Send + Sync + 'static,
     C: Clock,
 {
-    wait: WaitFor<Joined<String, KeyGate<Conn, C>>, KeyGate<Conn, C>>,
+    wait: WaitFor<Joined<String, BatchedGate<Conn, C>>, BatchedGate<Conn, C>>,
 }
 
 impl<Conn, C> Future for BatchedAcquire<Conn, C>
@@ -887,14 +888,14 @@ fn emit(events: &Events, tag: &str, n: u64, kind: EventKind) {
     events.emit_keyed(tag, n, kind);
 }
 
-/// One tag's side of the limiter, as its queue sees it: decided by the first waiter,
-/// with a round trip when a sync is due.
-struct KeyGate<Conn, C> {
+/// One tag's side of a [`BatchedLimiter`], as the tag's queue sees it: decided by the
+/// first waiter, with a round trip when a sync is due.
+struct BatchedGate<Conn, C> {
     node: Node<Conn, C>,
     tag: String,
 }
 
-impl<Conn, C> KeyGate<Conn, C>
+impl<Conn, C> BatchedGate<Conn, C>
 where
     Conn: ConnectionLike + Clone + Send + Sync + 'static,
     C: Clock,
@@ -909,7 +910,7 @@ where
     }
 }
 
-impl<Conn, C> Gate for KeyGate<Conn, C>
+impl<Conn, C> Gate for BatchedGate<Conn, C>
 where
     Conn: ConnectionLike + Clone + Send + Sync + 'static,
     C: Clock,

@@ -8,8 +8,9 @@ use std::fmt;
 use std::hash::Hash;
 use std::ops::Deref;
 
+use super::gate::Gate;
+use super::queue::Waiting;
 use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, Ordering};
-use crate::wait::queue::{Gate, Waiting};
 
 /// The queues of the keys that have waiters.
 pub(crate) struct Queues<K, G> {

@@ -19,17 +19,17 @@ use crate::permits::{Decided, GiveBack, Grant, PermitFuture, PermitSource, Relea
 use crate::sync::Arc;
 use crate::time::{Alarm, Clock, Nanos};
 use crate::wait::future::WaitFor;
-use crate::wait::keyed::Joined;
-use crate::wait::queue::Gate;
+use crate::wait::gate::Gate;
+use crate::wait::per_key::Joined;
 
-/// One key's side of the limiter, as its queue sees it: decided in the table, under
-/// the shard's lock, like any other decision on the key.
-pub(crate) struct KeyGate<K, A: Algorithm, C> {
+/// One key's side of a [`KeyedLimiter`], as the key's queue sees it: decided in the
+/// table, under the shard's lock, like any other decision on the key.
+pub(crate) struct KeyedGate<K, A: Algorithm, C> {
     inner: Arc<Inner<K, A, C>>,
     key: K,
 }
 
-impl<K, A, C> Gate for KeyGate<K, A, C>
+impl<K, A, C> Gate for KeyedGate<K, A, C>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
     A: Algorithm,
@@ -239,8 +239,8 @@ where
         self.queues.waiters()
     }
 
-    fn join(&self, key: K) -> Joined<K, KeyGate<K, A, C>> {
-        self.queues.join(&key, || KeyGate {
+    fn join(&self, key: K) -> Joined<K, KeyedGate<K, A, C>> {
+        self.queues.join(&key, || KeyedGate {
             inner: Arc::clone(&self.inner),
             key: key.clone(),
         })
@@ -263,7 +263,7 @@ where
 }
 
 /// A wait in one key's queue.
-type KeyWait<K, A, C> = WaitFor<Joined<K, KeyGate<K, A, C>>, KeyGate<K, A, C>>;
+type KeyWait<K, A, C> = WaitFor<Joined<K, KeyedGate<K, A, C>>, KeyedGate<K, A, C>>;
 
 impl<K, A, C> Future for KeyedAcquire<K, A, C>
 where
