@@ -71,6 +71,12 @@ impl<R: Deref<Target = Waiting<G>>, G: Gate> WaitFor<R, G> {
                     .map_err(AcquireError::widen),
                 false,
             ),
+            Begin::Decided(outcome, since) => self.end(
+                outcome
+                    .map(|()| self.waiting.gate.now().saturating_since(since))
+                    .map_err(AcquireError::widen),
+                true,
+            ),
             // The time the queue counted the deadline from: a reading taken
             // after `begin` could already be past an alarm rung meanwhile.
             Begin::Waiting(slot, since) => self.queued(slot, since, cx),

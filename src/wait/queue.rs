@@ -77,7 +77,11 @@ pub(crate) struct Waiting<G> {
 
 /// What starting to wait gave.
 pub(crate) enum Begin {
+    /// Decided without queueing.
     Ready(Result<(), AcquireError>),
+    /// Queued at the time given, then decided before `begin` returned: an alarm
+    /// already due when armed rings at once, so the wait ran from then to now.
+    Decided(Result<(), AcquireError>, Nanos),
     /// Queued at the time given, which its deadline counts from.
     Waiting(Arc<Slot>, Nanos),
 }
@@ -313,7 +317,7 @@ impl<G: Gate> Waiting<G> {
         }
         self.deliver(effects);
         match slot.peek_outcome(n) {
-            Some(outcome) => Begin::Ready(outcome),
+            Some(outcome) => Begin::Decided(outcome, now),
             None => Begin::Waiting(slot, now),
         }
     }
@@ -801,6 +805,46 @@ mod tests {
         queue.release(2);
         assert_eq!(poll(&mut one, &woken), Poll::Ready(Ok(Duration::ZERO)));
         assert_eq!(poll(&mut other, &woken), Poll::Ready(Ok(Duration::ZERO)));
+        assert_eq!(queue.waiters(), 0);
+    }
+
+    /// A manual clock that another thread moves to the alarm's deadline just before
+    /// the alarm is armed: the alarm is due when set, and rings at once.
+    #[derive(Clone, Debug)]
+    struct MovedWhileArming(ManualClock);
+
+    impl Clock for MovedWhileArming {
+        fn now(&self) -> Nanos {
+            self.0.now()
+        }
+
+        fn unix_origin(&self) -> Duration {
+            self.0.unix_origin()
+        }
+
+        fn set_alarm(&self, deadline: Nanos, alarm: Arc<dyn crate::time::Alarm>) {
+            self.0.advance(deadline.saturating_since(self.0.now()));
+            self.0.set_alarm(deadline, alarm)
+        }
+    }
+
+    #[test]
+    fn a_wait_granted_while_it_queues_counts_the_time_it_waited() {
+        // Regression: granted by its own alarm before `begin` returned, the wait was
+        // reported as not having waited at all (0 ns instead of 100 ms).
+        let clock = MovedWhileArming(ManualClock::new());
+        let quota = crate::quota::Quota::per_second(10)
+            .unwrap()
+            .burst(1)
+            .unwrap();
+        let queue = Waiting::new(crate::engine::Core::new(
+            crate::algorithm::Gcra::new(quota),
+            clock.clone(),
+        ));
+        assert!(queue.try_acquire(1).is_ok());
+        let woken = Woken::new();
+        let mut wait = WaitFor::new(&*queue, 1, Some(ms(150)));
+        assert_eq!(poll(&mut wait, &woken), Poll::Ready(Ok(ms(100))));
         assert_eq!(queue.waiters(), 0);
     }
 
