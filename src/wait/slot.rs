@@ -126,13 +126,21 @@ impl Slot {
 
     #[inline]
     fn take_outcome(&self, n: u64) -> Polled {
-        let outcome = match self.state.load(Ordering::Acquire) {
-            WAITING | DONE | BOOKING => return Polled::Pending,
-            TURN => {
-                // Only the queue sets TURN and only this waiter leaves it.
-                self.state.store(BOOKING, Ordering::Release);
-                return Polled::Turn;
+        let mut state = self.state.load(Ordering::Acquire);
+        if state == TURN {
+            // Only this waiter leaves TURN for BOOKING, but `close` may post CLOSED
+            // meanwhile: a plain store would overwrite it and leave the waiter
+            // pending after its round trip's booking is refunded.
+            match self
+                .state
+                .compare_exchange(TURN, BOOKING, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return Polled::Turn,
+                Err(now) => state = now,
             }
+        }
+        let outcome = match state {
+            WAITING | DONE | BOOKING | TURN => return Polled::Pending,
             GRANTED => Ok(()),
             CLOSED => Err(AcquireError::Closed),
             TIMED_OUT => Err(AcquireError::TimedOut),
