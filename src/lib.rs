@@ -22,6 +22,8 @@
 //!   (module `config`, feature `config`).
 //! - **Shaping** ([`shape`]): streams throttled per item or by cost, and tokio /
 //!   futures-io readers and writers held to bytes per second.
+//! - **Outbound rates** ([`outbound`]): a client's rate learned from the partner's
+//!   answers (CUBIC, SRE throttling).
 //! - **Load shedding** ([`shed`]): criticality classes, Stripe's fleet-usage and
 //!   worker-utilisation shedders, shadow mode and a kill switch.
 //! - **Observability** ([`observe`]): events to subscribe to, `metrics` counters
@@ -83,6 +85,7 @@ pub mod keyed;
 mod leaky_queue;
 mod limiter;
 pub mod observe;
+pub mod outbound;
 mod permits;
 mod quota;
 pub mod semaphore;

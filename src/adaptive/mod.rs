@@ -40,7 +40,6 @@ mod acquire;
 mod feedback;
 pub mod limit;
 mod limiter;
-pub mod outbound;
 pub mod partition;
 mod partitioned;
 mod permit;

@@ -236,7 +236,7 @@ pub enum EventKind {
     /// request's criticality class.
     WouldShed,
     /// An outbound rate learned from a partner's answers moved
-    /// ([`LearnedRate`](crate::adaptive::outbound::LearnedRate)); `permits` is 0.
+    /// ([`LearnedRate`](crate::outbound::LearnedRate)); `permits` is 0.
     /// A rate is given as the time between calls at that rate (one second divided
     /// by the calls a second, to the nanosecond), `None` while every call goes.
     RateChanged {

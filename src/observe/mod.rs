@@ -29,9 +29,9 @@
 //!   names. Without a subscriber `tracing` costs its own callsite checks only.
 //!
 //! The outbound learners report too:
-//! [`LearnedRate::with_events`](crate::adaptive::outbound::LearnedRate::with_events)
+//! [`LearnedRate::with_events`](crate::outbound::LearnedRate::with_events)
 //! adds [`RateChanged`](EventKind::RateChanged) to its limiter's decisions, and
-//! [`SreThrottle::with_events`](crate::adaptive::outbound::SreThrottle::with_events)
+//! [`SreThrottle::with_events`](crate::outbound::SreThrottle::with_events)
 //! reports each call it admits or refuses locally.
 //!
 //! On every limiter, clones share the hub and the first hub attached stays. A load

@@ -6,8 +6,8 @@ use tower_layer::Layer;
 
 use super::Throttle;
 use super::pause::{Backoff, Shared};
-use crate::adaptive::outbound::{Feedback, FeedbackHandle};
 use crate::error::ConfigError;
+use crate::outbound::{Feedback, FeedbackHandle};
 use crate::sync::Arc;
 use crate::time::{Clock, MonotonicClock, Nanos};
 
@@ -211,10 +211,10 @@ impl<P, C: Clock> ThrottleLayer<P, C> {
     }
 
     /// Reports the answer to every call to `feedback`, read from the response by
-    /// [`Answer::from_response`](crate::adaptive::outbound::Answer::from_response):
+    /// [`Answer::from_response`](crate::outbound::Answer::from_response):
     /// for a source that learns from answers, such as a
-    /// [`LearnedRate`](crate::adaptive::outbound::LearnedRate) or an
-    /// [`SreThrottle`](crate::adaptive::outbound::SreThrottle) (give it a clone of
+    /// [`LearnedRate`](crate::outbound::LearnedRate) or an
+    /// [`SreThrottle`](crate::outbound::SreThrottle) (give it a clone of
     /// the source). A call that fails without a response reports nothing. Replaces
     /// any feedback set before, for this value and the services it makes.
     ///
@@ -222,7 +222,7 @@ impl<P, C: Clock> ThrottleLayer<P, C> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use tollgate::adaptive::outbound::{LearnedRate, LearningConfig};
+    /// use tollgate::outbound::{LearnedRate, LearningConfig};
     /// use tollgate::http::client::ThrottleLayer;
     /// use tollgate::time::ManualClock;
     ///

@@ -36,8 +36,8 @@
 //!    grows: a shorter answer does not cut a longer pause short.
 //! 6. With a [`feedback`](ThrottleLayer::feedback) set, it reports the answer to it
 //!    (throttled or not, and the limits the fields announce): how a
-//!    [`LearnedRate`](crate::adaptive::outbound::LearnedRate) learns the server's
-//!    rate and an [`SreThrottle`](crate::adaptive::outbound::SreThrottle) counts
+//!    [`LearnedRate`](crate::outbound::LearnedRate) learns the server's
+//!    rate and an [`SreThrottle`](crate::outbound::SreThrottle) counts
 //!    what the server accepts. Given an [`Events`](crate::observe::Events) hub
 //!    (their `with_events`), they report through it each call they let through or
 //!    refuse locally, and a `LearnedRate` each change of its rate.

@@ -10,7 +10,7 @@ use tower_service::Service;
 use super::layer::Settings;
 use super::pause::Shared;
 use super::{Cost, ThrottleError, ThrottleFuture};
-use crate::adaptive::outbound::{Answer, FeedbackHandle};
+use crate::outbound::{Answer, FeedbackHandle};
 use crate::permits::PermitSource;
 use crate::store::StoreError;
 use crate::sync::Arc;
