@@ -1,7 +1,7 @@
 //! The outbound learners under the client layer: a tower service that answers 429
 //! when called faster than N a second (a GCRA on the same `ManualClock`), called
 //! back to back by one greedy client, each answer taking a millisecond.
-#![cfg(feature = "http")]
+#![cfg(all(feature = "http", feature = "outbound"))]
 
 use std::convert::Infallible;
 use std::future::Future;

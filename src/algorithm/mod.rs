@@ -44,8 +44,17 @@
 //! cache and the rules file read these facts through [`Rule`] and [`RuleKind`]; none
 //! needs a line of its own for a new algorithm.
 //!
-//! [`Rule`]: crate::store::Rule
-//! [`RuleKind`]: crate::store::RuleKind
+#![cfg_attr(
+    feature = "store",
+    doc = "[`Rule`]: crate::store::Rule",
+    doc = "[`RuleKind`]: crate::store::RuleKind"
+)]
+// Without the store, the names go to the list of features.
+#![cfg_attr(
+    not(feature = "store"),
+    doc = "[`Rule`]: crate#features",
+    doc = "[`RuleKind`]: crate#features"
+)]
 
 use std::fmt;
 use std::time::Duration;
@@ -122,7 +131,7 @@ pub trait Algorithm: Clone + Send + Sync + fmt::Debug + 'static {
     /// their holder ([`refund`](Algorithm::refund)) when it ends, rather than freed by
     /// time, as a concurrency limit's. A grant of a keyed source over such an
     /// algorithm ([`KeyedLimiter`](crate::KeyedLimiter),
-    /// [`SharedLimiter`](crate::store::SharedLimiter)) then gives its permits back
+    /// `SharedLimiter`) then gives its permits back
     /// when dropped, so that an integration holding it while the work lasts (the
     /// HTTP server layer, to the end of the response body) releases them. The default
     /// is no: time frees them.
@@ -264,7 +273,7 @@ pub(crate) trait Facts: Algorithm {
     ///
     /// # Errors
     ///
-    /// As [`Rule::per_node`](crate::store::Rule::per_node).
+    /// As `Rule::per_node`.
     fn per_node(&self, share: Share) -> Result<Self, ConfigError>;
 
     /// The parameters its Lua twin reads, in the twin's order.

@@ -53,7 +53,7 @@ impl Default for LearningConfig {
 
 impl LearningConfig {
     /// The longest any setting may make a call wait, as the crate's other waits
-    /// ([`WhenLimited::MAX_TIMEOUT`](crate::adaptive::WhenLimited::MAX_TIMEOUT)): an
+    /// (`adaptive::WhenLimited::MAX_TIMEOUT`): an
     /// hour. It bounds [`max_pause`](LearningConfig::max_pause) and
     /// [`measure_every`](LearningConfig::measure_every), and
     /// [`min_rate`](LearningConfig::min_rate) is at least one call in it.

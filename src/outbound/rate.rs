@@ -215,7 +215,7 @@ impl<C: Clock> LearnedRate<C> {
     /// Reports to `events`: every decision on a call (admitted at once, after a
     /// wait, or refused locally, as a [`Limiter`]'s are), and every change of the
     /// learned rate ([`EventKind::RateChanged`], the rate as the time between calls).
-    /// Subscribe a [`MetricsRecorder`](crate::observe::Events::record_metrics) for
+    /// Subscribe a `MetricsRecorder` (feature `metrics`) for
     /// metrics: the rate is the gauge `tollgate_outbound_rate`, local refusals
     /// count in `tollgate_denied_total`.
     ///

@@ -48,8 +48,8 @@ impl Default for SreConfig {
 
 impl SreConfig {
     /// The most buckets a window may have, as for
-    /// [`SystemRule`](crate::shed::system::SystemRule)'s window
-    /// ([`MAX_BUCKETS`](crate::shed::system::MAX_BUCKETS)): each is kept in memory
+    /// `shed::system::SystemRule`'s window
+    /// (`shed::system::MAX_BUCKETS`): each is kept in memory
     /// and cleared as the window moves.
     ///
     /// # Examples
@@ -285,7 +285,7 @@ impl<C: Clock> SreThrottle<C> {
     /// or [`Denied`](EventKind::Denied) with [`DenyReason::Limited`](crate::observe::DenyReason::Limited)
     /// and the `retry_after` of the refusal for a call refused locally (never sent).
     /// A call given back ([`refund`](PermitSource::refund)) reports nothing.
-    /// Subscribe a [`MetricsRecorder`](crate::observe::Events::record_metrics) for
+    /// Subscribe a `MetricsRecorder` (feature `metrics`) for
     /// metrics: local refusals count in `tollgate_denied_total`.
     ///
     /// Clones share the throttle and its events; it reports to one hub, and on one

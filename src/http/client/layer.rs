@@ -7,6 +7,7 @@ use tower_layer::Layer;
 use super::Throttle;
 use super::pause::{Backoff, Shared};
 use crate::error::ConfigError;
+#[cfg(feature = "outbound")]
 use crate::outbound::{Feedback, FeedbackHandle};
 use crate::sync::Arc;
 use crate::time::{Clock, MonotonicClock, Nanos};
@@ -44,6 +45,7 @@ const LONGEST_PAUSE: Duration = Duration::from_secs(3600);
 pub struct ThrottleLayer<P, C = MonotonicClock> {
     pub(super) shared: Arc<Shared<P, C>>,
     pub(super) settings: Settings,
+    #[cfg(feature = "outbound")]
     pub(super) feedback: Option<FeedbackHandle>,
 }
 
@@ -109,6 +111,7 @@ impl<P, C: Clock> ThrottleLayer<P, C> {
                     max: DEFAULT_MAX_PAUSE,
                 },
             },
+            #[cfg(feature = "outbound")]
             feedback: None,
         }
     }
@@ -231,6 +234,7 @@ impl<P, C: Clock> ThrottleLayer<P, C> {
     /// let layer = ThrottleLayer::with_clock(rate.clone(), clock).feedback(rate);
     /// # drop(layer);
     /// ```
+    #[cfg(feature = "outbound")]
     pub fn feedback(mut self, feedback: impl Feedback) -> ThrottleLayer<P, C> {
         self.feedback = Some(FeedbackHandle::new(feedback));
         self
@@ -305,6 +309,7 @@ impl<P, C> Clone for ThrottleLayer<P, C> {
         ThrottleLayer {
             shared: Arc::clone(&self.shared),
             settings: self.settings,
+            #[cfg(feature = "outbound")]
             feedback: self.feedback.clone(),
         }
     }
@@ -318,6 +323,7 @@ impl<S, P, C> Layer<S> for ThrottleLayer<P, C> {
             inner,
             shared: Arc::clone(&self.shared),
             settings: self.settings,
+            #[cfg(feature = "outbound")]
             feedback: self.feedback.clone(),
         }
     }

@@ -147,7 +147,7 @@ impl<L: Limits + ?Sized> RateLimitLayer<L> {
     /// Reports every decision to `events`: one [`Admitted`](EventKind::Admitted) or
     /// [`Denied`](EventKind::Denied) per request (counting requests, not their cost;
     /// a request no limit applies to, or that could not be checked, is not reported).
-    /// With feature `metrics`, [`Events::record_metrics`] turns them into counters.
+    /// With feature `metrics`, `Events::record_metrics` turns them into counters.
     /// Give the layer a hub of its own: a hub also attached to its
     /// [`SharedLimiter`](crate::store::SharedLimiter) would hear each request twice.
     ///
