@@ -141,7 +141,7 @@ impl Admitted {
 
     /// Which rule this admission describes, by its index among the rules decided
     /// together: an [`AllOf`](crate::algorithm::AllOf)'s rules, or a store request's
-    /// checks (a [`SharedLimiter`](crate::store::SharedLimiter)'s rules, a rules
+    /// checks (a `SharedLimiter`'s rules, a rules
     /// file's matched limits). It is the rule with the fewest permits remaining (the
     /// first on a tie), whose limit, remaining, reset and next permit the decision
     /// reports: the policy an HTTP `RateLimit` field names. 0 for a single rule.

@@ -184,7 +184,7 @@ impl std::error::Error for InsufficientCapacity {}
 ///
 /// `E` is what the permit source itself can fail with: nothing for an in-process
 /// limiter ([`Infallible`], the default), a
-/// [`StoreError`](crate::store::StoreError) for a limit kept in a store.
+/// `StoreError` for a limit kept in a store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum AcquireError<E = Infallible> {
@@ -246,10 +246,9 @@ impl<E> AcquireError<E> {
     ///
     /// ```
     /// use tollgate::AcquireError;
-    /// use tollgate::store::StoreError;
     ///
     /// let local: AcquireError = AcquireError::TimedOut;
-    /// let widened: AcquireError<StoreError> = local.map_source(|never| match never {});
+    /// let widened: AcquireError<std::io::Error> = local.map_source(|never| match never {});
     /// assert!(matches!(widened, AcquireError::TimedOut));
     /// ```
     pub fn map_source<F>(self, f: impl FnOnce(E) -> F) -> AcquireError<F> {

@@ -12,27 +12,41 @@
 //!   [`LeakyQueue::enqueue`]): FIFO-fair, cancellation-safe, with fail-fast timeouts,
 //!   on any executor or a plain thread; one [`Scheduler`](time::Scheduler) thread rings
 //!   the alarms of every waiting limiter, and idle limiters cost nothing.
-//! - **Shared limits** ([`store`]): the same algorithms over a
-//!   [`Store`](store::Store) — in memory, or in Redis / Redis Cluster (feature
-//!   `redis`) as Lua scripts that are the same state machines, all rules of a request
-//!   in one atomic round trip on the server's clock.
+//! - **Shared limits** ([`store`], feature `store`): the same algorithms over a
+//!   [`Store`] — in memory, or in Redis / Redis Cluster (feature `redis`) as Lua
+//!   scripts that are the same state machines, all rules of a request in one atomic
+//!   round trip on the server's clock.
 //! - **HTTP** (module `http`, feature `http`): a tower layer for servers answering 429
 //!   with `Retry-After` and the IETF `RateLimit` fields, and one for clients that waits
 //!   for permits and pauses on 429; rules from an envoy-style YAML file
 //!   (module `config`, feature `config`).
 //! - **Shaping** ([`shape`]): streams throttled per item or by cost, and tokio /
 //!   futures-io readers and writers held to bytes per second.
-//! - **Load shedding** ([`shed`]): criticality classes, Stripe's fleet-usage and
-//!   worker-utilisation shedders, shadow mode and a kill switch.
+//! - **Adaptive concurrency** ([`adaptive`], feature `adaptive`): limits that
+//!   follow the service's latency (Netflix's and Envoy's algorithms).
+//! - **Outbound rates** ([`outbound`], feature `outbound`): a client's rate
+//!   learned from the partner's answers (CUBIC, SRE throttling).
+//! - **Load shedding** ([`shed`], feature `shed`): criticality classes, Stripe's
+//!   fleet-usage and worker-utilisation shedders, shadow mode and a kill switch.
 //! - **Observability** ([`observe`]): events to subscribe to, `metrics` counters
 //!   (feature `metrics`) and `tracing` spans.
+//!
+//! # Features
+//!
+//! None is on by default: the core above (the algorithms, [`Limiter`],
+//! [`KeyedLimiter`], [`Semaphore`], [`LeakyQueue`], [`shape`], [`observe`]) builds
+//! alone. Each family is one feature away: `adaptive`, `outbound`, `shed`, `store`;
+//! `redis`, `http` and `config` bring `store` with them. In `http`, the layers of a
+//! family (`http::adaptive`, `http::shed`, the client's `feedback`) come with that
+//! family's feature. `tokio` and `futures-io` shape their readers and writers,
+//! `axum` reads its peer address, `metrics` records through the `metrics` facade.
 //!
 //! # Names
 //!
 //! A method's name says what it does with permits, the same on every type; whether it
 //! is `async` follows from where the state is, never from the name:
 //!
-//! | name | what it does | in process ([`Limiter`], [`KeyedLimiter`], [`Semaphore`]) | over a store ([`SharedLimiter`](store::SharedLimiter), `BatchedLimiter`) |
+//! | name | what it does | in process ([`Limiter`], [`KeyedLimiter`], [`Semaphore`]) | over a store ([`SharedLimiter`], `BatchedLimiter`) |
 //! |---|---|---|---|
 //! | `try_acquire` | decides now, never waits, no I/O | sync: a [`Decision`], or a semaphore's permit | sync, `None` when only a round trip can decide |
 //! | `check` | decides by one round trip, never waits for permits | — | `async` |
@@ -67,7 +81,7 @@
 //!
 //! Every limiter is a [`PermitSource`]: [`Limiter`], [`LeakyQueue`], `Arc<Semaphore>`
 //! (whose grants are guards that give the permits back when dropped), and, per key,
-//! [`KeyedLimiter`] and [`SharedLimiter`](store::SharedLimiter). The integrations
+//! [`KeyedLimiter`] and [`SharedLimiter`]. The integrations
 //! take any of them: the shapers ([`shape`]), the HTTP client layer
 //! ([`for_key`](PermitSource::for_key) fixes a keyed source's key) and the server
 //! layer (`RateLimitLayer::keyed` over a source keyed by `str`,
@@ -113,7 +127,7 @@
 //! - `acquire(n).await`, `acquire_timeout`, `acquire_blocking` on every [`Limiter`], on
 //!   [`Semaphore`] (permits returned on drop), on [`LeakyQueue`]
 //!   ([`enqueue`](LeakyQueue::enqueue): a bounded queue leaving at a constant rate),
-//!   and per key on [`KeyedLimiter`] and [`SharedLimiter`](store::SharedLimiter) (one
+//!   and per key on [`KeyedLimiter`] and [`SharedLimiter`] (one
 //!   queue per key with waiters; a store's first waiter books by a round trip). Every
 //!   one of them waits through the same queue and scheduler.
 //! - **FIFO-fair** by default: a waiting request for 10 is not overtaken by later
@@ -131,6 +145,23 @@
 //!   tests are deterministic.
 //! - Runs on any executor: tokio (multi-thread and current-thread), `futures`'
 //!   executors, or plain threads.
+//!
+// Without its feature, a family's module is not in the docs: its links go to the
+// list of features instead.
+#![cfg_attr(not(feature = "adaptive"), doc = "[`adaptive`]: #features")]
+#![cfg_attr(not(feature = "outbound"), doc = "[`outbound`]: #features")]
+#![cfg_attr(not(feature = "shed"), doc = "[`shed`]: #features")]
+#![cfg_attr(not(feature = "store"), doc = "[`store`]: #features")]
+#![cfg_attr(
+    feature = "store",
+    doc = "[`Store`]: store::Store",
+    doc = "[`SharedLimiter`]: store::SharedLimiter"
+)]
+#![cfg_attr(
+    not(feature = "store"),
+    doc = "[`Store`]: #features",
+    doc = "[`SharedLimiter`]: #features"
+)]
 #![warn(
     missing_docs,
     missing_debug_implementations,
@@ -138,7 +169,16 @@
     unreachable_pub
 )]
 #![forbid(unsafe_code)]
+// Parts of the core serve only two families: the algorithms' facts and the table's
+// removal the stores use, and the semaphore's, wait queue's and coarse clock's parts
+// the adaptive limiters use. Unused while those are off; dead code is found with
+// every feature on, as clippy runs in CI.
+#![cfg_attr(
+    not(all(feature = "adaptive", feature = "store")),
+    allow(dead_code, unused_imports)
+)]
 
+#[cfg(feature = "adaptive")]
 pub mod adaptive;
 pub mod algorithm;
 #[cfg(feature = "config")]
@@ -152,11 +192,15 @@ pub mod keyed;
 mod leaky_queue;
 mod limiter;
 pub mod observe;
+#[cfg(feature = "outbound")]
+pub mod outbound;
 mod permits;
 mod quota;
 pub mod semaphore;
 pub mod shape;
+#[cfg(feature = "shed")]
 pub mod shed;
+#[cfg(feature = "store")]
 pub mod store;
 mod sync;
 mod table;
@@ -171,6 +215,7 @@ pub mod prelude {
 
 /// The named futures returned by the `acquire` methods.
 pub mod futures {
+    #[cfg(feature = "adaptive")]
     pub use crate::adaptive::AdaptiveAcquire;
     pub use crate::keyed::acquire::KeyedAcquire;
     pub use crate::leaky_queue::Enqueue;
@@ -178,6 +223,7 @@ pub mod futures {
     pub use crate::semaphore::{AcquireOwnedPermit, AcquirePermit};
     #[cfg(feature = "redis")]
     pub use crate::store::hybrid::batched::BatchedAcquire;
+    #[cfg(feature = "store")]
     pub use crate::store::limiter::SharedAcquire;
 }
 
@@ -192,7 +238,17 @@ pub use semaphore::Semaphore;
 pub use table::{KeyedConfig, WhenFull};
 pub use wait::Fairness;
 
-/// The README's examples, compiled and run as doctests.
-#[cfg(doctest)]
+/// The README's examples, compiled and run as doctests. They show the families and
+/// the integrations, so they run with those features on, as the README's test
+/// command (`cargo test --all-features`) has them.
+#[cfg(all(
+    doctest,
+    feature = "adaptive",
+    feature = "outbound",
+    feature = "shed",
+    feature = "redis",
+    feature = "http",
+    feature = "config"
+))]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;

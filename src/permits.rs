@@ -20,7 +20,7 @@ pub type PermitFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 /// `Key` selects a limit: `()` for a single limiter ([`Limiter`](crate::Limiter),
 /// [`Semaphore`](crate::Semaphore) behind an `Arc`, [`LeakyQueue`](crate::LeakyQueue)),
 /// the key for a keyed one ([`KeyedLimiter`](crate::KeyedLimiter) under any form its
-/// keys borrow as, `str` for a [`SharedLimiter`](crate::store::SharedLimiter)).
+/// keys borrow as, `str` for a `SharedLimiter`).
 /// [`for_key`](PermitSource::for_key) fixes a key, making a keyed source a single one.
 ///
 /// What a grant hands over is a [`Permit`](PermitSource::Permit): nothing to hold for
@@ -52,7 +52,7 @@ pub trait PermitSource<Key: ?Sized = ()>: Send + Sync + 'static {
     /// What a grant hands over, held while the admitted work lasts.
     type Permit: Send + 'static;
     /// What the source itself can fail with: [`Infallible`](std::convert::Infallible)
-    /// in process, a [`StoreError`](crate::store::StoreError) for a store.
+    /// in process, a `StoreError` for a store.
     type Error: std::error::Error + Send + Sync + 'static;
 
     /// The most permits one request can ever be granted.
@@ -149,11 +149,10 @@ pub trait PermitSource<Key: ?Sized = ()>: Send + Sync + 'static {
     ///
     /// ```
     /// use tollgate::algorithm::Gcra;
-    /// use tollgate::store::{MemoryStore, SharedLimiter};
-    /// use tollgate::{KeyedConfig, PermitSource, Quota};
+    /// use tollgate::{KeyedConfig, KeyedLimiter, PermitSource, Quota};
     ///
-    /// let store = MemoryStore::new(KeyedConfig::new(100), "clients")?;
-    /// let limiter = SharedLimiter::new(store, Gcra::new(Quota::per_second(5)?))?;
+    /// let limiter: KeyedLimiter<String, Gcra> =
+    ///     KeyedLimiter::new(Gcra::new(Quota::per_second(5)?), KeyedConfig::new(100))?;
     /// let api = limiter.for_key("api.example.com");
     /// assert!(matches!(api.decide_now(&(), 1), Some(Ok(Ok(_)))));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -292,7 +291,7 @@ where
 
 /// A single [`PermitSource`] that serves every key alike: one limit shared by all
 /// keys, for an integration that asks a keyed source (the HTTP server layer's
-/// [`RateLimitLayer::global`](crate::http::server::RateLimitLayer::global) wraps its
+/// `RateLimitLayer::global` wraps its
 /// source in one). The reverse of [`ForKey`].
 ///
 /// # Examples
@@ -366,7 +365,7 @@ impl<S: PermitSource, Key: ?Sized> PermitSource<Key> for EveryKey<S> {
 
 /// Permits held while the work they admit lasts, given back when this is dropped:
 /// what a grant of a [`KeyedLimiter`](crate::KeyedLimiter) or a
-/// [`SharedLimiter`](crate::store::SharedLimiter) hands over. Over a concurrency limit
+/// `SharedLimiter` hands over. Over a concurrency limit
 /// (an algorithm whose permits are [held](crate::algorithm::Algorithm::HELD), such as
 /// [`Concurrency`](crate::algorithm::Concurrency) or a store's
 /// [`Leased`](crate::algorithm::Leased) rule) it gives the key's permits back; over a

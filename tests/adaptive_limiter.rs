@@ -5,6 +5,7 @@
 //! are ported where they apply: their `SettableLimit` is [`Settable`] (applied by the
 //! next outcome or `tick`, where upstream's notifies at once), their timed waits are
 //! steps of the manual clock, and their threads are futures polled in a fixed order.
+#![cfg(feature = "adaptive")]
 
 use std::future::Future;
 use std::pin::Pin;

@@ -45,6 +45,7 @@
 //!   new baseline is learnt (seen here with upstream's default).
 //! - Envoy's gradient controller pins concurrency at its `min_concurrency` (3) while
 //!   it re-measures the minimum RTT every 2 s, then settles just past the knee.
+#![cfg(feature = "adaptive")]
 
 mod sim;
 

@@ -250,6 +250,7 @@ fn past_the_clocks_end_is_never() {
 /// stayed pending past the clock's end too. A remote waiter now ends at the end at
 /// the latest (the store decides by its own clock, so the queue only knows the wait
 /// is past the end once its own clock is there).
+#[cfg(feature = "store")]
 #[test]
 fn a_shared_wait_due_past_the_clocks_end_ends_at_the_end() {
     use tollgate::store::{MemoryStore, Rule, SharedLimiter};

@@ -7,7 +7,9 @@
 use std::time::{Duration, Instant};
 
 use tollgate::ConfigError;
+#[cfg(feature = "adaptive")]
 use tollgate::adaptive::limit::AimdLimit;
+#[cfg(feature = "adaptive")]
 use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
 use tollgate::time::{Clock, CoarseClock, MonotonicClock, Nanos};
 
@@ -133,6 +135,7 @@ fn clones_share_one_reading() {
 /// Upstream AIMD (its default 5 s timeout, so every request is timed) on a 1 ms
 /// coarse clock: requests are admitted, timed and released, and a success never
 /// counts as a timeout.
+#[cfg(feature = "adaptive")]
 #[test]
 fn aimd_runs_on_a_coarse_clock() {
     // Held at 4, so that fail-fast is seen at the same count every round.
@@ -161,6 +164,7 @@ fn aimd_runs_on_a_coarse_clock() {
 
 /// The coarse clock does time requests: a success that the clock saw take longer
 /// than AIMD's timeout counts as a drop and shrinks the limit.
+#[cfg(feature = "adaptive")]
 #[test]
 fn aimd_on_a_coarse_clock_sees_a_slow_request() {
     let aimd = AimdLimit::builder()

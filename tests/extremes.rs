@@ -10,6 +10,7 @@ use tollgate::algorithm::{
     Algorithm, CellReply, Concurrency, FixedWindow, Gcra, LeakyBucket, Leased, RefreshPeriod,
     SlidingCounter, SlidingLog, SmoothBursty, SmoothWarmingUp,
 };
+#[cfg(feature = "store")]
 use tollgate::store::{MemoryStore, SharedLimiter};
 use tollgate::time::{Clock, ManualClock, Nanos};
 use tollgate::{ConfigError, Denied, KeyedConfig, KeyedLimiter, Limiter, Quota, Retry, Semaphore};
@@ -129,13 +130,18 @@ fn a_denial_by_a_concurrency_limit_waits_for_a_release_not_for_zero() {
         "limited, retry once permits are released"
     );
 
-    let clock = ManualClock::new();
-    let store = MemoryStore::with_clock(KeyedConfig::new(10), "extremes", clock.clone()).unwrap();
-    let leased = Leased::new(Concurrency::new(1).unwrap(), 30 * SECOND).unwrap();
-    let limiter = SharedLimiter::new(store, leased).unwrap();
-    assert!(limiter.try_acquire("k", 1).unwrap().unwrap().is_ok());
-    let denied = limiter.try_acquire("k", 1).unwrap().unwrap().unwrap_err();
-    assert_eq!(denied.retry(), Some(Retry::OnRelease));
+    // The same, leased through a store.
+    #[cfg(feature = "store")]
+    {
+        let clock = ManualClock::new();
+        let store =
+            MemoryStore::with_clock(KeyedConfig::new(10), "extremes", clock.clone()).unwrap();
+        let leased = Leased::new(Concurrency::new(1).unwrap(), 30 * SECOND).unwrap();
+        let limiter = SharedLimiter::new(store, leased).unwrap();
+        assert!(limiter.try_acquire("k", 1).unwrap().unwrap().is_ok());
+        let denied = limiter.try_acquire("k", 1).unwrap().unwrap().unwrap_err();
+        assert_eq!(denied.retry(), Some(Retry::OnRelease));
+    }
 }
 
 /// Regression: `Leased::new` took `Duration::MAX` and saturated it; a lease past the
@@ -617,6 +623,7 @@ fn refresh_period_acquires_past_the_clocks_end_are_not_granted() {
 
 /// A memory store's key, half a second before the clock's end and at its end (swept
 /// there): what one rule of 10 a second admits at the end, and in all.
+#[cfg(feature = "store")]
 fn store_admits_at_the_clocks_end(rule: tollgate::store::Rule) -> (usize, usize) {
     use tollgate::store::{Check, Op, Request};
     let clock = ManualClock::starting_at(Nanos::new(u64::MAX - 500_000_000));
@@ -639,6 +646,7 @@ fn store_admits_at_the_clocks_end(rule: tollgate::store::Rule) -> (usize, usize)
 /// Regression: the memory store, on the same table, forgot every state at the clock's
 /// end (idle times saturated there read as idle): one key of `SlidingLog` 10 per second
 /// admitted 1,000 of 1,000 at `Nanos::MAX` and was never stored.
+#[cfg(feature = "store")]
 #[test]
 fn a_memory_store_at_the_clocks_end_still_limits() {
     use tollgate::store::Rule;

@@ -11,10 +11,12 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
+#[cfg(feature = "store")]
 use std::fmt::Write;
 use std::time::Duration;
 
 use tollgate::algorithm::{Algorithm, FixedWindow, Gcra, SlidingCounter, SlidingLog};
+#[cfg(feature = "store")]
 use tollgate::store::{Check, MemoryStore, Op, Request, Rule};
 use tollgate::time::ManualClock;
 use tollgate::{KeyedConfig, KeyedLimiter, Quota, WhenFull};
@@ -238,6 +240,7 @@ fn keyed_flood(flood: Flood, when_full: WhenFull) -> (Served, usize) {
 
 /// The memory store's tags: `c` and the client number, or `f` and a random number in
 /// hex, short enough to be held inline in the entry.
+#[cfg(feature = "store")]
 fn store_flood(flood: Flood, when_full: WhenFull) -> (Served, usize) {
     let clock = ManualClock::new();
     let store = MemoryStore::with_clock(flood.config(when_full), "flood", clock.clone()).unwrap();
@@ -279,6 +282,7 @@ fn keyed_flood_of_ten_times_max_keys_serves_every_client_within_the_bound() {
     within_bytes_per_key(heaviest, FLOOD.max_keys, 16);
 }
 
+#[cfg(feature = "store")]
 #[test]
 fn store_flood_of_ten_times_max_keys_serves_every_client_within_the_bound() {
     let (served, heaviest) = store_flood(FLOOD, WhenFull::EvictNearestIdle);
@@ -291,10 +295,12 @@ fn store_flood_of_ten_times_max_keys_serves_every_client_within_the_bound() {
 /// newcomers get nothing, for as long as the flood's keys stay live: hours here.
 #[test]
 fn a_denying_table_locks_newcomers_out_once_full() {
-    for (served, _) in [
+    let floods = [
         keyed_flood(SMALL, WhenFull::Deny),
+        #[cfg(feature = "store")]
         store_flood(SMALL, WhenFull::Deny),
-    ] {
+    ];
+    for (served, _) in floods {
         // The table is full after a tenth of the flood: the time of ten clients, give
         // or take the two whose shards fill a little before or after the rest.
         assert!(served.within <= 12 * QUOTA, "{served:?}");
@@ -310,7 +316,12 @@ fn a_denying_table_locks_newcomers_out_once_full() {
 #[test]
 fn an_overflowing_table_shares_its_overflow_limit_with_the_flood() {
     let overflow = WhenFull::Overflow(Quota::per_second(1_000).unwrap().burst(1).unwrap());
-    for (served, _) in [keyed_flood(SMALL, overflow), store_flood(SMALL, overflow)] {
+    let floods = [
+        keyed_flood(SMALL, overflow),
+        #[cfg(feature = "store")]
+        store_flood(SMALL, overflow),
+    ];
+    for (served, _) in floods {
         let served = served.within + served.beyond;
         assert!(served >= 9 * QUOTA, "{served}");
         assert!(served <= 12 * QUOTA + 10, "{served}");
@@ -348,6 +359,7 @@ fn a_flooder_cannot_reset_its_own_key_by_flooding_others() {
 }
 
 /// The same for the memory store.
+#[cfg(feature = "store")]
 #[test]
 fn a_flooder_cannot_reset_its_own_store_key_by_flooding_others() {
     let clock = ManualClock::new();

@@ -1,7 +1,7 @@
 //! The adaptive tower layers over real tower services, on a `ManualClock` limiter:
 //! refusals, outcomes reaching the limit algorithm, classifiers, cancel safety.
 
-#![cfg(feature = "http")]
+#![cfg(all(feature = "http", feature = "adaptive"))]
 
 use std::convert::Infallible;
 use std::io;

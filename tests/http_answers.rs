@@ -209,6 +209,7 @@ descriptors:
 /// The bug: the adaptive layer's 503 carried no `Retry-After` unless configured,
 /// where the shedding layer's 503 has one by default. It now says 1 s (the
 /// documented `DEFAULT_RETRY_AFTER`), and `without_retry_after` leaves it out.
+#[cfg(feature = "adaptive")]
 #[tokio::test]
 async fn the_adaptive_layers_503_says_when_to_retry() {
     use std::sync::Arc;

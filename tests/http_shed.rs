@@ -4,7 +4,7 @@
 //! and the kill switch; the class passed on to an outbound call's header. Every
 //! shedder is in process and every clock manual.
 
-#![cfg(feature = "http")]
+#![cfg(all(feature = "http", feature = "shed"))]
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};

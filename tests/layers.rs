@@ -22,6 +22,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "store",
             "permits",
             "adaptive",
+            "outbound",
             "shed",
         ],
     ),

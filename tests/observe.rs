@@ -12,15 +12,19 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+#[cfg(feature = "store")]
 use async_trait::async_trait;
 use tollgate::AcquireError;
+#[cfg(feature = "store")]
+use tollgate::KeyedConfig;
 use tollgate::algorithm::{Gcra, RefreshPeriod};
 use tollgate::observe::{DenyReason, Event, EventKind, Events, Listener};
+#[cfg(feature = "store")]
 use tollgate::store::{
     FailurePolicy, MemoryStore, Reply, Request, Resilient, SharedLimiter, Store, StoreError,
 };
 use tollgate::time::ManualClock;
-use tollgate::{KeyedConfig, LeakyQueue, Limiter, Quota, Semaphore};
+use tollgate::{LeakyQueue, Limiter, Quota, Semaphore};
 
 /// A GCRA of 10 per second with a burst of `burst`, on `clock`, reporting to a new
 /// hub "api" that `log` listens to.
@@ -365,6 +369,7 @@ fn other_components_emit_into_the_same_hub() {
     assert_eq!((all[2].source.as_str(), all[2].permits), ("elsewhere", 3));
 }
 
+#[cfg(feature = "store")]
 #[test]
 fn shared_limiter_reports_keys_decisions_and_exact_waits() {
     let clock = ManualClock::new();
@@ -814,6 +819,7 @@ mod tracing_spans {
         );
     }
 
+    #[cfg(feature = "store")]
     #[test]
     fn store_calls_run_in_a_span_with_the_op_and_the_rule_count() {
         let recorded = Recorded::default();
@@ -851,8 +857,10 @@ mod tracing_spans {
     }
 
     /// A store that always fails, as an unreachable Redis does.
+    #[cfg(feature = "store")]
     struct Down;
 
+    #[cfg(feature = "store")]
     #[async_trait]
     impl Store for Down {
         async fn execute(&self, _: &Request<'_>) -> Result<Reply, StoreError> {
@@ -860,6 +868,7 @@ mod tracing_spans {
         }
     }
 
+    #[cfg(feature = "store")]
     #[test]
     fn resilient_outcomes_are_tracing_events() {
         let recorded = Recorded::default();
@@ -898,8 +907,10 @@ mod tracing_spans {
     }
 
     /// A store that fails its first call and never answers the later ones.
+    #[cfg(feature = "store")]
     struct FailsThenHangs(std::sync::atomic::AtomicU64);
 
+    #[cfg(feature = "store")]
     #[async_trait]
     impl Store for FailsThenHangs {
         async fn execute(&self, _: &Request<'_>) -> Result<Reply, StoreError> {
@@ -910,6 +921,7 @@ mod tracing_spans {
         }
     }
 
+    #[cfg(feature = "store")]
     #[test]
     fn a_dropped_probe_is_not_logged_as_the_breaker_opening() {
         // The bug: a half-open breaker whose probe was dropped (its caller gave up)
@@ -952,8 +964,10 @@ mod tracing_spans {
 
 /// A store whose every answer takes a round trip that is pending once, as a remote
 /// store's does.
+#[cfg(feature = "store")]
 struct RoundTrip(MemoryStore<ManualClock>);
 
+#[cfg(feature = "store")]
 #[async_trait]
 impl Store for RoundTrip {
     async fn execute(&self, request: &Request<'_>) -> Result<Reply, StoreError> {
@@ -974,6 +988,7 @@ impl Store for RoundTrip {
 /// Regression: a first waiter whose round trip was still in flight when polled was
 /// reported as having waited (0 ns on a manual clock), though the round trip
 /// granted it and it never queued behind anything.
+#[cfg(feature = "store")]
 #[test]
 fn a_first_waiter_granted_by_its_round_trip_is_admitted_not_waited() {
     let clock = ManualClock::new();

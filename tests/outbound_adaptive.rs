@@ -1,7 +1,7 @@
 //! The outbound learners under the client layer: a tower service that answers 429
 //! when called faster than N a second (a GCRA on the same `ManualClock`), called
 //! back to back by one greedy client, each answer taking a millisecond.
-#![cfg(feature = "http")]
+#![cfg(all(feature = "http", feature = "outbound"))]
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -13,11 +13,11 @@ use std::time::Duration;
 use http::{Request, Response, StatusCode};
 use tower::{Layer, Service, service_fn};
 
-use tollgate::adaptive::outbound::{Answer, LearnedRate, LearningConfig, SreConfig, SreThrottle};
 use tollgate::algorithm::Gcra;
 use tollgate::http::client::{ThrottleError, ThrottleLayer};
 use tollgate::http::wire;
 use tollgate::observe::{DenyReason, Event, EventKind, Events};
+use tollgate::outbound::{Answer, LearnedRate, LearningConfig, SreConfig, SreThrottle};
 use tollgate::time::{Clock, ManualClock, Nanos};
 use tollgate::{Limiter, Quota};
 
@@ -250,7 +250,7 @@ fn learners_and_their_futures_cross_threads() {
     send_sync(&rate);
     send_sync(&sre);
     send(&rate.acquire(1, None));
-    send_sync(&tollgate::adaptive::outbound::FeedbackHandle::new((
+    send_sync(&tollgate::outbound::FeedbackHandle::new((
         rate.clone(),
         sre,
     )));

@@ -5,6 +5,7 @@
 //! its own concurrent test must allow the limit plus the number of threads; here the
 //! bound is exact. The high-water mark is the core's own count right after each
 //! admission ([`PartitionPermit::in_flight`]), so no overshoot can hide between reads.
+#![cfg(feature = "adaptive")]
 
 use std::collections::VecDeque;
 use std::sync::Barrier;

@@ -1,6 +1,7 @@
 //! `PartitionedLimiter`: an adaptive limit shared by named partitions, on a
 //! `ManualClock`. Shares, bursts, the bypass, limits that move with the samples,
 //! Netflix's batch 10 + live 7 case, and a multi-thread run holding the strict bound.
+#![cfg(feature = "adaptive")]
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};

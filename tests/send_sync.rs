@@ -48,6 +48,7 @@ fn answers_are_send_and_sync() {
     send_sync::<ConfigError>();
 }
 
+#[cfg(feature = "shed")]
 #[test]
 fn shedders_slots_and_decisions_are_send_and_sync() {
     use tollgate::shed::{

@@ -2,6 +2,7 @@
 //! shedder's escalation and de-escalation at exact times on a manual clock, shadow
 //! mode and the kill switch, events per class, and a 12× surge of the least critical
 //! class against a service of fixed capacity, simulated tick by tick.
+#![cfg(feature = "shed")]
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -864,6 +865,7 @@ fn metrics_count_refusals_by_shed_reason_per_class() {
 /// The utilisation shedder fed an adaptive limiter's in-flight count over its limit:
 /// as the limit fills, it sheds the least critical class after the hold, and as
 /// permits come back, it recovers after the longer one.
+#[cfg(feature = "adaptive")]
 #[test]
 fn utilisation_fed_by_an_adaptive_limiter_sheds_as_its_limit_fills() {
     use tollgate::adaptive::limit::AimdLimit;

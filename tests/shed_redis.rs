@@ -5,7 +5,7 @@
 //!
 //! Leases run on Redis's own clock, so the crash test waits real time (about 3 s),
 //! polling with bounded deadlines.
-#![cfg(feature = "redis")]
+#![cfg(all(feature = "redis", feature = "shed"))]
 
 mod common;
 

@@ -3,7 +3,7 @@
 //! full, admission when it is not, slots held until the response body ends, and the
 //! failure policy with Redis down (open by default, closed when chosen, shadow mode
 //! admitting).
-#![cfg(all(feature = "redis", feature = "http"))]
+#![cfg(all(feature = "redis", feature = "http", feature = "shed"))]
 
 mod common;
 

@@ -2,6 +2,7 @@
 //! injected readings: each Sentinel threshold trips and un-trips alone, together,
 //! the BBR check on real window statistics, shadow mode and the kill switch, exempt
 //! classes, and the protection as a `Shedder` behind the HTTP `ShedLayer`.
+#![cfg(feature = "shed")]
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

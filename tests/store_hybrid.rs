@@ -3,6 +3,7 @@
 //! would not make), and `BatchedLimiter` against a real `redis-server` with simulated
 //! nodes (counts converge after a sync, TTLs, over-admission within the documented
 //! bound, a failed sync).
+#![cfg(feature = "store")]
 
 mod common;
 

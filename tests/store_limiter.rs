@@ -1,6 +1,7 @@
 //! `SharedLimiter` and `MemoryStore`: the limiter API over a store, waiting on a manual
 //! clock (booked waits, polled waits, timeouts, cancellation), all-or-nothing rules,
 //! forgetting idle keys, the key bound and typed errors.
+#![cfg(feature = "store")]
 
 use std::future::Future;
 use std::pin::Pin;

@@ -225,7 +225,7 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
     /// the limit ([`EventKind::LimitChanged`]: at once, from 0, to the listeners
     /// subscribed by then, then every change) and every request that ends
     /// ([`EventKind::Finished`]). Subscribe a
-    /// [`MetricsRecorder`](crate::observe::Events::record_metrics) for metrics.
+    /// `MetricsRecorder` (feature `metrics`) for metrics.
     ///
     /// With events, every request is timed on the limiter's clock, for `Finished`'s
     /// `rtt`: exactly, even where [`new`](AdaptiveLimiter::new) had picked a coarse

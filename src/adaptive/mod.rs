@@ -79,7 +79,6 @@ mod acquire;
 mod feedback;
 pub mod limit;
 mod limiter;
-pub mod outbound;
 pub mod partition;
 mod permit;
 mod sample;

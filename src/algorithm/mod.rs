@@ -149,7 +149,7 @@ pub trait Algorithm: Clone + Send + Sync + fmt::Debug + 'static {
     /// their holder ([`refund`](Algorithm::refund)) when it ends, rather than freed by
     /// time, as a concurrency limit's. A grant of a keyed source over such an
     /// algorithm ([`KeyedLimiter`](crate::KeyedLimiter),
-    /// [`SharedLimiter`](crate::store::SharedLimiter)) then gives its permits back
+    /// `SharedLimiter`) then gives its permits back
     /// when dropped, so that an integration holding it while the work lasts (the
     /// HTTP server layer, to the end of the response body) releases them. The default
     /// is no: time frees them.
@@ -291,7 +291,7 @@ pub(crate) trait Facts: Algorithm {
     ///
     /// # Errors
     ///
-    /// As [`Rule::per_node`].
+    /// As `Rule::per_node`.
     fn per_node(&self, share: Share) -> Result<Self, ConfigError>;
 
     /// The parameters its Lua twin reads, in the twin's order.

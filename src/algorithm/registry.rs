@@ -62,9 +62,9 @@ pub(crate) use algorithms;
 // The registry's reader here: the rule types and what describes them.
 macro_rules! rules {
     ($($(#[$doc:meta])* $variant:ident($ty:ty),)*) => {
-        /// One algorithm with its configuration: what a [store](crate::store) runs,
+        /// One algorithm with its configuration: what a store runs,
         /// what the HTTP layer reports of a limiter's limits, and what a rules file
-        /// builds. The store re-exports it as [`store::Rule`](crate::store::Rule).
+        /// builds. The store re-exports it as `store::Rule`.
         ///
         /// Every in-process algorithm has a variant (a concurrency limit needs a
         /// [`Leased`](crate::algorithm::Leased) one, as a process may die holding
@@ -96,7 +96,7 @@ macro_rules! rules {
         /// [`name`](RuleKind::name) is the one name of the algorithm, in the Redis
         /// script, in the keys and values stores write, and as the `algorithm` of a
         /// rules file (feature `config`). The store re-exports it as
-        /// [`store::RuleKind`](crate::store::RuleKind).
+        /// `store::RuleKind`.
         ///
         /// # Examples
         ///
@@ -308,7 +308,7 @@ macro_rules! rules {
 
             /// Whether this rule's permits are held while work lasts and given back
             /// by their holder, as a concurrency limit's, rather than freed by time:
-            /// see [`Algorithm::HELD`]. A [`SharedLimiter`](crate::store::SharedLimiter)'s
+            /// see [`Algorithm::HELD`]. A `SharedLimiter`'s
             /// grant then gives back this rule's permits when dropped.
             ///
             /// # Examples

@@ -10,10 +10,19 @@
 //! [`KeyExtractor`]: [`ClientIp`] (behind trusted proxies only), [`HeaderKey`],
 //! [`Global`], or a closure. [`wire`] reads and writes the rate-limit fields.
 //!
-//! [`shed`] is load shedding by criticality class: a server layer answering 503 with
-//! `Retry-After` to the classes a [`Shedder`](crate::shed::Shedder) sheds, and a
-//! client layer passing a request's class on to the calls it makes.
-//! [`adaptive`] holds server and client layers to an adaptive concurrency limit.
+//! [`shed`] (feature `shed`) is load shedding by criticality class: a server layer
+//! answering 503 with `Retry-After` to the classes a [`Shedder`] sheds, and a client
+//! layer passing a request's class on to the calls it makes. [`adaptive`] (feature
+//! `adaptive`) holds server and client layers to an adaptive concurrency limit.
+//!
+#![cfg_attr(feature = "shed", doc = "[`Shedder`]: crate::shed::Shedder")]
+// Without their features, the names go to the list of features.
+#![cfg_attr(
+    not(feature = "shed"),
+    doc = "[`shed`]: crate#features",
+    doc = "[`Shedder`]: crate#features"
+)]
+#![cfg_attr(not(feature = "adaptive"), doc = "[`adaptive`]: crate#features")]
 //!
 //! # Servers (`axum` for axum's peer address)
 //!
@@ -82,12 +91,14 @@
 //! `cargo run --example api_client --features http` runs two clients against a fake
 //! API on loopback that refuses more than 5 calls per second.
 
+#[cfg(feature = "adaptive")]
 pub mod adaptive;
 mod body;
 pub mod client;
 mod key;
 mod limits;
 pub mod server;
+#[cfg(feature = "shed")]
 pub mod shed;
 pub mod wire;
 

@@ -28,10 +28,21 @@
 //! instructions (about 1,140 per call against 440): it builds a request, looks the key
 //! up by prefix, tag and key, and builds a tracing span per call.
 //!
-//! [`SharedLimiter`]: crate::store::SharedLimiter
-//! [`SharedLimiter::all_of`]: crate::store::SharedLimiter::all_of
-//! [`MemoryStore`]: crate::store::MemoryStore
-//! [`Resilient`]: crate::store::Resilient
+#![cfg_attr(
+    feature = "store",
+    doc = "[`SharedLimiter`]: crate::store::SharedLimiter",
+    doc = "[`SharedLimiter::all_of`]: crate::store::SharedLimiter::all_of",
+    doc = "[`MemoryStore`]: crate::store::MemoryStore",
+    doc = "[`Resilient`]: crate::store::Resilient"
+)]
+// Without the store (feature `store`), the names go to the list of features.
+#![cfg_attr(
+    not(feature = "store"),
+    doc = "[`SharedLimiter`]: crate#features",
+    doc = "[`SharedLimiter::all_of`]: crate#features",
+    doc = "[`MemoryStore`]: crate#features",
+    doc = "[`Resilient`]: crate#features"
+)]
 
 use std::borrow::Borrow;
 use std::fmt;

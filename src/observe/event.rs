@@ -44,9 +44,9 @@ pub struct Event<'a> {
     pub kind: EventKind,
     /// A finer reason than the kind's, from a small fixed set, so usable as a metric
     /// label; `None` when the emitter has none. A load shedder
-    /// ([`shed`](crate::shed)) sets it on its refusals (`Denied { reason: Shed, .. }`)
+    /// (`shed`) sets it on its refusals (`Denied { reason: Shed, .. }`)
     /// and would-be refusals (`WouldShed`) to the
-    /// [`ShedReason`](crate::shed::ShedReason) (`reserved`, `full`, `utilisation`,
+    /// `ShedReason` (`reserved`, `full`, `utilisation`,
     /// `system_cpu`, ...), and on an admission made without a decision, because its
     /// store failed and it fails open, to `unavailable`.
     pub detail: Option<&'static str>,
@@ -208,7 +208,7 @@ pub enum EventKind {
     /// `permits` is how many were left.
     Drained,
     /// An adaptive limit moved, from `previous` to `limit` requests in flight
-    /// ([`AdaptiveLimiter`](crate::adaptive::AdaptiveLimiter)); `permits` is 0.
+    /// (`AdaptiveLimiter`); `permits` is 0.
     /// A lowered limit takes effect as permits come back.
     LimitChanged {
         /// The limit before.
@@ -232,11 +232,11 @@ pub enum EventKind {
         inflight: u64,
     },
     /// Admitted by a load shedder in shadow mode that would have shed it
-    /// ([`Mode::Shadow`](crate::shed::Mode::Shadow)); the event's key is the
+    /// (`Mode::Shadow`); the event's key is the
     /// request's criticality class.
     WouldShed,
     /// An outbound rate learned from a partner's answers moved
-    /// ([`LearnedRate`](crate::adaptive::outbound::LearnedRate)); `permits` is 0.
+    /// (`LearnedRate`); `permits` is 0.
     /// A rate is given as the time between calls at that rate (one second divided
     /// by the calls a second, to the nanosecond), `None` while every call goes.
     RateChanged {
@@ -444,7 +444,7 @@ pub enum DenyReason {
     TimedOut,
     /// A bounded queue was full.
     QueueFull,
-    /// A load shedder ([`shed`](crate::shed)) refused the request's criticality class.
+    /// A load shedder (`shed`) refused the request's criticality class.
     Shed,
 }
 
@@ -492,6 +492,7 @@ impl fmt::Display for DenyReason {
 }
 
 #[cfg(test)]
+#[cfg(feature = "shed")]
 mod tests {
     use super::SHED_REASONS;
     use crate::shed::ShedReason;

@@ -54,7 +54,7 @@ where
 ///
 /// Attach one to a limiter with [`Limiter::with_events`](crate::Limiter::with_events)
 /// (or [`KeyedLimiter`](crate::KeyedLimiter),
-/// [`SharedLimiter`](crate::store::SharedLimiter), [`LeakyQueue`](crate::LeakyQueue),
+/// `SharedLimiter`, [`LeakyQueue`](crate::LeakyQueue),
 /// [`Semaphore`](crate::Semaphore)); any other component (an HTTP layer) can hold a
 /// clone and [`emit`](Events::emit) its own events. Clones share the hub; several
 /// limiters may share one, each event then naming the hub as its

@@ -36,11 +36,11 @@ pub const WOULD_SHED_TOTAL: &str = "tollgate_would_shed_total";
 /// ([`EventKind::RateChanged`]); 0 while calls are not limited.
 pub const OUTBOUND_RATE: &str = "tollgate_outbound_rate";
 /// Refusals by a load shedder, labelled `reason` with the
-/// [`ShedReason`](crate::shed::ShedReason) (the event's [`detail`](Event::detail)):
+/// `ShedReason` (the event's [`detail`](Event::detail)):
 /// `tollgate_denied_total{reason="shed"}` split by why.
 pub const SHED_TOTAL: &str = "tollgate_shed_total";
 /// Requests a load shedder in shadow mode would have shed, labelled `reason` with
-/// the [`ShedReason`](crate::shed::ShedReason): `tollgate_would_shed_total` split by
+/// the `ShedReason`: `tollgate_would_shed_total` split by
 /// why.
 pub const WOULD_SHED_BY_REASON_TOTAL: &str = "tollgate_would_shed_by_reason_total";
 
@@ -60,7 +60,7 @@ pub const WOULD_SHED_BY_REASON_TOTAL: &str = "tollgate_would_shed_by_reason_tota
 /// | `tollgate_rtt_seconds` | histogram | how long those ending in success or drop held their permit |
 /// | `tollgate_would_shed_total` | counter | requests a shadow-mode shedder would have shed (also admitted) |
 /// | `tollgate_outbound_rate` | gauge | a learned outbound rate in calls a second, as it last changed (0: not limiting) |
-/// | `tollgate_shed_total` | counter, also labelled `reason` ([`ShedReason::as_str`](crate::shed::ShedReason::as_str)) | a load shedder's refusals, by why |
+/// | `tollgate_shed_total` | counter, also labelled `reason` (`ShedReason::as_str`) | a load shedder's refusals, by why |
 /// | `tollgate_would_shed_by_reason_total` | counter, also labelled `reason` (as above) | requests a shadow-mode shedder would have shed, by why |
 ///
 /// Rejections by an adaptive limiter are `tollgate_denied_total`, as for any
@@ -235,24 +235,22 @@ impl MetricsRecorder {
     ///
     /// # Examples
     ///
-    /// Counts per criticality class:
+    /// Counts per criticality class, keyed by the class's name as a load shedder
+    /// (feature `shed`) emits them:
     ///
     /// ```
     /// use metrics_util::debugging::DebuggingRecorder;
-    /// use tollgate::observe::{Events, MetricsRecorder};
-    /// use tollgate::shed::{Classes, FleetShedder, Shedder};
+    /// use tollgate::observe::{EventKind, Events, MetricsRecorder};
     ///
     /// let recorder = DebuggingRecorder::new();
     /// let snapshotter = recorder.snapshotter();
-    /// let classes = Classes::google();
     /// let events = Events::new("api");
     /// let metrics = metrics::with_local_recorder(&recorder, || {
-    ///     MetricsRecorder::with_keys("api", classes.names())
+    ///     MetricsRecorder::with_keys("api", ["critical", "sheddable"])
     /// });
     /// events.subscribe(metrics).detach();
     ///
-    /// let fleet = FleetShedder::new(classes.clone(), 10, 0.5)?.with_events(events);
-    /// let _slot = fleet.decide(&classes.parse("critical"));
+    /// events.emit_keyed("critical", 1, EventKind::Admitted);
     ///
     /// let admitted_critical = snapshotter.snapshot().into_vec().into_iter().any(|(key, _, _, _)| {
     ///     key.key().name() == "tollgate_admitted_total"

@@ -3,7 +3,7 @@
 //! - **Events**, as Resilience4j's rate limiter publishes them: attach an [`Events`]
 //!   hub to a limiter ([`Limiter::with_events`](crate::Limiter::with_events),
 //!   [`KeyedLimiter::with_events`](crate::KeyedLimiter::with_events),
-//!   [`SharedLimiter::with_events`](crate::store::SharedLimiter::with_events),
+//!   [`SharedLimiter::with_events`],
 //!   `BatchedLimiter::with_events` (feature `redis`),
 //!   [`LeakyQueue::with_events`](crate::LeakyQueue::with_events),
 //!   [`Semaphore::with_events`](crate::Semaphore::with_events)) and
@@ -24,20 +24,20 @@
 //!   ([`Events::record_metrics`]).
 //! - **Tracing**: waits that queue run in a `tollgate.wait` span (an immediate grant
 //!   makes none); each call to a store from a
-//!   [`SharedLimiter`](crate::store::SharedLimiter) runs in a `tollgate.store` span
-//!   with the op and the number of rules; [`Resilient`](crate::store::Resilient)
+//!   [`SharedLimiter`] runs in a `tollgate.store` span
+//!   with the op and the number of rules; [`Resilient`]
 //!   reports failures, timeouts, fallbacks and breaker changes as `tracing` events.
 //!   Spans are at `DEBUG` level, and keys appear only as fields at `DEBUG`, never in
 //!   names. Without a subscriber `tracing` costs its own callsite checks only.
 //!
 //! The outbound learners report too:
-//! [`LearnedRate::with_events`](crate::adaptive::outbound::LearnedRate::with_events)
+//! [`LearnedRate::with_events`]
 //! adds [`RateChanged`](EventKind::RateChanged) to its limiter's decisions, and
-//! [`SreThrottle::with_events`](crate::adaptive::outbound::SreThrottle::with_events)
+//! [`SreThrottle::with_events`]
 //! reports each call it admits or refuses locally.
 //!
 //! On every limiter, clones share the hub and the first hub attached stays. A load
-//! shedder's hub ([`shed`](crate::shed)) is instead a setting of each copy, as its
+//! shedder's hub ([`shed`]) is instead a setting of each copy, as its
 //! mode is: a later `with_events` replaces it.
 //!
 //! Nothing is emitted while nobody listens: a limiter without `Events` checks one
@@ -97,6 +97,36 @@
 //! let _ = limiter.try_acquire(1); // prints an Admitted event
 //! # Ok(()) }
 //! ```
+#![cfg_attr(
+    feature = "store",
+    doc = "[`SharedLimiter::with_events`]: crate::store::SharedLimiter::with_events",
+    doc = "[`SharedLimiter`]: crate::store::SharedLimiter",
+    doc = "[`Resilient`]: crate::store::Resilient"
+)]
+#![cfg_attr(
+    feature = "outbound",
+    doc = "[`LearnedRate::with_events`]: crate::outbound::LearnedRate::with_events",
+    doc = "[`SreThrottle::with_events`]: crate::outbound::SreThrottle::with_events"
+)]
+#![cfg_attr(feature = "shed", doc = "[`shed`]: crate::shed")]
+// Without their features, the names go to the list of features.
+#![cfg_attr(
+    not(feature = "store"),
+    doc = "[`SharedLimiter::with_events`]: crate#features",
+    doc = "[`SharedLimiter`]: crate#features",
+    doc = "[`Resilient`]: crate#features"
+)]
+#![cfg_attr(
+    not(feature = "outbound"),
+    doc = "[`LearnedRate::with_events`]: crate#features",
+    doc = "[`SreThrottle::with_events`]: crate#features"
+)]
+#![cfg_attr(not(feature = "shed"), doc = "[`shed`]: crate#features")]
+#![cfg_attr(
+    not(feature = "metrics"),
+    doc = "[`MetricsRecorder`]: crate#features",
+    doc = "[`Events::record_metrics`]: crate#features"
+)]
 
 mod event;
 mod events;

@@ -7,7 +7,7 @@ use super::class::{Class, Classes};
 use super::decision::ShedDecision;
 
 /// A load shedder whose decision takes a round trip: it answers a future, which
-/// the [`ShedLayer`](crate::http::shed::ShedLayer) awaits before calling its inner
+/// the `http::shed::ShedLayer` awaits before calling its inner
 /// service (see `ShedLayer::new_async`, feature `http`).
 ///
 /// The decision is infallible: a shedder that asks a store decides by its

@@ -54,7 +54,7 @@
 //! trip, so it sits behind `ShedLayer::new_async`; when Redis fails it admits by
 //! default ([`OnFailure::Open`]: a Redis outage is no sign of overload) or sheds with
 //! reason `unavailable` ([`OnFailure::Closed`]).
-//! [`UtilisationShedder::report_adaptive`] feeds the utilisation shedder an adaptive
+//! `UtilisationShedder::report_adaptive` (feature `adaptive`) feeds the utilisation shedder an adaptive
 //! limiter's in-flight over its limit.
 //!
 //! The reserve at work: of 100 slots, 20 % are kept for the critical classes.

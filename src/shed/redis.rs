@@ -558,7 +558,7 @@ where
 }
 
 /// The fleet-usage shedder through Redis behind a
-/// [`ShedLayer`](crate::http::shed::ShedLayer) (`ShedLayer::new_async`): each
+/// `http::shed::ShedLayer` (`ShedLayer::new_async`, feature `http`): each
 /// decision is one script call, and a Redis failure is answered by the
 /// [failure policy](FleetShedder::on_failure) (admit by default). The slot is
 /// `None` when the request was admitted without Redis.

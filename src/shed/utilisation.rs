@@ -8,6 +8,7 @@ use super::class::{Class, Classes};
 use super::decision::{Shed, ShedDecision, ShedReason, Shedder};
 use super::escalation::Escalation;
 use super::mode::{Mode, ModeSwitch};
+#[cfg(feature = "adaptive")]
 use crate::adaptive::{AdaptiveLimiter, LimitAlgorithm};
 use crate::error::ConfigError;
 use crate::observe::Events;
@@ -35,7 +36,7 @@ pub enum Measure {
     },
     /// What the caller last [reported](UtilisationShedder::report): for example an
     /// adaptive limit's in-flight count over its current limit
-    /// ([`report_adaptive`](UtilisationShedder::report_adaptive)).
+    /// (`report_adaptive`, feature `adaptive`).
     Reported,
 }
 
@@ -226,7 +227,7 @@ impl<C: Clock> UtilisationShedder<C> {
     /// [`limit`](AdaptiveLimiter::limit). Call it as often as the shedder should
     /// see the load (on each request, or from a timer); the shedder then sheds the
     /// least critical classes first while the adaptive limit is nearly used up,
-    /// before the limiter starts refusing every class alike.
+    /// before the limiter starts refusing every class alike. Feature `adaptive`.
     ///
     /// # Errors
     ///
@@ -259,6 +260,7 @@ impl<C: Clock> UtilisationShedder<C> {
     /// # drop(permits);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    #[cfg(feature = "adaptive")]
     pub fn report_adaptive<L: LimitAlgorithm, A: Clock>(
         &self,
         limiter: &AdaptiveLimiter<L, A>,

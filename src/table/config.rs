@@ -17,7 +17,7 @@ const MAX_KEYS_PER_SHARD: usize = 1024;
 const MIN_KEYS_PER_SHARD: usize = 32;
 
 /// The memory bound of a keyed table ([`KeyedLimiter`](crate::KeyedLimiter),
-/// [`MemoryStore`](crate::store::MemoryStore)): at most `max_keys` keys, spread over
+/// `MemoryStore`): at most `max_keys` keys, spread over
 /// `shards` independently locked shards, and what to do with a new key when its shard
 /// is full.
 ///
@@ -173,7 +173,7 @@ pub enum WhenFull {
     ///   spent on each of them, never more than one full limit. A key used to its
     ///   limit holds as much as a key can without booking ahead, so only flood keys
     ///   each used to their own full limit can outweigh it.
-    /// - **In a [`MemoryStore`](crate::store::MemoryStore)**, whose keys may run
+    /// - **In a `MemoryStore`**, whose keys may run
     ///   different rules, what forgetting a key gives back counts in permits: a token
     ///   bucket's debt to the fraction of a permit, as it stands at the eviction; for
     ///   other rules as of the key's last write (never less than now, as a state only

@@ -1,5 +1,5 @@
 //! The one keyed table, under [`KeyedLimiter`](crate::KeyedLimiter) and
-//! [`MemoryStore`](crate::store::MemoryStore): sharded, bounded by
+//! `MemoryStore`: sharded, bounded by
 //! [`KeyedConfig::max_keys`], forgetting keys once they are idle, with one sweep
 //! policy and one policy for a full shard ([`WhenFull`]).
 //!

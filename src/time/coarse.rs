@@ -23,9 +23,9 @@ const THREAD_NAME: &str = "tollgate-coarse-clock";
 /// A clock whose [`now`](Clock::now) is one atomic load of a reading that a
 /// background thread refreshes every `resolution`, for limiters that read the clock on
 /// every request and need no more than that resolution.
-/// [`AdaptiveLimiter::new`](crate::adaptive::AdaptiveLimiter::new) picks one of 1 ms
+/// `AdaptiveLimiter::new` picks one of 1 ms
 /// by itself for an algorithm that asks no finer (AIMD: see
-/// [`LimitAlgorithm::time_resolution`](crate::adaptive::LimitAlgorithm::time_resolution));
+/// `LimitAlgorithm::time_resolution`);
 /// elsewhere it is opt-in.
 ///
 /// It is built over a [`MonotonicClock`] and shares its timeline and
@@ -36,7 +36,7 @@ const THREAD_NAME: &str = "tollgate-coarse-clock";
 /// # What it is for
 ///
 /// Timing that is compared with thresholds much longer than the resolution: the RTT
-/// an [`AimdLimit`](crate::adaptive::limit::AimdLimit) compares with its timeout of
+/// an `AimdLimit` compares with its timeout of
 /// seconds, or rate limits whose windows or periods are much longer than the
 /// resolution. An adaptive limiter reads its clock twice per request; on a coarse
 /// clock of 1 ms those two reads cost two loads instead of two time-stamp counter
@@ -60,18 +60,21 @@ const THREAD_NAME: &str = "tollgate-coarse-clock";
 /// of [`Clock::set_alarm`]), which counts real time: a waiter on this clock wakes up
 /// to a resolution late.
 ///
+/// An adaptive limiter (feature `adaptive`) takes one as any limiter does:
+/// `AdaptiveLimiter::with_clock(AimdLimit::new(), WhenLimited::FailFast, clock)`.
+///
 /// # Examples
 ///
 /// ```
 /// use std::time::Duration;
-/// use tollgate::adaptive::limit::AimdLimit;
-/// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
+/// use tollgate::algorithm::Gcra;
 /// use tollgate::time::CoarseClock;
+/// use tollgate::{Limiter, Quota};
 ///
-/// // AIMD compares each RTT with its 5 s timeout: a millisecond is plenty.
+/// // 100 a minute, a permit every 600 ms: a millisecond is plenty.
 /// let clock = CoarseClock::new(Duration::from_millis(1))?;
-/// let limiter = AdaptiveLimiter::with_clock(AimdLimit::new(), WhenLimited::FailFast, clock)?;
-/// limiter.try_acquire()?.success();
+/// let limiter = Limiter::with_clock(Gcra::new(Quota::per_minute(100)?), clock);
+/// assert!(limiter.try_acquire(1).is_ok());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone)]

@@ -130,7 +130,7 @@ fn decision_remaining((room, divisor): (u64, u64)) -> u64 {
 
 impl CellReply {
     /// The `CL.THROTTLE` reply for a GCRA decision, such as a
-    /// [`RedisStore`](crate::store) decision on a [`Gcra`] rule: the store's script
+    /// `RedisStore` decision on a [`Gcra`] rule: the store's script
     /// replies the same fields, in microseconds.
     ///
     /// The reply is the one [`Gcra::cell_throttle`] gives in the same state at the

@@ -7,8 +7,8 @@ use std::time::Duration;
 use http::header::RETRY_AFTER;
 use http::{HeaderMap, Response, StatusCode};
 
-use crate::adaptive::outbound::Answer;
 use crate::http::wire::{backoff, rate_limit, rate_limit_policy};
+use crate::outbound::Answer;
 
 /// # Reading HTTP responses (feature `http`)
 impl Answer {
@@ -18,7 +18,7 @@ impl Answer {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use tollgate::adaptive::outbound::Answer;
+    /// use tollgate::outbound::Answer;
     ///
     /// let response = http::Response::builder()
     ///     .status(429)
@@ -52,7 +52,7 @@ impl Answer {
     /// ```
     /// use std::time::Duration;
     /// use http::{HeaderMap, HeaderValue, StatusCode};
-    /// use tollgate::adaptive::outbound::Answer;
+    /// use tollgate::outbound::Answer;
     ///
     /// let mut headers = HeaderMap::new();
     /// headers.insert("ratelimit", HeaderValue::from_static(r#""a";r=50;t=10, "b";r=3;t=6"#));

@@ -6,8 +6,9 @@ use tower_layer::Layer;
 
 use super::Throttle;
 use super::pause::{Backoff, Shared};
-use crate::adaptive::outbound::{Feedback, FeedbackHandle};
 use crate::error::ConfigError;
+#[cfg(feature = "outbound")]
+use crate::outbound::{Feedback, FeedbackHandle};
 use crate::sync::Arc;
 use crate::time::{Clock, MonotonicClock, Nanos};
 
@@ -44,6 +45,7 @@ const LONGEST_PAUSE: Duration = Duration::from_secs(3600);
 pub struct ThrottleLayer<P, C = MonotonicClock> {
     pub(super) shared: Arc<Shared<P, C>>,
     pub(super) settings: Settings,
+    #[cfg(feature = "outbound")]
     pub(super) feedback: Option<FeedbackHandle>,
 }
 
@@ -109,6 +111,7 @@ impl<P, C: Clock> ThrottleLayer<P, C> {
                     max: DEFAULT_MAX_PAUSE,
                 },
             },
+            #[cfg(feature = "outbound")]
             feedback: None,
         }
     }
@@ -211,10 +214,10 @@ impl<P, C: Clock> ThrottleLayer<P, C> {
     }
 
     /// Reports the answer to every call to `feedback`, read from the response by
-    /// [`Answer::from_response`](crate::adaptive::outbound::Answer::from_response):
+    /// [`Answer::from_response`](crate::outbound::Answer::from_response):
     /// for a source that learns from answers, such as a
-    /// [`LearnedRate`](crate::adaptive::outbound::LearnedRate) or an
-    /// [`SreThrottle`](crate::adaptive::outbound::SreThrottle) (give it a clone of
+    /// [`LearnedRate`](crate::outbound::LearnedRate) or an
+    /// [`SreThrottle`](crate::outbound::SreThrottle) (give it a clone of
     /// the source). A call that fails without a response reports nothing. Replaces
     /// any feedback set before, for this value and the services it makes.
     ///
@@ -222,7 +225,7 @@ impl<P, C: Clock> ThrottleLayer<P, C> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use tollgate::adaptive::outbound::{LearnedRate, LearningConfig};
+    /// use tollgate::outbound::{LearnedRate, LearningConfig};
     /// use tollgate::http::client::ThrottleLayer;
     /// use tollgate::time::ManualClock;
     ///
@@ -231,6 +234,7 @@ impl<P, C: Clock> ThrottleLayer<P, C> {
     /// let layer = ThrottleLayer::with_clock(rate.clone(), clock).feedback(rate);
     /// # drop(layer);
     /// ```
+    #[cfg(feature = "outbound")]
     pub fn feedback(mut self, feedback: impl Feedback) -> ThrottleLayer<P, C> {
         self.feedback = Some(FeedbackHandle::new(feedback));
         self
@@ -305,6 +309,7 @@ impl<P, C> Clone for ThrottleLayer<P, C> {
         ThrottleLayer {
             shared: Arc::clone(&self.shared),
             settings: self.settings,
+            #[cfg(feature = "outbound")]
             feedback: self.feedback.clone(),
         }
     }
@@ -318,6 +323,7 @@ impl<S, P, C> Layer<S> for ThrottleLayer<P, C> {
             inner,
             shared: Arc::clone(&self.shared),
             settings: self.settings,
+            #[cfg(feature = "outbound")]
             feedback: self.feedback.clone(),
         }
     }

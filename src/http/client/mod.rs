@@ -34,10 +34,10 @@
 //!    [`default_backoff`](ThrottleLayer::default_backoff) (1 s). No pause is ever longer
 //!    than [`max_pause`](ThrottleLayer::max_pause) (an hour), and a pause only ever
 //!    grows: a shorter answer does not cut a longer pause short.
-//! 6. With a [`feedback`](ThrottleLayer::feedback) set, it reports the answer to it
+//! 6. With a [`feedback`] set (feature `outbound`), it reports the answer to it
 //!    (throttled or not, and the limits the fields announce): how a
-//!    [`LearnedRate`](crate::adaptive::outbound::LearnedRate) learns the server's
-//!    rate and an [`SreThrottle`](crate::adaptive::outbound::SreThrottle) counts
+//!    [`LearnedRate`] learns the server's
+//!    rate and an [`SreThrottle`] counts
 //!    what the server accepts. Given an [`Events`](crate::observe::Events) hub
 //!    (their `with_events`), they report through it each call they let through or
 //!    refuse locally, and a `LearnedRate` each change of its rate.
@@ -123,7 +123,22 @@
 //! println!("{}", response.status());
 //! # Ok(()) }
 //! ```
+//!
+#![cfg_attr(
+    feature = "outbound",
+    doc = "[`feedback`]: ThrottleLayer::feedback",
+    doc = "[`LearnedRate`]: crate::outbound::LearnedRate",
+    doc = "[`SreThrottle`]: crate::outbound::SreThrottle"
+)]
+// Without `outbound`, the names go to the list of features.
+#![cfg_attr(
+    not(feature = "outbound"),
+    doc = "[`feedback`]: crate#features",
+    doc = "[`LearnedRate`]: crate#features",
+    doc = "[`SreThrottle`]: crate#features"
+)]
 
+#[cfg(feature = "outbound")]
 mod answer;
 mod error;
 mod future;

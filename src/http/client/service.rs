@@ -10,7 +10,8 @@ use tower_service::Service;
 use super::layer::Settings;
 use super::pause::Shared;
 use super::{Cost, ThrottleError, ThrottleFuture};
-use crate::adaptive::outbound::{Answer, FeedbackHandle};
+#[cfg(feature = "outbound")]
+use crate::outbound::{Answer, FeedbackHandle};
 use crate::permits::PermitSource;
 use crate::store::StoreError;
 use crate::sync::Arc;
@@ -49,6 +50,7 @@ pub struct Throttle<S, P, C = MonotonicClock> {
     pub(super) inner: S,
     pub(super) shared: Arc<Shared<P, C>>,
     pub(super) settings: Settings,
+    #[cfg(feature = "outbound")]
     pub(super) feedback: Option<FeedbackHandle>,
 }
 
@@ -122,6 +124,7 @@ impl<S: Clone, P, C> Clone for Throttle<S, P, C> {
             inner: self.inner.clone(),
             shared: Arc::clone(&self.shared),
             settings: self.settings,
+            #[cfg(feature = "outbound")]
             feedback: self.feedback.clone(),
         }
     }
@@ -161,6 +164,7 @@ where
         let mut inner = self.inner.clone();
         let shared = Arc::clone(&self.shared);
         let settings = self.settings;
+        #[cfg(feature = "outbound")]
         let feedback = self.feedback.clone();
         let cost = request
             .extensions()
@@ -177,6 +181,7 @@ where
                 .map_err(ThrottleError::Inner)?;
             let response = inner.call(request).await.map_err(ThrottleError::Inner)?;
             shared.observe(&response, settings.backoff);
+            #[cfg(feature = "outbound")]
             if let Some(feedback) = &feedback {
                 feedback.on_answer(&Answer::from_response(&response, shared.now_since_epoch()));
             }

@@ -150,7 +150,7 @@ impl<L: Limits + ?Sized> RateLimitLayer<L> {
     /// Reports every decision to `events`: one [`Admitted`](EventKind::Admitted) or
     /// [`Denied`](EventKind::Denied) per request (counting requests, not their cost;
     /// a request no limit applies to, or that could not be checked, is not reported).
-    /// With feature `metrics`, [`Events::record_metrics`] turns them into counters.
+    /// With feature `metrics`, `Events::record_metrics` turns them into counters.
     ///
     /// Each request is reported once, to one hub. A limiter that reports to a hub of
     /// its own (its `with_events`, as

@@ -28,7 +28,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use tollgate::adaptive::outbound::{Answer, LearnedRate, LearningConfig};
+//! use tollgate::outbound::{Answer, LearnedRate, LearningConfig};
 //! use tollgate::time::ManualClock;
 //!
 //! let clock = ManualClock::new();

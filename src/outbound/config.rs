@@ -24,7 +24,7 @@ use super::send_rate::DEFAULT_SMOOTHING;
 ///
 /// ```
 /// use std::time::Duration;
-/// use tollgate::adaptive::outbound::LearningConfig;
+/// use tollgate::outbound::LearningConfig;
 ///
 /// let config = LearningConfig::new()
 ///     .beta(0.5)?
@@ -53,7 +53,7 @@ impl Default for LearningConfig {
 
 impl LearningConfig {
     /// The longest any setting may make a call wait, as the crate's other waits
-    /// ([`WhenLimited::MAX_TIMEOUT`](crate::adaptive::WhenLimited::MAX_TIMEOUT)): an
+    /// (`adaptive::WhenLimited::MAX_TIMEOUT`): an
     /// hour. It bounds [`max_pause`](LearningConfig::max_pause) and
     /// [`measure_every`](LearningConfig::measure_every), and
     /// [`min_rate`](LearningConfig::min_rate) is at least one call in it.
@@ -62,7 +62,7 @@ impl LearningConfig {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use tollgate::adaptive::outbound::LearningConfig;
+    /// use tollgate::outbound::LearningConfig;
     ///
     /// let hour = LearningConfig::LONGEST_WAIT;
     /// assert!(LearningConfig::new().max_pause(hour).is_ok());
@@ -75,7 +75,7 @@ impl LearningConfig {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::LearningConfig;
+    /// use tollgate::outbound::LearningConfig;
     ///
     /// assert_eq!(LearningConfig::new(), LearningConfig::default());
     /// ```
@@ -101,7 +101,7 @@ impl LearningConfig {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::LearningConfig;
+    /// use tollgate::outbound::LearningConfig;
     ///
     /// LearningConfig::new().beta(0.5)?;
     /// # Ok::<(), tollgate::ConfigError>(())
@@ -122,7 +122,7 @@ impl LearningConfig {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::LearningConfig;
+    /// use tollgate::outbound::LearningConfig;
     ///
     /// LearningConfig::new().scale(0.8)?;
     /// # Ok::<(), tollgate::ConfigError>(())
@@ -142,7 +142,7 @@ impl LearningConfig {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::LearningConfig;
+    /// use tollgate::outbound::LearningConfig;
     ///
     /// LearningConfig::new().smoothing(1.0)?;
     /// # Ok::<(), tollgate::ConfigError>(())
@@ -176,7 +176,7 @@ impl LearningConfig {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::LearningConfig;
+    /// use tollgate::outbound::LearningConfig;
     ///
     /// LearningConfig::new().measure_every(std::time::Duration::from_secs(1))?;
     /// # Ok::<(), tollgate::ConfigError>(())
@@ -216,7 +216,7 @@ impl LearningConfig {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::LearningConfig;
+    /// use tollgate::outbound::LearningConfig;
     ///
     /// LearningConfig::new().min_rate(0.1)?;
     /// # Ok::<(), tollgate::ConfigError>(())
@@ -244,7 +244,7 @@ impl LearningConfig {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::LearningConfig;
+    /// use tollgate::outbound::LearningConfig;
     ///
     /// LearningConfig::new().max_growth(1.5)?;
     /// # Ok::<(), tollgate::ConfigError>(())
@@ -284,7 +284,7 @@ impl LearningConfig {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use tollgate::adaptive::outbound::LearningConfig;
+    /// use tollgate::outbound::LearningConfig;
     ///
     /// let config = LearningConfig::new().max_pause(Duration::from_secs(60))?;
     /// assert!(LearningConfig::new().max_pause(Duration::MAX).is_err());

@@ -24,7 +24,7 @@ pub(crate) const DEFAULT_SCALE: f64 = 0.4;
 /// # Examples
 ///
 /// ```
-/// use tollgate::adaptive::outbound::Cubic;
+/// use tollgate::outbound::Cubic;
 /// use tollgate::time::Nanos;
 ///
 /// let mut cubic = Cubic::new(0.7, 0.4)?;
@@ -62,7 +62,7 @@ impl Cubic {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::Cubic;
+    /// use tollgate::outbound::Cubic;
     /// use tollgate::ConfigError;
     ///
     /// assert!(Cubic::new(0.7, 0.4).is_ok());
@@ -97,7 +97,7 @@ impl Cubic {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::Cubic;
+    /// use tollgate::outbound::Cubic;
     /// use tollgate::time::Nanos;
     ///
     /// let cubic = Cubic::new(0.7, 0.4)?;
@@ -121,7 +121,7 @@ impl Cubic {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::Cubic;
+    /// use tollgate::outbound::Cubic;
     /// use tollgate::time::Nanos;
     ///
     /// let mut cubic = Cubic::new(0.6, 0.4)?;
@@ -145,7 +145,7 @@ impl Cubic {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::Cubic;
+    /// use tollgate::outbound::Cubic;
     ///
     /// assert_eq!(Cubic::new(0.7, 0.4)?.w_max(), 0.0);
     /// # Ok::<(), tollgate::ConfigError>(())
@@ -159,7 +159,7 @@ impl Cubic {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::Cubic;
+    /// use tollgate::outbound::Cubic;
     ///
     /// assert_eq!(Cubic::new(0.7, 0.4)?.k(), 0.0);
     /// # Ok::<(), tollgate::ConfigError>(())
@@ -173,7 +173,7 @@ impl Cubic {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::Cubic;
+    /// use tollgate::outbound::Cubic;
     /// use tollgate::time::Nanos;
     ///
     /// let mut cubic = Cubic::new(0.7, 0.4)?;
@@ -190,7 +190,7 @@ impl Cubic {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::Cubic;
+    /// use tollgate::outbound::Cubic;
     ///
     /// assert_eq!(Cubic::new(0.7, 0.4)?.beta(), 0.7);
     /// # Ok::<(), tollgate::ConfigError>(())
@@ -204,7 +204,7 @@ impl Cubic {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::Cubic;
+    /// use tollgate::outbound::Cubic;
     ///
     /// assert_eq!(Cubic::new(0.7, 0.4)?.scale(), 0.4);
     /// # Ok::<(), tollgate::ConfigError>(())

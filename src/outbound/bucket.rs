@@ -208,7 +208,7 @@ impl Algorithm for LearnedBucket {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::adaptive::outbound::cubic::tests::assert_relative_eq_within;
+    use crate::outbound::cubic::tests::assert_relative_eq_within;
 
     fn at(seconds: f64) -> Nanos {
         Nanos::new((seconds * 1e9).round() as u64)

@@ -167,7 +167,7 @@ fn per_second(count: u64, window: Duration) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::adaptive::outbound::cubic::tests::assert_relative_eq;
+    use crate::outbound::cubic::tests::assert_relative_eq;
 
     fn at(seconds: f64) -> Nanos {
         Nanos::new((seconds * 1e9).round() as u64)

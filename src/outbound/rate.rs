@@ -46,7 +46,7 @@ use super::learner::Learner;
 /// # Examples
 ///
 /// ```
-/// use tollgate::adaptive::outbound::{Answer, LearnedRate, LearningConfig};
+/// use tollgate::outbound::{Answer, LearnedRate, LearningConfig};
 /// use tollgate::time::ManualClock;
 ///
 /// let clock = ManualClock::new();
@@ -74,7 +74,7 @@ impl LearnedRate {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::{LearnedRate, LearningConfig};
+    /// use tollgate::outbound::{LearnedRate, LearningConfig};
     ///
     /// let rate = LearnedRate::new(LearningConfig::new());
     /// assert!(rate.try_acquire(1).is_ok());
@@ -90,7 +90,7 @@ impl<C: Clock> LearnedRate<C> {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::{LearnedRate, LearningConfig};
+    /// use tollgate::outbound::{LearnedRate, LearningConfig};
     /// use tollgate::time::ManualClock;
     ///
     /// let rate = LearnedRate::with_clock(LearningConfig::new(), ManualClock::new());
@@ -123,7 +123,7 @@ impl<C: Clock> LearnedRate<C> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use tollgate::adaptive::outbound::{Answer, LearnedRate, LearningConfig};
+    /// use tollgate::outbound::{Answer, LearnedRate, LearningConfig};
     /// use tollgate::time::ManualClock;
     ///
     /// let clock = ManualClock::new();
@@ -153,7 +153,7 @@ impl<C: Clock> LearnedRate<C> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use tollgate::adaptive::outbound::{Answer, LearnedRate, LearningConfig};
+    /// use tollgate::outbound::{Answer, LearnedRate, LearningConfig};
     /// use tollgate::time::ManualClock;
     ///
     /// # futures::executor::block_on(async {
@@ -177,7 +177,7 @@ impl<C: Clock> LearnedRate<C> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use tollgate::adaptive::outbound::{Answer, LearnedRate, LearningConfig};
+    /// use tollgate::outbound::{Answer, LearnedRate, LearningConfig};
     /// use tollgate::time::ManualClock;
     ///
     /// let rate = LearnedRate::with_clock(LearningConfig::new(), ManualClock::new());
@@ -215,7 +215,7 @@ impl<C: Clock> LearnedRate<C> {
     /// Reports to `events`: every decision on a call (admitted at once, after a
     /// wait, or refused locally, as a [`Limiter`]'s are), and every change of the
     /// learned rate ([`EventKind::RateChanged`], the rate as the time between calls).
-    /// Subscribe a [`MetricsRecorder`](crate::observe::Events::record_metrics) for
+    /// Subscribe a `MetricsRecorder` (feature `metrics`) for
     /// metrics: the rate is the gauge `tollgate_outbound_rate`, local refusals
     /// count in `tollgate_denied_total`.
     ///
@@ -233,7 +233,7 @@ impl<C: Clock> LearnedRate<C> {
     /// ```
     /// use std::sync::{Arc, Mutex};
     /// use std::time::Duration;
-    /// use tollgate::adaptive::outbound::{Answer, LearnedRate, LearningConfig};
+    /// use tollgate::outbound::{Answer, LearnedRate, LearningConfig};
     /// use tollgate::observe::{DenyReason, Event, EventKind, Events};
     /// use tollgate::time::ManualClock;
     ///
@@ -268,7 +268,7 @@ impl<C: Clock> LearnedRate<C> {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::{LearnedRate, LearningConfig};
+    /// use tollgate::outbound::{LearnedRate, LearningConfig};
     /// use tollgate::observe::Events;
     ///
     /// let rate = LearnedRate::new(LearningConfig::new()).with_events(Events::new("partner"));
@@ -284,7 +284,7 @@ impl<C: Clock> LearnedRate<C> {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::{LearnedRate, LearningConfig};
+    /// use tollgate::outbound::{LearnedRate, LearningConfig};
     ///
     /// assert_eq!(LearnedRate::new(LearningConfig::new()).rate(), None);
     /// ```
@@ -298,7 +298,7 @@ impl<C: Clock> LearnedRate<C> {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::{LearnedRate, LearningConfig};
+    /// use tollgate::outbound::{LearnedRate, LearningConfig};
     ///
     /// assert_eq!(LearnedRate::new(LearningConfig::new()).measured_rate(), 0.0);
     /// ```
@@ -311,7 +311,7 @@ impl<C: Clock> LearnedRate<C> {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::{LearnedRate, LearningConfig};
+    /// use tollgate::outbound::{LearnedRate, LearningConfig};
     ///
     /// assert_eq!(LearnedRate::new(LearningConfig::new()).cubic().w_max(), 0.0);
     /// ```
@@ -325,7 +325,7 @@ impl<C: Clock> LearnedRate<C> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use tollgate::adaptive::outbound::{Answer, LearnedRate, LearningConfig};
+    /// use tollgate::outbound::{Answer, LearnedRate, LearningConfig};
     /// use tollgate::time::{ManualClock, Nanos};
     ///
     /// let rate = LearnedRate::with_clock(LearningConfig::new(), ManualClock::new());
@@ -342,7 +342,7 @@ impl<C: Clock> LearnedRate<C> {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::{LearnedRate, LearningConfig};
+    /// use tollgate::outbound::{LearnedRate, LearningConfig};
     /// use tollgate::time::{Clock, ManualClock, Nanos};
     ///
     /// let rate = LearnedRate::with_clock(LearningConfig::new(), ManualClock::new());
@@ -429,7 +429,7 @@ impl<C: Clock> PermitSource for LearnedRate<C> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::adaptive::outbound::cubic::tests::assert_relative_eq;
+    use crate::outbound::cubic::tests::assert_relative_eq;
     use crate::time::ManualClock;
 
     /// smithy-rs `test_client_sending_rates` through the limiter and its clock.

@@ -14,7 +14,7 @@ use crate::sync::Arc;
 ///
 /// ```
 /// use std::time::Duration;
-/// use tollgate::adaptive::outbound::Answer;
+/// use tollgate::outbound::Answer;
 ///
 /// // A 429 with `Retry-After: 2`.
 /// let refused = Answer::throttled().with_retry_after(Duration::from_secs(2));
@@ -39,7 +39,7 @@ impl Answer {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::Answer;
+    /// use tollgate::outbound::Answer;
     ///
     /// assert!(!Answer::accepted().is_throttled());
     /// ```
@@ -53,7 +53,7 @@ impl Answer {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::Answer;
+    /// use tollgate::outbound::Answer;
     ///
     /// assert!(Answer::throttled().is_throttled());
     /// ```
@@ -71,7 +71,7 @@ impl Answer {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use tollgate::adaptive::outbound::Answer;
+    /// use tollgate::outbound::Answer;
     ///
     /// let a = Answer::throttled().with_retry_after(Duration::from_secs(2));
     /// assert_eq!(a.retry_after(), Some(Duration::from_secs(2)));
@@ -91,7 +91,7 @@ impl Answer {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use tollgate::adaptive::outbound::Answer;
+    /// use tollgate::outbound::Answer;
     ///
     /// let a = Answer::accepted().with_remaining(3, Duration::from_secs(6));
     /// assert_eq!(a.remaining(), Some((3, Duration::from_secs(6))));
@@ -111,7 +111,7 @@ impl Answer {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use tollgate::adaptive::outbound::Answer;
+    /// use tollgate::outbound::Answer;
     ///
     /// let a = Answer::accepted().with_quota(100, Duration::from_secs(60));
     /// assert_eq!(a.quota(), Some((100, Duration::from_secs(60))));
@@ -126,7 +126,7 @@ impl Answer {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::Answer;
+    /// use tollgate::outbound::Answer;
     ///
     /// assert!(Answer::throttled().is_throttled());
     /// ```
@@ -139,7 +139,7 @@ impl Answer {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::Answer;
+    /// use tollgate::outbound::Answer;
     ///
     /// assert_eq!(Answer::accepted().retry_after(), None);
     /// ```
@@ -152,7 +152,7 @@ impl Answer {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::Answer;
+    /// use tollgate::outbound::Answer;
     ///
     /// assert_eq!(Answer::accepted().remaining(), None);
     /// ```
@@ -165,7 +165,7 @@ impl Answer {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::Answer;
+    /// use tollgate::outbound::Answer;
     ///
     /// assert_eq!(Answer::accepted().quota(), None);
     /// ```
@@ -184,7 +184,7 @@ impl Answer {
 /// # Examples
 ///
 /// ```
-/// use tollgate::adaptive::outbound::{Answer, Feedback, LearnedRate, LearningConfig};
+/// use tollgate::outbound::{Answer, Feedback, LearnedRate, LearningConfig};
 /// use tollgate::time::ManualClock;
 ///
 /// let rate = LearnedRate::with_clock(LearningConfig::new(), ManualClock::new());
@@ -197,7 +197,7 @@ pub trait Feedback: Send + Sync + 'static {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::{Answer, Feedback, SreConfig, SreThrottle};
+    /// use tollgate::outbound::{Answer, Feedback, SreConfig, SreThrottle};
     ///
     /// let sre = SreThrottle::new(SreConfig::new());
     /// sre.on_answer(&Answer::accepted());
@@ -227,7 +227,7 @@ impl<A: Feedback, B: Feedback> Feedback for (A, B) {
 /// One handle telling both learners of each answer:
 ///
 /// ```
-/// use tollgate::adaptive::outbound::{
+/// use tollgate::outbound::{
 ///     Answer, FeedbackHandle, LearnedRate, LearningConfig, SreConfig, SreThrottle,
 /// };
 ///
@@ -247,7 +247,7 @@ impl FeedbackHandle {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::{Answer, FeedbackHandle, LearnedRate, LearningConfig};
+    /// use tollgate::outbound::{Answer, FeedbackHandle, LearnedRate, LearningConfig};
     ///
     /// let rate = LearnedRate::new(LearningConfig::new());
     /// let handle = FeedbackHandle::new(rate.clone());
@@ -262,7 +262,7 @@ impl FeedbackHandle {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::{Answer, FeedbackHandle, SreConfig, SreThrottle};
+    /// use tollgate::outbound::{Answer, FeedbackHandle, SreConfig, SreThrottle};
     ///
     /// let sre = SreThrottle::new(SreConfig::new());
     /// FeedbackHandle::new(sre.clone()).on_answer(&Answer::accepted());

@@ -26,7 +26,7 @@ use super::window::Counts;
 ///
 /// ```
 /// use std::time::Duration;
-/// use tollgate::adaptive::outbound::SreConfig;
+/// use tollgate::outbound::SreConfig;
 ///
 /// let config = SreConfig::new().k(1.5)?.window(Duration::from_secs(30), 30)?.seed(7);
 /// # drop(config);
@@ -48,15 +48,15 @@ impl Default for SreConfig {
 
 impl SreConfig {
     /// The most buckets a window may have, as for
-    /// [`SystemRule`](crate::shed::system::SystemRule)'s window
-    /// ([`MAX_BUCKETS`](crate::shed::system::MAX_BUCKETS)): each is kept in memory
+    /// `shed::system::SystemRule`'s window
+    /// (`shed::system::MAX_BUCKETS`): each is kept in memory
     /// and cleared as the window moves.
     ///
     /// # Examples
     ///
     /// ```
     /// use std::time::Duration;
-    /// use tollgate::adaptive::outbound::SreConfig;
+    /// use tollgate::outbound::SreConfig;
     ///
     /// let minute = Duration::from_secs(60);
     /// assert!(SreConfig::new().window(minute, SreConfig::MAX_BUCKETS).is_ok());
@@ -69,7 +69,7 @@ impl SreConfig {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::SreConfig;
+    /// use tollgate::outbound::SreConfig;
     ///
     /// assert_eq!(SreConfig::new(), SreConfig::default());
     /// ```
@@ -94,7 +94,7 @@ impl SreConfig {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::SreConfig;
+    /// use tollgate::outbound::SreConfig;
     ///
     /// SreConfig::new().k(1.5)?;
     /// # Ok::<(), tollgate::ConfigError>(())
@@ -129,7 +129,7 @@ impl SreConfig {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::SreConfig;
+    /// use tollgate::outbound::SreConfig;
     ///
     /// SreConfig::new().window(std::time::Duration::from_secs(60), 60)?;
     /// # Ok::<(), tollgate::ConfigError>(())
@@ -175,7 +175,7 @@ impl SreConfig {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::SreConfig;
+    /// use tollgate::outbound::SreConfig;
     ///
     /// assert_eq!(SreConfig::new().seed(7), SreConfig::new().seed(7));
     /// ```
@@ -206,7 +206,7 @@ impl SreConfig {
 /// # Examples
 ///
 /// ```
-/// use tollgate::adaptive::outbound::{Answer, SreConfig, SreThrottle};
+/// use tollgate::outbound::{Answer, SreConfig, SreThrottle};
 /// use tollgate::time::ManualClock;
 ///
 /// let throttle = SreThrottle::with_clock(SreConfig::new().seed(1), ManualClock::new());
@@ -242,7 +242,7 @@ impl SreThrottle {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::{SreConfig, SreThrottle};
+    /// use tollgate::outbound::{SreConfig, SreThrottle};
     ///
     /// let throttle = SreThrottle::new(SreConfig::new());
     /// assert!(throttle.try_acquire().is_ok());
@@ -258,7 +258,7 @@ impl<C: Clock> SreThrottle<C> {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::{SreConfig, SreThrottle};
+    /// use tollgate::outbound::{SreConfig, SreThrottle};
     /// use tollgate::time::ManualClock;
     ///
     /// let throttle = SreThrottle::with_clock(SreConfig::new(), ManualClock::new());
@@ -285,7 +285,7 @@ impl<C: Clock> SreThrottle<C> {
     /// or [`Denied`](EventKind::Denied) with [`DenyReason::Limited`](crate::observe::DenyReason::Limited)
     /// and the `retry_after` of the refusal for a call refused locally (never sent).
     /// A call given back ([`refund`](PermitSource::refund)) reports nothing.
-    /// Subscribe a [`MetricsRecorder`](crate::observe::Events::record_metrics) for
+    /// Subscribe a `MetricsRecorder` (feature `metrics`) for
     /// metrics: local refusals count in `tollgate_denied_total`.
     ///
     /// Clones share the throttle and its events; it reports to one hub, and on one
@@ -302,7 +302,7 @@ impl<C: Clock> SreThrottle<C> {
     /// ```
     /// use std::sync::atomic::{AtomicU64, Ordering};
     /// use std::sync::Arc;
-    /// use tollgate::adaptive::outbound::{Answer, SreConfig, SreThrottle};
+    /// use tollgate::outbound::{Answer, SreConfig, SreThrottle};
     /// use tollgate::observe::{Event, Events};
     /// use tollgate::time::ManualClock;
     ///
@@ -339,7 +339,7 @@ impl<C: Clock> SreThrottle<C> {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::{SreConfig, SreThrottle};
+    /// use tollgate::outbound::{SreConfig, SreThrottle};
     /// use tollgate::observe::Events;
     ///
     /// let throttle = SreThrottle::new(SreConfig::new()).with_events(Events::new("partner"));
@@ -361,7 +361,7 @@ impl<C: Clock> SreThrottle<C> {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::{SreConfig, SreThrottle};
+    /// use tollgate::outbound::{SreConfig, SreThrottle};
     /// use tollgate::time::ManualClock;
     ///
     /// let throttle = SreThrottle::with_clock(SreConfig::new(), ManualClock::new());
@@ -400,7 +400,7 @@ impl<C: Clock> SreThrottle<C> {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::{Answer, SreConfig, SreThrottle};
+    /// use tollgate::outbound::{Answer, SreConfig, SreThrottle};
     /// use tollgate::time::ManualClock;
     ///
     /// let throttle = SreThrottle::with_clock(SreConfig::new(), ManualClock::new());
@@ -420,7 +420,7 @@ impl<C: Clock> SreThrottle<C> {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::{SreConfig, SreThrottle};
+    /// use tollgate::outbound::{SreConfig, SreThrottle};
     /// use tollgate::time::ManualClock;
     ///
     /// let throttle = SreThrottle::with_clock(SreConfig::new(), ManualClock::new());
@@ -436,7 +436,7 @@ impl<C: Clock> SreThrottle<C> {
     /// # Examples
     ///
     /// ```
-    /// use tollgate::adaptive::outbound::{SreConfig, SreThrottle};
+    /// use tollgate::outbound::{SreConfig, SreThrottle};
     /// use tollgate::time::ManualClock;
     ///
     /// let throttle = SreThrottle::with_clock(SreConfig::new(), ManualClock::new());
