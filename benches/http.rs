@@ -35,7 +35,8 @@
 //! around a check already decided, the inner service alone, and the quanta clock
 //! tower_governor builds on every denial.
 //!
-//! Run `cargo bench --bench http --features http`; `benches/README.md` has figures.
+//! Run `cargo bench -p tollgate-benches --bench http --features http`;
+//! `benches/README.md` has figures.
 
 use std::convert::Infallible;
 use std::fmt::Debug;

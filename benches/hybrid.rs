@@ -22,8 +22,8 @@
 //! second with a burst of `LIMIT`, whose quota over a run of `d` seconds is
 //! `LIMIT × (1 + d)`.
 //!
-//! Run `cargo bench --features redis --bench hybrid` (about 40 s); it needs
-//! `redis-server` on `PATH`.
+//! Run `cargo bench -p tollgate-benches --features redis --bench hybrid` (about 40 s);
+//! it needs `redis-server` on `PATH`.
 
 #[cfg(feature = "redis")]
 #[path = "../tests/common/redis.rs"]
@@ -33,7 +33,8 @@ mod redis_harness;
 #[cfg(not(feature = "redis"))]
 fn main() {
     eprintln!(
-        "the hybrid benchmark needs the redis feature: cargo bench --features redis --bench hybrid"
+        "the hybrid benchmark needs the redis feature: \
+         cargo bench -p tollgate-benches --features redis --bench hybrid"
     );
 }
 

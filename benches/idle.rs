@@ -6,7 +6,8 @@
 //! A limiter with no waiter sets no alarm, so the target is no wake-up and no CPU
 //! while idle: the thread should exit after its one-second linger.
 //!
-//! Linux only (reads `/proc/self`). Run `cargo bench --bench idle` (about 6 s).
+//! Linux only (reads `/proc/self`). Run `cargo bench -p tollgate-benches --bench idle`
+//! (about 6 s).
 
 use std::fs;
 use std::thread;

@@ -1,7 +1,7 @@
 //! Criterion benchmarks: tollgate next to its peers, one topic file per area.
 //!
-//! Run `cargo bench --bench main -- <filter>`; `benches/README.md` tells how to read
-//! the ratios.
+//! Run `cargo bench -p tollgate-benches --bench main -- <filter>`; `benches/README.md`
+//! tells how to read the ratios.
 
 use std::time::Duration;
 

@@ -16,8 +16,9 @@
 //! at once (polled once, as an executor would), against tokio's `acquire().await`,
 //! each permit dropped at once; and an `AdaptiveLimiter` built as a user first would
 //! (`AimdLimit::new()`, fail fast, `new`) taking a permit and ending it as a success,
-//! against tokio's `try_acquire`. Run `cargo bench --bench paired`, or
-//! `cargo bench --bench paired -- gcra` for the scenarios whose name contains `gcra`.
+//! against tokio's `try_acquire`. Run `cargo bench -p tollgate-benches --bench paired`,
+//! or `cargo bench -p tollgate-benches --bench paired -- gcra` for the scenarios whose
+//! name contains `gcra`.
 
 use std::future::Future;
 use std::hint::black_box;

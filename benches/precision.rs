@@ -10,9 +10,9 @@
 //!   one every 1/rate) each grant that waited was seen by its task;
 //! - stalls: gaps between consecutive grants longer than 1.5/rate.
 //!
-//! Run `cargo bench --bench precision` (about 15 s). Options after `--`: `--secs S`
-//! runs every case for S seconds; `--burst B` runs only a burst of B (5 s);
-//! `--refill N` has leaky-bucket add N tokens every N ms.
+//! Run `cargo bench -p tollgate-benches --bench precision` (about 15 s). Options after
+//! `--`: `--secs S` runs every case for S seconds; `--burst B` runs only a burst of B
+//! (5 s); `--refill N` has leaky-bucket add N tokens every N ms.
 
 use std::future::Future;
 use std::sync::Arc;

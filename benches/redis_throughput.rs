@@ -46,16 +46,17 @@
 //! scripts take turns, `--repeat` rounds; the median of each is shown, and the ratio
 //! of the store's script to the minimal one.
 //!
-//! Run `cargo bench --features redis --bench redis_throughput` (about 2.5 min). Options
-//! after `--`: `--secs S` per run (default 2), `--repeat R`, `--tasks 16,64,256`,
-//! `--connections 1,4`, `--workers 2`, `--limiter-only`, `--no-ceiling`,
-//! `--batches 64,256` (coalesced runs' B), `--coalesced-only`, `--ceiling-only`.
+//! Run `cargo bench -p tollgate-benches --features redis --bench redis_throughput`
+//! (about 2.5 min). Options after `--`: `--secs S` per run (default 2), `--repeat R`,
+//! `--tasks 16,64,256`, `--connections 1,4`, `--workers 2`, `--limiter-only`,
+//! `--no-ceiling`, `--batches 64,256` (coalesced runs' B), `--coalesced-only`,
+//! `--ceiling-only`.
 
 #[cfg(not(feature = "redis"))]
 fn main() {
     eprintln!(
         "redis_throughput needs the redis feature: \
-         cargo bench --features redis --bench redis_throughput"
+         cargo bench -p tollgate-benches --features redis --bench redis_throughput"
     );
 }
 

@@ -19,9 +19,10 @@
 //!   refills during the window).
 //! - **largest write**: the largest single write the sink received.
 //!
-//! Run `cargo bench --bench shaping --features futures-io` (about 40 s; without the
-//! feature it says so and stops). Under `cargo test --benches` (no `--bench`
-//! argument) every case runs for 0.3 s. Options after `--`: `--secs S`.
+//! Run `cargo bench -p tollgate-benches --bench shaping --features futures-io` (about
+//! 40 s; without the feature it says so and stops). Under
+//! `cargo test -p tollgate-benches --benches` (no `--bench` argument) every case runs
+//! for 0.3 s. Options after `--`: `--secs S`.
 
 #[cfg(feature = "futures-io")]
 fn main() {
@@ -32,7 +33,7 @@ fn main() {
 fn main() {
     eprintln!(
         "the shaping benchmark drives futures-io writers: \
-         cargo bench --bench shaping --features futures-io"
+         cargo bench -p tollgate-benches --bench shaping --features futures-io"
     );
 }
 

@@ -1,6 +1,6 @@
 //! A job runner that caps work per second: every job awaits a permit first.
 //!
-//! Run with `cargo run --example job_runner`. It takes about two seconds.
+//! Run with `cargo run --example job_runner --features tokio`. It takes about two seconds.
 //!
 //! 40 small jobs and one large one (10 permits) share 20 permits per second with
 //! bursts of 10. Waiters are served first come, first served, so the large job is not

@@ -40,7 +40,7 @@ struct Options {
 
 fn options() -> Result<Options, Error> {
     let mut options = Options {
-        rules: concat!(env!("CARGO_MANIFEST_DIR"), "/examples/rules.yaml").to_owned(),
+        rules: concat!(env!("CARGO_MANIFEST_DIR"), "/rules.yaml").to_owned(),
         addr: SocketAddr::from(([127, 0, 0, 1], 3000)),
         demo: false,
     };
