@@ -60,7 +60,7 @@
 //!
 //! `cargo run --example shaped_copy --features tokio` copies a 6 MiB file at 2 MiB/s
 //! through `Shaped<tokio::fs::File>` with a progress bar. Shaping a writer to 1 MiB/s
-//! with a 64 KiB bucket for 10 s (`cargo bench --bench shaping --features futures-io`)
+//! with a 64 KiB bucket for 10 s (`cargo bench -p tollgate-benches --bench shaping --features futures-io`)
 //! holds the rate within 0.04 %, and no write exceeds the bucket, where
 //! async-speed-limit on the same workload lets 256 KiB writes through whole (table in
 //! `benches/README.md`).

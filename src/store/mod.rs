@@ -200,7 +200,7 @@
 //!   to send, a new key is decided exactly in Redis, with one call that adds only
 //!   within the limit.
 //!
-//! ## Measured: `cargo bench --features redis --bench hybrid`
+//! ## Measured: `cargo bench -p tollgate-benches --features redis --bench hybrid`
 //!
 //! Setup: 4 simulated nodes in one process, each with its own connection and limiter,
 //! on a tokio multi-thread runtime with 2 workers. They share 4 hot keys, each with a
