@@ -3,7 +3,7 @@
 //! that capacity: once with the adaptive limit, once without.
 //!
 //! ```text
-//! cargo run --example adaptive_server --features http     # about 18 s
+//! cargo run --example adaptive_server --features http,adaptive   # about 18 s
 //! ```
 //!
 //! The handler stands for a backend that answers in 100 ms up to 10 requests at

@@ -2,7 +2,7 @@
 //! one: per-class admitted and shed counts, printed each second.
 //!
 //! ```text
-//! cargo run --example shedding_server --features http
+//! cargo run --example shedding_server --features http,shed
 //! ```
 //!
 //! An axum server on 127.0.0.1 (a free port) whose every request holds a worker

@@ -71,7 +71,7 @@
 //! reading, refreshed by a thread) instead of reading the CPU's counter twice per
 //! request.
 //!
-//! `cargo run --example adaptive_server --features http` runs an axum server behind
+//! `cargo run --example adaptive_server --features http,adaptive` runs an axum server behind
 //! the adaptive tower layer through a load ramp past its capacity, printing the
 //! limit, admitted rate and p99 each second, with and without the layer.
 

@@ -72,7 +72,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! `cargo run --example shedding_server --features http` runs a server with two
+//! `cargo run --example shedding_server --features http,shed` runs a server with two
 //! criticality classes under a 12× surge of the lower one, printing admitted and shed
 //! counts per class each second.
 
