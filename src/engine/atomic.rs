@@ -111,18 +111,16 @@ impl<A: Algorithm> Atomic<A> {
         loop {
             let alg = self.config();
             let mut next = (packing.word_to_state)(current);
-            // A denial returns from here, apart from the admission's value, so that it
-            // is built in the caller's slot rather than merged with the admission and
-            // copied there (a GCRA denial: 105 instructions to 80, callgrind). Not `?`:
-            // through `Try` it is built in a temporary and copied again.
-            #[allow(clippy::question_mark)]
-            let value = match f(&alg, &mut next) {
-                Ok(value) => value,
-                Err(denied) => return Err(denied),
-            };
+            // The result is returned as it came, not unwrapped and wrapped again: under
+            // edition 2024 that copied a reservation twice more (a semaphore's
+            // `acquire(1)` granted at once: 162 instructions against 149, callgrind).
+            let decided = f(&alg, &mut next);
+            if decided.is_err() {
+                return decided;
+            }
             let next = (packing.state_to_word)(&next);
             if next == current {
-                return Ok(value);
+                return decided;
             }
             match self.state.0.compare_exchange_weak(
                 current,
@@ -130,7 +128,7 @@ impl<A: Algorithm> Atomic<A> {
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
-                Ok(_) => return Ok(value),
+                Ok(_) => return decided,
                 Err(actual) => current = actual,
             }
         }
