@@ -115,6 +115,7 @@ impl<A: Algorithm> Atomic<A> {
             // edition 2024 that copied a reservation twice more (a semaphore's
             // `acquire(1)` granted at once: 162 instructions against 149, callgrind).
             let decided = f(&alg, &mut next);
+            #[allow(clippy::question_mark)]
             if decided.is_err() {
                 return decided;
             }
