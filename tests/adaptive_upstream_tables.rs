@@ -8,6 +8,8 @@
 //!
 //! Each scenario is a list of phases `(samples, rtt in ns, inflight, dropped)`.
 
+#![cfg(feature = "adaptive")]
+
 use std::time::Duration;
 
 use tollgate::adaptive::Sample;
