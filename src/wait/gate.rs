@@ -179,8 +179,8 @@ impl<A: Algorithm, C: Clock> Gate for Core<A, C> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Quota;
     use crate::algorithm::{Concurrency, Gcra};
+    use crate::quota::Quota;
     use crate::sync::AtomicU64;
     use crate::sync::Ordering::SeqCst;
     use crate::time::ManualClock;

@@ -149,9 +149,9 @@ mod testing {
     use std::task::{Context, Poll, Waker};
 
     use super::queue::Waiting;
-    use crate::Quota;
     use crate::algorithm::{Concurrency, Gcra};
     use crate::engine::Core;
+    use crate::quota::Quota;
     use crate::sync::{Arc, AtomicU64, Ordering};
     use crate::time::ManualClock;
 

@@ -120,11 +120,11 @@ mod tests {
     use super::super::future::WaitFor;
     use super::super::testing::{Woken, poll};
     use super::*;
-    use crate::Quota;
     use crate::algorithm::{Algorithm, Concurrency, Gcra};
     use crate::decision::Decision;
     use crate::engine::Core;
     use crate::error::AcquireError;
+    use crate::quota::Quota;
     use crate::sync::Mutex;
     use crate::time::{Alarm, Clock, ManualClock, Nanos};
 
