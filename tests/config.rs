@@ -88,8 +88,8 @@ descriptors:
                 l.name(),
                 l.unit(),
                 l.algorithm(),
-                l.rule().kind().name(),
-                l.rule().capacity(),
+                l.rule().unwrap().kind().name(),
+                l.rule().unwrap().capacity(),
             )
         })
         .collect();
@@ -129,7 +129,7 @@ descriptors:
     let [old, new] = [&rules.limits()[0], &rules.limits()[1]];
     assert_eq!(old.algorithm(), RuleKind::SlidingCounter);
     assert_eq!(old.algorithm(), new.algorithm());
-    assert_eq!(old.rule(), new.rule());
+    assert_eq!(old.rule().unwrap(), new.rule().unwrap());
     let matched = rules.limits_for(&[d(&[("old", "x")])]);
     assert_eq!(matched.limits()[0].key(), "sliding_counter:60|old=x");
 }
@@ -178,9 +178,12 @@ fn unknown_keys_are_refused_at_every_level() {
     assert_eq!(line, 2);
     assert!(e.to_string().contains("unknown field `version`"), "{e}");
 
-    let (e, line) = error("domain: d\ndescriptors:\n  - key: a\n    detailed_metric: true\n");
+    // envoy's keys, each where it has a meaning: `shadow_mode` is a descriptor's.
+    let (e, line) = error(
+        "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, shadow_mode: true}\n",
+    );
     assert_eq!(line, 4);
-    assert!(e.to_string().contains("detailed_metric"), "{e}");
+    assert!(e.to_string().contains("unknown field `shadow_mode`"), "{e}");
 
     let (_, line) = error(
         "domain: d
@@ -220,7 +223,11 @@ descriptors:
     );
     assert_eq!(line, 5);
     assert_eq!(e.location().unwrap().column(), 13);
-    assert!(e.to_string().contains("unknown variant `fortnight`"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("invalid rate limit unit 'fortnight', expected one of second"),
+        "{e}"
+    );
 
     let (_, line) = error(
         "domain: d
@@ -235,28 +242,26 @@ descriptors:
     assert_eq!(line, 7);
 }
 
+/// envoy's service reads `requests_per_unit: 0`, or none, as a limit nothing passes
+/// (users block with it): the limit is read, and blocks.
 #[test]
-fn zero_negative_and_missing_counts_are_refused() {
-    let (e, line) = error(
+fn zero_and_missing_counts_block_and_negative_ones_are_refused() {
+    let rules = rules(
         "domain: d
 descriptors:
   - key: a
     rate_limit:
       unit: second
       requests_per_unit: 0
+  - key: b
+    descriptors:
+      - key: c
+        rate_limit:
+          unit: second
 ",
     );
-    assert!(matches!(
-        e.kind(),
-        ConfigFileErrorKind::Limit(ConfigError::Zero {
-            parameter: "requests_per_unit"
-        })
-    ));
-    assert_eq!((line, e.location().unwrap().column()), (6, 26));
-    assert_eq!(
-        e.to_string(),
-        "line 6 column 26: requests_per_unit must be greater than zero"
-    );
+    assert!(rules.limits().iter().all(|l| l.is_blocking()));
+    assert!(rules.limits().iter().all(|l| l.requests_per_unit() == 0));
 
     let (e, line) = error(
         "domain: d
@@ -274,6 +279,26 @@ descriptors:
     ));
     assert_eq!(line, 4);
 
+    // A bucket that never refills is not a blocking limit.
+    let (e, line) = error(
+        "domain: d
+descriptors:
+  - key: a
+    rate_limit:
+      unit: second
+      requests_per_unit: 0
+      algorithm: gcra
+      burst: 5
+",
+    );
+    assert!(matches!(
+        e.kind(),
+        ConfigFileErrorKind::Limit(ConfigError::Zero {
+            parameter: "requests_per_unit"
+        })
+    ));
+    assert_eq!(line, 6);
+
     let (e, line) = error(
         "domain: d
 descriptors:
@@ -281,13 +306,10 @@ descriptors:
     descriptors:
       - key: b
         rate_limit:
-          unit: second
+          requests_per_unit: 3
 ",
     );
-    assert!(matches!(
-        e.kind(),
-        ConfigFileErrorKind::MissingLimit("requests_per_unit")
-    ));
+    assert!(matches!(e.kind(), ConfigFileErrorKind::MissingLimit("unit")));
     assert_eq!(line, 7);
 
     let (e, line) = error(
@@ -299,6 +321,54 @@ descriptors:
     );
     assert!(matches!(e.kind(), ConfigFileErrorKind::Format(_)));
     assert_eq!(line, 4);
+}
+
+/// Regression: a limit of 0 was refused at load; envoy blocks with it. It is denied for
+/// good without asking the store, and consumes nothing from the request's other limits.
+#[test]
+fn blocking_limits_deny_for_good_without_the_store() {
+    let clock = ManualClock::new();
+    let rules = rules(
+        "domain: d
+descriptors:
+  - key: user
+    rate_limit: {unit: second, requests_per_unit: 2}
+  - key: user
+    value: mallory
+    rate_limit: {unit: second, requests_per_unit: 0}
+  - key: path
+    shadow_mode: true
+    rate_limit: {unit: second, requests_per_unit: 0}
+",
+    );
+    let limiter = ConfigLimiter::new(rules, memory(&clock)).unwrap();
+    let mallory = [d(&[("user", "mallory")])];
+    let decision = block(limiter.check_at(&mallory, 1, MINUTE_EDGE)).unwrap();
+    assert!(matches!(
+        decision.decision(),
+        Some(Err(Denied::Insufficient(i))) if i.capacity() == 0
+    ));
+    assert!(limiter.store().is_empty(), "the store was asked");
+    let both = [d(&[("user", "mallory")]), d(&[("user", "ann")])];
+    assert!(
+        !block(limiter.check_at(&both, 1, MINUTE_EDGE))
+            .unwrap()
+            .is_admitted()
+    );
+    // Ann's limit took nothing from the denied request.
+    let ann = [d(&[("user", "ann")])];
+    for _ in 0..2 {
+        assert!(
+            block(limiter.check_at(&ann, 1, MINUTE_EDGE))
+                .unwrap()
+                .is_admitted()
+        );
+    }
+    // A blocking shadow limit reports, never denies.
+    let shadowed = [d(&[("user", "bob")]), d(&[("path", "/")])];
+    let decision = block(limiter.check_at(&shadowed, 1, MINUTE_EDGE)).unwrap();
+    assert!(decision.is_admitted());
+    assert!(decision.shadow_denial().is_some());
 }
 
 #[test]
@@ -378,9 +448,11 @@ fn empty_keys_values_and_domains_are_refused() {
     assert!(matches!(e.kind(), ConfigFileErrorKind::Empty("key")));
     assert_eq!(line, 4);
 
-    let (e, line) = error("domain: d\ndescriptors:\n  - key: a\n    value: ''\n");
-    assert!(matches!(e.kind(), ConfigFileErrorKind::Empty("value")));
-    assert_eq!(line, 4);
+    // As envoy: an empty value is no value.
+    let empty_value = rules(
+        "domain: d\ndescriptors:\n  - key: a\n    value: ''\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
+    );
+    assert_eq!(names(&empty_value, &[d(&[("a", "x")])]), ["a"]);
 
     let (e, line) = error("\ndomain: ''\n");
     assert!(matches!(e.kind(), ConfigFileErrorKind::Domain(_)));
@@ -409,9 +481,14 @@ descriptors:
     );
     assert!(matches!(
         e.kind(),
-        ConfigFileErrorKind::DuplicateDescriptor { key, value: Some(v) } if key == "path" && v == "/a"
+        ConfigFileErrorKind::DuplicateDescriptor { key, value: Some(v), composite }
+            if key == "path" && v == "/a" && composite == "d.path_/a"
     ));
     assert_eq!(line, 7);
+    assert_eq!(
+        e.to_string(),
+        "line 7 column 5: duplicate descriptor composite key 'd.path_/a'"
+    );
 
     let (e, line) = error(
         "domain: d
@@ -454,9 +531,11 @@ descriptors:
     );
 }
 
+/// envoy accepts two limits of one name (`replaces` then drops both) and a `replaces`
+/// naming no limit of the file (it may name one of a merged file).
 #[test]
-fn duplicate_names_are_refused() {
-    let (e, line) = error(
+fn names_may_repeat_and_replaces_may_name_nothing() {
+    let rules = rules(
         "domain: d
 descriptors:
   - key: a
@@ -468,31 +547,23 @@ descriptors:
           name: n
           unit: second
           requests_per_unit: 1
-",
-    );
-    assert!(matches!(e.kind(), ConfigFileErrorKind::DuplicateName(n) if n == "n"));
-    assert_eq!(line, 9);
-}
-
-#[test]
-fn replaces_must_name_another_limit() {
-    let (e, line) = error(
-        "domain: d
-descriptors:
-  - key: a
+  - key: x
     rate_limit:
       unit: second
       requests_per_unit: 1
       replaces:
-        - name: b
+        - name: n
         - name: nowhere
-  - key: b
-    rate_limit: {name: b, unit: second, requests_per_unit: 1}
 ",
     );
-    assert!(matches!(e.kind(), ConfigFileErrorKind::UnknownReplace(n) if n == "nowhere"));
-    assert_eq!(line, 9);
+    let both = [d(&[("a", "1")]), d(&[("b", "1"), ("c", "2")])];
+    assert_eq!(names(&rules, &both), ["n", "n"]);
+    let all = [d(&[("a", "1")]), d(&[("b", "1"), ("c", "2")]), d(&[("x", "1")])];
+    assert_eq!(names(&rules, &all), ["x"]);
+}
 
+#[test]
+fn replaces_must_be_named_and_not_name_itself() {
     let (e, line) = error(
         "domain: d
 descriptors:
@@ -506,21 +577,29 @@ descriptors:
     );
     assert!(matches!(e.kind(), ConfigFileErrorKind::ReplacesItself(_)));
     assert_eq!(line, 8);
-}
 
-#[test]
-fn unlimited_blocks_share_the_namespace_of_names() {
     let (e, line) = error(
         "domain: d
 descriptors:
   - key: a
-    rate_limit: {name: n, unlimited: true}
-  - key: b
-    rate_limit: {name: n, unit: second, requests_per_unit: 1}
+    rate_limit:
+      unit: second
+      requests_per_unit: 1
+      replaces:
+        - name:
 ",
     );
-    assert!(matches!(e.kind(), ConfigFileErrorKind::DuplicateName(_)));
-    assert_eq!(line, 6);
+    assert!(matches!(e.kind(), ConfigFileErrorKind::Empty("replaces")));
+    assert_eq!(line, 8);
+    assert!(
+        e.to_string()
+            .ends_with("should not have an empty replaces entry"),
+        "{e}"
+    );
+}
+
+#[test]
+fn unlimited_blocks_replace_and_can_be_replaced_harmlessly() {
     // Replacing an unlimited block is allowed, and changes nothing.
     let rules = rules(
         "domain: d
@@ -532,6 +611,8 @@ descriptors:
 ",
     );
     assert_eq!(names(&rules, &[d(&[("b", "x")])]), ["b"]);
+    let matched = rules.limits_for(&[d(&[("a", "x")]), d(&[("b", "x")])]);
+    assert!(matched.has_unlimited());
 }
 
 #[test]
@@ -550,6 +631,14 @@ descriptors:
         ConfigFileErrorKind::UnlimitedWithLimit("unit")
     ));
     assert_eq!(line, 6);
+    assert!(
+        e.to_string()
+            .ends_with("should not specify rate limit unit when unlimited"),
+        "{e}"
+    );
+    // envoy ignores a count beside `unlimited`.
+    let rules = rules("domain: d\ndescriptors:\n  - {key: a, rate_limit: {unlimited: true, requests_per_unit: 5}}\n");
+    assert!(rules.limits_for(&[d(&[("a", "x")])]).has_unlimited());
 }
 
 #[test]
@@ -593,12 +682,13 @@ descriptors:
 ";
 
 #[test]
-fn exact_values_win_over_prefixes_and_prefixes_over_bare_keys() {
+fn exact_values_win_over_patterns_and_patterns_over_bare_keys() {
     let rules = rules(PRIORITIES);
     let of = |path: &str| names(&rules, &[d(&[("path", path)])]);
     assert_eq!(of("/api/login"), ["login"]);
     assert_eq!(of("/api/orders"), ["api"]);
-    assert_eq!(of("/api/admin/users"), ["admin"], "the longest prefix wins");
+    // As envoy: the first pattern of the file that matches, not the longest.
+    assert_eq!(of("/api/admin/users"), ["api"], "the first pattern wins");
     assert_eq!(of("/static"), ["any_path"]);
     assert!(names(&rules, &[d(&[("method", "GET")])]).is_empty());
 }

@@ -119,11 +119,12 @@ mod locate;
 mod matcher;
 mod rules;
 mod unit;
+mod wildcard;
 
 pub use error::{ConfigFileError, ConfigFileErrorKind, Location};
 #[cfg(feature = "http")]
 pub use http::{ConfigLimits, RequestDescriptor, RequestEntry};
 pub use limiter::{AppliedLimit, ConfigDecision, ConfigLimiter, ShadowDenial};
-pub use matcher::{Descriptor, Matched, MatchedLimit};
+pub use matcher::{Descriptor, DescriptorMatch, Matched, MatchedLimit};
 pub use rules::{Limit, RuleSet};
 pub use unit::Unit;
