@@ -278,7 +278,7 @@ fn empty_domain() {
 fn empty_key() {
     let e = error("domain: test-domain\ndescriptors:\n  - key: ''\n    value: value1\n");
     assert!(matches!(e.kind(), ConfigFileErrorKind::Empty("key")));
-    assert_eq!(e.to_string(), "line 3 column 5: descriptor has empty key");
+    assert_eq!(e.to_string(), "line 3 column 10: descriptor has empty key");
     // envoy's empty_key.yaml leaves `key` out: a missing field, with its line.
     let e = error("domain: test-domain\ndescriptors:\n  - value: value1\n");
     assert!(e.to_string().contains("missing field `key`"), "{e}");

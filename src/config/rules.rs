@@ -934,7 +934,7 @@ impl<'s> Builder<'s> {
         for (i, mut node) in nodes.into_iter().enumerate() {
             self.path.push(Step::Index(i));
             if node.key.is_empty() {
-                return Err(self.error(ConfigFileErrorKind::Empty("key"), &[]));
+                return Err(self.error(ConfigFileErrorKind::Empty("key"), &[Step::Key("key")]));
             }
             if node.key.contains('*') {
                 return Err(self.error(
