@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use tollgate::config::{
-    ConfigFileError, ConfigFileErrorKind, ConfigLimiter, Descriptor, RuleSet, Unit,
+    ConfigFileError, ConfigFileErrorKind, ConfigLimiter, Descriptor, DescriptorMatch, RuleSet, Unit,
 };
 use tollgate::store::{MemoryStore, Reply, Request, Rule, RuleKind, Store, StoreError};
 use tollgate::time::ManualClock;
@@ -1400,4 +1400,166 @@ descriptors:
         }
         assert_eq!(denials.load(Ordering::SeqCst), 2);
     }
+}
+
+// ---------------------------------------------------------------- envoy's service
+
+/// Regression: the longest `prefix*` won; envoy tries patterns in file order, with a
+/// `*` anywhere, and the first match wins.
+#[test]
+fn patterns_are_tried_in_file_order_with_stars_anywhere() {
+    let rules = rules(
+        "domain: d
+descriptors:
+  - {key: path, value: '/api/*/export', rate_limit: {name: export, unit: second, requests_per_unit: 1}}
+  - {key: path, value: '/api/*', rate_limit: {name: api, unit: second, requests_per_unit: 2}}
+  - {key: path, value: '/api/v1/*', rate_limit: {name: never, unit: second, requests_per_unit: 3}}
+  - {key: path, value: '*.png', rate_limit: {name: png, unit: second, requests_per_unit: 4}}
+",
+    );
+    let of = |path: &str| names(&rules, &[d(&[("path", path)])]);
+    assert_eq!(of("/api/v2/export"), ["export"]);
+    assert_eq!(of("/api/v1/users"), ["api"], "the first pattern of the file wins");
+    assert_eq!(of("/img/a.png"), ["png"]);
+    // A value written as the pattern is an exact match, before any pattern.
+    assert_eq!(of("/api/v1/*"), ["never"]);
+}
+
+#[test]
+fn a_star_in_a_key_is_refused() {
+    let (e, line) = error("domain: d\ndescriptors:\n  - key: a\n  - key: 'pa*th'\n    value: x\n");
+    assert!(matches!(e.kind(), ConfigFileErrorKind::WildcardInKey(k) if k == "pa*th"));
+    assert_eq!((line, e.location().unwrap().column()), (4, 10));
+}
+
+/// One answer per descriptor: envoy's service resolves each descriptor to at most one
+/// limit, and drops every limit whose name another's `replaces` lists.
+#[test]
+fn descriptors_get_one_answer_each() {
+    let rules = rules(
+        "domain: d
+descriptors:
+  - key: user
+    rate_limit: {name: per_user, unit: second, requests_per_unit: 5}
+  - key: user
+    value: admin
+    rate_limit: {name: admin, unit: second, requests_per_unit: 50, replaces: [{name: per_user}]}
+  - key: path
+    rate_limit: {name: per_path, unit: second, requests_per_unit: 5}
+  - key: path
+    value: /health
+    rate_limit: {unlimited: true, replaces: [{name: per_path}]}
+  - key: org
+    descriptors:
+      - {key: team}
+",
+    );
+    let request = [
+        d(&[("user", "ann")]),
+        d(&[("user", "admin")]),
+        d(&[("path", "/health")]),
+        d(&[("org", "x"), ("team", "y")]),
+        d(&[("path", "/a")]),
+        d(&[("user", "ann")]),
+    ];
+    let matched = rules.limits_for(&request);
+    let answers: Vec<String> = matched
+        .descriptors()
+        .iter()
+        .map(|a| match a {
+            DescriptorMatch::None => "none".to_owned(),
+            DescriptorMatch::Unlimited => "unlimited".to_owned(),
+            DescriptorMatch::Limit(m) => format!("limit {}", m.limit().name()),
+            DescriptorMatch::Replaced(m) => format!("replaced {}", m.limit().name()),
+        })
+        .collect();
+    assert_eq!(
+        answers,
+        [
+            "replaced per_user",
+            "limit admin",
+            "unlimited",
+            "none",
+            "replaced per_path",
+            "replaced per_user"
+        ]
+    );
+    assert_eq!(names(&rules, &request), ["admin"]);
+    assert!(matched.has_unlimited());
+}
+
+/// Go writes the pattern in place of the value in the cache key: every value the
+/// pattern matches shares one counter, through the limiter too.
+#[test]
+fn share_threshold_values_share_one_counter() {
+    let clock = ManualClock::new();
+    let rules = rules(
+        "domain: d
+descriptors:
+  - {key: file, value: 'docs/*', share_threshold: true, rate_limit: {unit: minute, requests_per_unit: 2}}
+  - {key: img, value: 'img/*', rate_limit: {unit: minute, requests_per_unit: 2}}
+",
+    );
+    let limiter = ConfigLimiter::new(rules, memory(&clock)).unwrap();
+    let check = |entries: &[(&str, &str)]| {
+        block(limiter.check_at(&[d(entries)], 1, MINUTE_EDGE))
+            .unwrap()
+            .is_admitted()
+    };
+    assert!(check(&[("file", "docs/a")]));
+    assert!(check(&[("file", "docs/b")]));
+    assert!(!check(&[("file", "docs/c")]), "the third value shares the counter");
+    // Without share_threshold each value counts apart.
+    for value in ["img/a", "img/b", "img/c"] {
+        assert!(check(&[("img", value)]));
+    }
+}
+
+#[test]
+fn merged_files_keep_their_order_lines_and_paths() {
+    let dir = std::env::temp_dir().join(format!("tollgate-merge-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (first, second) = (dir.join("first.yaml"), dir.join("second.yaml"));
+    std::fs::write(
+        &first,
+        "domain: d\ndescriptors:\n  - {key: path, value: '/a*', rate_limit: {name: a, unit: second, requests_per_unit: 1}}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &second,
+        "domain: d
+descriptors:
+  - {key: path, value: '/ab*', rate_limit: {name: ab, unit: second, requests_per_unit: 1}}
+  - {key: path, value: '*', rate_limit: {name: any, unit: second, requests_per_unit: 1}}
+  - {key: path, value: '/a*', rate_limit: {unit: second, requests_per_unit: 1}}
+",
+    )
+    .unwrap();
+    let mut merged = RuleSet::from_file(&first).unwrap();
+    let e = merged
+        .merge(RuleSet::from_file(&second).unwrap())
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{}:5:5: duplicate descriptor composite key 'd.path_/a*'",
+            second.display()
+        )
+    );
+    std::fs::write(
+        &second,
+        "domain: d
+descriptors:
+  - {key: path, value: '/ab*', rate_limit: {name: ab, unit: second, requests_per_unit: 1}}
+  - {key: path, value: '*', rate_limit: {name: any, unit: second, requests_per_unit: 1}}
+",
+    )
+    .unwrap();
+    merged.merge(RuleSet::from_file(&second).unwrap()).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    // The first file's patterns are tried first.
+    assert_eq!(names(&merged, &[d(&[("path", "/abc")])]), ["a"]);
+    assert_eq!(names(&merged, &[d(&[("path", "/x")])]), ["any"]);
+    let any = merged.limit("any").unwrap();
+    assert_eq!(merged.location_of(any).unwrap().line(), 4);
 }
