@@ -309,7 +309,10 @@ descriptors:
           requests_per_unit: 3
 ",
     );
-    assert!(matches!(e.kind(), ConfigFileErrorKind::MissingLimit("unit")));
+    assert!(matches!(
+        e.kind(),
+        ConfigFileErrorKind::MissingLimit("unit")
+    ));
     assert_eq!(line, 7);
 
     let (e, line) = error(
@@ -558,7 +561,11 @@ descriptors:
     );
     let both = [d(&[("a", "1")]), d(&[("b", "1"), ("c", "2")])];
     assert_eq!(names(&rules, &both), ["n", "n"]);
-    let all = [d(&[("a", "1")]), d(&[("b", "1"), ("c", "2")]), d(&[("x", "1")])];
+    let all = [
+        d(&[("a", "1")]),
+        d(&[("b", "1"), ("c", "2")]),
+        d(&[("x", "1")]),
+    ];
     assert_eq!(names(&rules, &all), ["x"]);
 }
 
@@ -637,7 +644,9 @@ descriptors:
         "{e}"
     );
     // envoy ignores a count beside `unlimited`.
-    let rules = rules("domain: d\ndescriptors:\n  - {key: a, rate_limit: {unlimited: true, requests_per_unit: 5}}\n");
+    let rules = rules(
+        "domain: d\ndescriptors:\n  - {key: a, rate_limit: {unlimited: true, requests_per_unit: 5}}\n",
+    );
     assert!(rules.limits_for(&[d(&[("a", "x")])]).has_unlimited());
 }
 
@@ -1419,7 +1428,11 @@ descriptors:
     );
     let of = |path: &str| names(&rules, &[d(&[("path", path)])]);
     assert_eq!(of("/api/v2/export"), ["export"]);
-    assert_eq!(of("/api/v1/users"), ["api"], "the first pattern of the file wins");
+    assert_eq!(
+        of("/api/v1/users"),
+        ["api"],
+        "the first pattern of the file wins"
+    );
     assert_eq!(of("/img/a.png"), ["png"]);
     // A value written as the pattern is an exact match, before any pattern.
     assert_eq!(of("/api/v1/*"), ["never"]);
@@ -1508,7 +1521,10 @@ descriptors:
     };
     assert!(check(&[("file", "docs/a")]));
     assert!(check(&[("file", "docs/b")]));
-    assert!(!check(&[("file", "docs/c")]), "the third value shares the counter");
+    assert!(
+        !check(&[("file", "docs/c")]),
+        "the third value shares the counter"
+    );
     // Without share_threshold each value counts apart.
     for value in ["img/a", "img/b", "img/c"] {
         assert!(check(&[("img", value)]));

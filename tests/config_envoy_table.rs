@@ -7,8 +7,7 @@
 #![cfg(feature = "config")]
 
 use tollgate::config::{
-    ConfigFileError, ConfigFileErrorKind, Descriptor, DescriptorMatch, MatchedLimit, RuleSet,
-    Unit,
+    ConfigFileError, ConfigFileErrorKind, Descriptor, DescriptorMatch, MatchedLimit, RuleSet, Unit,
 };
 
 fn rules(yaml: &str) -> RuleSet {
@@ -20,6 +19,9 @@ fn error(yaml: &str) -> ConfigFileError {
     assert!(e.location().is_some(), "no line in {e}");
     e
 }
+
+/// A descriptor's entries, as the tables write them.
+type Entries<'a> = &'a [(&'a str, &'a str)];
 
 fn descriptor(entries: &[(&str, &str)]) -> Descriptor {
     entries.iter().copied().collect()
@@ -132,7 +134,7 @@ fn basic_config() {
             "{entries:?}"
         );
     }
-    let cases: [(&[(&str, &str)], u64, Unit, &str); 6] = [
+    let cases: [(Entries<'_>, u64, Unit, &str); 6] = [
         (
             &[("key1", "value1"), ("subkey1", "something")],
             5,
@@ -167,7 +169,12 @@ fn basic_config() {
         assert_eq!(m.stats_key(), key);
     }
     // "No name provided in config" / "Name provided in config".
-    assert!(!limit(&rules, &[("key3", "foo")]).unwrap().limit().is_named());
+    assert!(
+        !limit(&rules, &[("key3", "foo")])
+            .unwrap()
+            .limit()
+            .is_named()
+    );
     let key4 = limit(&rules, &[("key4", "foo")]).unwrap();
     assert_eq!(key4.limit().name(), "key4_rate_limit");
     assert!(key4.limit().is_named());
@@ -414,7 +421,10 @@ descriptors:
 ",
     );
     assert_eq!(e.line(), Some(7));
-    assert!(e.to_string().contains("unknown field `requestsperunit`"), "{e}");
+    assert!(
+        e.to_string().contains("unknown field `requestsperunit`"),
+        "{e}"
+    );
 }
 
 /// TestNonStringKey.
@@ -496,7 +506,7 @@ descriptors:
       requests_per_unit: 30
 ",
     );
-    let cases: [(&[(&str, &str)], bool, u64, &str); 4] = [
+    let cases: [(Entries<'_>, bool, u64, &str); 4] = [
         (
             &[("key1", "value1"), ("subkey1", "something")],
             false,
@@ -584,7 +594,10 @@ fn wildcard_config() {
             &[("multiWild", "foo123bar456baz")],
             "test-domain.multiWild_foo*bar*baz",
         ),
-        (&[("multiWild", "foobarbaz")], "test-domain.multiWild_foo*bar*baz"),
+        (
+            &[("multiWild", "foobarbaz")],
+            "test-domain.multiWild_foo*bar*baz",
+        ),
     ] {
         assert_eq!(stats(&rules, entries), key, "{entries:?}");
     }
@@ -657,7 +670,10 @@ fn detailed_metric() {
     let one = [("key-1", "value-1")];
     let two = [("key-1", "value-1"), ("key-2", "value-2")];
     // "nested with no values but request only top-level key"
-    assert_eq!(stats(&rules(&nested(true, false)), &one), "nested.key-1_value-1");
+    assert_eq!(
+        stats(&rules(&nested(true, false)), &one),
+        "nested.key-1_value-1"
+    );
     // "... with no detailed metric"
     assert_eq!(stats(&rules(&nested(false, false)), &one), "nested.key-1");
     // "nested with no values and request fully nested descriptors"
@@ -666,7 +682,10 @@ fn detailed_metric() {
         "nested.key-1_value-1.key-2_value-2"
     );
     // "... with no detailed metric"
-    assert_eq!(stats(&rules(&nested(false, false)), &two), "nested.key-1.key-2");
+    assert_eq!(
+        stats(&rules(&nested(false, false)), &two),
+        "nested.key-1.key-2"
+    );
 
     let realistic = rules(REALISTIC);
     // "test nested descriptors with simple request"
@@ -709,7 +728,11 @@ fn value_to_metric_uses_runtime_values_in_stats() {
     assert_eq!(
         stats(
             &rules,
-            &[("route", "draw"), ("http_method", "GET"), ("subject_id", "123")]
+            &[
+                ("route", "draw"),
+                ("http_method", "GET"),
+                ("subject_id", "123")
+            ]
         ),
         "domain.route_draw.http_method_GET.subject_id"
     );
@@ -791,7 +814,11 @@ descriptors:
     assert_eq!(
         stats(
             &rules,
-            &[("route", "draw"), ("http_method", "GET"), ("subject_id", "123")]
+            &[
+                ("route", "draw"),
+                ("http_method", "GET"),
+                ("subject_id", "123")
+            ]
         ),
         "domain.route_draw.http_method_GET.subject_id_123"
     );
@@ -823,18 +850,32 @@ descriptors:
     );
     let get = limit(
         &rules,
-        &[("route", "api"), ("http_method", "GET"), ("subject_id", "user123")],
+        &[
+            ("route", "api"),
+            ("http_method", "GET"),
+            ("subject_id", "user123"),
+        ],
     )
     .unwrap();
     assert_eq!(get.limit().requests_per_unit(), 60);
-    assert_eq!(get.stats_key(), "test-domain.route_api.http_method_GET.subject_id");
+    assert_eq!(
+        get.stats_key(),
+        "test-domain.route_api.http_method_GET.subject_id"
+    );
     let post = limit(
         &rules,
-        &[("route", "api"), ("http_method", "POST"), ("subject_id", "user456")],
+        &[
+            ("route", "api"),
+            ("http_method", "POST"),
+            ("subject_id", "user456"),
+        ],
     )
     .unwrap();
     assert_eq!(post.limit().requests_per_unit(), 30);
-    assert_eq!(post.stats_key(), "test-domain.route_api.http_method_POST.subject_id");
+    assert_eq!(
+        post.stats_key(),
+        "test-domain.route_api.http_method_POST.subject_id"
+    );
 }
 
 /// TestValueToMetric_WithWildcard.
@@ -855,13 +896,27 @@ descriptors:
             rate_limit: {requests_per_unit: 100, unit: minute}
 ",
     );
-    let alice = [("user", "alice"), ("action", "readfile"), ("resource", "documents")];
-    assert_eq!(limit(&rules, &alice).unwrap().limit().requests_per_unit(), 100);
-    assert_eq!(stats(&rules, &alice), "domain.user_alice.action_readfile.resource");
+    let alice = [
+        ("user", "alice"),
+        ("action", "readfile"),
+        ("resource", "documents"),
+    ];
+    assert_eq!(
+        limit(&rules, &alice).unwrap().limit().requests_per_unit(),
+        100
+    );
+    assert_eq!(
+        stats(&rules, &alice),
+        "domain.user_alice.action_readfile.resource"
+    );
     assert_eq!(
         stats(
             &rules,
-            &[("user", "bob"), ("action", "readdata"), ("resource", "database")]
+            &[
+                ("user", "bob"),
+                ("action", "readdata"),
+                ("resource", "database")
+            ]
         ),
         "domain.user_bob.action_readdata.resource"
     );
@@ -879,7 +934,11 @@ fn value_to_metric_with_empty_value() {
         assert_eq!(
             stats(
                 &rules,
-                &[("route", route), ("http_method", method), ("subject_id", "123")]
+                &[
+                    ("route", route),
+                    ("http_method", method),
+                    ("subject_id", "123")
+                ]
             ),
             key
         );
@@ -890,7 +949,11 @@ fn value_to_metric_with_empty_value() {
 /// tollgate has one, so the test checks the names of its three files.
 #[test]
 fn value_to_metric_full_key_matches_stats_key() {
-    let request = [("route", "api"), ("http_method", "GET"), ("subject_id", "user123")];
+    let request = [
+        ("route", "api"),
+        ("http_method", "GET"),
+        ("subject_id", "user123"),
+    ];
     let with_flags = rules(&ROUTE_METHOD_SUBJECT.replace("domain: domain", "domain: test-domain"));
     assert_eq!(
         stats(&with_flags, &request),
@@ -910,9 +973,10 @@ descriptors:
         stats(&rules(plain), &request),
         "test-domain-2.route.http_method.subject_id"
     );
-    let detailed = plain
-        .replace("test-domain-2", "test-domain-3")
-        .replace("- key: subject_id", "- key: subject_id\n            detailed_metric: true");
+    let detailed = plain.replace("test-domain-2", "test-domain-3").replace(
+        "- key: subject_id",
+        "- key: subject_id\n            detailed_metric: true",
+    );
     assert_eq!(
         stats(&rules(&detailed), &request),
         "test-domain-3.route_api.http_method_GET.subject_id_user123"
@@ -1040,7 +1104,10 @@ fn share_threshold() {
     );
     let detailed = limit(&rules, &[("service", "svc/user"), ("endpoint", "get")]).unwrap();
     assert!(detailed.is_detailed_metric());
-    assert_eq!(detailed.stats_key(), "test-domain.service_svc/*.endpoint_get");
+    assert_eq!(
+        detailed.stats_key(),
+        "test-domain.service_svc/*.endpoint_get"
+    );
     assert_eq!(detailed.key(), "fixed_window:60|service=svc/*|endpoint=get");
     // Case 3: nested.
     shares(
@@ -1067,7 +1134,10 @@ fn share_threshold() {
         &[("path", "path/foo"), ("file", "file/doc1"), ("type", "pdf")],
     )
     .unwrap();
-    assert_eq!(mixed.stats_key(), "test-domain.path_path/*.file_file/*.type");
+    assert_eq!(
+        mixed.stats_key(),
+        "test-domain.path_path/*.file_file/*.type"
+    );
     assert_eq!(
         mixed.key(),
         "fixed_window:60|path=path/*|file=file/doc1|type=pdf"
@@ -1075,7 +1145,11 @@ fn share_threshold() {
     assert_eq!(
         stats(
             &rules,
-            &[("user", "user/alice"), ("resource", "res/file1"), ("action", "read")]
+            &[
+                ("user", "user/alice"),
+                ("resource", "res/file1"),
+                ("action", "read")
+            ]
         ),
         "test-domain.user_user/*.resource_res/*.action"
     );
@@ -1196,7 +1270,10 @@ descriptors:
 ",
     );
     assert_eq!(
-        stats(&other, &[("wild", "foo1"), ("other", "bar"), ("limit", "X")]),
+        stats(
+            &other,
+            &[("wild", "foo1"), ("other", "bar"), ("limit", "X")]
+        ),
         "test-domain.wild_foo*.other_bar.limit"
     );
     let middle = wild("foo*bar*", "");
@@ -1204,7 +1281,10 @@ descriptors:
         stats(&middle, &[("wild", "foo123bar456")]),
         "test-domain.wild_foo*bar*"
     );
-    assert_eq!(stats(&middle, &[("wild", "fooXbarY")]), "test-domain.wild_foo*bar*");
+    assert_eq!(
+        stats(&middle, &[("wild", "fooXbarY")]),
+        "test-domain.wild_foo*bar*"
+    );
     assert_eq!(
         stats(
             &wild("foo*bar*", "value_to_metric: true,"),

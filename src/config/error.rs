@@ -309,10 +309,9 @@ impl fmt::Display for ConfigFileErrorKind {
                 "share_threshold can only be used with wildcard values (containing '*'), \
                  but found key '{composite}'"
             ),
-            ConfigFileErrorKind::MergeDomain { ours, theirs } => write!(
-                f,
-                "cannot merge domain '{theirs}' into domain '{ours}'"
-            ),
+            ConfigFileErrorKind::MergeDomain { ours, theirs } => {
+                write!(f, "cannot merge domain '{theirs}' into domain '{ours}'")
+            }
             ConfigFileErrorKind::Store(e) => write!(f, "the store cannot run this limit: {e}"),
         }
     }

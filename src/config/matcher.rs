@@ -785,8 +785,14 @@ mod tests {
         let other = format!("{}b", &long[..long.len() - 1]);
         let key = storage_key("gcra:1", &entries(&[("path", &long)]), &[]);
         assert!(key.len() < 200, "{}", key.len());
-        assert_ne!(key, storage_key("gcra:1", &entries(&[("path", &other)]), &[]));
-        assert_eq!(key, storage_key("gcra:1", &entries(&[("path", &long)]), &[]));
+        assert_ne!(
+            key,
+            storage_key("gcra:1", &entries(&[("path", &other)]), &[])
+        );
+        assert_eq!(
+            key,
+            storage_key("gcra:1", &entries(&[("path", &long)]), &[])
+        );
     }
 
     #[test]
@@ -800,7 +806,10 @@ mod tests {
             storage_key("p", &entries(&[("a", "b|c=d")]), &[]),
             storage_key("p", &entries(&[("a", "b"), ("c", "d")]), &[])
         );
-        assert_eq!(storage_key("p", &entries(&[("%", "%7C")]), &[]), "p|%25=%257C");
+        assert_eq!(
+            storage_key("p", &entries(&[("%", "%7C")]), &[]),
+            "p|%25=%257C"
+        );
     }
 
     proptest::proptest! {

@@ -578,7 +578,6 @@ impl Level {
         }
         all
     }
-
 }
 
 impl TreeNode {
@@ -1114,7 +1113,11 @@ impl<'s> Builder<'s> {
     }
 
     /// `value`, or 0 when absent; an error when negative.
-    fn not_negative(&self, field: &'static str, value: Option<i64>) -> Result<u64, ConfigFileError> {
+    fn not_negative(
+        &self,
+        field: &'static str,
+        value: Option<i64>,
+    ) -> Result<u64, ConfigFileError> {
         match value {
             None => Ok(0),
             Some(v) if v < 0 => {
