@@ -149,6 +149,13 @@ descriptors:
     let limit = &rules.limits()[0];
     assert_eq!(limit.name(), "remote_address.path=/api/*");
     assert!(!limit.is_named());
+    // As envoy: an empty name is no name.
+    let empty = RuleSet::from_yaml(
+        "domain: d\ndescriptors:\n  - {key: a, rate_limit: {name: '', unit: second, requests_per_unit: 1}}\n",
+    )
+    .unwrap();
+    assert!(!empty.limits()[0].is_named());
+    assert_eq!(empty.limits()[0].name(), "a");
     assert_eq!(rules.location_of(limit).unwrap().line(), 7);
 }
 

@@ -1094,9 +1094,11 @@ impl<'s> Builder<'s> {
                     })?,
             ),
         };
+        // As envoy: an empty name is no name.
+        let name = block.name.clone().filter(|n| !n.is_empty());
         Ok(Limit {
-            name: block.name.clone().unwrap_or_else(|| names.join(".")),
-            named: block.name.is_some(),
+            named: name.is_some(),
+            name: name.unwrap_or_else(|| names.join(".")),
             rule,
             requests_per_unit,
             unit,
