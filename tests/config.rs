@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use tollgate::config::{
-    ConfigFileError, ConfigFileErrorKind, ConfigLimiter, Descriptor, RuleSet, Unit,
+    ConfigFileError, ConfigFileErrorKind, ConfigLimiter, Descriptor, DescriptorMatch, RuleSet, Unit,
 };
 use tollgate::store::{MemoryStore, Reply, Request, Rule, RuleKind, Store, StoreError};
 use tollgate::time::ManualClock;
@@ -88,8 +88,8 @@ descriptors:
                 l.name(),
                 l.unit(),
                 l.algorithm(),
-                l.rule().kind().name(),
-                l.rule().capacity(),
+                l.rule().unwrap().kind().name(),
+                l.rule().unwrap().capacity(),
             )
         })
         .collect();
@@ -129,7 +129,7 @@ descriptors:
     let [old, new] = [&rules.limits()[0], &rules.limits()[1]];
     assert_eq!(old.algorithm(), RuleKind::SlidingCounter);
     assert_eq!(old.algorithm(), new.algorithm());
-    assert_eq!(old.rule(), new.rule());
+    assert_eq!(old.rule().unwrap(), new.rule().unwrap());
     let matched = rules.limits_for(&[d(&[("old", "x")])]);
     assert_eq!(matched.limits()[0].key(), "sliding_counter:60|old=x");
 }
@@ -149,6 +149,13 @@ descriptors:
     let limit = &rules.limits()[0];
     assert_eq!(limit.name(), "remote_address.path=/api/*");
     assert!(!limit.is_named());
+    // As envoy: an empty name is no name.
+    let empty = RuleSet::from_yaml(
+        "domain: d\ndescriptors:\n  - {key: a, rate_limit: {name: '', unit: second, requests_per_unit: 1}}\n",
+    )
+    .unwrap();
+    assert!(!empty.limits()[0].is_named());
+    assert_eq!(empty.limits()[0].name(), "a");
     assert_eq!(rules.location_of(limit).unwrap().line(), 7);
 }
 
@@ -178,9 +185,12 @@ fn unknown_keys_are_refused_at_every_level() {
     assert_eq!(line, 2);
     assert!(e.to_string().contains("unknown field `version`"), "{e}");
 
-    let (e, line) = error("domain: d\ndescriptors:\n  - key: a\n    detailed_metric: true\n");
+    // envoy's keys, each where it has a meaning: `shadow_mode` is a descriptor's.
+    let (e, line) = error(
+        "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, shadow_mode: true}\n",
+    );
     assert_eq!(line, 4);
-    assert!(e.to_string().contains("detailed_metric"), "{e}");
+    assert!(e.to_string().contains("unknown field `shadow_mode`"), "{e}");
 
     let (_, line) = error(
         "domain: d
@@ -220,7 +230,11 @@ descriptors:
     );
     assert_eq!(line, 5);
     assert_eq!(e.location().unwrap().column(), 13);
-    assert!(e.to_string().contains("unknown variant `fortnight`"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("invalid rate limit unit 'fortnight', expected one of second"),
+        "{e}"
+    );
 
     let (_, line) = error(
         "domain: d
@@ -235,28 +249,26 @@ descriptors:
     assert_eq!(line, 7);
 }
 
+/// envoy's service reads `requests_per_unit: 0`, or none, as a limit nothing passes
+/// (users block with it): the limit is read, and blocks.
 #[test]
-fn zero_negative_and_missing_counts_are_refused() {
-    let (e, line) = error(
+fn zero_and_missing_counts_block_and_negative_ones_are_refused() {
+    let rules = rules(
         "domain: d
 descriptors:
   - key: a
     rate_limit:
       unit: second
       requests_per_unit: 0
+  - key: b
+    descriptors:
+      - key: c
+        rate_limit:
+          unit: second
 ",
     );
-    assert!(matches!(
-        e.kind(),
-        ConfigFileErrorKind::Limit(ConfigError::Zero {
-            parameter: "requests_per_unit"
-        })
-    ));
-    assert_eq!((line, e.location().unwrap().column()), (6, 26));
-    assert_eq!(
-        e.to_string(),
-        "line 6 column 26: requests_per_unit must be greater than zero"
-    );
+    assert!(rules.limits().iter().all(|l| l.is_blocking()));
+    assert!(rules.limits().iter().all(|l| l.requests_per_unit() == 0));
 
     let (e, line) = error(
         "domain: d
@@ -274,6 +286,26 @@ descriptors:
     ));
     assert_eq!(line, 4);
 
+    // A bucket that never refills is not a blocking limit.
+    let (e, line) = error(
+        "domain: d
+descriptors:
+  - key: a
+    rate_limit:
+      unit: second
+      requests_per_unit: 0
+      algorithm: gcra
+      burst: 5
+",
+    );
+    assert!(matches!(
+        e.kind(),
+        ConfigFileErrorKind::Limit(ConfigError::Zero {
+            parameter: "requests_per_unit"
+        })
+    ));
+    assert_eq!(line, 6);
+
     let (e, line) = error(
         "domain: d
 descriptors:
@@ -281,12 +313,12 @@ descriptors:
     descriptors:
       - key: b
         rate_limit:
-          unit: second
+          requests_per_unit: 3
 ",
     );
     assert!(matches!(
         e.kind(),
-        ConfigFileErrorKind::MissingLimit("requests_per_unit")
+        ConfigFileErrorKind::MissingLimit("unit")
     ));
     assert_eq!(line, 7);
 
@@ -299,6 +331,54 @@ descriptors:
     );
     assert!(matches!(e.kind(), ConfigFileErrorKind::Format(_)));
     assert_eq!(line, 4);
+}
+
+/// Regression: a limit of 0 was refused at load; envoy blocks with it. It is denied for
+/// good without asking the store, and consumes nothing from the request's other limits.
+#[test]
+fn blocking_limits_deny_for_good_without_the_store() {
+    let clock = ManualClock::new();
+    let rules = rules(
+        "domain: d
+descriptors:
+  - key: user
+    rate_limit: {unit: second, requests_per_unit: 2}
+  - key: user
+    value: mallory
+    rate_limit: {unit: second, requests_per_unit: 0}
+  - key: path
+    shadow_mode: true
+    rate_limit: {unit: second, requests_per_unit: 0}
+",
+    );
+    let limiter = ConfigLimiter::new(rules, memory(&clock)).unwrap();
+    let mallory = [d(&[("user", "mallory")])];
+    let decision = block(limiter.check_at(&mallory, 1, MINUTE_EDGE)).unwrap();
+    assert!(matches!(
+        decision.decision(),
+        Some(Err(Denied::Insufficient(i))) if i.capacity() == 0
+    ));
+    assert!(limiter.store().is_empty(), "the store was asked");
+    let both = [d(&[("user", "mallory")]), d(&[("user", "ann")])];
+    assert!(
+        !block(limiter.check_at(&both, 1, MINUTE_EDGE))
+            .unwrap()
+            .is_admitted()
+    );
+    // Ann's limit took nothing from the denied request.
+    let ann = [d(&[("user", "ann")])];
+    for _ in 0..2 {
+        assert!(
+            block(limiter.check_at(&ann, 1, MINUTE_EDGE))
+                .unwrap()
+                .is_admitted()
+        );
+    }
+    // A blocking shadow limit reports, never denies.
+    let shadowed = [d(&[("user", "bob")]), d(&[("path", "/")])];
+    let decision = block(limiter.check_at(&shadowed, 1, MINUTE_EDGE)).unwrap();
+    assert!(decision.is_admitted());
+    assert!(decision.shadow_denial().is_some());
 }
 
 #[test]
@@ -378,9 +458,11 @@ fn empty_keys_values_and_domains_are_refused() {
     assert!(matches!(e.kind(), ConfigFileErrorKind::Empty("key")));
     assert_eq!(line, 4);
 
-    let (e, line) = error("domain: d\ndescriptors:\n  - key: a\n    value: ''\n");
-    assert!(matches!(e.kind(), ConfigFileErrorKind::Empty("value")));
-    assert_eq!(line, 4);
+    // As envoy: an empty value is no value.
+    let empty_value = rules(
+        "domain: d\ndescriptors:\n  - key: a\n    value: ''\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
+    );
+    assert_eq!(names(&empty_value, &[d(&[("a", "x")])]), ["a"]);
 
     let (e, line) = error("\ndomain: ''\n");
     assert!(matches!(e.kind(), ConfigFileErrorKind::Domain(_)));
@@ -409,9 +491,14 @@ descriptors:
     );
     assert!(matches!(
         e.kind(),
-        ConfigFileErrorKind::DuplicateDescriptor { key, value: Some(v) } if key == "path" && v == "/a"
+        ConfigFileErrorKind::DuplicateDescriptor { key, value: Some(v), composite }
+            if key == "path" && v == "/a" && composite == "d.path_/a"
     ));
     assert_eq!(line, 7);
+    assert_eq!(
+        e.to_string(),
+        "line 7 column 5: duplicate descriptor composite key 'd.path_/a'"
+    );
 
     let (e, line) = error(
         "domain: d
@@ -454,9 +541,11 @@ descriptors:
     );
 }
 
+/// envoy accepts two limits of one name (`replaces` then drops both) and a `replaces`
+/// naming no limit of the file (it may name one of a merged file).
 #[test]
-fn duplicate_names_are_refused() {
-    let (e, line) = error(
+fn names_may_repeat_and_replaces_may_name_nothing() {
+    let rules = rules(
         "domain: d
 descriptors:
   - key: a
@@ -468,31 +557,27 @@ descriptors:
           name: n
           unit: second
           requests_per_unit: 1
-",
-    );
-    assert!(matches!(e.kind(), ConfigFileErrorKind::DuplicateName(n) if n == "n"));
-    assert_eq!(line, 9);
-}
-
-#[test]
-fn replaces_must_name_another_limit() {
-    let (e, line) = error(
-        "domain: d
-descriptors:
-  - key: a
+  - key: x
     rate_limit:
       unit: second
       requests_per_unit: 1
       replaces:
-        - name: b
+        - name: n
         - name: nowhere
-  - key: b
-    rate_limit: {name: b, unit: second, requests_per_unit: 1}
 ",
     );
-    assert!(matches!(e.kind(), ConfigFileErrorKind::UnknownReplace(n) if n == "nowhere"));
-    assert_eq!(line, 9);
+    let both = [d(&[("a", "1")]), d(&[("b", "1"), ("c", "2")])];
+    assert_eq!(names(&rules, &both), ["n", "n"]);
+    let all = [
+        d(&[("a", "1")]),
+        d(&[("b", "1"), ("c", "2")]),
+        d(&[("x", "1")]),
+    ];
+    assert_eq!(names(&rules, &all), ["x"]);
+}
 
+#[test]
+fn replaces_must_be_named_and_not_name_itself() {
     let (e, line) = error(
         "domain: d
 descriptors:
@@ -506,21 +591,29 @@ descriptors:
     );
     assert!(matches!(e.kind(), ConfigFileErrorKind::ReplacesItself(_)));
     assert_eq!(line, 8);
-}
 
-#[test]
-fn unlimited_blocks_share_the_namespace_of_names() {
     let (e, line) = error(
         "domain: d
 descriptors:
   - key: a
-    rate_limit: {name: n, unlimited: true}
-  - key: b
-    rate_limit: {name: n, unit: second, requests_per_unit: 1}
+    rate_limit:
+      unit: second
+      requests_per_unit: 1
+      replaces:
+        - name:
 ",
     );
-    assert!(matches!(e.kind(), ConfigFileErrorKind::DuplicateName(_)));
-    assert_eq!(line, 6);
+    assert!(matches!(e.kind(), ConfigFileErrorKind::Empty("replaces")));
+    assert_eq!(line, 8);
+    assert!(
+        e.to_string()
+            .ends_with("should not have an empty replaces entry"),
+        "{e}"
+    );
+}
+
+#[test]
+fn unlimited_blocks_replace_and_can_be_replaced_harmlessly() {
     // Replacing an unlimited block is allowed, and changes nothing.
     let rules = rules(
         "domain: d
@@ -532,6 +625,8 @@ descriptors:
 ",
     );
     assert_eq!(names(&rules, &[d(&[("b", "x")])]), ["b"]);
+    let matched = rules.limits_for(&[d(&[("a", "x")]), d(&[("b", "x")])]);
+    assert!(matched.has_unlimited());
 }
 
 #[test]
@@ -550,6 +645,16 @@ descriptors:
         ConfigFileErrorKind::UnlimitedWithLimit("unit")
     ));
     assert_eq!(line, 6);
+    assert!(
+        e.to_string()
+            .ends_with("should not specify rate limit unit when unlimited"),
+        "{e}"
+    );
+    // envoy ignores a count beside `unlimited`.
+    let rules = rules(
+        "domain: d\ndescriptors:\n  - {key: a, rate_limit: {unlimited: true, requests_per_unit: 5}}\n",
+    );
+    assert!(rules.limits_for(&[d(&[("a", "x")])]).has_unlimited());
 }
 
 #[test]
@@ -593,12 +698,13 @@ descriptors:
 ";
 
 #[test]
-fn exact_values_win_over_prefixes_and_prefixes_over_bare_keys() {
+fn exact_values_win_over_patterns_and_patterns_over_bare_keys() {
     let rules = rules(PRIORITIES);
     let of = |path: &str| names(&rules, &[d(&[("path", path)])]);
     assert_eq!(of("/api/login"), ["login"]);
     assert_eq!(of("/api/orders"), ["api"]);
-    assert_eq!(of("/api/admin/users"), ["admin"], "the longest prefix wins");
+    // As envoy: the first pattern of the file that matches, not the longest.
+    assert_eq!(of("/api/admin/users"), ["api"], "the first pattern wins");
     assert_eq!(of("/static"), ["any_path"]);
     assert!(names(&rules, &[d(&[("method", "GET")])]).is_empty());
 }
@@ -1310,4 +1416,173 @@ descriptors:
         }
         assert_eq!(denials.load(Ordering::SeqCst), 2);
     }
+}
+
+// ---------------------------------------------------------------- envoy's service
+
+/// Regression: the longest `prefix*` won; envoy tries patterns in file order, with a
+/// `*` anywhere, and the first match wins.
+#[test]
+fn patterns_are_tried_in_file_order_with_stars_anywhere() {
+    let rules = rules(
+        "domain: d
+descriptors:
+  - {key: path, value: '/api/*/export', rate_limit: {name: export, unit: second, requests_per_unit: 1}}
+  - {key: path, value: '/api/*', rate_limit: {name: api, unit: second, requests_per_unit: 2}}
+  - {key: path, value: '/api/v1/*', rate_limit: {name: never, unit: second, requests_per_unit: 3}}
+  - {key: path, value: '*.png', rate_limit: {name: png, unit: second, requests_per_unit: 4}}
+",
+    );
+    let of = |path: &str| names(&rules, &[d(&[("path", path)])]);
+    assert_eq!(of("/api/v2/export"), ["export"]);
+    assert_eq!(
+        of("/api/v1/users"),
+        ["api"],
+        "the first pattern of the file wins"
+    );
+    assert_eq!(of("/img/a.png"), ["png"]);
+    // A value written as the pattern is an exact match, before any pattern.
+    assert_eq!(of("/api/v1/*"), ["never"]);
+}
+
+#[test]
+fn a_star_in_a_key_is_refused() {
+    let (e, line) = error("domain: d\ndescriptors:\n  - key: a\n  - key: 'pa*th'\n    value: x\n");
+    assert!(matches!(e.kind(), ConfigFileErrorKind::WildcardInKey(k) if k == "pa*th"));
+    assert_eq!((line, e.location().unwrap().column()), (4, 10));
+}
+
+/// One answer per descriptor: envoy's service resolves each descriptor to at most one
+/// limit, and drops every limit whose name another's `replaces` lists.
+#[test]
+fn descriptors_get_one_answer_each() {
+    let rules = rules(
+        "domain: d
+descriptors:
+  - key: user
+    rate_limit: {name: per_user, unit: second, requests_per_unit: 5}
+  - key: user
+    value: admin
+    rate_limit: {name: admin, unit: second, requests_per_unit: 50, replaces: [{name: per_user}]}
+  - key: path
+    rate_limit: {name: per_path, unit: second, requests_per_unit: 5}
+  - key: path
+    value: /health
+    rate_limit: {unlimited: true, replaces: [{name: per_path}]}
+  - key: org
+    descriptors:
+      - {key: team}
+",
+    );
+    let request = [
+        d(&[("user", "ann")]),
+        d(&[("user", "admin")]),
+        d(&[("path", "/health")]),
+        d(&[("org", "x"), ("team", "y")]),
+        d(&[("path", "/a")]),
+        d(&[("user", "ann")]),
+    ];
+    let matched = rules.limits_for(&request);
+    let answers: Vec<String> = matched
+        .descriptors()
+        .iter()
+        .map(|a| match a {
+            DescriptorMatch::None => "none".to_owned(),
+            DescriptorMatch::Unlimited => "unlimited".to_owned(),
+            DescriptorMatch::Limit(m) => format!("limit {}", m.limit().name()),
+            DescriptorMatch::Replaced(m) => format!("replaced {}", m.limit().name()),
+        })
+        .collect();
+    assert_eq!(
+        answers,
+        [
+            "replaced per_user",
+            "limit admin",
+            "unlimited",
+            "none",
+            "replaced per_path",
+            "replaced per_user"
+        ]
+    );
+    assert_eq!(names(&rules, &request), ["admin"]);
+    assert!(matched.has_unlimited());
+}
+
+/// Go writes the pattern in place of the value in the cache key: every value the
+/// pattern matches shares one counter, through the limiter too.
+#[test]
+fn share_threshold_values_share_one_counter() {
+    let clock = ManualClock::new();
+    let rules = rules(
+        "domain: d
+descriptors:
+  - {key: file, value: 'docs/*', share_threshold: true, rate_limit: {unit: minute, requests_per_unit: 2}}
+  - {key: img, value: 'img/*', rate_limit: {unit: minute, requests_per_unit: 2}}
+",
+    );
+    let limiter = ConfigLimiter::new(rules, memory(&clock)).unwrap();
+    let check = |entries: &[(&str, &str)]| {
+        block(limiter.check_at(&[d(entries)], 1, MINUTE_EDGE))
+            .unwrap()
+            .is_admitted()
+    };
+    assert!(check(&[("file", "docs/a")]));
+    assert!(check(&[("file", "docs/b")]));
+    assert!(
+        !check(&[("file", "docs/c")]),
+        "the third value shares the counter"
+    );
+    // Without share_threshold each value counts apart.
+    for value in ["img/a", "img/b", "img/c"] {
+        assert!(check(&[("img", value)]));
+    }
+}
+
+#[test]
+fn merged_files_keep_their_order_lines_and_paths() {
+    let dir = std::env::temp_dir().join(format!("tollgate-merge-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (first, second) = (dir.join("first.yaml"), dir.join("second.yaml"));
+    std::fs::write(
+        &first,
+        "domain: d\ndescriptors:\n  - {key: path, value: '/a*', rate_limit: {name: a, unit: second, requests_per_unit: 1}}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &second,
+        "domain: d
+descriptors:
+  - {key: path, value: '/ab*', rate_limit: {name: ab, unit: second, requests_per_unit: 1}}
+  - {key: path, value: '*', rate_limit: {name: any, unit: second, requests_per_unit: 1}}
+  - {key: path, value: '/a*', rate_limit: {unit: second, requests_per_unit: 1}}
+",
+    )
+    .unwrap();
+    let mut merged = RuleSet::from_file(&first).unwrap();
+    let e = merged
+        .merge(RuleSet::from_file(&second).unwrap())
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{}:5:5: duplicate descriptor composite key 'd.path_/a*'",
+            second.display()
+        )
+    );
+    std::fs::write(
+        &second,
+        "domain: d
+descriptors:
+  - {key: path, value: '/ab*', rate_limit: {name: ab, unit: second, requests_per_unit: 1}}
+  - {key: path, value: '*', rate_limit: {name: any, unit: second, requests_per_unit: 1}}
+",
+    )
+    .unwrap();
+    merged.merge(RuleSet::from_file(&second).unwrap()).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    // The first file's patterns are tried first.
+    assert_eq!(names(&merged, &[d(&[("path", "/abc")])]), ["a"]);
+    assert_eq!(names(&merged, &[d(&[("path", "/x")])]), ["any"]);
+    let any = merged.limit("any").unwrap();
+    assert_eq!(merged.location_of(any).unwrap().line(), 4);
 }

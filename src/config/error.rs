@@ -88,17 +88,17 @@ impl fmt::Display for Location {
 /// domain: api
 /// descriptors:
 ///   - key: remote_address
-///     rate_limit: { unit: second, requests_per_unit: 0 }
+///     rate_limit: { unit: second, requests_per_unit: -1 }
 /// ";
 /// let err = RuleSet::from_yaml(yaml).unwrap_err();
 /// assert!(matches!(
 ///     err.kind(),
-///     ConfigFileErrorKind::Limit(ConfigError::Zero { parameter: "requests_per_unit" })
+///     ConfigFileErrorKind::Limit(ConfigError::Negative { parameter: "requests_per_unit", .. })
 /// ));
 /// assert_eq!(err.location().unwrap().line(), 4);
 /// assert_eq!(
 ///     err.to_string(),
-///     "line 4 column 52: requests_per_unit must be greater than zero"
+///     "line 4 column 52: requests_per_unit must not be negative (got -1)"
 /// );
 /// ```
 #[derive(Debug)]
@@ -122,31 +122,44 @@ pub enum ConfigFileErrorKind {
     /// The domain is empty, or holds a brace (it is the Redis Cluster hash tag of every
     /// key of the file, so a brace in it would change which text is hashed).
     Domain(String),
-    /// A descriptor's `key` is empty, or its `value` is (leave `value` out to match
-    /// every value).
+    /// A descriptor's `key` is empty (`"key"`), or a `replaces` entry names nothing
+    /// (`"replaces"`).
     Empty(&'static str),
-    /// Two siblings with the same `key` and `value`.
+    /// Two siblings with the same `key` and `value`, in one file or in two merged ones
+    /// ([`RuleSet::merge`](super::RuleSet::merge)).
     DuplicateDescriptor {
         /// The key.
         key: String,
         /// The value, `None` for two bare keys.
         value: Option<String>,
+        /// The path as envoy names it: `domain.key1_value1.key2`.
+        composite: String,
     },
-    /// A `rate_limit` has neither `unit` and `requests_per_unit` nor `unlimited: true`.
+    /// A `rate_limit` has neither `unit` nor `unlimited: true`.
     MissingLimit(&'static str),
-    /// `unlimited: true` together with a count, unit, algorithm or burst.
+    /// `unlimited: true` together with a unit, algorithm or burst.
     UnlimitedWithLimit(&'static str),
     /// A `burst` on an algorithm that takes none (see the [table](crate::config#algorithms)).
     BurstNotApplicable(RuleKind),
-    /// A count, unit or burst the algorithm refuses: zero or negative, or too large for
-    /// the window.
+    /// A count, unit or burst the algorithm refuses: negative, or too large for the
+    /// window.
     Limit(ConfigError),
-    /// Two limits with the same `name`.
-    DuplicateName(String),
-    /// `replaces` names no `rate_limit` of the file.
-    UnknownReplace(String),
     /// A limit `replaces` its own name.
     ReplacesItself(String),
+    /// A `key` holds `*`: only values are patterns.
+    WildcardInKey(String),
+    /// `share_threshold: true` on a node whose value holds no `*`.
+    ShareThresholdWithoutWildcard {
+        /// The node's key and value as envoy writes them: `key_value`.
+        composite: String,
+    },
+    /// [`RuleSet::merge`](super::RuleSet::merge) of rules of another domain.
+    MergeDomain {
+        /// The domain merged into.
+        ours: String,
+        /// The other file's domain.
+        theirs: String,
+    },
     /// The store cannot run a limit's rule (from
     /// [`ConfigLimiter::new`](super::ConfigLimiter::new)).
     Store(StoreError),
@@ -256,31 +269,19 @@ impl fmt::Display for ConfigFileErrorKind {
                 f,
                 "domain {domain:?} must be non-empty and hold no '{{' or '}}' (it is the hash tag)"
             ),
-            ConfigFileErrorKind::Empty(what) => write!(
-                f,
-                "empty {what} (leave `value` out to match every value of the key)"
-            ),
-            ConfigFileErrorKind::DuplicateDescriptor {
-                key,
-                value: Some(value),
-            } => {
-                write!(
-                    f,
-                    "duplicate descriptor key {key:?} value {value:?} at this level"
-                )
+            ConfigFileErrorKind::Empty("replaces") => {
+                f.write_str("should not have an empty replaces entry")
             }
-            ConfigFileErrorKind::DuplicateDescriptor { key, value: None } => {
-                write!(
-                    f,
-                    "duplicate descriptor key {key:?} without value at this level"
-                )
+            ConfigFileErrorKind::Empty(what) => write!(f, "descriptor has empty {what}"),
+            ConfigFileErrorKind::DuplicateDescriptor { composite, .. } => {
+                write!(f, "duplicate descriptor composite key '{composite}'")
             }
             ConfigFileErrorKind::MissingLimit(field) => write!(
                 f,
                 "rate_limit without {field} (give unit and requests_per_unit, or unlimited: true)"
             ),
             ConfigFileErrorKind::UnlimitedWithLimit(field) => {
-                write!(f, "unlimited: true together with {field}")
+                write!(f, "should not specify rate limit {field} when unlimited")
             }
             ConfigFileErrorKind::BurstNotApplicable(algorithm) => {
                 let bursty: Vec<&str> = RuleKind::ALL
@@ -295,17 +296,21 @@ impl fmt::Display for ConfigFileErrorKind {
                 )
             }
             ConfigFileErrorKind::Limit(e) => e.fmt(f),
-            ConfigFileErrorKind::DuplicateName(name) => {
-                write!(f, "duplicate rate_limit name {name:?}")
-            }
-            ConfigFileErrorKind::UnknownReplace(name) => {
-                write!(
-                    f,
-                    "replaces {name:?}, which names no rate_limit of the file"
-                )
-            }
-            ConfigFileErrorKind::ReplacesItself(name) => {
-                write!(f, "rate_limit {name:?} replaces itself")
+            ConfigFileErrorKind::ReplacesItself(name) => write!(
+                f,
+                "replaces should not contain name of same descriptor ({name:?})"
+            ),
+            ConfigFileErrorKind::WildcardInKey(key) => write!(
+                f,
+                "descriptor key '{key}' holds '*': only values can be wildcard patterns"
+            ),
+            ConfigFileErrorKind::ShareThresholdWithoutWildcard { composite } => write!(
+                f,
+                "share_threshold can only be used with wildcard values (containing '*'), \
+                 but found key '{composite}'"
+            ),
+            ConfigFileErrorKind::MergeDomain { ours, theirs } => {
+                write!(f, "cannot merge domain '{theirs}' into domain '{ours}'")
             }
             ConfigFileErrorKind::Store(e) => write!(f, "the store cannot run this limit: {e}"),
         }

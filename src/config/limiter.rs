@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::error::{ConfigFileError, ConfigFileErrorKind};
 use super::matcher::{Descriptor, MatchedLimit};
 use super::rules::{Limit, RuleSet};
-use crate::decision::{Decision, Denied};
+use crate::decision::{Decision, Denied, InsufficientCapacity};
 use crate::store::{Check, Op, Request, Store, StoreError};
 
 /// The rules of a file over a [`Store`]: decides requests by their descriptors.
@@ -314,11 +314,11 @@ impl<S: Store> ConfigLimiter<S> {
     /// ```
     pub fn new(rules: RuleSet, store: S) -> Result<ConfigLimiter<S>, ConfigFileError> {
         for limit in rules.limits() {
-            if let Err(e) = store.check_rule(limit.rule()) {
-                return Err(ConfigFileError::new(
-                    ConfigFileErrorKind::Store(e),
-                    rules.location_of(limit),
-                ));
+            let Some(rule) = limit.rule() else {
+                continue;
+            };
+            if let Err(e) = store.check_rule(rule) {
+                return Err(rules.error_at(limit, ConfigFileErrorKind::Store(e)));
             }
         }
         Ok(ConfigLimiter { rules, store })
@@ -373,7 +373,9 @@ impl<S: Store> ConfigLimiter<S> {
     /// # Errors
     ///
     /// A [`StoreError`] if the store could not decide. A cost above what a limit can
-    /// ever grant is `Err(Denied::Insufficient)` in the decision.
+    /// ever grant is `Err(Denied::Insufficient)` in the decision, and so is any
+    /// request a [blocking](super::Limit::is_blocking) limit matches (capacity 0),
+    /// decided without the store.
     ///
     /// # Cancel safety
     ///
@@ -509,6 +511,9 @@ impl<S: Store> ConfigLimiter<S> {
         if limits.is_empty() {
             return Ok(None);
         }
+        if let Some(denied) = blocked(limits, cost) {
+            return Ok(Some(Err(denied)));
+        }
         let checks = checks(limits);
         let mut request = Request::new(self.rules.domain(), &checks, Op::Acquire(cost));
         request.at = at;
@@ -525,6 +530,9 @@ impl<S: Store> ConfigLimiter<S> {
     ) -> Option<Result<Option<Decision>, StoreError>> {
         if limits.is_empty() {
             return Some(Ok(None));
+        }
+        if let Some(denied) = blocked(limits, cost) {
+            return Some(Ok(Some(Err(denied))));
         }
         let checks = checks(limits);
         let request = Request::new(self.rules.domain(), &checks, Op::Acquire(cost));
@@ -544,10 +552,20 @@ pub(crate) enum CheckNow {
     ShadowLater(ConfigDecision),
 }
 
+/// The denial of a request that `limits` include a blocking limit in: for good, as a
+/// limit of capacity 0, all-or-nothing (the others are not asked).
+fn blocked(limits: &[&MatchedLimit<'_>], cost: u64) -> Option<Denied> {
+    limits
+        .iter()
+        .any(|m| m.limit().is_blocking())
+        .then(|| InsufficientCapacity::new(cost, 0).into())
+}
+
+/// The store's checks of `limits`, none blocking (see [`blocked`]).
 fn checks<'a>(limits: &[&'a MatchedLimit<'_>]) -> Vec<Check<'a>> {
     limits
         .iter()
-        .map(|m| Check::new(m.key(), m.limit().rule()))
+        .filter_map(|m| m.limit().rule().map(|rule| Check::new(m.key(), rule)))
         .collect()
 }
 
@@ -590,7 +608,9 @@ fn decisive_index(limits: &[&MatchedLimit<'_>], decision: &Decision) -> usize {
         Err(Denied::Limited(limited)) => limited.rule(),
         Err(Denied::Insufficient(insufficient)) => limits
             .iter()
-            .position(|m| m.limit().rule().capacity() == insufficient.capacity())
+            .position(|m| {
+                m.limit().rule().map_or(0, |rule| rule.capacity()) == insufficient.capacity()
+            })
             .unwrap_or(0),
         Err(Denied::Closed) => 0,
     };

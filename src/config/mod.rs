@@ -12,20 +12,47 @@
 //! ```
 //!
 //! - [`RuleSet`]: the file, checked in full when read. Every problem is a
-//!   [`ConfigFileError`] naming its line and column.
+//!   [`ConfigFileError`] naming its line and column (and its file, when read with
+//!   [`RuleSet::from_file`]). [`RuleSet::merge`] joins two files of one domain, as
+//!   envoy's `MERGE_DOMAIN_CONFIG` does.
 //! - [`RuleSet::limits_for`]: which limits a request's [`Descriptor`]s match, and
-//!   under which keys (pure: no store, no clock).
+//!   under which keys (pure: no store, no clock). [`Matched::descriptors`] answers
+//!   per descriptor as envoy's service does ([`DescriptorMatch`]), with envoy's
+//!   statistics name ([`MatchedLimit::stats_key`]), `quota_mode`, `detailed_metric`
+//!   and `metadata`: what a drop-in for envoy's ratelimit service needs.
 //! - [`ConfigLimiter`]: the rules over a [`Store`](crate::store::Store), every
 //!   matched limit of a request decided in one all-or-nothing request.
 //! - `ConfigLimits` (with feature `http`): the server layer's
 //!   `Limits`, building descriptors from each request's head.
 //!
-//! Differences from envoy: `algorithm` and `burst` choose how a limit counts (envoy
-//! has fixed windows only); a request denied by one limit consumes nothing from the
-//! others (envoy counts it in every one); a value ending in `*` matches by its
-//! longest prefix rather than the first listed.
+//! The file reads as envoy's ratelimit service reads it: the same keys (`domain`,
+//! `descriptors`, `key`, `value`, `rate_limit` with `unit`, `requests_per_unit`,
+//! `unlimited`, `name`, `replaces`; `shadow_mode`, `quota_mode`, `detailed_metric`,
+//! `value_to_metric`, `share_threshold`, `metadata`), units in any case, the same
+//! matching (exact value, then the first `*` pattern of the file, then the bare key),
+//! and the same load errors.
 //!
-//! # Algorithms
+//! Differences from envoy:
+//!
+//! - `algorithm` and `burst` choose how a limit counts (envoy has fixed windows only).
+//! - [`ConfigLimiter`] decides a request's limits all-or-nothing: a request denied by
+//!   one limit consumes nothing from the others (envoy counts it in every one). A
+//!   service that answers per descriptor, as envoy's does, decides from
+//!   [`Matched::descriptors`] instead.
+//! - Keys are compared for equality and only values are patterns. envoy matches the
+//!   text `key_value` against `key_pattern`, so with a `_` in a key a pattern can
+//!   reach into it (`{key: a, value: b*}` matches the entry `a_b` = `x`), and an exact
+//!   `{key: a, value: b_c}` matches the entry `a_b` = `c`; for the same reason envoy
+//!   refuses the siblings `{key: a_b}` and `{key: a, value: b}` as duplicates, which
+//!   tollgate accepts. A `*` in a `key` is an error here (envoy would make it a
+//!   pattern over `key_value`).
+//! - Each level accepts only its own keys (`shadow_mode` inside `rate_limit` is an
+//!   error); envoy accepts any of its keys anywhere and ignores the misplaced ones.
+//! - The domain may not hold `{` or `}` (it is the Redis Cluster hash tag).
+//! - `unlimited: true` with an unknown `unit` is an error (envoy ignores the unit's
+//!   name when it is not one).
+//!
+//! //! # Algorithms
 //!
 //! A `rate_limit`'s `algorithm` is the name of a [`RuleKind`](crate::algorithm::RuleKind),
 //! the same name the store uses in its keys and script. A rules file builds these from
@@ -47,12 +74,13 @@
 //! # The file, and a server's answers
 //!
 //! [`RuleSet::from_file`] reads envoy-ratelimit YAML: a domain, descriptors matched
-//! level by level (exact value, then `prefix*`, then the bare key), `unit` and
-//! `requests_per_unit`, `unlimited`, `shadow_mode`, `replaces`, and, a tollgate
-//! addition, `algorithm` per limit (`fixed_window` by default, `gcra`,
+//! level by level (exact value, then the first pattern with `*` that matches, then the
+//! bare key), `unit` and `requests_per_unit` (0 blocks: [`Limit::is_blocking`]),
+//! `unlimited`, `shadow_mode`, `replaces`, envoy's statistics flags and `metadata`,
+//! and, a tollgate addition, `algorithm` per limit (`fixed_window` by default, `gcra`,
 //! `sliding_counter` (`sliding_window` is accepted too), `sliding_log`,
 //! `leaky_bucket`): the names the store uses. Unknown keys and bad values are errors
-//! naming their line (`rules.yaml:6:26: requests_per_unit must be greater than zero`).
+//! naming their line (`rules.yaml:6:13: invalid rate limit unit 'fortnight', …`).
 //! All limits a request matches are decided in one all-or-nothing store request.
 //!
 //! `cargo run --example rate_limited_server --features axum,config` serves
@@ -119,11 +147,12 @@ mod locate;
 mod matcher;
 mod rules;
 mod unit;
+mod wildcard;
 
 pub use error::{ConfigFileError, ConfigFileErrorKind, Location};
 #[cfg(feature = "http")]
 pub use http::{ConfigLimits, RequestDescriptor, RequestEntry};
 pub use limiter::{AppliedLimit, ConfigDecision, ConfigLimiter, ShadowDenial};
-pub use matcher::{Descriptor, Matched, MatchedLimit};
+pub use matcher::{Descriptor, DescriptorMatch, Matched, MatchedLimit};
 pub use rules::{Limit, RuleSet};
 pub use unit::Unit;

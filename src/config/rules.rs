@@ -2,13 +2,14 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::error::{ConfigFileError, ConfigFileErrorKind, Location};
-use super::file::{File, Node, RateLimit};
+use super::file::{File, Metadata, Node, RateLimit};
 use super::locate::{Step, locate};
 use super::unit::{DEFAULT_ALGORITHM, Unit};
+use super::wildcard::Pattern;
 use crate::algorithm::{Rule, RuleKind};
 use crate::error::ConfigError;
 
@@ -32,13 +33,16 @@ use crate::error::ConfigError;
 ///         rate_limit: { unit: second, requests_per_unit: 2 }
 /// ```
 ///
-/// Each descriptor node has a `key`, an optional `value` (exact, or a prefix when it
-/// ends in `*`; without one the node matches every value, each counted apart), an
-/// optional `rate_limit`, `shadow_mode` and nested `descriptors`. A `rate_limit`
-/// holds `unit` ([`Unit`]), `requests_per_unit`, and optionally `name`, `algorithm`
-/// (a [`RuleKind`]'s name, default `fixed_window`: see [the table](crate::config#algorithms)),
-/// `burst` (for `gcra` and `leaky_bucket`),
-/// `replaces: [{ name: … }]`, or just `unlimited: true`.
+/// Each descriptor node has a `key`, an optional `value` (exact, or a pattern when it
+/// holds `*`, each `*` matching any run of characters; without one, or with `""`, the
+/// node matches every value, each counted apart), an optional `rate_limit`, nested
+/// `descriptors`, and the flags of envoy's service: `shadow_mode`, `quota_mode`,
+/// `detailed_metric`, `value_to_metric`, `share_threshold` (every value matching the
+/// pattern shares one counter), and free-form `metadata`. A `rate_limit` holds `unit`
+/// ([`Unit`]), `requests_per_unit` (0, or left out, blocks every request: see
+/// [`Limit::is_blocking`]), and optionally `name`, `algorithm` (a [`RuleKind`]'s name,
+/// default `fixed_window`: see [the table](crate::config#algorithms)), `burst` (for
+/// `gcra` and `leaky_bucket`), `replaces: [{ name: … }]`, or just `unlimited: true`.
 ///
 /// How requests are matched against the tree: see [`RuleSet::limits_for`].
 ///
@@ -62,10 +66,17 @@ pub struct RuleSet {
     domain: String,
     pub(crate) root: Level,
     pub(crate) limits: Vec<Limit>,
-    /// What each `unlimited: true` node replaces, by limit index.
-    pub(crate) unlimited_replaces: Vec<Vec<usize>>,
-    /// The file, kept to find a limit's line when a store refuses its rule.
-    source: String,
+    /// The names each `unlimited: true` block replaces, by its index.
+    pub(crate) unlimited_replaces: Vec<Vec<String>>,
+    /// The files, kept to find a limit's line when a store refuses its rule: one, or
+    /// more after [`merge`](RuleSet::merge).
+    sources: Vec<Source>,
+}
+
+/// One file the rules were read from.
+struct Source {
+    yaml: String,
+    path: Option<PathBuf>,
 }
 
 impl fmt::Debug for RuleSet {
@@ -105,13 +116,19 @@ impl fmt::Debug for RuleSet {
 pub struct Limit {
     name: String,
     named: bool,
-    rule: Rule,
+    /// `None` for `requests_per_unit: 0`, which no rule can hold.
+    rule: Option<Rule>,
     requests_per_unit: u64,
     unit: Unit,
     algorithm: RuleKind,
     shadow: bool,
-    pub(crate) replaces: Vec<usize>,
+    quota_mode: bool,
+    detailed_metric: bool,
+    metadata: Option<Metadata>,
+    replaces: Vec<String>,
     pub(crate) path: Vec<Step>,
+    /// The index of the file it was read from (see `RuleSet::sources`).
+    source: usize,
     /// The start of every key of this limit: the algorithm and the window, so that a
     /// file edited to another algorithm or unit never reads a state of the old one.
     pub(crate) key_prefix: String,
@@ -169,7 +186,8 @@ impl Limit {
         self.named
     }
 
-    /// The rule a store runs for it.
+    /// The rule a store runs for it; `None` for a [blocking](Limit::is_blocking) limit,
+    /// which no store is asked about.
     ///
     /// # Examples
     ///
@@ -187,11 +205,132 @@ impl Limit {
     ///     rate_limit: { unit: second, requests_per_unit: 2 }
     /// ")?;
     /// let (per_user, login) = (&rules.limits()[0], &rules.limits()[1]);
-    /// assert_eq!(per_user.rule().capacity(), 30);
+    /// assert_eq!(per_user.rule().unwrap().capacity(), 30);
     /// # Ok::<(), tollgate::config::ConfigFileError>(())
     /// ```
-    pub fn rule(&self) -> &Rule {
-        &self.rule
+    pub fn rule(&self) -> Option<&Rule> {
+        self.rule.as_ref()
+    }
+
+    /// Whether it admits nothing: `requests_per_unit: 0` (or none given), which envoy's
+    /// service reads as "every request is over the limit", a way to block a
+    /// descriptor. [`ConfigLimiter`](super::ConfigLimiter) denies such a limit for
+    /// good ([`Denied::Insufficient`](crate::Denied::Insufficient), capacity 0)
+    /// without asking its store.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::config::RuleSet;
+    ///
+    /// let rules = RuleSet::from_yaml("
+    /// domain: api
+    /// descriptors:
+    ///   - key: user
+    ///     value: mallory
+    ///     rate_limit: { unit: second, requests_per_unit: 0 }
+    /// ")?;
+    /// let blocked = &rules.limits()[0];
+    /// assert!(blocked.is_blocking() && blocked.rule().is_none());
+    /// # Ok::<(), tollgate::config::ConfigFileError>(())
+    /// ```
+    pub fn is_blocking(&self) -> bool {
+        self.rule.is_none()
+    }
+
+    /// `quota_mode`: envoy's service reports this limit's denials without denying, as
+    /// long as one descriptor of the request that is not in quota mode admits (a
+    /// service's decision: [`ConfigLimiter`](super::ConfigLimiter) enforces it as any
+    /// other limit).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::config::RuleSet;
+    ///
+    /// let rules = RuleSet::from_yaml("
+    /// domain: api
+    /// descriptors:
+    ///   - key: tenant
+    ///     quota_mode: true
+    ///     rate_limit: { unit: day, requests_per_unit: 10000 }
+    /// ")?;
+    /// assert!(rules.limits()[0].is_quota_mode());
+    /// # Ok::<(), tollgate::config::ConfigFileError>(())
+    /// ```
+    pub fn is_quota_mode(&self) -> bool {
+        self.quota_mode
+    }
+
+    /// `detailed_metric`: the statistics of this limit are kept per request value
+    /// (see [`MatchedLimit::stats_key`](super::MatchedLimit::stats_key)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::config::RuleSet;
+    ///
+    /// let rules = RuleSet::from_yaml("
+    /// domain: api
+    /// descriptors:
+    ///   - key: user
+    ///     detailed_metric: true
+    ///     rate_limit: { unit: minute, requests_per_unit: 60 }
+    /// ")?;
+    /// assert!(rules.limits()[0].is_detailed_metric());
+    /// # Ok::<(), tollgate::config::ConfigFileError>(())
+    /// ```
+    pub fn is_detailed_metric(&self) -> bool {
+        self.detailed_metric
+    }
+
+    /// The `metadata` of its node, as written (`None` when absent or empty, as envoy
+    /// reports it).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::config::RuleSet;
+    ///
+    /// let rules = RuleSet::from_yaml("
+    /// domain: api
+    /// descriptors:
+    ///   - key: user
+    ///     rate_limit: { unit: minute, requests_per_unit: 60 }
+    ///     metadata:
+    ///       owner: { team: payments, oncall: 3 }
+    /// ")?;
+    /// let metadata = rules.limits()[0].metadata().unwrap();
+    /// assert_eq!(metadata["owner"]["team"], "payments");
+    /// assert_eq!(metadata["owner"]["oncall"], 3);
+    /// # Ok::<(), tollgate::config::ConfigFileError>(())
+    /// ```
+    pub fn metadata(&self) -> Option<&serde_json::Map<String, serde_json::Value>> {
+        self.metadata.as_ref()
+    }
+
+    /// The names its `replaces` lists: a request matching this limit drops the
+    /// limits of these names that its other descriptors match.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::config::RuleSet;
+    ///
+    /// let rules = RuleSet::from_yaml("
+    /// domain: api
+    /// descriptors:
+    ///   - key: user
+    ///     rate_limit: { name: per_user, unit: minute, requests_per_unit: 60 }
+    ///   - key: plan
+    ///     value: gold
+    ///     rate_limit: { unit: minute, requests_per_unit: 600, replaces: [{ name: per_user }] }
+    /// ")?;
+    /// assert_eq!(rules.limits()[1].replaces(), ["per_user"]);
+    /// # Ok::<(), tollgate::config::ConfigFileError>(())
+    /// ```
+    pub fn replaces(&self) -> &[String] {
+        &self.replaces
     }
 
     /// `requests_per_unit`.
@@ -325,9 +464,12 @@ impl Limit {
     /// over: `requests_per_unit` per unit, or with a `burst` of another size, the
     /// burst over the time the bucket takes to fill. So `r` never exceeds `q`.
     pub(crate) fn quota_and_window(&self) -> (u64, Duration) {
-        match self.rule.capacity() {
-            count if count == self.requests_per_unit => (count, self.window()),
-            burst => (burst, self.rule.window()),
+        match &self.rule {
+            None => (0, self.window()),
+            Some(rule) if rule.capacity() == self.requests_per_unit => {
+                (self.requests_per_unit, self.window())
+            }
+            Some(rule) => (rule.capacity(), rule.window()),
         }
     }
 }
@@ -338,12 +480,15 @@ pub(crate) struct Level {
     by_key: HashMap<String, KeyNodes>,
 }
 
-/// The nodes of one key at one level: by exact value, by value prefix (longest
-/// first), and the bare key.
+/// The nodes of one key at one level: by value, the patterns among those values in
+/// file order, and the bare key.
 #[derive(Debug, Default)]
 struct KeyNodes {
-    exact: HashMap<String, TreeNode>,
-    prefixes: Vec<(String, TreeNode)>,
+    /// Every node with a value, a pattern's included: a request value written as the
+    /// pattern is an exact match (as in envoy, whose map holds both).
+    valued: HashMap<String, TreeNode>,
+    /// The values holding `*`, in the order of the file (files, after a merge).
+    patterns: Vec<Pattern>,
     any: Option<TreeNode>,
 }
 
@@ -351,6 +496,11 @@ struct KeyNodes {
 pub(crate) struct TreeNode {
     pub(crate) action: Action,
     pub(crate) children: Level,
+    pub(crate) value_to_metric: bool,
+    pub(crate) share_threshold: bool,
+    /// Where the node is: its file, and its index in the list that holds it.
+    source: usize,
+    position: usize,
 }
 
 /// What a matched node does.
@@ -364,26 +514,106 @@ pub(crate) enum Action {
     Limit(usize),
 }
 
+/// How an entry reached its node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Via<'a> {
+    /// The node's value is the entry's.
+    Exact,
+    /// The node's value is this pattern, which the entry's value matches.
+    Pattern(&'a str),
+    /// The node has no value.
+    Key,
+}
+
 impl Level {
-    /// The node for `key` = `value`: exact value first, then the longest matching
-    /// prefix, then the bare key.
-    pub(crate) fn get(&self, key: &str, value: &str) -> Option<&TreeNode> {
+    /// The node for `key` = `value`: the exact value first, then the first pattern (in
+    /// file order) that matches, then the bare key.
+    pub(crate) fn get(&self, key: &str, value: &str) -> Option<(&TreeNode, Via<'_>)> {
         let nodes = self.by_key.get(key)?;
-        nodes
-            .exact
-            .get(value)
-            .or_else(|| {
-                nodes
-                    .prefixes
-                    .iter()
-                    .find(|(prefix, _)| value.starts_with(prefix.as_str()))
-                    .map(|(_, node)| node)
-            })
-            .or(nodes.any.as_ref())
+        if let Some(node) = nodes.valued.get(value) {
+            return Some((node, Via::Exact));
+        }
+        if let Some(pattern) = nodes.patterns.iter().find(|p| p.matches(value)) {
+            let node = &nodes.valued[pattern.text()];
+            return Some((node, Via::Pattern(pattern.text())));
+        }
+        nodes.any.as_ref().map(|node| (node, Via::Key))
     }
 
     pub(crate) fn is_empty(&self) -> bool {
         self.by_key.is_empty()
+    }
+
+    fn has(&self, key: &str, value: Option<&str>) -> bool {
+        self.by_key.get(key).is_some_and(|nodes| match value {
+            None => nodes.any.is_some(),
+            Some(v) => nodes.valued.contains_key(v),
+        })
+    }
+
+    /// Adds `node`, known not to be there yet, after the nodes of its key.
+    fn insert(&mut self, key: String, value: Option<String>, node: TreeNode) {
+        let nodes = self.by_key.entry(key).or_default();
+        match value {
+            None => nodes.any = Some(node),
+            Some(v) => {
+                if let Some(pattern) = Pattern::new(&v) {
+                    nodes.patterns.push(pattern);
+                }
+                nodes.valued.insert(v, node);
+            }
+        }
+    }
+
+    /// Every node of the level, with its key and value, in no order.
+    fn drain(self) -> Vec<(String, Option<String>, TreeNode)> {
+        let mut all = Vec::new();
+        for (key, nodes) in self.by_key {
+            if let Some(node) = nodes.any {
+                all.push((key.clone(), None, node));
+            }
+            for (value, node) in nodes.valued {
+                all.push((key.clone(), Some(value), node));
+            }
+        }
+        all
+    }
+}
+
+impl TreeNode {
+    /// Moves every index of the node and the tree below by `(limits, unlimited
+    /// blocks, files)`, for a node merged into other rules.
+    fn shift(&mut self, offsets: (usize, usize, usize)) {
+        self.action = match self.action {
+            Action::Nothing => Action::Nothing,
+            Action::Unlimited(u) => Action::Unlimited(u + offsets.1),
+            Action::Limit(l) => Action::Limit(l + offsets.0),
+        };
+        self.source += offsets.2;
+        for nodes in self.children.by_key.values_mut() {
+            for node in nodes.valued.values_mut().chain(nodes.any.as_mut()) {
+                node.shift(offsets);
+            }
+        }
+    }
+}
+
+impl Source {
+    /// An error about the node at `path` of this file.
+    fn error(&self, kind: ConfigFileErrorKind, path: &[Step]) -> ConfigFileError {
+        let e = ConfigFileError::new(kind, locate(&self.yaml, path));
+        match &self.path {
+            Some(p) => e.with_path(p),
+            None => e,
+        }
+    }
+}
+
+/// The name envoy gives a node: `key_value`, or `key` without a value.
+fn composite_of(key: &str, value: Option<&str>) -> String {
+    match value {
+        Some(v) => format!("{key}_{v}"),
+        None => key.to_owned(),
     }
 }
 
@@ -394,8 +624,10 @@ impl RuleSet {
     /// # Errors
     ///
     /// A [`ConfigFileError`] for the first problem found, with its line and column:
-    /// YAML syntax, unknown keys, values of the wrong type or out of range, duplicate
-    /// siblings or names, `replaces` naming no limit; see [`ConfigFileErrorKind`].
+    /// YAML syntax, unknown keys, lists of something else than mappings, values of the
+    /// wrong type or out of range, an empty key, duplicate siblings, `*` in a key,
+    /// `share_threshold` without a pattern, `unlimited` with a unit, an empty or
+    /// self-naming `replaces`; see [`ConfigFileErrorKind`].
     ///
     /// # Examples
     ///
@@ -437,7 +669,98 @@ impl RuleSet {
         let path = path.as_ref();
         let yaml = std::fs::read_to_string(path)
             .map_err(|e| ConfigFileError::new(ConfigFileErrorKind::Io(e), None).with_path(path))?;
-        RuleSet::from_yaml(&yaml).map_err(|e| e.with_path(path))
+        let mut rules = RuleSet::from_yaml(&yaml).map_err(|e| e.with_path(path))?;
+        rules.sources[0].path = Some(path.to_owned());
+        Ok(rules)
+    }
+
+    /// Adds the descriptors of `other`, rules of the same domain, after these: what
+    /// envoy's service does with `MERGE_DOMAIN_CONFIG` for two files of one domain.
+    /// As there, the top-level descriptors of `other` join these, and a top-level
+    /// descriptor of `other` with the key and value of one of these is an error (the
+    /// levels below are not merged); patterns of `other` are tried after these.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigFileErrorKind::DuplicateDescriptor`] at the line of `other`'s
+    /// descriptor (and with `other`'s path, when read with
+    /// [`from_file`](RuleSet::from_file)), or [`ConfigFileErrorKind::MergeDomain`]
+    /// when the domains differ. On error `self` is unchanged.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::config::{ConfigFileErrorKind, Descriptor, RuleSet};
+    ///
+    /// let mut rules = RuleSet::from_yaml("
+    /// domain: api
+    /// descriptors:
+    ///   - { key: key1, value: value1, rate_limit: { unit: minute, requests_per_unit: 10 } }
+    /// ")?;
+    /// let other = "
+    /// domain: api
+    /// descriptors:
+    ///   - { key: key2, value: value2, rate_limit: { unit: minute, requests_per_unit: 20 } }
+    /// ";
+    /// rules.merge(RuleSet::from_yaml(other)?)?;
+    /// let matched = rules.limits_for(&[Descriptor::new().entry("key2", "value2")]);
+    /// assert_eq!(matched.limits()[0].limit().requests_per_unit(), 20);
+    ///
+    /// // The same file again: its descriptor is already there.
+    /// let err = rules.merge(RuleSet::from_yaml(other)?).unwrap_err();
+    /// assert!(matches!(err.kind(), ConfigFileErrorKind::DuplicateDescriptor { .. }));
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "line 4 column 5: duplicate descriptor composite key 'api.key2_value2'"
+    /// );
+    /// # Ok::<(), tollgate::config::ConfigFileError>(())
+    /// ```
+    pub fn merge(&mut self, other: RuleSet) -> Result<(), ConfigFileError> {
+        if other.domain != self.domain {
+            let kind = ConfigFileErrorKind::MergeDomain {
+                ours: self.domain.clone(),
+                theirs: other.domain.clone(),
+            };
+            return Err(other.sources[0].error(kind, &[Step::Key("domain")]));
+        }
+        let RuleSet {
+            root,
+            limits,
+            unlimited_replaces,
+            sources,
+            ..
+        } = other;
+        let mut nodes = root.drain();
+        // The order of the files: patterns are tried in it.
+        nodes.sort_by_key(|(_, _, node)| (node.source, node.position));
+        let duplicate = nodes
+            .iter()
+            .find(|(key, value, _)| self.root.has(key, value.as_deref()));
+        if let Some((key, value, node)) = duplicate {
+            let kind = ConfigFileErrorKind::DuplicateDescriptor {
+                key: key.clone(),
+                value: value.clone(),
+                composite: format!("{}.{}", self.domain, composite_of(key, value.as_deref())),
+            };
+            let path = [Step::Key("descriptors"), Step::Index(node.position)];
+            return Err(sources[node.source].error(kind, &path));
+        }
+        let offsets = (
+            self.limits.len(),
+            self.unlimited_replaces.len(),
+            self.sources.len(),
+        );
+        for (key, value, mut node) in nodes {
+            node.shift(offsets);
+            self.root.insert(key, value, node);
+        }
+        self.limits.extend(limits.into_iter().map(|mut limit| {
+            limit.source += offsets.2;
+            limit
+        }));
+        self.unlimited_replaces.extend(unlimited_replaces);
+        self.sources.extend(sources);
+        Ok(())
     }
 
     /// The domain: the hash tag of every key of these rules.
@@ -540,30 +863,31 @@ impl RuleSet {
     /// # Ok::<(), tollgate::config::ConfigFileError>(())
     /// ```
     pub fn location_of(&self, limit: &Limit) -> Option<Location> {
-        locate(&self.source, &limit.path)
+        locate(&self.sources.get(limit.source)?.yaml, &limit.path)
+    }
+
+    /// An error about `limit`, with its line and its file.
+    pub(crate) fn error_at(&self, limit: &Limit, kind: ConfigFileErrorKind) -> ConfigFileError {
+        self.sources[limit.source].error(kind, &limit.path)
     }
 }
 
 struct Builder<'s> {
     yaml: &'s str,
+    domain: String,
     path: Vec<Step>,
     limits: Vec<Limit>,
-    unlimited_replaces: Vec<Vec<usize>>,
-    /// Every `name`, with its limit's index (`None` for an `unlimited` block).
-    names: HashMap<String, Option<usize>>,
-    /// `replaces` to resolve once every name is known: the owner, the name, its path.
-    replaces: Vec<(Action, String, Vec<Step>)>,
+    unlimited_replaces: Vec<Vec<String>>,
 }
 
 impl<'s> Builder<'s> {
     fn new(yaml: &'s str) -> Builder<'s> {
         Builder {
             yaml,
+            domain: String::new(),
             path: Vec::new(),
             limits: Vec::new(),
             unlimited_replaces: Vec::new(),
-            names: HashMap::new(),
-            replaces: Vec::new(),
         }
     }
 
@@ -581,97 +905,124 @@ impl<'s> Builder<'s> {
                 &[Step::Key("domain")],
             ));
         }
+        self.domain = file.domain;
         self.path.push(Step::Key("descriptors"));
-        let root = self.level(&file.descriptors, &[])?;
+        let root = self.level(file.descriptors, &[], &self.domain.clone())?;
         self.path.pop();
-        self.resolve_replaces()?;
         Ok(RuleSet {
-            domain: file.domain,
+            domain: self.domain,
             root,
             limits: self.limits,
             unlimited_replaces: self.unlimited_replaces,
-            source: self.yaml.to_owned(),
+            sources: vec![Source {
+                yaml: self.yaml.to_owned(),
+                path: None,
+            }],
         })
     }
 
-    /// The level of `nodes`, reached through `above` (the names of the nodes above).
-    fn level(&mut self, nodes: &[Node], above: &[String]) -> Result<Level, ConfigFileError> {
+    /// The level of `nodes`, reached through `above` (the names of the nodes above)
+    /// and `composite` (envoy's name of the path: `domain.key1_value1`).
+    fn level(
+        &mut self,
+        nodes: Vec<Node>,
+        above: &[String],
+        composite: &str,
+    ) -> Result<Level, ConfigFileError> {
         let mut level = Level::default();
-        for (i, node) in nodes.iter().enumerate() {
+        for (i, mut node) in nodes.into_iter().enumerate() {
             self.path.push(Step::Index(i));
-            let value = node.value.as_deref();
             if node.key.is_empty() {
                 return Err(self.error(ConfigFileErrorKind::Empty("key"), &[Step::Key("key")]));
             }
-            if value == Some("") {
-                return Err(self.error(ConfigFileErrorKind::Empty("value"), &[Step::Key("value")]));
+            if node.key.contains('*') {
+                return Err(self.error(
+                    ConfigFileErrorKind::WildcardInKey(node.key),
+                    &[Step::Key("key")],
+                ));
             }
-            let entry = level.by_key.entry(node.key.clone()).or_default();
-            let taken = match value {
-                None => entry.any.is_some(),
-                Some(v) => match v.strip_suffix('*') {
-                    Some(prefix) => entry.prefixes.iter().any(|(p, _)| p == prefix),
-                    None => entry.exact.contains_key(v),
-                },
-            };
-            if taken {
+            // As envoy: an empty value is no value.
+            let value = node.value.take().filter(|v| !v.is_empty());
+            let here = composite_of(&node.key, value.as_deref());
+            let composite = format!("{composite}.{here}");
+            if level.has(&node.key, value.as_deref()) {
                 return Err(self.error(
                     ConfigFileErrorKind::DuplicateDescriptor {
-                        key: node.key.clone(),
-                        value: node.value.clone(),
+                        key: node.key,
+                        value,
+                        composite,
                     },
                     &[],
                 ));
             }
+            let is_pattern = value.as_deref().is_some_and(|v| v.contains('*'));
+            if node.share_threshold && !is_pattern {
+                return Err(self.error(
+                    ConfigFileErrorKind::ShareThresholdWithoutWildcard { composite: here },
+                    &[Step::Key("share_threshold")],
+                ));
+            }
             let mut names = above.to_vec();
-            names.push(match value {
+            names.push(match &value {
                 Some(v) => format!("{}={v}", node.key),
                 None => node.key.clone(),
             });
             let action = match &node.rate_limit {
                 Some(rate_limit) => {
                     self.path.push(Step::Key("rate_limit"));
-                    let action = self.rate_limit(rate_limit, node.shadow_mode, &names);
+                    let action = self.rate_limit(rate_limit, &node, &names);
                     self.path.pop();
                     action?
                 }
                 None => Action::Nothing,
             };
             self.path.push(Step::Key("descriptors"));
-            let children = self.level(&node.descriptors, &names)?;
+            let children = self.level(std::mem::take(&mut node.descriptors), &names, &composite)?;
             self.path.pop();
             self.path.pop();
 
-            let tree_node = TreeNode { action, children };
-            let entry = level.by_key.entry(node.key.clone()).or_default();
-            match value {
-                None => entry.any = Some(tree_node),
-                Some(v) => match v.strip_suffix('*') {
-                    Some(prefix) => {
-                        entry.prefixes.push((prefix.to_owned(), tree_node));
-                        // Longest first: the most specific prefix wins.
-                        entry.prefixes.sort_by_key(|p| std::cmp::Reverse(p.0.len()));
-                    }
-                    None => {
-                        entry.exact.insert(v.to_owned(), tree_node);
-                    }
-                },
-            }
+            let tree_node = TreeNode {
+                action,
+                children,
+                value_to_metric: node.value_to_metric,
+                share_threshold: node.share_threshold,
+                source: 0,
+                position: i,
+            };
+            level.insert(node.key, value, tree_node);
         }
         Ok(level)
     }
 
-    /// The action of a `rate_limit` block at the current path.
+    /// The action of the `rate_limit` block of `node`, at the current path.
     fn rate_limit(
         &mut self,
         block: &RateLimit,
-        shadow: bool,
+        node: &Node,
         names: &[String],
     ) -> Result<Action, ConfigFileError> {
-        let action = if block.unlimited {
+        let mut replaces = Vec::with_capacity(block.replaces.len());
+        for (i, replace) in block.replaces.iter().enumerate() {
+            let at = [Step::Key("replaces"), Step::Index(i)];
+            let name = match replace.name.as_deref() {
+                None | Some("") => {
+                    return Err(self.error(ConfigFileErrorKind::Empty("replaces"), &at));
+                }
+                Some(name) => name,
+            };
+            if block.name.as_deref() == Some(name) {
+                return Err(self.error(
+                    ConfigFileErrorKind::ReplacesItself(name.to_owned()),
+                    &[at[0], at[1], Step::Key("name")],
+                ));
+            }
+            replaces.push(name.to_owned());
+        }
+        if block.unlimited {
+            // envoy refuses a unit, and ignores a count; tollgate's own keys have no
+            // meaning without a count either.
             let extra = [
                 ("unit", block.unit.is_some()),
-                ("requests_per_unit", block.requests_per_unit.is_some()),
                 ("algorithm", block.algorithm.is_some()),
                 ("burst", block.burst.is_some()),
             ];
@@ -681,122 +1032,105 @@ impl<'s> Builder<'s> {
                     &[Step::Key(field)],
                 ));
             }
-            self.unlimited_replaces.push(Vec::new());
-            Action::Unlimited(self.unlimited_replaces.len() - 1)
-        } else {
-            let limit = self.limit(block, shadow, names)?;
-            self.limits.push(limit);
-            Action::Limit(self.limits.len() - 1)
-        };
-        if let Some(name) = &block.name {
-            if self.names.contains_key(name) {
-                return Err(self.error(
-                    ConfigFileErrorKind::DuplicateName(name.clone()),
-                    &[Step::Key("name")],
-                ));
-            }
-            let index = match action {
-                Action::Limit(index) => Some(index),
-                _ => None,
-            };
-            self.names.insert(name.clone(), index);
+            self.unlimited_replaces.push(replaces);
+            return Ok(Action::Unlimited(self.unlimited_replaces.len() - 1));
         }
-        for (i, replace) in block.replaces.iter().enumerate() {
-            let mut path = self.path.clone();
-            path.extend([Step::Key("replaces"), Step::Index(i), Step::Key("name")]);
-            self.replaces.push((action, replace.name.clone(), path));
-        }
-        Ok(action)
+        let limit = self.limit(block, node, names, replaces)?;
+        self.limits.push(limit);
+        Ok(Action::Limit(self.limits.len() - 1))
     }
 
     fn limit(
         &self,
         block: &RateLimit,
-        shadow: bool,
+        node: &Node,
         names: &[String],
+        replaces: Vec<String>,
     ) -> Result<Limit, ConfigFileError> {
         let Some(unit) = block.unit else {
             return Err(self.error(ConfigFileErrorKind::MissingLimit("unit"), &[]));
         };
-        let Some(requests_per_unit) = block.requests_per_unit else {
-            return Err(self.error(ConfigFileErrorKind::MissingLimit("requests_per_unit"), &[]));
-        };
-        let requests_per_unit = self.positive("requests_per_unit", requests_per_unit)?;
+        // As envoy: no count is a count of zero, which blocks.
+        let requests_per_unit = self.not_negative("requests_per_unit", block.requests_per_unit)?;
         let algorithm = block.algorithm.unwrap_or(DEFAULT_ALGORITHM);
         let burst = match block.burst {
+            None => None,
             Some(_) if !algorithm.takes_burst() => {
                 return Err(self.error(
                     ConfigFileErrorKind::BurstNotApplicable(algorithm),
                     &[Step::Key("burst")],
                 ));
             }
-            Some(burst) => Some(self.positive("burst", burst)?),
-            None => None,
-        };
-        let rule = algorithm
-            .build_rule(requests_per_unit, unit.duration(), burst)
-            .map_err(|e| {
-                let e = rename(e, burst.is_some());
-                let field = match e.parameter() {
-                    "burst" => "burst",
-                    "algorithm" => "algorithm",
-                    _ => "requests_per_unit",
+            Some(0) => {
+                let zero = ConfigError::Zero { parameter: "burst" };
+                return Err(self.error(ConfigFileErrorKind::Limit(zero), &[Step::Key("burst")]));
+            }
+            Some(_) if requests_per_unit == 0 => {
+                // A bucket that never refills is not what a blocking limit means.
+                let zero = ConfigError::Zero {
+                    parameter: "requests_per_unit",
                 };
-                self.error(ConfigFileErrorKind::Limit(e), &[Step::Key(field)])
-            })?;
+                let at: &[Step] = match block.requests_per_unit {
+                    Some(_) => &[Step::Key("requests_per_unit")],
+                    None => &[],
+                };
+                return Err(self.error(ConfigFileErrorKind::Limit(zero), at));
+            }
+            burst => Some(self.not_negative("burst", burst)?),
+        };
+        let rule = match requests_per_unit {
+            0 => None,
+            count => Some(
+                algorithm
+                    .build_rule(count, unit.duration(), burst)
+                    .map_err(|e| {
+                        let e = rename(e, burst.is_some());
+                        let field = match e.parameter() {
+                            "burst" => "burst",
+                            "algorithm" => "algorithm",
+                            _ => "requests_per_unit",
+                        };
+                        self.error(ConfigFileErrorKind::Limit(e), &[Step::Key(field)])
+                    })?,
+            ),
+        };
+        // As envoy: an empty name is no name.
+        let name = block.name.clone().filter(|n| !n.is_empty());
         Ok(Limit {
-            name: block.name.clone().unwrap_or_else(|| names.join(".")),
-            named: block.name.is_some(),
+            named: name.is_some(),
+            name: name.unwrap_or_else(|| names.join(".")),
             rule,
             requests_per_unit,
             unit,
             algorithm,
-            shadow,
-            replaces: Vec::new(),
+            shadow: node.shadow_mode,
+            quota_mode: node.quota_mode,
+            detailed_metric: node.detailed_metric,
+            metadata: node.metadata.clone().filter(|m| !m.is_empty()),
+            replaces,
             path: self.path.clone(),
+            source: 0,
             key_prefix: format!("{}:{}", algorithm.name(), unit.duration().as_secs()),
         })
     }
 
-    fn positive(&self, field: &'static str, value: i64) -> Result<u64, ConfigFileError> {
-        let e = match value {
-            0 => ConfigError::Zero { parameter: field },
-            v if v < 0 => ConfigError::Negative {
-                parameter: field,
-                value: v as f64,
-            },
-            v => return Ok(v.unsigned_abs()),
-        };
-        Err(self.error(ConfigFileErrorKind::Limit(e), &[Step::Key(field)]))
-    }
-
-    fn resolve_replaces(&mut self) -> Result<(), ConfigFileError> {
-        for (owner, name, path) in std::mem::take(&mut self.replaces) {
-            let at = || locate(self.yaml, &path);
-            let target = match self.names.get(&name) {
-                Some(Some(target)) => *target,
-                // An unlimited block counts nothing: replacing it changes nothing.
-                Some(None) => continue,
-                None => {
-                    return Err(ConfigFileError::new(
-                        ConfigFileErrorKind::UnknownReplace(name),
-                        at(),
-                    ));
-                }
-            };
-            match owner {
-                Action::Limit(index) if index == target => {
-                    return Err(ConfigFileError::new(
-                        ConfigFileErrorKind::ReplacesItself(name),
-                        at(),
-                    ));
-                }
-                Action::Limit(index) => self.limits[index].replaces.push(target),
-                Action::Unlimited(index) => self.unlimited_replaces[index].push(target),
-                Action::Nothing => {}
+    /// `value`, or 0 when absent; an error when negative.
+    fn not_negative(
+        &self,
+        field: &'static str,
+        value: Option<i64>,
+    ) -> Result<u64, ConfigFileError> {
+        match value {
+            None => Ok(0),
+            Some(v) if v < 0 => {
+                let e = ConfigError::Negative {
+                    parameter: field,
+                    value: v as f64,
+                };
+                Err(self.error(ConfigFileErrorKind::Limit(e), &[Step::Key(field)]))
             }
+            Some(v) => Ok(v.unsigned_abs()),
         }
-        Ok(())
     }
 }
 

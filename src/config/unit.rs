@@ -143,8 +143,13 @@ impl Visitor<'_> for UnitVisitor {
     }
 
     fn visit_str<E: de::Error>(self, name: &str) -> Result<Unit, E> {
-        const NAMES: &[&str] = &["second", "minute", "hour", "day", "week", "month", "year"];
-        Unit::from_name(name).ok_or_else(|| E::unknown_variant(name, NAMES))
+        // envoy's words, then the names it would have taken.
+        Unit::from_name(name).ok_or_else(|| {
+            E::custom(format_args!(
+                "invalid rate limit unit '{name}', expected one of second, minute, hour, \
+                 day, week, month, year (in any case)"
+            ))
+        })
     }
 }
 
@@ -234,7 +239,7 @@ mod tests {
         let e = serde_yaml_ng::from_str::<Unit>("Fortnight").unwrap_err();
         assert!(
             e.to_string().starts_with(
-                "unknown variant `Fortnight`, expected one of `second`, `minute`, `hour`"
+                "invalid rate limit unit 'Fortnight', expected one of second, minute, hour"
             ),
             "{e}"
         );
