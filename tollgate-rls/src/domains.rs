@@ -128,7 +128,9 @@ impl Domains {
     /// assert!(Domains::from_rule_sets([a, again]).is_err());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn from_rule_sets(rules: impl IntoIterator<Item = RuleSet>) -> Result<Domains, DomainsError> {
+    pub fn from_rule_sets(
+        rules: impl IntoIterator<Item = RuleSet>,
+    ) -> Result<Domains, DomainsError> {
         let mut by_name = HashMap::new();
         for rules in rules {
             let domain = rules.domain().to_owned();
@@ -179,7 +181,7 @@ pub enum DomainsError {
     /// A directory or a file could not be read (or a file is not UTF-8).
     Io(PathBuf, std::io::Error),
     /// A file did not load.
-    File(PathBuf, ConfigFileError),
+    File(PathBuf, Box<ConfigFileError>),
     /// A file names a domain that an earlier file already holds, and domains are not
     /// merged.
     DuplicateDomain {
@@ -255,7 +257,7 @@ impl std::error::Error for DomainsError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             DomainsError::Io(_, e) => Some(e),
-            DomainsError::File(_, e) => Some(e),
+            DomainsError::File(_, e) => Some(&**e),
             DomainsError::DuplicateDomain { .. } | DomainsError::Merge { .. } => None,
         }
     }
@@ -301,6 +303,9 @@ pub struct DomainDir {
     /// The fingerprint of the directory at the last load.
     fingerprint: Option<u64>,
 }
+
+/// Every file's path and content, or why it could not be read.
+type Contents = Vec<(PathBuf, std::io::Result<Vec<u8>>)>;
 
 #[derive(Debug)]
 struct FileState {
@@ -387,7 +392,7 @@ impl DomainDir {
     }
 
     /// Every file's path and content (or why it could not be read), sorted by path.
-    fn read_all(&self) -> Result<Vec<(PathBuf, std::io::Result<Vec<u8>>)>, DomainsError> {
+    fn read_all(&self) -> Result<Contents, DomainsError> {
         let mut paths = Vec::new();
         walk(&self.source.dir, self.source.ignore_dot_files, &mut paths)?;
         paths.sort();
@@ -400,7 +405,7 @@ impl DomainDir {
             .collect())
     }
 
-    fn apply(&mut self, contents: Vec<(PathBuf, std::io::Result<Vec<u8>>)>) -> Load {
+    fn apply(&mut self, contents: Contents) -> Load {
         let mut hasher = DefaultHasher::new();
         let mut errors = Vec::new();
         let mut files = BTreeMap::new();
@@ -424,7 +429,13 @@ impl DomainDir {
                 && p.hash == hash
                 && p.good.is_some()
             {
-                files.insert(path, FileState { hash, good: p.good.clone() });
+                files.insert(
+                    path,
+                    FileState {
+                        hash,
+                        good: p.good.clone(),
+                    },
+                );
                 continue;
             }
             let previous_good = previous.and_then(|p| p.good);
@@ -440,7 +451,7 @@ impl DomainDir {
                             rules: Arc::new(rules),
                         })
                     })
-                    .map_err(|e| DomainsError::File(path.clone(), e)),
+                    .map_err(|e| DomainsError::File(path.clone(), Box::new(e))),
             };
             let good = match good {
                 Ok(good) => Some(good),
@@ -474,7 +485,10 @@ impl DomainDir {
         good.sort_by_key(|(path, g)| (owners.get(g.rules.domain()) != Some(*path), *path));
         let mut by_domain: BTreeMap<&str, Vec<(&PathBuf, &Arc<Good>)>> = BTreeMap::new();
         for (path, g) in good {
-            by_domain.entry(g.rules.domain()).or_default().push((path, g));
+            by_domain
+                .entry(g.rules.domain())
+                .or_default()
+                .push((path, g));
         }
         let mut by_name = HashMap::new();
         let mut owners = HashMap::new();
@@ -639,7 +653,11 @@ mod tests {
         let mut files = DomainDir::new(DomainsSource::dir(dir.path()), false);
         files.load().unwrap();
 
-        write(dir.path(), "a.yaml", "domain: a\ndescriptors:\n  - key: [\n");
+        write(
+            dir.path(),
+            "a.yaml",
+            "domain: a\ndescriptors:\n  - key: [\n",
+        );
         write(dir.path(), "b.yaml", &rules("b", "k", 20));
         let load = files.load_if_changed().unwrap().unwrap();
         assert_eq!(load.errors.len(), 1);
@@ -647,7 +665,10 @@ mod tests {
         let want = format!("{}:", dir.path().join("a.yaml").display());
         assert!(message.starts_with(&want), "{message}");
         assert!(
-            message[want.len()..].split(':').take(2).all(|n| n.parse::<u32>().is_ok()),
+            message[want.len()..]
+                .split(':')
+                .take(2)
+                .all(|n| n.parse::<u32>().is_ok()),
             "{message}"
         );
         assert_eq!(limit_of(&load.domains, "a"), 1);
@@ -704,7 +725,11 @@ mod tests {
         write(dir.path(), "a.yaml", &rules("api", "k", 3));
         let load = merged.load_if_changed().unwrap().unwrap();
         assert_eq!(load.errors.len(), 1, "{:?}", load.errors);
-        assert!(load.errors[0].to_string().starts_with("domain 'api' merged from"));
+        assert!(
+            load.errors[0]
+                .to_string()
+                .starts_with("domain 'api' merged from")
+        );
         assert_eq!(load.domains.get("api").unwrap().limits().len(), 2);
     }
 

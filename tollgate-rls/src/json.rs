@@ -28,12 +28,12 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescript
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::{
     Entry, RateLimitOverride,
 };
-use envoy_types::pb::envoy::r#type::v3::RateLimitUnit;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::quota::ExpirationSpecifier;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
     Code, DescriptorStatus, Quota, RateLimit, rate_limit::Unit,
 };
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use envoy_types::pb::envoy::r#type::v3::RateLimitUnit;
 use envoy_types::pb::google::protobuf::{self as pbuf, value::Kind};
 use serde_json::{Map, Value};
 
@@ -82,7 +82,11 @@ pub fn request_from_json(body: &[u8]) -> Result<RateLimitRequest, JsonError> {
     let value: Value =
         serde_json::from_slice(body).map_err(|e| JsonError::new(format!("not JSON: {e}")))?;
     let mut request = RateLimitRequest::default();
-    for (name, value) in fields(&value, "RateLimitRequest", &["domain", "descriptors", "hitsAddend"])? {
+    for (name, value) in fields(
+        &value,
+        "RateLimitRequest",
+        &["domain", "descriptors", "hitsAddend"],
+    )? {
         match name {
             "domain" => request.domain = string(value, name)?,
             "descriptors" => {
@@ -99,7 +103,11 @@ pub fn request_from_json(body: &[u8]) -> Result<RateLimitRequest, JsonError> {
 
 fn descriptor(value: &Value) -> Result<RateLimitDescriptor, JsonError> {
     let mut descriptor = RateLimitDescriptor::default();
-    for (name, value) in fields(value, "RateLimitDescriptor", &["entries", "limit", "hitsAddend"])? {
+    for (name, value) in fields(
+        value,
+        "RateLimitDescriptor",
+        &["entries", "limit", "hitsAddend"],
+    )? {
         match name {
             "entries" => {
                 descriptor.entries = list(value, name)?
@@ -157,14 +165,13 @@ fn fields<'v>(
     };
     let mut out: Vec<(&'static str, &'v Value)> = Vec::with_capacity(map.len());
     for (name, value) in map {
-        let Some(known) = known
-            .iter()
-            .find(|k| **k == name || snake_case(k) == *name)
-        else {
+        let Some(known) = known.iter().find(|k| **k == name || snake_case(k) == *name) else {
             return Err(JsonError::new(format!("{message}: unknown field {name:?}")));
         };
         if out.iter().any(|(n, _)| n == known) {
-            return Err(JsonError::new(format!("{message}: duplicate field {known:?}")));
+            return Err(JsonError::new(format!(
+                "{message}: duplicate field {known:?}"
+            )));
         }
         if !value.is_null() {
             out.push((known, value));
@@ -243,8 +250,9 @@ fn enumeration(
     by_name: impl Fn(&str) -> Option<i32>,
 ) -> Result<i32, JsonError> {
     match value {
-        Value::String(s) => by_name(s)
-            .ok_or_else(|| JsonError::new(format!("{name}: unknown enum value {s:?}"))),
+        Value::String(s) => {
+            by_name(s).ok_or_else(|| JsonError::new(format!("{name}: unknown enum value {s:?}")))
+        }
         Value::Number(n) => n
             .as_i64()
             .and_then(|n| i32::try_from(n).ok())
@@ -275,9 +283,17 @@ impl Obj {
     }
 
     /// An enum by name, or by number when the number has no name (as protojson).
-    fn enumeration(&mut self, name: &'static str, value: i32, name_of: impl Fn(i32) -> Option<&'static str>) {
+    fn enumeration(
+        &mut self,
+        name: &'static str,
+        value: i32,
+        name_of: impl Fn(i32) -> Option<&'static str>,
+    ) {
         if value != 0 {
-            self.raw(name, name_of(value).map_or_else(|| value.to_string(), quote));
+            self.raw(
+                name,
+                name_of(value).map_or_else(|| value.to_string(), quote),
+            );
         }
     }
 
@@ -382,8 +398,16 @@ pub fn response_to_json(response: &RateLimitResponse) -> String {
     let mut out = Obj::default();
     out.enumeration("overallCode", response.overall_code, code_name);
     out.list("statuses", &response.statuses, status_json);
-    out.list("responseHeadersToAdd", &response.response_headers_to_add, header_json);
-    out.list("requestHeadersToAdd", &response.request_headers_to_add, header_json);
+    out.list(
+        "responseHeadersToAdd",
+        &response.response_headers_to_add,
+        header_json,
+    );
+    out.list(
+        "requestHeadersToAdd",
+        &response.request_headers_to_add,
+        header_json,
+    );
     if !response.raw_body.is_empty() {
         out.raw("rawBody", quote(&base64(&response.raw_body)));
     }
@@ -474,9 +498,12 @@ fn value_json(v: &pbuf::Value) -> Value {
         ),
         Some(Kind::StringValue(s)) => Value::from(s.as_str()),
         Some(Kind::BoolValue(b)) => Value::from(*b),
-        Some(Kind::StructValue(s)) => {
-            Value::Object(s.fields.iter().map(|(k, v)| (k.clone(), value_json(v))).collect())
-        }
+        Some(Kind::StructValue(s)) => Value::Object(
+            s.fields
+                .iter()
+                .map(|(k, v)| (k.clone(), value_json(v)))
+                .collect(),
+        ),
         Some(Kind::ListValue(l)) => Value::Array(l.values.iter().map(value_json).collect()),
     }
 }
@@ -500,9 +527,9 @@ fn push_fraction(out: &mut String, nanos: u32) {
     if nanos == 0 {
         return;
     }
-    let _ = if nanos % 1_000_000 == 0 {
+    let _ = if nanos.is_multiple_of(1_000_000) {
         write!(out, ".{:03}", nanos / 1_000_000)
-    } else if nanos % 1_000 == 0 {
+    } else if nanos.is_multiple_of(1_000) {
         write!(out, ".{:06}", nanos / 1_000)
     } else {
         write!(out, ".{nanos:09}")
@@ -543,7 +570,11 @@ fn base64(bytes: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for i in 0..4 {
             if i <= chunk.len() {
@@ -572,12 +603,16 @@ mod tests {
         assert_eq!(d.limit.unwrap().requests_per_unit, 7);
         assert_eq!(d.limit.unwrap().unit, RateLimitUnit::Minute as i32);
         assert_eq!(d.hits_addend.unwrap().value, 10);
-        assert_eq!(request_from_json(request_to_json(&a).as_bytes()).unwrap(), a);
+        assert_eq!(
+            request_from_json(request_to_json(&a).as_bytes()).unwrap(),
+            a
+        );
     }
 
     #[test]
     fn nulls_are_defaults() {
-        let a = request_from_json(br#"{"domain":null,"descriptors":null,"hitsAddend":null}"#).unwrap();
+        let a =
+            request_from_json(br#"{"domain":null,"descriptors":null,"hitsAddend":null}"#).unwrap();
         assert_eq!(a, RateLimitRequest::default());
     }
 

@@ -20,7 +20,7 @@
 
 use std::fmt;
 use std::future::Future;
-use std::io::Write as _;
+use std::io::{IsTerminal as _, Write as _};
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -167,6 +167,7 @@ fn init_logging(level: LogLevel, format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::new(filter);
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Json => builder.json().try_init(),

@@ -79,7 +79,11 @@ pub struct Args {
     pub config: Option<PathBuf>,
     /// The runtime root; the domain files are in
     /// RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY.
-    #[arg(long, env = "RUNTIME_ROOT", default_value = "/srv/runtime_data/current")]
+    #[arg(
+        long,
+        env = "RUNTIME_ROOT",
+        default_value = "/srv/runtime_data/current"
+    )]
     pub runtime_root: PathBuf,
     /// See `--runtime-root`.
     #[arg(long, env = "RUNTIME_SUBDIRECTORY", default_value = "")]
@@ -122,7 +126,11 @@ pub struct Args {
     pub redis_socket_type: String,
     /// The Redis address: `host:port`, a socket path, or for a cluster a
     /// comma-separated list.
-    #[arg(long, env = "REDIS_URL", default_value = "/var/run/nutcracker/ratelimit.sock")]
+    #[arg(
+        long,
+        env = "REDIS_URL",
+        default_value = "/var/run/nutcracker/ratelimit.sock"
+    )]
     pub redis_url: String,
     /// `password` or `user:password`.
     #[arg(long, env = "REDIS_AUTH", default_value = "", hide_env_values = true)]
@@ -162,7 +170,11 @@ pub struct Args {
     #[arg(long, env = "LIMIT_LIMIT_HEADER", default_value = "RateLimit-Limit")]
     pub limit_limit_header: String,
     /// The remaining header's name.
-    #[arg(long, env = "LIMIT_REMAINING_HEADER", default_value = "RateLimit-Remaining")]
+    #[arg(
+        long,
+        env = "LIMIT_REMAINING_HEADER",
+        default_value = "RateLimit-Remaining"
+    )]
     pub limit_remaining_header: String,
     /// The reset header's name.
     #[arg(long, env = "LIMIT_RESET_HEADER", default_value = "RateLimit-Reset")]
@@ -242,7 +254,13 @@ impl Args {
         let log_format = match self.log_format.to_ascii_lowercase().as_str() {
             "text" => LogFormat::Text,
             "json" => LogFormat::Json,
-            _ => return Err(SettingsError::new("LOG_FORMAT", &self.log_format, "text or json")),
+            _ => {
+                return Err(SettingsError::new(
+                    "LOG_FORMAT",
+                    &self.log_format,
+                    "text or json",
+                ));
+            }
         };
         let counting = match self.counting.as_str() {
             "all-or-nothing" => Counting::AllOrNothing,
@@ -280,7 +298,13 @@ impl Args {
         let redis_kind = match self.redis_type.to_ascii_lowercase().as_str() {
             "single" => RedisKind::Single,
             "cluster" => RedisKind::Cluster,
-            _ => return Err(SettingsError::new("REDIS_TYPE", &self.redis_type, "SINGLE or CLUSTER")),
+            _ => {
+                return Err(SettingsError::new(
+                    "REDIS_TYPE",
+                    &self.redis_type,
+                    "SINGLE or CLUSTER",
+                ));
+            }
         };
         let redis_socket = match self.redis_socket_type.to_ascii_lowercase().as_str() {
             "tcp" => SocketType::Tcp,
@@ -365,11 +389,13 @@ impl Args {
                 response_dynamic_metadata: self.response_dynamic_metadata,
                 stop_cache_key_increment_when_overlimit: self
                     .stop_cache_key_increment_when_overlimit,
-                response_headers: self.limit_response_headers_enabled.then(|| ResponseHeaders {
-                    limit: self.limit_limit_header,
-                    remaining: self.limit_remaining_header,
-                    reset: self.limit_reset_header,
-                }),
+                response_headers: self
+                    .limit_response_headers_enabled
+                    .then_some(ResponseHeaders {
+                        limit: self.limit_limit_header,
+                        remaining: self.limit_remaining_header,
+                        reset: self.limit_reset_header,
+                    }),
             },
             backend: BackendOptions {
                 kind: backend,
@@ -808,9 +834,8 @@ fn parse_log_level(s: &str) -> Result<LogLevel, SettingsError> {
 
 fn is_header_name(s: &str) -> bool {
     !s.is_empty()
-        && s.bytes().all(|b| {
-            b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
-        })
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 /// `host:port`, brackets around an IPv6 host, as Go's `net.JoinHostPort`.

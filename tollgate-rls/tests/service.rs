@@ -34,7 +34,9 @@ fn request(domain: &str, key: &str, value: &str) -> RateLimitRequest {
 }
 
 fn json_request(domain: &str, key: &str, value: &str) -> String {
-    format!(r#"{{"domain":"{domain}","descriptors":[{{"entries":[{{"key":"{key}","value":"{value}"}}]}}]}}"#)
+    format!(
+        r#"{{"domain":"{domain}","descriptors":[{{"entries":[{{"key":"{key}","value":"{value}"}}]}}]}}"#
+    )
 }
 
 fn write(dir: &Path, name: &str, text: &str) {
@@ -49,17 +51,27 @@ fn write(dir: &Path, name: &str, text: &str) {
 
 /// The limit the service answers `user=value` of domain `test` with, over `/json`.
 fn limit_over_json(rls: &Rls, value: &str) -> Option<u64> {
-    let answer = http(rls.http, "POST", "/json", &json_request("test", "user", value));
+    let answer = http(
+        rls.http,
+        "POST",
+        "/json",
+        &json_request("test", "user", value),
+    );
     let body: Value = serde_json::from_str(&answer.body).ok()?;
     body["statuses"][0]["currentLimit"]["requestsPerUnit"].as_u64()
 }
 
 async fn client(rls: &Rls) -> RateLimitServiceClient<Channel> {
-    RateLimitServiceClient::connect(rls.grpc_url()).await.unwrap()
+    RateLimitServiceClient::connect(rls.grpc_url())
+        .await
+        .unwrap()
 }
 
 /// 21 requests for `value`: `Err` if they do not count down from 19 to OVER_LIMIT.
-async fn count_down(client: &mut RateLimitServiceClient<Channel>, value: &str) -> Result<(), String> {
+async fn count_down(
+    client: &mut RateLimitServiceClient<Channel>,
+    value: &str,
+) -> Result<(), String> {
     for i in 0..21u32 {
         let response: RateLimitResponse = client
             .should_rate_limit(request("test", "user", value))
@@ -89,7 +101,11 @@ async fn count_down(client: &mut RateLimitServiceClient<Channel>, value: &str) -
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grpc_counts_down_to_over_limit() {
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "test.yaml", &rules("test", "user", 20, "minute"));
+    write(
+        dir.path(),
+        "test.yaml",
+        &rules("test", "user", 20, "minute"),
+    );
     let rls = Rls::start(dir.path(), &[]);
     let mut client = client(&rls).await;
     // The window is the clock's minute: a run that straddles its end starts again
@@ -119,7 +135,11 @@ async fn grpc_counts_down_to_over_limit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grpc_errors_are_the_go_services() {
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "test.yaml", &rules("test", "user", 20, "minute"));
+    write(
+        dir.path(),
+        "test.yaml",
+        &rules("test", "user", 20, "minute"),
+    );
     let rls = Rls::start(dir.path(), &[]);
     let mut client = client(&rls).await;
 
@@ -128,7 +148,10 @@ async fn grpc_errors_are_the_go_services() {
         .await
         .unwrap_err();
     assert_eq!(empty_domain.code(), tonic::Code::Unknown);
-    assert_eq!(empty_domain.message(), "rate limit domain must not be empty");
+    assert_eq!(
+        empty_domain.message(),
+        "rate limit domain must not be empty"
+    );
 
     let no_descriptors = client
         .should_rate_limit(RateLimitRequest {
@@ -171,23 +194,45 @@ fn json_round_trip_and_status_codes() {
     write(dir.path(), "test.yaml", &rules("test", "user", 1, "hour"));
     let rls = Rls::start(dir.path(), &[]);
 
-    let ok = http(rls.http, "POST", "/json", &json_request("test", "user", "alice"));
+    let ok = http(
+        rls.http,
+        "POST",
+        "/json",
+        &json_request("test", "user", "alice"),
+    );
     assert_eq!(ok.status, 200, "{ok:?}");
-    assert!(ok.head.to_ascii_lowercase().contains("content-type: application/json"));
+    assert!(
+        ok.head
+            .to_ascii_lowercase()
+            .contains("content-type: application/json")
+    );
     let body: Value = serde_json::from_str(&ok.body).unwrap();
     assert_eq!(body["overallCode"], "OK");
     assert_eq!(body["statuses"][0]["code"], "OK");
     assert_eq!(body["statuses"][0]["currentLimit"]["requestsPerUnit"], 1);
     assert_eq!(body["statuses"][0]["currentLimit"]["unit"], "HOUR");
     // Zero values are left out, as protojson writes them.
-    assert!(body["statuses"][0].get("limitRemaining").is_none(), "{body}");
+    assert!(
+        body["statuses"][0].get("limitRemaining").is_none(),
+        "{body}"
+    );
     let reset = body["statuses"][0]["durationUntilReset"].as_str().unwrap();
     assert!(reset.ends_with('s'), "{reset}");
 
-    let over = http(rls.http, "POST", "/json", &json_request("test", "user", "alice"));
+    let over = http(
+        rls.http,
+        "POST",
+        "/json",
+        &json_request("test", "user", "alice"),
+    );
     // The hour may have turned between the two: then the second is OK again.
     if over.status == 200 {
-        let again = http(rls.http, "POST", "/json", &json_request("test", "user", "alice"));
+        let again = http(
+            rls.http,
+            "POST",
+            "/json",
+            &json_request("test", "user", "alice"),
+        );
         assert_eq!(again.status, 429, "{again:?}");
     } else {
         assert_eq!(over.status, 429, "{over:?}");
@@ -225,17 +270,18 @@ fn healthcheck_and_metrics() {
     assert_eq!((health.status, health.body.as_str()), (200, "OK"));
     let metrics = http(rls.http, "GET", "/metrics", "");
     assert_eq!(metrics.status, 200);
-    assert!(metrics.head.contains("text/plain; version=0.0.4"), "{}", metrics.head);
+    assert!(
+        metrics.head.contains("text/plain; version=0.0.4"),
+        "{}",
+        metrics.head
+    );
     assert_eq!(http(rls.http, "GET", "/nothing", "").status, 404);
 }
 
 #[test]
 fn healthy_with_at_least_one_config_loaded() {
     let dir = tempfile::tempdir().unwrap();
-    let rls = Rls::start(
-        dir.path(),
-        &["--healthy-with-at-least-one-config-loaded"],
-    );
+    let rls = Rls::start(dir.path(), &["--healthy-with-at-least-one-config-loaded"]);
     assert_eq!(http(rls.http, "GET", "/healthcheck", "").status, 500);
     write(dir.path(), "test.yaml", &rules("test", "user", 1, "hour"));
     eventually(RELOAD, "healthy once a domain loads", || {
@@ -246,16 +292,35 @@ fn healthy_with_at_least_one_config_loaded() {
 #[test]
 fn an_edited_file_is_reloaded() {
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "test.yaml", &rules("test", "user", 20, "minute"));
+    write(
+        dir.path(),
+        "test.yaml",
+        &rules("test", "user", 20, "minute"),
+    );
     let rls = Rls::start(dir.path(), &[]);
     assert_eq!(limit_over_json(&rls, "alice"), Some(20));
-    write(dir.path(), "test.yaml", &rules("test", "user", 50, "minute"));
-    eventually(RELOAD, "the new limit", || limit_over_json(&rls, "alice") == Some(50));
+    write(
+        dir.path(),
+        "test.yaml",
+        &rules("test", "user", 50, "minute"),
+    );
+    eventually(RELOAD, "the new limit", || {
+        limit_over_json(&rls, "alice") == Some(50)
+    });
     // A new file in a subdirectory adds its domain.
     std::fs::create_dir(dir.path().join("more")).unwrap();
-    write(&dir.path().join("more"), "other", &rules("other", "user", 7, "second"));
+    write(
+        &dir.path().join("more"),
+        "other",
+        &rules("other", "user", 7, "second"),
+    );
     eventually(RELOAD, "the new domain", || {
-        let answer = http(rls.http, "POST", "/json", &json_request("other", "user", "a"));
+        let answer = http(
+            rls.http,
+            "POST",
+            "/json",
+            &json_request("other", "user", "a"),
+        );
         answer.body.contains(r#""requestsPerUnit":7"#)
     });
 }
@@ -263,7 +328,11 @@ fn an_edited_file_is_reloaded() {
 #[test]
 fn a_broken_file_keeps_the_old_rules() {
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "test.yaml", &rules("test", "user", 20, "minute"));
+    write(
+        dir.path(),
+        "test.yaml",
+        &rules("test", "user", 20, "minute"),
+    );
     let rls = Rls::start(dir.path(), &[]);
     assert_eq!(limit_over_json(&rls, "alice"), Some(20));
 
@@ -286,9 +355,14 @@ fn a_broken_file_keeps_the_old_rules() {
         })
     });
     eventually(RELOAD, "the good file applied", || {
-        http(rls.http, "POST", "/json", &json_request("more", "user", "a"))
-            .body
-            .contains(r#""requestsPerUnit":3"#)
+        http(
+            rls.http,
+            "POST",
+            "/json",
+            &json_request("more", "user", "a"),
+        )
+        .body
+        .contains(r#""requestsPerUnit":3"#)
     });
     assert_eq!(limit_over_json(&rls, "alice"), Some(20));
 }
@@ -314,13 +388,19 @@ fn the_runtime_root_symlink_swapped() {
     let next = base.path().join("next");
     std::os::unix::fs::symlink(base.path().join("v2"), &next).unwrap();
     std::fs::rename(&next, &current).unwrap();
-    eventually(RELOAD, "the swapped root", || limit_over_json(&rls, "alice") == Some(30));
+    eventually(RELOAD, "the swapped root", || {
+        limit_over_json(&rls, "alice") == Some(30)
+    });
 }
 
 #[test]
 fn sigterm_drains_requests_in_flight() {
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "test.yaml", &rules("test", "user", 20, "minute"));
+    write(
+        dir.path(),
+        "test.yaml",
+        &rules("test", "user", 20, "minute"),
+    );
     let mut rls = Rls::start(dir.path(), &[]);
 
     // A request in flight: its head and half its body sent.

@@ -123,10 +123,7 @@ impl Rls {
             Err(_) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                panic!(
-                    "no listening line; stderr:\n{}",
-                    stderr.lock().unwrap()
-                );
+                panic!("no listening line; stderr:\n{}", stderr.lock().unwrap());
             }
         };
         let addr = |name: &str| -> SocketAddr {
