@@ -125,7 +125,8 @@ impl Domains {
     ///
     /// let a = RuleSet::from_yaml("{domain: a, descriptors: [{key: k}]}")?;
     /// let again = RuleSet::from_yaml("{domain: a, descriptors: [{key: j}]}")?;
-    /// assert!(Domains::from_rule_sets([a, again]).is_err());
+    /// let err = Domains::from_rule_sets([a, again]).unwrap_err();
+    /// assert_eq!(err.to_string(), "duplicate domain 'a' in config file");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn from_rule_sets(
@@ -228,15 +229,18 @@ impl fmt::Display for DomainsError {
                 domain,
                 first,
             } => {
-                write!(f, "{}", path.display())?;
-                if let Some(line) = line {
-                    write!(f, ":{line}:1")?;
+                if !path.as_os_str().is_empty() {
+                    write!(f, "{}", path.display())?;
+                    if let Some(line) = line {
+                        write!(f, ":{line}:1")?;
+                    }
+                    f.write_str(": ")?;
                 }
-                write!(
-                    f,
-                    ": duplicate domain '{domain}' in config file (already in {})",
-                    first.display()
-                )
+                write!(f, "duplicate domain '{domain}' in config file")?;
+                if !first.as_os_str().is_empty() {
+                    write!(f, " (already in {})", first.display())?;
+                }
+                Ok(())
             }
             DomainsError::Merge {
                 domain,

@@ -232,3 +232,73 @@ impl Reloader {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::domains::Domains;
+    use crate::settings::DomainsSource;
+
+    fn rules(n: u32) -> String {
+        format!(
+            "domain: api\ndescriptors:\n  - key: user\n    rate_limit: {{ unit: minute, requests_per_unit: {n} }}\n"
+        )
+    }
+
+    #[test]
+    fn loads_are_counted_reported_and_applied() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("api.yaml"), rules(5)).unwrap();
+        let engine = Arc::new(Engine::in_memory(Domains::default()).unwrap());
+        let health = Health::new(true);
+        health.set_store_healthy(true);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = seen.clone();
+        let mut reloader = Reloader::new(
+            DomainDir::new(DomainsSource::dir(dir.path()), false),
+            engine.clone(),
+            health.clone(),
+        )
+        .with_on_load(Arc::new(move |outcome: &LoadOutcome| {
+            sink.lock().unwrap().push(outcome.clone())
+        }));
+        let counters = reloader.counters();
+
+        reloader.load().unwrap();
+        assert!(health.is_healthy());
+        assert_eq!(engine.domains().names(), ["api"]);
+        assert_eq!((counters.successes(), counters.errors()), (1, 0));
+
+        // Nothing changed: no load.
+        reloader.reload_if_changed().unwrap();
+        assert_eq!(seen.lock().unwrap().len(), 1);
+
+        std::fs::write(dir.path().join("api.yaml"), "domain: api\ndescriptors: [").unwrap();
+        reloader.reload_if_changed().unwrap();
+        assert_eq!((counters.successes(), counters.errors()), (1, 1));
+        let limit = engine.domains().get("api").unwrap().limits()[0].requests_per_unit();
+        assert_eq!(limit, 5);
+
+        std::fs::remove_file(dir.path().join("api.yaml")).unwrap();
+        reloader.reload_if_changed().unwrap();
+        assert!(!health.is_healthy(), "no domain left");
+
+        // The directory gone: one error, counted once however often it is checked.
+        drop(dir);
+        assert!(reloader.reload_if_changed().is_err());
+        assert!(reloader.reload_if_changed().is_ok());
+        assert_eq!(counters.errors(), 2);
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), 4);
+        assert_eq!(
+            seen[1],
+            LoadOutcome {
+                domains: 1,
+                files: 1,
+                errors: 1
+            }
+        );
+    }
+}

@@ -473,3 +473,63 @@ fn a_missing_directory_stops_the_start_unless_forced() {
         limit_over_json(&rls, "alice") == Some(20)
     });
 }
+
+#[test]
+fn a_request_that_never_finishes_is_cut_at_the_drain_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "test.yaml",
+        &rules("test", "user", 20, "minute"),
+    );
+    let mut rls = Rls::start(dir.path(), &["--drain-timeout", "300ms"]);
+    let mut stuck = TcpStream::connect(rls.http).unwrap();
+    write!(
+        stuck,
+        "POST /json HTTP/1.1\r\nHost: test\r\nContent-Length: 1000\r\n\r\n{{"
+    )
+    .unwrap();
+    eventually(Duration::from_secs(5), "a healthy service", || {
+        http(rls.http, "GET", "/healthcheck", "").status == 200
+    });
+    rls.sigterm();
+    let status = rls.wait_exit(Duration::from_secs(10));
+    assert_eq!(status.code(), Some(0), "stderr:\n{}", rls.stderr());
+    assert!(rls.stderr().contains("drain timeout"), "{}", rls.stderr());
+}
+
+#[test]
+fn prometheus_listener_and_json_logs() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "test.yaml",
+        &rules("test", "user", 20, "minute"),
+    );
+    let mut command = common::command(&["--config", dir.path().to_str().unwrap()]);
+    command
+        .env("USE_PROMETHEUS", "1")
+        .env("PROMETHEUS_ADDR", "127.0.0.1:0")
+        .env("PROMETHEUS_PATH", "/stats/prometheus")
+        .env("LOG_FORMAT", "json")
+        .env("LOG_LEVEL", "info");
+    let rls = Rls::spawn(command);
+    let prometheus: std::net::SocketAddr = rls
+        .line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("prometheus="))
+        .expect("the Prometheus address")
+        .parse()
+        .unwrap();
+    eventually(Duration::from_secs(5), "the listening line logged", || {
+        rls.stderr().contains("listening")
+    });
+    for line in rls.stderr().lines() {
+        let logged: Value = serde_json::from_str(line).expect("a JSON log line");
+        assert!(logged["fields"]["message"].is_string(), "{line}");
+    }
+    let metrics = http(prometheus, "GET", "/stats/prometheus", "");
+    assert_eq!(metrics.status, 200);
+    assert!(metrics.head.contains("text/plain; version=0.0.4"));
+    assert_eq!(http(prometheus, "GET", "/json", "").status, 404);
+}

@@ -59,6 +59,8 @@ pub struct Rls {
     child: Child,
     pub grpc: SocketAddr,
     pub http: SocketAddr,
+    /// The `tollgate-rls listening …` line.
+    pub line: String,
     stderr: Arc<Mutex<String>>,
 }
 
@@ -137,6 +139,7 @@ impl Rls {
         Rls {
             grpc: addr("grpc="),
             http: addr("http="),
+            line,
             child,
             stderr,
         }
