@@ -37,7 +37,8 @@ use clap::Parser;
 #[command(
     name = "tollgate-rls",
     version,
-    about = "A rate limit service: a drop-in for envoyproxy/ratelimit, deciding with tollgate."
+    about = "A rate limit service: a drop-in for envoyproxy/ratelimit, deciding with tollgate.",
+    long_about = None
 )]
 #[non_exhaustive]
 pub struct Args {
