@@ -6,6 +6,7 @@
 //! - [`domains`]: the directory of domain files, read into [`tollgate::config::RuleSet`]s.
 //! - [`reload`]: watching that directory, and swapping in what changed.
 //! - [`engine`]: `ShouldRateLimit`'s semantics, as the Go service decides.
+//! - [`verdict`]: the Go service's decision arithmetic, pure: statuses, stats, response.
 //! - [`backend`]: where counts live: memory, Redis, Redis Cluster.
 //! - [`stats`]: the Go service's stats, exposed as Prometheus metrics.
 //! - [`grpc`], [`http`], [`json`]: the transports.
@@ -21,3 +22,4 @@ pub mod reload;
 pub mod server;
 pub mod settings;
 pub mod stats;
+pub mod verdict;
