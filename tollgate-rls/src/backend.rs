@@ -613,8 +613,13 @@ mod tests {
             backend.over_limit_locally("d_k_v", Unit::Unknown, 1_000_000),
             Err(VerdictError::UnknownUnit(0))
         );
-        // The expired entry was dropped when looked up.
-        assert!(backend.local_cache().unwrap().is_empty());
+        // The next window's lookups miss the old entry; it stays until looked up after
+        // its end, or pushed out.
+        let cache = backend.local_cache().unwrap();
+        assert_eq!(cache.len(), 1);
+        assert!(!cache.contains("d_k_v", 997_200, 1_000_800));
+        assert!(cache.is_empty());
+        assert_eq!(cache.bytes(), 0);
     }
 
     #[test]

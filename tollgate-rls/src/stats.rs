@@ -554,7 +554,7 @@ impl Stats {
             ),
         ] {
             let value = counter.load(Ordering::Relaxed);
-            let family: BTreeMap<_, _> = (value != 0).then(|| (Vec::new(), value)).into_iter().collect();
+            let family: BTreeMap<_, _> = (value != 0).then_some((Vec::new(), value)).into_iter().collect();
             family_text(&mut out, name, help, &family);
         }
         self.render_calls(&mut out);
