@@ -547,7 +547,9 @@ impl OverLimitCache {
             .entry(key.into())
             .or_default()
             .push((window_start, expires_unix));
-        state.by_expiry.insert((expires_unix, key.into(), window_start));
+        state
+            .by_expiry
+            .insert((expires_unix, key.into(), window_start));
         state.len += 1;
         state.bytes += size;
     }
@@ -586,9 +588,16 @@ mod tests {
         cache.insert("key", 1234, 1334, 1234);
         assert!(cache.contains("key", 1234, 1234));
         assert!(!cache.contains("domain_key_value", 1234, 1234));
-        let none = Backend::from_stores(Arc::new(memory_store(10, "t", ManualClock::new()).unwrap()), None, 0);
+        let none = Backend::from_stores(
+            Arc::new(memory_store(10, "t", ManualClock::new()).unwrap()),
+            None,
+            0,
+        );
         assert!(none.local_cache().is_none());
-        assert_eq!(none.over_limit_locally("key", Unit::Second, 1234), Ok(false));
+        assert_eq!(
+            none.over_limit_locally("key", Unit::Second, 1234),
+            Ok(false)
+        );
     }
 
     #[test]
@@ -605,10 +614,19 @@ mod tests {
         backend
             .remember_over_limit("d_k_v", Unit::Hour, 1_000_000)
             .unwrap();
-        assert_eq!(backend.over_limit_locally("d_k_v", Unit::Hour, 1_000_799), Ok(true));
-        assert_eq!(backend.over_limit_locally("d_k_v", Unit::Hour, 1_000_800), Ok(false));
+        assert_eq!(
+            backend.over_limit_locally("d_k_v", Unit::Hour, 1_000_799),
+            Ok(true)
+        );
+        assert_eq!(
+            backend.over_limit_locally("d_k_v", Unit::Hour, 1_000_800),
+            Ok(false)
+        );
         // Another unit is another window.
-        assert_eq!(backend.over_limit_locally("d_k_v", Unit::Minute, 1_000_000), Ok(false));
+        assert_eq!(
+            backend.over_limit_locally("d_k_v", Unit::Minute, 1_000_000),
+            Ok(false)
+        );
         assert_eq!(
             backend.over_limit_locally("d_k_v", Unit::Unknown, 1_000_000),
             Err(VerdictError::UnknownUnit(0))
@@ -671,8 +689,14 @@ mod tests {
             ..BackendOptions::memory()
         };
         let backend = Backend::memory_with_clock(&options, ManualClock::new()).unwrap();
-        assert!(Arc::ptr_eq(backend.store_for(Unit::Minute), backend.store()));
-        assert!(!Arc::ptr_eq(backend.store_for(Unit::Second), backend.store()));
+        assert!(Arc::ptr_eq(
+            backend.store_for(Unit::Minute),
+            backend.store()
+        ));
+        assert!(!Arc::ptr_eq(
+            backend.store_for(Unit::Second),
+            backend.store()
+        ));
     }
 
     #[tokio::test]

@@ -273,9 +273,12 @@ impl Stats {
     /// # Examples
     ///
     /// ```
-    /// let stats = tollgate_rls::stats::Stats::new(1);
-    /// stats.limit("api.a");
-    /// stats.limit("api.b"); // over the cap: counted under api.__folded__
+    /// use tollgate_rls::stats::{LimitCounts, Stats};
+    ///
+    /// let stats = Stats::new(1);
+    /// let hit = LimitCounts { total_hits: 1, ..LimitCounts::default() };
+    /// stats.add("api.a", &hit);
+    /// stats.add("api.b", &hit); // over the cap: counted under api.__folded__
     /// assert_eq!(stats.folded(), 1);
     /// ```
     pub fn new(max_keys: usize) -> Stats {
@@ -334,7 +337,8 @@ impl Stats {
         }
         let domain = key.split('.').next().unwrap_or_default();
         let mut folded_key = format!("{domain}.{FOLDED}");
-        if !keys.limits.contains_key(folded_key.as_str()) && keys.folded_series >= MAX_FOLDED_DOMAINS
+        if !keys.limits.contains_key(folded_key.as_str())
+            && keys.folded_series >= MAX_FOLDED_DOMAINS
         {
             folded_key = format!("{FOLDED}.{FOLDED}");
         }
@@ -410,7 +414,9 @@ impl Stats {
 
     /// Counts an over-limit answer turned OK by the global shadow mode.
     pub fn global_shadow_mode(&self) {
-        self.inner.global_shadow_mode.fetch_add(1, Ordering::Relaxed);
+        self.inner
+            .global_shadow_mode
+            .fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts a call of gRPC `method` (`ShouldRateLimit`) that took `elapsed`.
@@ -447,7 +453,10 @@ impl Stats {
             for (key, counters) in &keys.limits {
                 for (suffix, value) in LIMIT_STATS.iter().zip(counters.get()) {
                     if value != 0 {
-                        out.insert(format!("ratelimit.service.rate_limit.{key}.{suffix}"), value);
+                        out.insert(
+                            format!("ratelimit.service.rate_limit.{key}.{suffix}"),
+                            value,
+                        );
                     }
                 }
             }
@@ -462,11 +471,26 @@ impl Stats {
             }
         }
         let service = [
-            ("ratelimit.service.config_load_success", &self.inner.config_load_success),
-            ("ratelimit.service.config_load_error", &self.inner.config_load_error),
-            ("ratelimit.service.call.should_rate_limit.redis_error", &self.inner.redis_error),
-            ("ratelimit.service.call.should_rate_limit.service_error", &self.inner.service_error),
-            ("ratelimit.service.global_shadow_mode", &self.inner.global_shadow_mode),
+            (
+                "ratelimit.service.config_load_success",
+                &self.inner.config_load_success,
+            ),
+            (
+                "ratelimit.service.config_load_error",
+                &self.inner.config_load_error,
+            ),
+            (
+                "ratelimit.service.call.should_rate_limit.redis_error",
+                &self.inner.redis_error,
+            ),
+            (
+                "ratelimit.service.call.should_rate_limit.service_error",
+                &self.inner.service_error,
+            ),
+            (
+                "ratelimit.service.global_shadow_mode",
+                &self.inner.global_shadow_mode,
+            ),
         ];
         for (name, counter) in service {
             let value = counter.load(Ordering::Relaxed);
@@ -512,7 +536,9 @@ impl Stats {
             family_text(
                 &mut out,
                 &format!("ratelimit_service_rate_limit_{suffix}"),
-                &format!("Hits counted as {suffix}, per limit (statsd ratelimit.service.rate_limit.<key>.{suffix})."),
+                &format!(
+                    "Hits counted as {suffix}, per limit (statsd ratelimit.service.rate_limit.<key>.{suffix})."
+                ),
                 family,
             );
         }
@@ -527,7 +553,12 @@ impl Stats {
             ("service_error", &self.inner.service_error),
         ]
         .into_iter()
-        .map(|(kind, c)| (vec![("err_type", kind.to_owned())], c.load(Ordering::Relaxed)))
+        .map(|(kind, c)| {
+            (
+                vec![("err_type", kind.to_owned())],
+                c.load(Ordering::Relaxed),
+            )
+        })
         .filter(|(_, v)| *v != 0)
         .collect();
         family_text(
@@ -554,7 +585,10 @@ impl Stats {
             ),
         ] {
             let value = counter.load(Ordering::Relaxed);
-            let family: BTreeMap<_, _> = (value != 0).then_some((Vec::new(), value)).into_iter().collect();
+            let family: BTreeMap<_, _> = (value != 0)
+                .then_some((Vec::new(), value))
+                .into_iter()
+                .collect();
             family_text(&mut out, name, help, &family);
         }
         self.render_calls(&mut out);
@@ -572,7 +606,12 @@ impl Stats {
         let calls = read(&self.inner.calls);
         let totals: BTreeMap<_, _> = calls
             .iter()
-            .map(|(m, c)| (vec![("grpc_method", m.to_string())], c.total.load(Ordering::Relaxed)))
+            .map(|(m, c)| {
+                (
+                    vec![("grpc_method", m.to_string())],
+                    c.total.load(Ordering::Relaxed),
+                )
+            })
             .filter(|(_, v)| *v != 0)
             .collect();
         family_text(
@@ -772,7 +811,10 @@ mod tests {
             "ratelimit_service_global_shadow_mode 1",
             "tollgate_rls_stats_folded_total 0",
         ] {
-            assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing {line:?} in\n{text}"
+            );
         }
         // Zero counters make no series, and no empty family.
         assert!(!text.contains("near_limit"));
@@ -807,7 +849,9 @@ mod tests {
             names.get("ratelimit_server.ShouldRateLimit.total_requests"),
             Some(&1)
         );
-        assert!(!names.contains_key("ratelimit.service.rate_limit.mongo_cps.database_users.over_limit"));
+        assert!(
+            !names.contains_key("ratelimit.service.rate_limit.mongo_cps.database_users.over_limit")
+        );
     }
 
     #[test]
@@ -825,7 +869,10 @@ mod tests {
             r#"ratelimit_service_response_time_seconds_count{grpc_method="ShouldRateLimit"} 2"#,
             r#"ratelimit_service_response_time_seconds_sum{grpc_method="ShouldRateLimit"} 0.033"#,
         ] {
-            assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing {line:?} in\n{text}"
+            );
         }
     }
 
@@ -848,14 +895,19 @@ mod tests {
             r#"ratelimit_service_rate_limit_total_hits{domain="web",key1="__folded__"} 1"#,
             "tollgate_rls_stats_folded_total 3",
         ] {
-            assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing {line:?} in\n{text}"
+            );
         }
         assert!(!text.contains("user_3"));
         // Unknown domains share the cap.
         stats.domain_not_found("random-1");
-        assert!(stats.render().contains(
-            r#"ratelimit_service_rate_limit_domain_not_found{domain="__folded__"} 1"#
-        ));
+        assert!(
+            stats.render().contains(
+                r#"ratelimit_service_rate_limit_domain_not_found{domain="__folded__"} 1"#
+            )
+        );
         assert_eq!(stats.folded(), 4);
     }
 
@@ -881,7 +933,10 @@ mod tests {
     #[test]
     fn sanitizes_as_go() {
         assert_eq!(sanitize_stat_name("a:b|c"), "a_b_c");
-        assert_eq!(sanitize_stat_name("d.ip_192.168.1.10.x"), "d.ip_192_168_1_10.x");
+        assert_eq!(
+            sanitize_stat_name("d.ip_192.168.1.10.x"),
+            "d.ip_192_168_1_10.x"
+        );
         // Four digits before the first dot: the match starts one later.
         assert_eq!(sanitize_stat_name("1234.5.6.7"), "1234_5_6_7");
         // The last group takes at most three digits.

@@ -47,11 +47,11 @@ use std::fmt;
 
 use envoy_types::pb::envoy::config::core::v3::HeaderValue;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
-use envoy_types::pb::envoy::r#type::v3::RateLimitUnit;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
     Code, DescriptorStatus, RateLimit, rate_limit::Unit,
 };
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use envoy_types::pb::envoy::r#type::v3::RateLimitUnit;
 use envoy_types::pb::google::protobuf::{
     Duration as PbDuration, ListValue, Struct, Value, value::Kind,
 };
@@ -801,7 +801,14 @@ mod tests {
     }
 
     fn counted(limit: &AppliedLimit<'_>, hits: u64, after: u64, now: i64) -> DescriptorVerdict {
-        decide_descriptor(limit, hits, StoreAnswer::after_adding(after, hits), 0.8, now).unwrap()
+        decide_descriptor(
+            limit,
+            hits,
+            StoreAnswer::after_adding(after, hits),
+            0.8,
+            now,
+        )
+        .unwrap()
     }
 
     fn counts(total: u64, over: u64, near: u64, within: u64) -> LimitCounts {
@@ -854,7 +861,11 @@ mod tests {
     }
 
     fn two_descriptors() -> RateLimitRequest {
-        request("different-domain", &[&[("foo", "bar")], &[("hello", "world")]], 1)
+        request(
+            "different-domain",
+            &[&[("foo", "bar")], &[("hello", "world")]],
+            1,
+        )
     }
 
     // ---- base_limiter_test.go ----
@@ -872,8 +883,13 @@ mod tests {
     fn get_response_status_empty_key() {
         // TestGetResponseStatusEmptyKey: no limit, OK with nothing remaining.
         let r = request("domain", &[&[("key", "value")]], 1);
-        let v = build_response(&r, vec![DescriptorResult::NoLimit], &ResponseOptions::default(), NOW)
-            .unwrap();
+        let v = build_response(
+            &r,
+            vec![DescriptorResult::NoLimit],
+            &ResponseOptions::default(),
+            NOW,
+        )
+        .unwrap();
         assert_eq!(v.response.statuses[0], status(Code::Ok, None, 0));
     }
 
@@ -910,7 +926,10 @@ mod tests {
     fn get_response_status_over_limit() {
         // TestGetResponseStatusOverLimit: before 2, after 7, limit 5, one hit.
         let limit = AppliedLimit::new(5, Unit::Second);
-        let answer = StoreAnswer::Counted { before: 2, after: 7 };
+        let answer = StoreAnswer::Counted {
+            before: 2,
+            after: 7,
+        };
         let v = decide_descriptor(&limit, 1, answer, 0.8, NOW).unwrap();
         assert_eq!(v.status.code, OVER);
         assert_eq!(v.status.limit_remaining, 0);
@@ -929,7 +948,10 @@ mod tests {
             shadow_mode: true,
             ..AppliedLimit::new(5, Unit::Second)
         };
-        let answer = StoreAnswer::Counted { before: 2, after: 7 };
+        let answer = StoreAnswer::Counted {
+            before: 2,
+            after: 7,
+        };
         let v = decide_descriptor(&limit, 1, answer, 0.8, NOW).unwrap();
         assert_eq!(v.status.code, OK);
         assert_eq!(v.status.limit_remaining, 0);
@@ -947,7 +969,10 @@ mod tests {
                 shadow_mode,
                 ..AppliedLimit::new(10, Unit::Second)
             };
-            let answer = StoreAnswer::Counted { before: 2, after: 6 };
+            let answer = StoreAnswer::Counted {
+                before: 2,
+                after: 6,
+            };
             let v = decide_descriptor(&limit, 1, answer, 0.8, NOW).unwrap();
             assert_eq!(v.status.code, OK);
             assert_eq!(v.status.limit_remaining, 4);
@@ -965,7 +990,13 @@ mod tests {
         let v = counted(&limit, 1, 5, 1234);
         assert_eq!(v.status.code, OK);
         assert_eq!(v.status.limit_remaining, 5);
-        assert_eq!(v.status.duration_until_reset, Some(PbDuration { seconds: 1, nanos: 0 }));
+        assert_eq!(
+            v.status.duration_until_reset,
+            Some(PbDuration {
+                seconds: 1,
+                nanos: 0
+            })
+        );
         assert_eq!(v.counts, counts(1, 0, 0, 1));
 
         // Per-descriptor hits_addend 0 and 1; the first has no limit.
@@ -991,7 +1022,10 @@ mod tests {
         assert_eq!(v.counts, counts(1, 1, 0, 0));
         let response = build_response(
             &r,
-            vec![DescriptorResult::NoLimit, DescriptorResult::limited(&limit, v)],
+            vec![
+                DescriptorResult::NoLimit,
+                DescriptorResult::limited(&limit, v),
+            ],
             &ResponseOptions::default(),
             1234,
         )
@@ -1058,7 +1092,11 @@ mod tests {
         ];
         for (rpu, hits, after, code, remaining, expected) in cases {
             let v = counted(&AppliedLimit::new(rpu, Unit::Second), hits, after, 1234);
-            assert_eq!((v.status.code, v.status.limit_remaining), (code, remaining), "{rpu} {hits} {after}");
+            assert_eq!(
+                (v.status.code, v.status.limit_remaining),
+                (code, remaining),
+                "{rpu} {hits} {after}"
+            );
             assert_eq!(v.counts, expected, "{rpu} {hits} {after}");
         }
     }
@@ -1072,9 +1110,13 @@ mod tests {
         let b = counted(&limit, 1, 13, 1_000_000);
         let c = counted(&limit, 1, 16, 1_000_000);
         assert!(!a.newly_over_limit && !b.newly_over_limit && c.newly_over_limit);
-        let d = decide_descriptor(&limit, 1, StoreAnswer::OverLimitLocally, 0.8, 1_000_000).unwrap();
+        let d =
+            decide_descriptor(&limit, 1, StoreAnswer::OverLimitLocally, 0.8, 1_000_000).unwrap();
         assert_eq!((d.status.code, d.status.limit_remaining), (OVER, 0));
-        assert_eq!(d.status.duration_until_reset.unwrap().seconds, 3_600 - 1_000_000 % 3_600);
+        assert_eq!(
+            d.status.duration_until_reset.unwrap().seconds,
+            3_600 - 1_000_000 % 3_600
+        );
         let total = sum(&[&a, &b, &c, &d]);
         assert_eq!(total.total_hits, 4);
         assert_eq!(total.over_limit, 2);
@@ -1095,7 +1137,8 @@ mod tests {
         let c = counted(&limit, 1, 16, 1_000_000);
         assert_eq!((c.status.code, c.status.limit_remaining), (OK, 0));
         assert_eq!(sum(&[&a, &b, &c]).shadow_mode, 1);
-        let d = decide_descriptor(&limit, 1, StoreAnswer::OverLimitLocally, 0.8, 1_000_000).unwrap();
+        let d =
+            decide_descriptor(&limit, 1, StoreAnswer::OverLimitLocally, 0.8, 1_000_000).unwrap();
         assert_eq!((d.status.code, d.status.limit_remaining), (OK, 0));
         let total = sum(&[&a, &b, &c, &d]);
         assert_eq!(
@@ -1119,10 +1162,16 @@ mod tests {
         let key5 = AppliedLimit::new(14, Unit::Hour);
         let a4 = counted(&key4, 1, 11, 1_000_000);
         let a5 = counted(&key5, 1, 11, 1_000_000);
-        assert_eq!((a4.status.limit_remaining, a5.status.limit_remaining), (4, 3));
+        assert_eq!(
+            (a4.status.limit_remaining, a5.status.limit_remaining),
+            (4, 3)
+        );
         let b4 = counted(&key4, 2, 13, 1_000_000);
         let b5 = counted(&key5, 2, 13, 1_000_000);
-        assert_eq!((b4.status.limit_remaining, b5.status.limit_remaining), (2, 1));
+        assert_eq!(
+            (b4.status.limit_remaining, b5.status.limit_remaining),
+            (2, 1)
+        );
         assert_eq!(sum(&[&a4, &b4]), counts(3, 0, 1, 3));
         assert_eq!(sum(&[&a5, &b5]), counts(3, 0, 2, 3));
         // key4 was added 0 (still 13), key5 went over.
@@ -1141,8 +1190,13 @@ mod tests {
         // TestService: no limit; then an over-limit descriptor and one without a limit,
         // in both orders.
         let r = request("test-domain", &[&[("hello", "world")]], 1);
-        let v = build_response(&r, vec![DescriptorResult::NoLimit], &ResponseOptions::default(), 2222)
-            .unwrap();
+        let v = build_response(
+            &r,
+            vec![DescriptorResult::NoLimit],
+            &ResponseOptions::default(),
+            2222,
+        )
+        .unwrap();
         assert_eq!(codes(&v), (OK, vec![OK]));
         assert!(v.response.response_headers_to_add.is_empty());
         assert!(v.response.dynamic_metadata.is_none());
@@ -1154,16 +1208,25 @@ mod tests {
         let r = two_descriptors();
         let v = build_response(
             &r,
-            vec![limited(Code::OverLimit, &limit, 0), DescriptorResult::NoLimit],
+            vec![
+                limited(Code::OverLimit, &limit, 0),
+                DescriptorResult::NoLimit,
+            ],
             &ResponseOptions::default(),
             2222,
         )
         .unwrap();
         assert_eq!(codes(&v), (OVER, vec![OVER, OK]));
-        assert_eq!(v.response.statuses[0].current_limit.as_ref().unwrap().name, "key_name");
+        assert_eq!(
+            v.response.statuses[0].current_limit.as_ref().unwrap().name,
+            "key_name"
+        );
         let v = build_response(
             &r,
-            vec![DescriptorResult::NoLimit, limited(Code::OverLimit, &per_minute(10), 0)],
+            vec![
+                DescriptorResult::NoLimit,
+                limited(Code::OverLimit, &per_minute(10), 0),
+            ],
             &ResponseOptions::default(),
             2222,
         )
@@ -1182,7 +1245,10 @@ mod tests {
         };
         let v = build_response(
             &two_descriptors(),
-            vec![limited(Code::OverLimit, &per_minute(10), 0), DescriptorResult::NoLimit],
+            vec![
+                limited(Code::OverLimit, &per_minute(10), 0),
+                DescriptorResult::NoLimit,
+            ],
             &options,
             2222,
         )
@@ -1267,7 +1333,10 @@ mod tests {
         };
         let v = build_response(
             &two_descriptors(),
-            vec![limited(Code::OverLimit, &per_minute(10), 0), DescriptorResult::NoLimit],
+            vec![
+                limited(Code::OverLimit, &per_minute(10), 0),
+                DescriptorResult::NoLimit,
+            ],
             &options,
             2222,
         )
@@ -1293,7 +1362,10 @@ mod tests {
         };
         let v = build_response(
             &two_descriptors(),
-            vec![limited(Code::OverLimit, &per_minute(10), 0), DescriptorResult::NoLimit],
+            vec![
+                limited(Code::OverLimit, &per_minute(10), 0),
+                DescriptorResult::NoLimit,
+            ],
             &options,
             2222,
         )
@@ -1332,7 +1404,7 @@ mod tests {
         .unwrap();
         assert_eq!(headers(&v)[0].1, "100");
         assert_eq!(headers(&v)[1].1, "3");
-        assert_eq!(headers(&v)[2].1, (3_600 - 2222 % 3_600).to_string());
+        assert_eq!(headers(&v)[2].1, (3_600 - 2222).to_string());
 
         let v = build_response(
             &r,
@@ -1367,7 +1439,11 @@ mod tests {
         // No limit anywhere: no headers.
         let v = build_response(
             &r,
-            vec![DescriptorResult::NoLimit, DescriptorResult::Unlimited, DescriptorResult::NoLimit],
+            vec![
+                DescriptorResult::NoLimit,
+                DescriptorResult::Unlimited,
+                DescriptorResult::NoLimit,
+            ],
             &options,
             2222,
         )
@@ -1414,7 +1490,11 @@ mod tests {
             ..ResponseOptions::default()
         };
         let v = build_response(
-            &request("quota-domain", &[&[("foo", "bar")], &[("hello", "world")]], 1),
+            &request(
+                "quota-domain",
+                &[&[("foo", "bar")], &[("hello", "world")]],
+                1,
+            ),
             vec![
                 limited(Code::OverLimit, &per_minute(10), 0),
                 limited(Code::OverLimit, &per_minute(5), 0),
@@ -1426,7 +1506,11 @@ mod tests {
         assert_eq!(codes(&v), (OVER, vec![OVER, OVER]));
         // One of them within: OK.
         let v = build_response(
-            &request("quota-domain", &[&[("foo", "bar")], &[("hello", "world")]], 1),
+            &request(
+                "quota-domain",
+                &[&[("foo", "bar")], &[("hello", "world")]],
+                1,
+            ),
             vec![
                 limited(Code::OverLimit, &per_minute(10), 0),
                 DescriptorResult::NoLimit,
@@ -1482,7 +1566,11 @@ mod tests {
             metadata: Some(&m2),
             ..quota(5)
         };
-        let r = request("quota-domain", &[&[("regular", "limit")], &[("quota", "limit")]], 1);
+        let r = request(
+            "quota-domain",
+            &[&[("regular", "limit")], &[("quota", "limit")]],
+            1,
+        );
         let v = build_response(
             &r,
             vec![
@@ -1512,7 +1600,11 @@ mod tests {
             metadata: Some(&m2),
             ..quota(5)
         };
-        let r = request("quota-domain", &[&[("regular", "limit")], &[("quota", "limit")]], 1);
+        let r = request(
+            "quota-domain",
+            &[&[("regular", "limit")], &[("quota", "limit")]],
+            1,
+        );
         let v = build_response(
             &r,
             vec![limited(Code::Ok, &a, 5), limited(Code::Ok, &b, 6)],
@@ -1531,10 +1623,8 @@ mod tests {
         // TestOverlappingMetadataReturnsTheFirstValue; and nested structs merge.
         let nested = |k: &str, v: &str| {
             let mut s = metadata_struct(&[("name", v)]);
-            s.fields.insert(
-                "nested".into(),
-                struct_value(metadata_struct(&[(k, v)])),
-            );
+            s.fields
+                .insert("nested".into(), struct_value(metadata_struct(&[(k, v)])));
             s
         };
         let m1 = nested("a", "service_1");
@@ -1547,7 +1637,11 @@ mod tests {
             metadata: Some(&m2),
             ..quota(5)
         };
-        let r = request("quota-domain", &[&[("regular", "limit")], &[("quota", "limit")]], 1);
+        let r = request(
+            "quota-domain",
+            &[&[("regular", "limit")], &[("quota", "limit")]],
+            1,
+        );
         let v = build_response(
             &r,
             vec![limited(Code::Ok, &a, 5), limited(Code::Ok, &b, 6)],
@@ -1608,12 +1702,24 @@ mod tests {
         );
         assert!(!structs[0].fields.contains_key("limit"));
         assert!(!structs[0].fields.contains_key("hitsAddend"));
-        assert_eq!(string_of(structs[1], "limit"), "requests_per_unit:42 unit:HOUR");
-        assert_eq!(structs[1].fields["hitsAddend"].kind, Some(Kind::NumberValue(7.0)));
+        assert_eq!(
+            string_of(structs[1], "limit"),
+            "requests_per_unit:42 unit:HOUR"
+        );
+        assert_eq!(
+            structs[1].fields["hitsAddend"].kind,
+            Some(Kind::NumberValue(7.0))
+        );
         // The request's hits_addend 0 is left out.
         r.hits_addend = 0;
         let v = build_response(&r, vec![DescriptorResult::NoLimit; 2], &options, 0).unwrap();
-        assert!(!v.response.dynamic_metadata.unwrap().fields.contains_key("hitsAddend"));
+        assert!(
+            !v.response
+                .dynamic_metadata
+                .unwrap()
+                .fields
+                .contains_key("hitsAddend")
+        );
     }
 
     #[test]
@@ -1621,7 +1727,10 @@ mod tests {
         // TestServicePerDescriptorQuotaMode: a regular limit over: OVER_LIMIT.
         let v = build_response(
             &two_descriptors(),
-            vec![limited(Code::OverLimit, &per_minute(5), 0), limited(Code::Ok, &quota(3), 0)],
+            vec![
+                limited(Code::OverLimit, &per_minute(5), 0),
+                limited(Code::Ok, &quota(3), 0),
+            ],
             &ResponseOptions::default(),
             2222,
         )
@@ -1634,7 +1743,10 @@ mod tests {
         // TestServiceMixedPerDescriptorModes: the only quota descriptor is over.
         let v = build_response(
             &two_descriptors(),
-            vec![limited(Code::Ok, &per_minute(5), 0), limited(Code::OverLimit, &quota(3), 0)],
+            vec![
+                limited(Code::Ok, &per_minute(5), 0),
+                limited(Code::OverLimit, &quota(3), 0),
+            ],
             &ResponseOptions::default(),
             2222,
         )
@@ -1647,7 +1759,10 @@ mod tests {
         // TestServiceMixedPerDescriptorModesUnderLimit.
         let v = build_response(
             &two_descriptors(),
-            vec![limited(Code::Ok, &per_minute(5), 0), limited(Code::Ok, &quota(3), 0)],
+            vec![
+                limited(Code::Ok, &per_minute(5), 0),
+                limited(Code::Ok, &quota(3), 0),
+            ],
             &ResponseOptions::default(),
             2222,
         )
@@ -1660,7 +1775,10 @@ mod tests {
         // TestServiceQuotaModeOnlyAllOverTheLimit and ...SomeOverTheLimit.
         let v = build_response(
             &two_descriptors(),
-            vec![limited(Code::OverLimit, &quota(5), 0), limited(Code::OverLimit, &quota(3), 0)],
+            vec![
+                limited(Code::OverLimit, &quota(5), 0),
+                limited(Code::OverLimit, &quota(3), 0),
+            ],
             &ResponseOptions::default(),
             2222,
         )
@@ -1668,7 +1786,10 @@ mod tests {
         assert_eq!(codes(&v), (OVER, vec![OVER, OVER]));
         let v = build_response(
             &two_descriptors(),
-            vec![limited(Code::OverLimit, &quota(5), 0), limited(Code::Ok, &quota(3), 0)],
+            vec![
+                limited(Code::OverLimit, &quota(5), 0),
+                limited(Code::Ok, &quota(3), 0),
+            ],
             &ResponseOptions::default(),
             2222,
         )
@@ -1686,7 +1807,10 @@ mod tests {
         for first in [quota(5), per_minute(5)] {
             let v = build_response(
                 &two_descriptors(),
-                vec![limited(Code::OverLimit, &first, 0), limited(Code::OverLimit, &quota(3), 0)],
+                vec![
+                    limited(Code::OverLimit, &first, 0),
+                    limited(Code::OverLimit, &quota(3), 0),
+                ],
                 &options,
                 2222,
             )
@@ -1730,7 +1854,10 @@ mod tests {
         assert_eq!(near_limit_threshold(8, 0.8), 6);
         assert_eq!(near_limit_threshold(10, 0.8), 8);
         // 0.8f32 × 1e9 rounds in f32, as Go.
-        assert_eq!(near_limit_threshold(1_000_000_000, 0.8), (1e9f32 * 0.8f32) as u64);
+        assert_eq!(
+            near_limit_threshold(1_000_000_000, 0.8),
+            (1e9f32 * 0.8f32) as u64
+        );
         assert_eq!(near_limit_threshold(10, f32::NAN), 0);
     }
 
@@ -1738,12 +1865,26 @@ mod tests {
     fn bad_input_is_a_typed_error() {
         let limit = AppliedLimit::new(10, Unit::Unknown);
         assert_eq!(
-            decide_descriptor(&limit, 1, StoreAnswer::Counted { before: 0, after: 1 }, 0.8, 0),
+            decide_descriptor(
+                &limit,
+                1,
+                StoreAnswer::Counted {
+                    before: 0,
+                    after: 1
+                },
+                0.8,
+                0
+            ),
             Err(VerdictError::UnknownUnit(0))
         );
         let r = two_descriptors();
         assert_eq!(
-            build_response(&r, vec![DescriptorResult::NoLimit], &ResponseOptions::default(), 0),
+            build_response(
+                &r,
+                vec![DescriptorResult::NoLimit],
+                &ResponseOptions::default(),
+                0
+            ),
             Err(VerdictError::LengthMismatch {
                 descriptors: 2,
                 results: 1

@@ -2,7 +2,7 @@
 //! counting under the key prefix; with Redis killed, `error` fails the call and `allow`
 //! admits it, and counting resumes once Redis is back.
 
-#[allow(dead_code)]
+#[allow(dead_code, clippy::collapsible_if)]
 #[path = "../../tests/common/redis.rs"]
 mod redis_harness;
 
@@ -20,7 +20,9 @@ fn per_minute(n: u64) -> Rule {
 
 async fn acquire(store: &dyn Store, tag: &str, rule: &Rule) -> Result<bool, StoreError> {
     let checks = [Check::new("k_v", rule)];
-    let reply = store.execute(&Request::new(tag, &checks, Op::Acquire(1))).await?;
+    let reply = store
+        .execute(&Request::new(tag, &checks, Op::Acquire(1)))
+        .await?;
     Ok(reply.is_admitted())
 }
 
@@ -75,7 +77,11 @@ async fn error_mode_fails_the_call_when_redis_dies() {
         .await
         .unwrap();
     let rule = per_minute(5);
-    assert!(acquire(backend.store().as_ref(), "api", &rule).await.unwrap());
+    assert!(
+        acquire(backend.store().as_ref(), "api", &rule)
+            .await
+            .unwrap()
+    );
     server.kill();
     let result = acquire(backend.store().as_ref(), "api", &rule).await;
     assert!(result.is_err(), "{result:?}");
@@ -129,6 +135,9 @@ async fn an_unreachable_redis_fails_at_start_whatever_the_mode() {
             ..BackendOptions::redis(url.clone())
         };
         let result = Backend::connect(&options).await;
-        assert!(matches!(result, Err(StoreError::Connection(_))), "{result:?}");
+        assert!(
+            matches!(result, Err(StoreError::Connection(_))),
+            "{result:?}"
+        );
     }
 }
