@@ -300,6 +300,24 @@ impl Backend {
 
     /// The store of a limit of `unit`: the per-second store for [`Unit::Second`] when
     /// there is one, as Go's `REDIS_PERSECOND`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
+    /// use tollgate::time::ManualClock;
+    /// use tollgate_rls::backend::{Backend, BackendOptions, StoreKind};
+    ///
+    /// let options = BackendOptions {
+    ///     per_second: Some(StoreKind::Memory { max_keys: 1_000 }),
+    ///     ..BackendOptions::memory()
+    /// };
+    /// let backend = Backend::memory_with_clock(&options, ManualClock::new())?;
+    /// assert!(!Arc::ptr_eq(backend.store_for(Unit::Second), backend.store()));
+    /// assert!(Arc::ptr_eq(backend.store_for(Unit::Hour), backend.store()));
+    /// # Ok::<(), tollgate::store::StoreError>(())
+    /// ```
     pub fn store_for(&self, unit: Unit) -> &Arc<dyn Store> {
         match (&self.per_second, unit) {
             (Some(per_second), Unit::Second) => per_second,
@@ -314,6 +332,22 @@ impl Backend {
 
     /// Whether the local cache holds `key` as over its limit of `unit` in the window
     /// holding `now_unix` (false without a cache).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
+    /// use tollgate::time::ManualClock;
+    /// use tollgate_rls::backend::{Backend, BackendOptions};
+    ///
+    /// let options = BackendOptions { local_cache_bytes: 1 << 20, ..BackendOptions::memory() };
+    /// let backend = Backend::memory_with_clock(&options, ManualClock::new())?;
+    /// // The store found "api_user_7" over its per-minute limit at 1234.
+    /// backend.remember_over_limit("api_user_7", Unit::Minute, 1234)?;
+    /// assert!(backend.over_limit_locally("api_user_7", Unit::Minute, 1259)?);
+    /// assert!(!backend.over_limit_locally("api_user_7", Unit::Minute, 1260)?); // next minute
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     ///
     /// # Errors
     ///

@@ -366,6 +366,14 @@ impl Stats {
     }
 
     /// Counts a request for `domain`, which no configuration has.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let stats = tollgate_rls::stats::Stats::new(100);
+    /// stats.domain_not_found("nope");
+    /// assert!(stats.render().contains(r#"ratelimit_service_rate_limit_domain_not_found{domain="nope"} 1"#));
+    /// ```
     pub fn domain_not_found(&self, domain: &str) {
         let domain = sanitize_stat_name(domain);
         {
@@ -391,6 +399,14 @@ impl Stats {
 
     /// Counts a configuration load: `ok` (`config_load_success`) or not
     /// (`config_load_error`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let stats = tollgate_rls::stats::Stats::new(100);
+    /// stats.config_load(false);
+    /// assert!(stats.render().contains("ratelimit_service_config_load_error 1\n"));
+    /// ```
     pub fn config_load(&self, ok: bool) {
         let counter = if ok {
             &self.inner.config_load_success
@@ -420,6 +436,18 @@ impl Stats {
     }
 
     /// Counts a call of gRPC `method` (`ShouldRateLimit`) that took `elapsed`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let stats = tollgate_rls::stats::Stats::new(100);
+    /// stats.call("ShouldRateLimit", Duration::from_millis(2));
+    /// let text = stats.render();
+    /// assert!(text.contains(r#"ratelimit_service_total_requests{grpc_method="ShouldRateLimit"} 1"#));
+    /// assert!(text.contains(r#"ratelimit_service_response_time_seconds_count{grpc_method="ShouldRateLimit"} 1"#));
+    /// ```
     pub fn call(&self, method: &str, elapsed: Duration) {
         let existing = read(&self.inner.calls).get(method).cloned();
         let stats = match existing {
@@ -446,6 +474,14 @@ impl Stats {
 
     /// Every non-zero counter under its full statsd name, as Go names it
     /// (`ratelimit.service.rate_limit.api.user.total_hits`, …).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let stats = tollgate_rls::stats::Stats::new(100);
+    /// stats.redis_error();
+    /// assert_eq!(stats.statsd_counters()["ratelimit.service.call.should_rate_limit.redis_error"], 1);
+    /// ```
     pub fn statsd_counters(&self) -> BTreeMap<String, u64> {
         let mut out = BTreeMap::new();
         {

@@ -209,6 +209,15 @@ pub fn hits_addend(request: &RateLimitRequest, descriptor: &RateLimitDescriptor)
 }
 
 /// [`hits_addend`] for every descriptor of `request`, in order.
+///
+/// # Examples
+///
+/// ```
+/// use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+///
+/// let request = RateLimitRequest { hits_addend: 3, descriptors: vec![Default::default(); 2], ..Default::default() };
+/// assert_eq!(tollgate_rls::verdict::hits_addends(&request), vec![3, 3]);
+/// ```
 pub fn hits_addends(request: &RateLimitRequest) -> Vec<u64> {
     request
         .descriptors
