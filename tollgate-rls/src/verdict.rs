@@ -3,8 +3,10 @@
 //! envoyproxy/ratelimit decides a `ShouldRateLimit` call in three steps, each a
 //! function here:
 //!
-//! 1. Per descriptor, the hits to add ([`hits_addend`]) and which matched limits are
-//!    [`replaced`] by others (`src/utils/utilities.go`, `src/service/ratelimit.go`).
+//! 1. Per descriptor, the hits to add ([`hits_addend`], and
+//!    [`hits_when_stopping_at_limit`] under `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`)
+//!    and which matched limits are [`replaced`] by others (`src/utils/utilities.go`,
+//!    `src/service/ratelimit.go`).
 //! 2. Per descriptor with a limit, from what the store counted ([`StoreAnswer`]), the
 //!    [`DescriptorStatus`] and the stats increments ([`decide_descriptor`],
 //!    `src/limiter/base_limiter.go`): near-limit and over-limit hits split when one
@@ -223,6 +225,45 @@ pub fn hits_addends(request: &RateLimitRequest) -> Vec<u64> {
         .descriptors
         .iter()
         .map(|d| hits_addend(request, d))
+        .collect()
+}
+
+/// The hits to add to each descriptor's count under Go's
+/// `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`, from a first read of the counts
+/// (`fixed_cache_impl.go`, `getHitsAddend`); `None` where a descriptor has no limit.
+///
+/// - Any descriptor answered by the local over-limit cache: nothing is added anywhere.
+/// - Otherwise, if some descriptor would go over (`current + hits > limit`), only
+///   those that would go over are counted; the others add nothing.
+/// - Otherwise every descriptor adds its hits.
+///
+/// Without the setting, every descriptor adds its hits (call this only with it).
+///
+/// # Examples
+///
+/// ```
+/// use tollgate_rls::verdict::hits_when_stopping_at_limit;
+///
+/// // TestOverLimitWithStopCacheKeyIncrementWhenOverlimitConfig: limits 15 and 14, both
+/// // at 13, 2 hits each: only the second would go over, so only it counts.
+/// let read = [Some((15, 13, 2)), Some((14, 13, 2))];
+/// assert_eq!(hits_when_stopping_at_limit(&read, false), vec![0, 2]);
+/// ```
+pub fn hits_when_stopping_at_limit(
+    descriptors: &[Option<(u32, u64, u64)>],
+    any_over_locally: bool,
+) -> Vec<u64> {
+    if any_over_locally {
+        return vec![0; descriptors.len()];
+    }
+    let would_go_over = |d: &Option<(u32, u64, u64)>| matches!(*d, Some((limit, current, hits)) if current.wrapping_add(hits) > u64::from(limit));
+    let any_over = descriptors.iter().any(would_go_over);
+    descriptors
+        .iter()
+        .map(|d| match *d {
+            Some((_, _, hits)) if !any_over || would_go_over(d) => hits,
+            _ => 0,
+        })
         .collect()
 }
 
@@ -1190,6 +1231,20 @@ mod tests {
         assert_eq!((c5.status.code, c5.status.limit_remaining), (OVER, 0));
         assert_eq!(sum(&[&a4, &b4, &c4]), counts(5, 0, 2, 5));
         assert_eq!(sum(&[&a5, &b5, &c5]), counts(5, 1, 3, 3));
+    }
+
+    #[test]
+    fn stop_cache_key_increment_when_overlimit() {
+        // TestOverLimitWithStopCacheKeyIncrementWhenOverlimitConfig's three reads:
+        // nobody near the limit, everybody adds; one would go over, only it adds.
+        let read = [Some((15, 10, 1)), Some((14, 10, 1))];
+        assert_eq!(hits_when_stopping_at_limit(&read, false), vec![1, 1]);
+        let read = [Some((15, 11, 2)), Some((14, 11, 2))];
+        assert_eq!(hits_when_stopping_at_limit(&read, false), vec![2, 2]);
+        let read = [Some((15, 13, 2)), Some((14, 13, 2)), None];
+        assert_eq!(hits_when_stopping_at_limit(&read, false), vec![0, 2, 0]);
+        // A local over-limit answer stops every increment.
+        assert_eq!(hits_when_stopping_at_limit(&read, true), vec![0, 0, 0]);
     }
 
     // ---- ratelimit_test.go (service_test) ----
