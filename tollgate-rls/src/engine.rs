@@ -15,7 +15,9 @@ use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimit
 use tollgate::config::{Descriptor, Unit};
 use tollgate::store::{Check, MemoryStore, Op, Request, Store, StoreError};
 
+use crate::backend::Backend;
 use crate::domains::Domains;
+use crate::verdict::VerdictError;
 
 /// Why a request got no answer: the Go service's errors.
 #[derive(Debug)]
@@ -27,6 +29,19 @@ pub enum RlsError {
     NoDescriptors,
     /// The store could not decide.
     Store(StoreError),
+    /// No configuration has been loaded yet (Go: "no rate limit configuration loaded").
+    NoConfig,
+    /// A limit or a result the Go service would have crashed on (a limit override with
+    /// an unknown unit, for one).
+    Verdict(VerdictError),
+}
+
+impl RlsError {
+    /// Whether Go counts this error as `call.should_rate_limit.redis_error` (the store
+    /// failed) rather than `service_error`.
+    pub fn is_store_error(&self) -> bool {
+        matches!(self, RlsError::Store(_))
+    }
 }
 
 impl std::fmt::Display for RlsError {
@@ -35,16 +50,32 @@ impl std::fmt::Display for RlsError {
             RlsError::EmptyDomain => f.write_str("rate limit domain must not be empty"),
             RlsError::NoDescriptors => f.write_str("rate limit descriptor list must not be empty"),
             RlsError::Store(e) => write!(f, "store error: {e}"),
+            RlsError::NoConfig => f.write_str("no rate limit configuration loaded"),
+            RlsError::Verdict(e) => write!(f, "{e}"),
         }
     }
 }
 
-impl std::error::Error for RlsError {}
+impl std::error::Error for RlsError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RlsError::Store(e) => Some(e),
+            RlsError::Verdict(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<VerdictError> for RlsError {
+    fn from(e: VerdictError) -> RlsError {
+        RlsError::Verdict(e)
+    }
+}
 
 /// Decides `ShouldRateLimit` requests against the current domains.
 pub struct Engine {
     domains: ArcSwap<Domains>,
-    store: MemoryStore,
+    backend: Backend,
 }
 
 impl std::fmt::Debug for Engine {
@@ -56,10 +87,24 @@ impl std::fmt::Debug for Engine {
 impl Engine {
     /// An engine over an in-memory store.
     pub fn in_memory(domains: Domains) -> Result<Engine, StoreError> {
-        Ok(Engine {
+        let store = MemoryStore::new(tollgate::KeyedConfig::new(1_000_000), "rls")?;
+        Ok(Engine::with_backend(
+            domains,
+            Backend::from_stores(Arc::new(store), None, 0),
+        ))
+    }
+
+    /// An engine deciding over `backend` (see [`Backend::connect`]).
+    pub fn with_backend(domains: Domains, backend: Backend) -> Engine {
+        Engine {
             domains: ArcSwap::from_pointee(domains),
-            store: MemoryStore::new(tollgate::KeyedConfig::new(1_000_000), "rls")?,
-        })
+            backend,
+        }
+    }
+
+    /// The backend the engine decides over.
+    pub fn backend(&self) -> &Backend {
+        &self.backend
     }
 
     /// Swaps in new domains; requests in flight finish on the old ones.
@@ -108,7 +153,8 @@ impl Engine {
                 if let Some(m) = matched.enforced().next() {
                     let checks = [Check::new(m.key(), m.limit().rule())];
                     let reply = self
-                        .store
+                        .backend
+                        .store_for(pb_unit(m.limit().unit()))
                         .execute(&Request::new(&request.domain, &checks, Op::Acquire(hits)))
                         .await
                         .map_err(RlsError::Store)?

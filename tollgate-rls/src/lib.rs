@@ -32,6 +32,7 @@
 //! - [`reload`]: watching that directory, and swapping in what changed.
 //! - [`health`]: the health the HTTP and gRPC health checks report.
 //! - [`engine`]: `ShouldRateLimit`'s semantics, as the Go service decides.
+//! - [`verdict`]: the Go service's decision arithmetic, pure: statuses, stats, response.
 //! - [`backend`]: where counts live: memory, Redis, Redis Cluster.
 //! - [`stats`]: the Go service's stats, exposed as Prometheus metrics.
 //! - [`grpc`], [`http`], [`json`]: the transports.
@@ -48,3 +49,4 @@ pub mod reload;
 pub mod server;
 pub mod settings;
 pub mod stats;
+pub mod verdict;
