@@ -7,7 +7,7 @@ use std::hash::{BuildHasher, DefaultHasher, Hash, Hasher, RandomState};
 
 use async_trait::async_trait;
 
-use super::request::{Check, Reply, Request};
+use super::request::{Answers, Check, Reply, Request};
 use super::rule::{GivesBack, RuleOutcome, RuleState, Step};
 use super::{DEFAULT_MAX_KEY_LEN, Store, StoreError, storage_key, validate_prefix};
 use crate::algorithm::Rule;
@@ -389,6 +389,82 @@ impl<C: Clock> MemoryStore<C> {
         if let Some(known) = request.precheck()? {
             return Ok(known);
         }
+        self.check_key_lengths(request)?;
+        let now = self.now(request);
+        let step = request.op.step(request.checks.len());
+        match request.checks {
+            [check] => self.execute_one(request, check, now, check.step(step)),
+            _ => match self.execute_many(request, now, step)? {
+                Many::Decided(verdicts) => request.combine(verdicts),
+                Many::Full(denied) => Ok(denied),
+            },
+        }
+    }
+
+    /// Decides `request` synchronously, as [`execute_now`](Self::execute_now) does,
+    /// and tells each check's own answer: the whole work of
+    /// [`execute_each`](Store::execute_each), which never waits. See [`Answers`] for
+    /// what each check's answer means.
+    ///
+    /// # Errors
+    ///
+    /// As [`execute`](Store::execute).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::store::{Check, MemoryStore, Op, Request, Rule};
+    /// use tollgate::{KeyedConfig, Quota};
+    ///
+    /// let store = MemoryStore::new(KeyedConfig::new(100), "api")?;
+    /// let (tight, loose) = (
+    ///     Rule::from(Gcra::new(Quota::per_second(1)?)),
+    ///     Rule::from(Gcra::new(Quota::per_second(5)?)),
+    /// );
+    /// let checks = [Check::new("tight", &tight), Check::new("loose", &loose)];
+    /// let request = Request::new("user-1", &checks, Op::Acquire(1));
+    /// assert!(store.execute_each_now(&request)?.reply().is_admitted());
+    /// let answers = store.execute_each_now(&request)?;
+    /// assert!(!answers.reply().is_admitted(), "tight is spent");
+    /// let each = answers.checks().unwrap();
+    /// assert!(!each[0].is_admitted());
+    /// assert_eq!(each[1].into_decision()?.unwrap().remaining(), 3, "as if taken");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn execute_each_now(&self, request: &Request<'_>) -> Result<Answers, StoreError> {
+        let checks = request.checks.len();
+        if let Some(known) = request.precheck()? {
+            if checks == 1 {
+                return Ok(Answers::with_checks(known, vec![known]));
+            }
+            // Each check's answer from a peek, which writes nothing.
+            let peek = request.as_peek();
+            self.check_key_lengths(&peek)?;
+            let now = self.now(&peek);
+            return match self.execute_many(&peek, now, peek.op.step(checks))? {
+                Many::Decided(verdicts) => request.answers_after_precheck(known, verdicts),
+                Many::Full(denied) => Ok(Answers::with_checks(known, vec![denied; checks])),
+            };
+        }
+        self.check_key_lengths(request)?;
+        let now = self.now(request);
+        let step = request.op.step(checks);
+        match request.checks {
+            [check] => {
+                let reply = self.execute_one(request, check, now, check.step(step))?;
+                Ok(Answers::with_checks(reply, vec![reply]))
+            }
+            _ => match self.execute_many(request, now, step)? {
+                Many::Decided(verdicts) => request.answers(verdicts),
+                Many::Full(denied) => Ok(Answers::with_checks(denied, vec![denied; checks])),
+            },
+        }
+    }
+
+    /// Refuses a check whose storage key is too long.
+    #[inline]
+    fn check_key_lengths(&self, request: &Request<'_>) -> Result<(), StoreError> {
         for check in request.checks {
             // The length of `storage_key(prefix, tag, key)`, without building it.
             let len = self.prefix.len() + 2 + Name::new(request.tag, check.key).len();
@@ -399,12 +475,7 @@ impl<C: Clock> MemoryStore<C> {
                 });
             }
         }
-        let now = self.now(request);
-        let step = request.op.step(request.checks.len());
-        match request.checks {
-            [check] => self.execute_one(request, check, now, step),
-            _ => self.execute_many(request, now, step),
-        }
+        Ok(())
     }
 
     /// The hash of `head`, the hash tag of every key of a request, the hasher that
@@ -514,7 +585,8 @@ impl<C: Clock> MemoryStore<C> {
             }
             Room::Full(until) => return Ok(self.full(request, now, until)),
             Room::Overflow(until) => {
-                if let Err(until) = self.table.overflow(now, request.op.permits(), until, true) {
+                let permits = request.permits_of(check);
+                if let Err(until) = self.table.overflow(now, permits, until, true) {
                     return Ok(self.full(request, now, until));
                 }
             }
@@ -523,12 +595,13 @@ impl<C: Clock> MemoryStore<C> {
     }
 
     /// A request of several checks, each on its own key in one shard: all-or-nothing.
+    /// Each check's verdict, or the denial of a request that found no room.
     fn execute_many(
         &self,
         request: &Request<'_>,
         now: Nanos,
         step: Step,
-    ) -> Result<Reply, StoreError> {
+    ) -> Result<Many, StoreError> {
         let tag = request.tag;
         let spelled_out: Vec<String> = if tag.contains('}') {
             request.checks.iter().map(|c| spelled(tag, c.key)).collect()
@@ -576,7 +649,7 @@ impl<C: Clock> MemoryStore<C> {
             let mut state = before.clone();
             let verdict = check
                 .rule
-                .apply(&mut state, now, step)
+                .apply(&mut state, now, check.step(step))
                 .ok_or_else(|| self.conflict(request, check))?;
             verdicts.push(verdict);
             states.push((before, state));
@@ -609,11 +682,14 @@ impl<C: Clock> MemoryStore<C> {
                 let own = |e: &Entry| names.iter().any(|n| n.matches(&e.name));
                 match shard.make_room(hasher, now, new_keys, hashes[0], true, own) {
                     Room::Free => {}
-                    Room::Full(until) => return Ok(self.full(request, now, until)),
+                    Room::Full(until) => return Ok(Many::Full(self.full(request, now, until))),
                     Room::Overflow(until) => {
-                        match self.table.overflow(now, request.op.permits(), until, true) {
+                        match self
+                            .table
+                            .overflow(now, request.most_permits(), until, true)
+                        {
                             Ok(()) => store_new = false,
-                            Err(until) => return Ok(self.full(request, now, until)),
+                            Err(until) => return Ok(Many::Full(self.full(request, now, until))),
                         }
                     }
                 }
@@ -644,7 +720,7 @@ impl<C: Clock> MemoryStore<C> {
                 }
             }
         }
-        request.combine(verdicts)
+        Ok(Many::Decided(verdicts))
     }
 
     /// The denial at `now` for a request that needs a new key in a full shard: there
@@ -665,10 +741,22 @@ impl<C: Clock> MemoryStore<C> {
     }
 }
 
+/// What [`MemoryStore::execute_many`] decided.
+enum Many {
+    /// Each check's verdict, in order.
+    Decided(Vec<RuleOutcome>),
+    /// The request needs a new key that finds no room: this denial.
+    Full(Reply),
+}
+
 #[async_trait]
 impl<C: Clock> Store for MemoryStore<C> {
     async fn execute(&self, request: &Request<'_>) -> Result<Reply, StoreError> {
         self.execute_now(request)
+    }
+
+    async fn execute_each(&self, request: &Request<'_>) -> Result<Answers, StoreError> {
+        self.execute_each_now(request)
     }
 
     fn try_execute_now(&self, request: &Request<'_>) -> Option<Result<Reply, StoreError>> {

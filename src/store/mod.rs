@@ -293,7 +293,7 @@ pub use hybrid::BatchedLimiter;
 pub use hybrid::DeniedCache;
 pub use limiter::SharedLimiter;
 pub use memory::MemoryStore;
-pub use request::{Check, Op, Reply, Request};
+pub use request::{Answers, Check, Op, Reply, Request};
 pub use resilient::{BreakerState, FailurePolicy, Resilient, ResilientBuilder, ResilientStats};
 
 /// The longest key (prefix, tag and key together) a store accepts by default, in bytes.
@@ -338,6 +338,53 @@ pub trait Store: Send + Sync {
     /// store may still apply it.
     async fn execute(&self, request: &Request<'_>) -> Result<Reply, StoreError>;
 
+    /// Decides `request` as [`execute`](Store::execute) does, in the same one atomic
+    /// step, and tells each check's own answer when the store can: the combined
+    /// [`Reply`] is exactly what `execute` returns, and [`Answers::checks`] holds one
+    /// answer per check, in order (see [`Answers`] for what an answer means when
+    /// another check denied the request). A rate limit service answering each
+    /// descriptor of a request with its own status reads them.
+    ///
+    /// The default calls `execute` and tells no check's answer (`None`):
+    /// [`MemoryStore`], `RedisStore` and the wrappers of this module tell them.
+    ///
+    /// # Errors
+    ///
+    /// As [`execute`](Store::execute).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`execute`](Store::execute).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::algorithm::FixedWindow;
+    /// use tollgate::store::{Check, MemoryStore, Op, Request, Rule, Store};
+    /// use tollgate::KeyedConfig;
+    ///
+    /// # futures::executor::block_on(async {
+    /// let store = MemoryStore::new(KeyedConfig::new(1_000), "api")?;
+    /// let minute = Rule::from(FixedWindow::new(10, Duration::from_secs(60))?);
+    /// let day = Rule::from(FixedWindow::new(100, Duration::from_secs(86_400))?);
+    /// let checks = [Check::new("minute", &minute), Check::new("day", &day)];
+    /// let answers = store.execute_each(&Request::new("client-7", &checks, Op::Acquire(4))).await?;
+    /// assert!(answers.reply().is_admitted());
+    /// let remaining: Vec<u64> = answers
+    ///     .checks()
+    ///     .unwrap()
+    ///     .iter()
+    ///     .map(|a| a.into_decision().unwrap().unwrap().remaining())
+    ///     .collect();
+    /// assert_eq!(remaining, [6, 96]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    async fn execute_each(&self, request: &Request<'_>) -> Result<Answers, StoreError> {
+        self.execute(request).await.map(Answers::new)
+    }
+
     /// Checks that this store can run `rule`, without a round trip: a limiter checks
     /// its rules once, when it is built. The default accepts every rule.
     ///
@@ -369,6 +416,10 @@ impl<S: Store + ?Sized> Store for Arc<S> {
         (**self).execute(request).await
     }
 
+    async fn execute_each(&self, request: &Request<'_>) -> Result<Answers, StoreError> {
+        (**self).execute_each(request).await
+    }
+
     fn check_rule(&self, rule: &Rule) -> Result<(), StoreError> {
         (**self).check_rule(rule)
     }
@@ -382,6 +433,10 @@ impl<S: Store + ?Sized> Store for Arc<S> {
 impl<S: Store + ?Sized> Store for &S {
     async fn execute(&self, request: &Request<'_>) -> Result<Reply, StoreError> {
         (**self).execute(request).await
+    }
+
+    async fn execute_each(&self, request: &Request<'_>) -> Result<Answers, StoreError> {
+        (**self).execute_each(request).await
     }
 
     fn check_rule(&self, rule: &Rule) -> Result<(), StoreError> {
