@@ -340,7 +340,6 @@ impl FixedWindow<Aligned> {
         })
     }
 
-
     fn count_mask(count_bits: u32) -> u64 {
         (1u64 << count_bits) - 1
     }
@@ -1462,6 +1461,139 @@ mod tests {
         assert_eq!(
             huge.script_args(),
             Err(ConfigError::Overflow { parameter: "limit" })
+        );
+    }
+
+    fn counting(limit: u64, window_ms: u64) -> FixedWindow {
+        aligned(limit, window_ms).counting_denied().unwrap()
+    }
+
+    #[test]
+    fn a_counting_window_pushed_over_denies_every_acquire_to_its_end() {
+        // The Go service's counter: 8 of 10, then 5 more asked: INCRBY makes 13.
+        let fw = counting(10, 1000);
+        let mut s = fw.initial_state(at(0));
+        fw.acquire(&mut s, at(100), 8).unwrap();
+        let denied = fw.acquire(&mut s, at(200), 5).unwrap_err();
+        assert_eq!(denied.retry_after(), Some(ms(800)));
+        let Denied::Limited(limited) = denied else {
+            panic!("{denied:?}")
+        };
+        assert_eq!(limited.remaining(), 0, "over: nothing remains");
+        assert_eq!(limited.reset_after(), ms(800));
+        // What would have fit before is denied now, and so is a check of nothing.
+        assert!(fw.acquire(&mut s, at(300), 2).is_err());
+        let check = fw.acquire(&mut s, at(300), 0).unwrap_err();
+        assert_eq!(check.retry_after(), Some(ms(700)));
+        assert!(fw.peek(&s, at(300), 0).is_err());
+        // The next window starts afresh.
+        assert_eq!(fw.acquire(&mut s, at(1000), 0).unwrap().remaining(), 10);
+        assert_eq!(fw.acquire(&mut s, at(1000), 10).unwrap().remaining(), 0);
+    }
+
+    #[test]
+    fn a_window_that_does_not_count_keeps_what_fits_after_a_denial() {
+        let fw = aligned(10, 1000);
+        let mut s = fw.initial_state(at(0));
+        fw.acquire(&mut s, at(100), 8).unwrap();
+        let before = s;
+        let Err(Denied::Limited(limited)) = fw.acquire(&mut s, at(200), 5) else {
+            panic!("admitted")
+        };
+        assert_eq!(limited.remaining(), 2);
+        assert_eq!(s, before);
+        assert!(fw.acquire(&mut s, at(300), 2).is_ok());
+        assert_eq!(fw.acquire(&mut s, at(300), 0).unwrap().remaining(), 0);
+    }
+
+    #[test]
+    fn counting_leaves_peeks_reservations_refunds_and_never_alone() {
+        let fw = counting(3, 1000);
+        let mut s = fw.initial_state(at(0));
+        fw.acquire(&mut s, at(0), 2).unwrap();
+        let before = s;
+        assert!(fw.peek(&s, at(0), 2).is_err());
+        assert!(fw.acquire(&mut s, at(0), 4).unwrap_err().is_never());
+        assert!(fw.reserve(&mut s, at(0), 2, ms(10)).is_err());
+        assert_eq!(s, before, "nothing counted");
+        // Over, then a refund of 2 brings the window back to 2 of 3.
+        assert!(fw.acquire(&mut s, at(0), 2).is_err());
+        fw.refund(&mut s, at(0), 2);
+        assert_eq!(fw.acquire(&mut s, at(0), 0).unwrap().remaining(), 1);
+        // A window closed by a reservation booked ahead does not count.
+        let mut ahead = fw.initial_state(at(0));
+        fw.acquire(&mut ahead, at(0), 3).unwrap();
+        fw.reserve(&mut ahead, at(0), 1, ms(1000)).unwrap();
+        let booked = ahead;
+        assert!(fw.acquire(&mut ahead, at(10), 1).is_err());
+        assert_eq!(ahead, booked);
+        assert_eq!(fw.acquire(&mut ahead, at(10), 0).unwrap().remaining(), 0);
+    }
+
+    #[test]
+    fn a_first_hit_counting_window_opens_at_the_denied_request_too() {
+        let fh = first_hit(2, 1000).counting_denied().unwrap();
+        assert!(fh.counts_denied());
+        let mut s = fh.initial_state(at(0));
+        fh.acquire(&mut s, at(500), 2).unwrap();
+        assert!(fh.acquire(&mut s, at(900), 1).is_err());
+        assert_eq!(s.count(), 3);
+        assert_eq!(fh.idle_at(&s), at(1500));
+        let check = fh.acquire(&mut s, at(1000), 0).unwrap_err();
+        assert_eq!(check.retry_after(), Some(ms(500)));
+        assert!(fh.acquire(&mut s, at(1500), 2).is_ok());
+    }
+
+    #[test]
+    fn counting_needs_room_for_a_count_past_the_limit() {
+        let second = Duration::from_secs(1);
+        let max = FixedWindow::max_limit(second);
+        let at_max = FixedWindow::new(max, second).unwrap();
+        assert!(matches!(
+            at_max.counting_denied(),
+            Err(ConfigError::OutOfRange {
+                parameter: "limit",
+                ..
+            })
+        ));
+        let mut below = FixedWindow::new(max - 1, second)
+            .unwrap()
+            .counting_denied()
+            .unwrap();
+        assert!(below.set_limit(max).is_err());
+        assert_eq!(below.limit(), max - 1);
+        // Past the limit is stored exactly at the largest limit that counts.
+        let mut s = below.initial_state(Nanos::ZERO);
+        below.acquire(&mut s, Nanos::ZERO, max - 1).unwrap();
+        assert!(below.acquire(&mut s, Nanos::ZERO, 1).is_err());
+        assert!(below.acquire(&mut s, Nanos::ZERO, 0).is_err());
+        assert!(!below.denial_lasts());
+        assert!(aligned(1, 1000).denial_lasts());
+    }
+
+    #[test]
+    fn counting_survives_packing_and_reaches_the_script() {
+        let fw = counting(7, 1000).aligned_to_unix_epoch(ms(1_700_000_000_300));
+        let packing = FixedWindow::<Aligned>::PACKING.unwrap();
+        assert_eq!((packing.unpack)((packing.pack)(&fw)), fw);
+        let plain = aligned(7, 1000);
+        assert_eq!((packing.unpack)((packing.pack)(&plain)), plain);
+        assert_ne!(fw, plain.aligned_to_unix_epoch(ms(1_700_000_000_300)));
+        assert_eq!(
+            fw.script_args().unwrap(),
+            [
+                Arg::Int(7),
+                Arg::Int(1_000_000),
+                Arg::Int(300_000),
+                Arg::Int(1)
+            ]
+        );
+        assert_eq!(plain.script_args().unwrap().len(), 3);
+        let fh = first_hit(7, 1000).counting_denied().unwrap();
+        assert_eq!(fh.script_args().unwrap().len(), 3);
+        assert_eq!(
+            fh.per_node(Share::new(2).unwrap()).unwrap().counts_denied(),
+            true
         );
     }
 }

@@ -989,4 +989,174 @@ mod tests {
         let error = store.execute_now(&request).unwrap_err();
         assert!(matches!(error, StoreError::KeyConflict { key } if key == "p:{t}"));
     }
+
+    fn window(limit: u64) -> Rule {
+        Rule::from(FixedWindow::new(limit, SECOND).unwrap())
+    }
+
+    fn counting(limit: u64) -> Rule {
+        Rule::from(
+            FixedWindow::new(limit, SECOND)
+                .unwrap()
+                .counting_denied()
+                .unwrap(),
+        )
+    }
+
+    fn remaining(reply: Reply) -> Result<u64, Denied> {
+        reply.into_decision().unwrap().map(|a| a.remaining())
+    }
+
+    #[test]
+    fn each_check_takes_its_own_permits_and_zero_only_looks() {
+        let store = store(100);
+        let (a, b) = (window(10), window(10));
+        let checks = [
+            Check::new("a", &a).with_permits(3),
+            Check::new("b", &b).with_permits(0),
+        ];
+        let request = Request::new("t", &checks, Op::Acquire(1)).at(Duration::ZERO);
+        let answers = store.execute_each_now(&request).unwrap();
+        assert_eq!(answers.reply(), reply_on_a_fresh_store(&request));
+        let each = answers.checks().unwrap();
+        assert_eq!(remaining(each[0]), Ok(7));
+        assert_eq!(remaining(each[1]), Ok(10));
+        let peek = |key: &'static str, rule| {
+            let one = [Check::new(key, rule)];
+            let request = Request::new("t", &one, Op::Peek(0)).at(Duration::ZERO);
+            remaining(store.execute_now(&request).unwrap())
+        };
+        assert_eq!(peek("a", &a), Ok(7));
+        assert_eq!(peek("b", &b), Ok(10), "a check of 0 takes nothing");
+        // Refunded as acquired: each check gives back its own count.
+        let refund = Request::new("t", &checks, Op::Refund(1)).at(Duration::ZERO);
+        let answers = store.execute_each_now(&refund).unwrap();
+        assert_eq!(
+            answers.checks(),
+            Some(&[Reply::Refunded, Reply::Refunded][..])
+        );
+        assert_eq!(peek("a", &a), Ok(10));
+    }
+
+    /// What `execute` answers `request` on a store that holds nothing.
+    fn reply_on_a_fresh_store(request: &Request<'_>) -> Reply {
+        store(100).execute_now(request).unwrap()
+    }
+
+    #[test]
+    fn a_denied_request_answers_each_check_as_if_alone_and_takes_nothing() {
+        let store = store(100);
+        let (small, large) = (window(2), window(10));
+        let checks = [
+            Check::new("small", &small).with_permits(3),
+            Check::new("large", &large).with_permits(4),
+        ];
+        let request = Request::new("t", &checks, Op::Acquire(1)).at(Duration::ZERO);
+        let answers = store.execute_each_now(&request).unwrap();
+        assert_eq!(answers.reply(), store.execute_now(&request).unwrap());
+        assert!(
+            answers
+                .reply()
+                .into_decision()
+                .unwrap()
+                .unwrap_err()
+                .is_never()
+        );
+        let each = answers.checks().unwrap();
+        assert!(each[0].into_decision().unwrap().unwrap_err().is_never());
+        assert_eq!(remaining(each[1]), Ok(6));
+        assert!(store.is_empty(), "the precheck's denial writes nothing");
+        // Denied by a rule that is spent rather than too small.
+        let spend = [Check::new("small", &small).with_permits(2)];
+        let spend = Request::new("t", &spend, Op::Acquire(1)).at(Duration::ZERO);
+        assert!(store.execute_now(&spend).unwrap().is_admitted());
+        let checks = [Check::new("small", &small), Check::new("large", &large)];
+        let request = Request::new("t", &checks, Op::Acquire(1)).at(Duration::ZERO);
+        let answers = store.execute_each_now(&request).unwrap();
+        assert_eq!(answers.reply(), store.execute_now(&request).unwrap());
+        let each = answers.checks().unwrap();
+        assert!(!each[0].is_admitted());
+        assert_eq!(remaining(each[1]), Ok(9), "as if taken");
+        assert_eq!(store.len(), 1, "large was never written");
+    }
+
+    #[test]
+    fn a_reservation_takes_the_same_permits_on_every_rule() {
+        let store = store(100);
+        let rule = gcra(1, 5);
+        let op = Op::Reserve {
+            n: 2,
+            max_wait: SECOND,
+        };
+        let same = [
+            Check::new("a", &rule).with_permits(2),
+            Check::new("b", &rule),
+        ];
+        let request = Request::new("t", &same, op).at(Duration::ZERO);
+        let answers = store.execute_each_now(&request).unwrap();
+        for answer in answers.checks().unwrap() {
+            let Reply::Reservation(Ok(r)) = answer else {
+                panic!("{answer:?}")
+            };
+            assert_eq!((r.permits(), r.wait()), (2, Duration::ZERO));
+        }
+        let other = [
+            Check::new("a", &rule).with_permits(1),
+            Check::new("b", &rule),
+        ];
+        let request = Request::new("t", &other, op).at(Duration::ZERO);
+        for error in [
+            store.execute_now(&request).unwrap_err(),
+            store.execute_each_now(&request).unwrap_err(),
+        ] {
+            assert!(
+                matches!(&error, StoreError::Config(e) if e.parameter() == "permits"),
+                "{error:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_counting_window_alone_counts_its_denial_with_others_counts_nothing() {
+        let store = store(100);
+        let (limit, other) = (counting(10), window(100));
+        let take = |checks: &[Check<'_>]| {
+            let request = Request::new("t", checks, Op::Acquire(1)).at(Duration::ZERO);
+            store.execute_each_now(&request).unwrap()
+        };
+        assert!(
+            take(&[Check::new("c", &limit).with_permits(8)])
+                .reply()
+                .is_admitted()
+        );
+        // With another check: denied, and nothing written, the denial included.
+        let both = [
+            Check::new("c", &limit).with_permits(5),
+            Check::new("o", &other).with_permits(1),
+        ];
+        let answers = take(&both);
+        assert!(!answers.reply().is_admitted());
+        let each = answers.checks().unwrap();
+        let denied = each[0].into_decision().unwrap().unwrap_err();
+        assert_eq!(denied.retry_after(), Some(SECOND));
+        assert_eq!(remaining(each[1]), Ok(99));
+        let check_only = [Check::new("c", &limit).with_permits(0)];
+        assert_eq!(remaining(take(&check_only).reply()), Ok(2), "not counted");
+        // Alone: the denial counts, and the window is over to its end.
+        assert!(
+            !take(&[Check::new("c", &limit).with_permits(5)])
+                .reply()
+                .is_admitted()
+        );
+        let over = take(&check_only)
+            .reply()
+            .into_decision()
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(over.retry_after(), Some(SECOND));
+        let Denied::Limited(over) = over else {
+            panic!("{over:?}")
+        };
+        assert_eq!(over.remaining(), 0);
+    }
 }

@@ -518,3 +518,110 @@ impl Answers {
         (self.reply, self.checks)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algorithm::FixedWindow;
+
+    fn window(limit: u64) -> Rule {
+        Rule::from(FixedWindow::new(limit, Duration::from_secs(1)).unwrap())
+    }
+
+    fn never(reply: Option<Reply>) -> Option<(u64, u64)> {
+        match reply? {
+            Reply::Decision(Err(Denied::Insufficient(i)))
+            | Reply::Reservation(Err(Denied::Insufficient(i))) => {
+                Some((i.requested(), i.capacity()))
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_precheck_denies_for_the_count_each_check_asks() {
+        let (small, large) = (window(2), window(10));
+        let checks = [Check::new("s", &small), Check::new("l", &large)];
+        let precheck = |checks: &[Check<'_>], op| Request::new("t", checks, op).precheck();
+        assert_eq!(
+            never(precheck(&checks, Op::Acquire(3)).unwrap()),
+            Some((3, 2))
+        );
+        assert_eq!(never(precheck(&checks, Op::Acquire(2)).unwrap()), None);
+        let own = [
+            Check::new("s", &small).with_permits(0),
+            Check::new("l", &large).with_permits(11),
+        ];
+        assert_eq!(
+            never(precheck(&own, Op::Acquire(1)).unwrap()),
+            Some((11, 10))
+        );
+        assert_eq!(never(precheck(&own, Op::Peek(1)).unwrap()), Some((11, 10)));
+        assert_eq!(never(precheck(&own, Op::Refund(1)).unwrap()), None);
+        let fits = [
+            Check::new("s", &small).with_permits(2),
+            Check::new("l", &large),
+        ];
+        assert_eq!(never(precheck(&fits, Op::Acquire(10)).unwrap()), None);
+        // Both too small: the one of least capacity names the denial.
+        let both = [
+            Check::new("l", &large).with_permits(20),
+            Check::new("s", &small).with_permits(3),
+        ];
+        assert_eq!(
+            never(precheck(&both, Op::Acquire(1)).unwrap()),
+            Some((3, 2))
+        );
+    }
+
+    #[test]
+    fn a_reservation_with_a_check_asking_another_count_is_an_error() {
+        let rule = window(10);
+        let reserve = Op::Reserve {
+            n: 2,
+            max_wait: Duration::ZERO,
+        };
+        let same = [Check::new("a", &rule).with_permits(2)];
+        assert!(
+            Request::new("t", &same, reserve)
+                .precheck()
+                .unwrap()
+                .is_none()
+        );
+        let other = [
+            Check::new("a", &rule),
+            Check::new("b", &rule).with_permits(1),
+        ];
+        let error = Request::new("t", &other, reserve).precheck().unwrap_err();
+        assert!(error.is_permanent());
+        assert!(matches!(
+            error,
+            StoreError::Config(ConfigError::OutOfRange {
+                parameter: "permits",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn each_answer_of_a_reservation_of_several_checks_is_a_reservation() {
+        let rule = window(10);
+        let checks = [Check::new("a", &rule), Check::new("b", &rule)];
+        let reserve = Op::Reserve {
+            n: 3,
+            max_wait: Duration::from_secs(1),
+        };
+        let request = Request::new("t", &checks, reserve);
+        let admitted = Ok(crate::decision::Admitted::new(10, 7, Duration::ZERO));
+        let verdicts = vec![RuleOutcome::Decision(admitted); 2];
+        let answers = request.answers(verdicts).unwrap();
+        assert_eq!(
+            answers.reply(),
+            Reply::Reservation(Ok(Reservation::new(3, Duration::ZERO)))
+        );
+        assert_eq!(
+            answers.into_parts().1.unwrap(),
+            vec![Reply::Reservation(Ok(Reservation::new(3, Duration::ZERO))); 2]
+        );
+    }
+}

@@ -497,6 +497,8 @@ mod tests {
 
     use super::*;
     use crate::algorithm::{RuleKind, SlidingLog, sample_rule};
+    use crate::store::MemoryStore;
+    use crate::table::KeyedConfig;
     use crate::time::ManualClock;
 
     /// A store that denies every request for a second, counting the requests it is
@@ -560,5 +562,28 @@ mod tests {
         assert!(is_cached(&[&lasting, &lasting]));
         assert!(!is_cached(&[&lasting, &released]));
         assert!(!is_cached(&[&released, &lasting]));
+    }
+
+    #[test]
+    fn each_checks_own_count_is_part_of_the_shape_and_a_cached_denial_tells_no_check() {
+        let clock = ManualClock::new();
+        let store = MemoryStore::with_clock(KeyedConfig::new(100), "p", clock.clone()).unwrap();
+        let cache = DeniedCache::with_clock(store, 100, clock).unwrap();
+        let rule = sample_rule(RuleKind::FixedWindow, 1);
+        let each = |permits: u64| {
+            let checks = [Check::new("k", &rule).with_permits(permits)];
+            block_on(cache.execute_each(&Request::new("t", &checks, Op::Acquire(5)))).unwrap()
+        };
+        assert!(each(1).reply().is_admitted());
+        let denied = each(1);
+        assert!(!denied.reply().is_admitted());
+        assert!(denied.checks().is_some(), "the store's denial");
+        let cached = each(1);
+        assert_eq!(cached.reply(), denied.reply());
+        assert_eq!(cached.checks(), None, "the cache's denial");
+        assert_eq!(cache.hits(), 1);
+        // A check of nothing is another shape: the store admits it.
+        assert!(each(0).reply().is_admitted());
+        assert_eq!(cache.hits(), 1);
     }
 }

@@ -846,6 +846,59 @@ mod tests {
     }
 
     #[test]
+    fn a_checks_own_count_goes_before_its_kind() {
+        let store = RedisStore::new(Unused, "p").unwrap();
+        let (second, minute) = (gcra(10, 5), gcra(1_000, 50));
+        let two = [
+            Check::new("s", &second).with_permits(0),
+            Check::new("m", &minute),
+        ];
+        let request = Request::new("u", &two, Op::Acquire(2)).at(Duration::from_micros(7));
+        assert_eq!(
+            store.script_call(&request).unwrap(),
+            [
+                "2", "p:{u}:s", "p:{u}:m", "acquire", "2", "0", "7", "#0", "gcra", "3", "100000",
+                "500000", "5", "gcra", "3", "1000", "50000", "50",
+            ]
+        );
+        let (direct, replayed) = packed(&store, &request);
+        assert_eq!(direct, replayed);
+        let one = [Check::new("", &second).with_permits(3)];
+        let requests = [
+            Request::new("a", &one, Op::Acquire(1)),
+            Request::new("b", &two, Op::Peek(2)),
+        ];
+        assert_eq!(
+            store.batch_script_call(&requests).unwrap(),
+            [
+                "3", "p:{a}", "p:{b}:s", "p:{b}:m", "batch", "2", "1", "acquire", "1", "0", "",
+                "#3", "gcra", "3", "100000", "500000", "5", "2", "peek", "2", "0", "", "#0",
+                "gcra", "3", "100000", "500000", "5", "gcra", "3", "1000", "50000", "50",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_checks_own_count_is_read_back_with_its_verdict() {
+        let store = RedisStore::new(Unused, "p").unwrap();
+        let rule = gcra(10, 5);
+        let checks = [
+            Check::new("a", &rule).with_permits(9),
+            Check::new("b", &rule),
+        ];
+        let request = Request::new("u", &checks, Op::Acquire(1));
+        let never = [3, 5, 0, 0, 0];
+        let admitted = [1, 5, 4, 100_000, 0];
+        let reply: Vec<i64> = never.iter().chain(&admitted).copied().collect();
+        let verdicts = store.verdicts(&request, &reply).unwrap();
+        let RuleOutcome::Decision(Err(crate::Denied::Insufficient(i))) = verdicts[0] else {
+            panic!("{:?}", verdicts[0])
+        };
+        assert_eq!((i.requested(), i.capacity()), (9, 5));
+        assert!(verdicts[1].is_admitted());
+    }
+
+    #[test]
     fn batch_script_call_lists_every_key_then_each_request_after_its_key_count() {
         let store = RedisStore::new(Unused, "p").unwrap();
         let (second, minute) = (gcra(10, 5), gcra(1_000, 50));
