@@ -75,7 +75,10 @@ fn a_limiter_over_a_counting_window_counts_its_denials() {
     clock.advance(Duration::from_secs(1));
     assert_eq!(limiter.try_acquire(0).unwrap().remaining(), 10);
     // Without counting, the 2 left still fit.
-    let plain = Limiter::with_clock(FixedWindow::new(10, Duration::from_secs(1)).unwrap(), ManualClock::new());
+    let plain = Limiter::with_clock(
+        FixedWindow::new(10, Duration::from_secs(1)).unwrap(),
+        ManualClock::new(),
+    );
     assert!(plain.try_acquire(8).is_ok());
     assert!(plain.try_acquire(5).is_err());
     assert!(plain.try_acquire(2).is_ok());

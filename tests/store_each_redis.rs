@@ -135,9 +135,30 @@ fn cases() -> Vec<Case> {
         Case {
             name: "reservations of several checks are immediate",
             steps: vec![
-                (vec![(3, None), (0, Some(2))], Op::Reserve { n: 2, max_wait: Duration::from_secs(1) }, 0),
-                (vec![(3, None), (0, None)], Op::Reserve { n: 2, max_wait: Duration::from_secs(1) }, 0),
-                (vec![(3, Some(1))], Op::Reserve { n: 1, max_wait: Duration::from_secs(1) }, 0),
+                (
+                    vec![(3, None), (0, Some(2))],
+                    Op::Reserve {
+                        n: 2,
+                        max_wait: Duration::from_secs(1),
+                    },
+                    0,
+                ),
+                (
+                    vec![(3, None), (0, None)],
+                    Op::Reserve {
+                        n: 2,
+                        max_wait: Duration::from_secs(1),
+                    },
+                    0,
+                ),
+                (
+                    vec![(3, Some(1))],
+                    Op::Reserve {
+                        n: 1,
+                        max_wait: Duration::from_secs(1),
+                    },
+                    0,
+                ),
             ],
         },
     ]
@@ -197,7 +218,9 @@ fn memory_execute(
             })
             .collect();
         let at = Duration::from_micros(EPOCH_MICROS + ms * 1_000);
-        store.execute_now(&Request::new(tag, &checks, *op).at(at)).unwrap();
+        store
+            .execute_now(&Request::new(tag, &checks, *op).at(at))
+            .unwrap();
     }
     store.execute_now(request).unwrap()
 }
@@ -210,18 +233,38 @@ fn remaining(reply: Reply) -> Option<u64> {
 fn check_documented(all: &[Vec<Answers>]) {
     let own = |c: usize, s: usize| all[c][s].checks().unwrap().to_vec();
     // own counts: 2 of 3 taken, the GCRA only looked at.
-    assert_eq!(own(0, 0).into_iter().map(remaining).collect::<Vec<_>>(), [Some(1), Some(3)]);
+    assert_eq!(
+        own(0, 0).into_iter().map(remaining).collect::<Vec<_>>(),
+        [Some(1), Some(3)]
+    );
     // as if taken: the sliding log would have 1 left of 3, though nothing was taken.
     assert!(!all[1][1].reply().is_admitted());
     assert_eq!(remaining(own(1, 1)[1]), Some(1));
     assert_eq!(remaining(all[1][2].reply()), Some(3));
     // over capacity: never for the first check, the others answered.
-    assert!(all[2][1].reply().into_decision().unwrap().unwrap_err().is_never());
-    assert!(own(2, 1)[0].into_decision().unwrap().unwrap_err().is_never());
+    assert!(
+        all[2][1]
+            .reply()
+            .into_decision()
+            .unwrap()
+            .unwrap_err()
+            .is_never()
+    );
+    assert!(
+        own(2, 1)[0]
+            .into_decision()
+            .unwrap()
+            .unwrap_err()
+            .is_never()
+    );
     assert_eq!(remaining(own(2, 1)[1]), Some(1));
     // counting: with another check, nothing written (3 of 4 still), alone over.
     assert!(!all[3][1].reply().is_admitted());
-    assert_eq!(remaining(own(3, 2)[0]), Some(1), "the denial with others was not counted");
+    assert_eq!(
+        remaining(own(3, 2)[0]),
+        Some(1),
+        "the denial with others was not counted"
+    );
     assert!(!all[3][3].reply().is_admitted());
     assert_eq!(remaining(own(3, 4)[0]), None, "alone, the denial counted");
     assert!(own(3, 4)[1].is_admitted());
@@ -231,7 +274,10 @@ fn check_documented(all: &[Vec<Answers>]) {
     assert!(!all[4][2].reply().is_admitted());
     assert_eq!(remaining(all[4][3].reply()), Some(2));
     // refunds: 2 of the window's 3 back, the log's 1.
-    assert_eq!(own(5, 2).into_iter().map(remaining).collect::<Vec<_>>(), [Some(2), Some(3)]);
+    assert_eq!(
+        own(5, 2).into_iter().map(remaining).collect::<Vec<_>>(),
+        [Some(2), Some(3)]
+    );
     // reservations: the first granted on both, the second denied by the window.
     assert!(all[6][0].reply().is_admitted());
     assert!(!all[6][1].reply().is_admitted());
@@ -283,7 +329,9 @@ async fn a_table_of_cases_on_a_server_through_the_coalescer_and_on_a_cluster() {
         .unwrap();
     let urls = cluster.urls();
     let seeds: Vec<&str> = urls.iter().map(String::as_str).collect();
-    let clustered = RedisStore::connect_cluster(&seeds, "cluster").await.unwrap();
+    let clustered = RedisStore::connect_cluster(&seeds, "cluster")
+        .await
+        .unwrap();
     check_documented(&run_cases(&clustered, "cluster").await);
     drop(cluster);
     drop(server);
@@ -299,7 +347,10 @@ async fn a_reservation_with_a_check_of_another_count_is_a_typed_error() {
         .unwrap();
     let store = RedisStore::new(connect(&server.url()).await, "errors").unwrap();
     let rule = Rule::from(FixedWindow::new(5, Duration::from_secs(1)).unwrap());
-    let checks = [Check::new("a", &rule).with_permits(1), Check::new("b", &rule)];
+    let checks = [
+        Check::new("a", &rule).with_permits(1),
+        Check::new("b", &rule),
+    ];
     let reserve = Op::Reserve {
         n: 2,
         max_wait: Duration::ZERO,

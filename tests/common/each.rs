@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use tollgate::Quota;
-use tollgate::algorithm::{FixedWindow, Gcra, SlidingLog};
 use tollgate::Reservation;
+use tollgate::algorithm::{FixedWindow, Gcra, SlidingLog};
 use tollgate::store::{Check, Op, Reply, Request, Rule};
 
 /// A realistic "now": µs since the epoch in 2023, on a whole second.
