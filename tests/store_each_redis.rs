@@ -70,9 +70,11 @@ fn redis_answers_each_check_as_the_memory_store() {
 
 /// One step of a case: the checks (rule, own count), the op, and the ms since the
 /// case began.
+type CaseStep = (Vec<(usize, Option<u64>)>, Op, u64);
+
 struct Case {
     name: &'static str,
-    steps: Vec<(Vec<(usize, Option<u64>)>, Op, u64)>,
+    steps: Vec<CaseStep>,
 }
 
 fn cases() -> Vec<Case> {
@@ -201,11 +203,7 @@ async fn run_cases<S: Store>(redis: &S, prefix: &str) -> Vec<Vec<Answers>> {
 }
 
 /// What `execute` answers `request` after `before`, on a fresh memory store.
-fn memory_execute(
-    request: &Request<'_>,
-    before: &[(Vec<(usize, Option<u64>)>, Op, u64)],
-    tag: &str,
-) -> Reply {
+fn memory_execute(request: &Request<'_>, before: &[CaseStep], tag: &str) -> Reply {
     let rules = rules();
     let keys: Vec<String> = (0..rules.len()).map(key).collect();
     let store = memory("replay");

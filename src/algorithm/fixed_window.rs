@@ -1591,9 +1591,6 @@ mod tests {
         assert_eq!(plain.script_args().unwrap().len(), 3);
         let fh = first_hit(7, 1000).counting_denied().unwrap();
         assert_eq!(fh.script_args().unwrap().len(), 3);
-        assert_eq!(
-            fh.per_node(Share::new(2).unwrap()).unwrap().counts_denied(),
-            true
-        );
+        assert!(fh.per_node(Share::new(2).unwrap()).unwrap().counts_denied());
     }
 }
