@@ -23,6 +23,65 @@
 //! - `BatchedLimiter` (feature `redis`): fixed windows counted locally and synced to
 //!   Redis in batches, trading a bounded over-admission for fewer round trips.
 //!
+//! # Each check's own count and answer
+//!
+//! A rate limit service in front of a store (envoy's ratelimit protocol) answers each
+//! descriptor of a request with its own status, and each descriptor may carry its own
+//! hit count, while all of them are decided in one atomic, all-or-nothing request
+//! (one round trip to Redis):
+//!
+//! - **Own counts.** [`Check::with_permits`] asks a check for its own count instead of
+//!   the op's `n`: an acquire takes each check's count (`0` only looks), a peek asks
+//!   each its count, a refund gives back each its count; a reservation is of `n` on
+//!   every rule, and a check asking another count is a [`StoreError::Config`]. A check
+//!   asking more than its rule's capacity denies the request for good
+//!   ([`Denied::Insufficient`](crate::Denied::Insufficient)).
+//! - **Own answers.** [`Store::execute_each`] returns [`Answers`]: the combined reply,
+//!   exactly what [`Store::execute`] returns, and one answer per check, in order, from
+//!   [`MemoryStore`], `RedisStore` (coalescing and on Cluster too), [`DeniedCache`]
+//!   (not for a denial it answers itself) and [`Resilient`] (not for a decision of its
+//!   policy). An admitting check of a denied request reports its numbers as if its
+//!   permits were taken, though nothing was: the answer it would have had alone.
+//!   `execute` itself is unchanged: nothing is collected when nobody asks.
+//! - **Windows that count denied acquires.**
+//!   [`FixedWindow::counting_denied`](crate::algorithm::FixedWindow::counting_denied)
+//!   counts as the Go service's `INCRBY` counts every hit: an acquire that does not
+//!   fit pushes the window past its limit, and every later acquire in it, even of 0
+//!   permits, is denied to the window's end, with `remaining` 0. A request of that
+//!   check alone writes its denial. A denied request of several checks writes
+//!   nothing, that check's count included, in the memory store and the Redis script
+//!   alike: all-or-nothing, where the Go service counts every descriptor of every
+//!   request. An acquire of more than the limit is denied for good and counts
+//!   nothing.
+//!
+//! ```
+//! use std::time::Duration;
+//! use tollgate::algorithm::FixedWindow;
+//! use tollgate::store::{Check, MemoryStore, Op, Request, Rule, Store};
+//! use tollgate::KeyedConfig;
+//!
+//! # futures::executor::block_on(async {
+//! let store = MemoryStore::new(KeyedConfig::new(1_000), "rls")?;
+//! let per_user = Rule::from(FixedWindow::new(10, Duration::from_secs(60))?.counting_denied()?);
+//! let per_path = Rule::from(FixedWindow::new(100, Duration::from_secs(60))?);
+//! // Descriptor 1 adds 3 hits, descriptor 2 only looks (hits_addend 0).
+//! let checks = [
+//!     Check::new("user", &per_user).with_permits(3),
+//!     Check::new("path", &per_path).with_permits(0),
+//! ];
+//! let answers = store.execute_each(&Request::new("acct-7", &checks, Op::Acquire(1))).await?;
+//! assert!(answers.reply().is_admitted());
+//! let remaining: Vec<u64> = answers
+//!     .checks()
+//!     .unwrap()
+//!     .iter()
+//!     .map(|a| a.into_decision().unwrap().unwrap().remaining())
+//!     .collect();
+//! assert_eq!(remaining, [7, 100]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
+//!
 //! # Shared limits in Redis
 //!
 //! When one process is not enough, a quota lives in a [`Store`] (feature `redis` for
