@@ -1,6 +1,6 @@
-//! The leaky bucket and both fixed windows in the stores: the Redis scripts decide as
-//! the memory store (the pure algorithms) under random requests, alone and with a GCRA
-//! rule; and on the server's own clock, each writes its state in its documented shape
+//! The leaky bucket and both fixed windows (a third of them counting denied acquires)
+//! in the stores: the Redis scripts decide as the memory store (the pure algorithms)
+//! under random requests, alone and with a GCRA rule; and on the server's own clock, each writes its state in its documented shape
 //! with a TTL that ends when the state may be forgotten.
 #![cfg(feature = "redis")]
 
@@ -87,17 +87,35 @@ fn leaky_bucket() -> impl Strategy<Value = (Rule, u64)> {
     })
 }
 
+/// A third of the windows count denied acquires (`FixedWindow::counting_denied`).
+fn counting() -> impl Strategy<Value = bool> {
+    prop_oneof![2 => Just(false), 1 => Just(true)]
+}
+
 fn aligned() -> impl Strategy<Value = (Rule, u64)> {
-    (span_micros(), 1u64..=10).prop_flat_map(|(window, limit)| {
+    (span_micros(), 1u64..=10, counting()).prop_flat_map(|(window, limit, counting)| {
         // A quarter on the epoch's multiples, the rest shifted.
         let offset = prop_oneof![1 => Just(0u64), 3 => 0..window];
-        offset.prop_map(move |offset| (Rule::from(aligned_of(limit, window, offset)), window))
+        offset.prop_map(move |offset| {
+            let rule = aligned_of(limit, window, offset);
+            let rule = if counting {
+                rule.counting_denied().unwrap()
+            } else {
+                rule
+            };
+            (Rule::from(rule), window)
+        })
     })
 }
 
 fn first_hit() -> impl Strategy<Value = (Rule, u64)> {
-    (span_micros(), 1u64..=10).prop_map(|(window, limit)| {
+    (span_micros(), 1u64..=10, counting()).prop_map(|(window, limit, counting)| {
         let rule = FixedWindow::from_first_hit(limit, Duration::from_micros(window)).unwrap();
+        let rule = if counting {
+            rule.counting_denied().unwrap()
+        } else {
+            rule
+        };
         (Rule::from(rule), window)
     })
 }

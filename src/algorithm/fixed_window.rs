@@ -91,6 +91,8 @@ pub struct FixedWindow<A = Aligned> {
     /// Window length in nanoseconds, at least 1.
     window: u64,
     alignment: A,
+    /// Whether denied acquires count: see [`FixedWindow::counting_denied`].
+    counting: bool,
 }
 
 /// The state of a [`FixedWindow<FirstHit>`]: the last booked window and how many
@@ -128,6 +130,17 @@ struct Booked {
     /// Permits booked in the last booked window.
     count: u64,
 }
+
+/// Where the aligned configuration word holding the count's bits keeps whether denied
+/// acquires count.
+const COUNTING_BIT: u32 = 8;
+
+/// An aligned window at its largest limit cannot hold a count past it.
+const COUNTING_AT_MAX_LIMIT: ConfigError = ConfigError::OutOfRange {
+    parameter: "limit",
+    expected: "below FixedWindow::max_limit(window) to count denied acquires (the state \
+               word holds a count past the limit)",
+};
 
 /// Bits left for the count once the largest window index (`u64::MAX / window`) has
 /// room: at most 63, since `window >= 1`.
@@ -172,6 +185,7 @@ impl FixedWindow<Aligned> {
                 offset: 0,
                 count_bits: count_bits(window),
             },
+            counting: false,
         };
         fw.set_limit(limit)?;
         Ok(fw)
@@ -264,8 +278,66 @@ impl FixedWindow<Aligned> {
                            one per two nanoseconds of the window",
             });
         }
+        if self.counting && limit == Self::count_mask(self.alignment.count_bits) {
+            return Err(COUNTING_AT_MAX_LIMIT);
+        }
         self.limit = limit;
         Ok(())
+    }
+
+    /// The same window, counting denied acquires as envoy's ratelimit service counts
+    /// every hit (its Redis `INCRBY`): an acquire of `n` that does not fit in what
+    /// is left of the current window pushes the window past its limit, and every
+    /// later acquire in that window is denied, even one of `0` permits (a check
+    /// only), until the window ends. Such a window reports `remaining` 0.
+    ///
+    /// - A window past its limit holds `limit + 1` permits, however many were asked:
+    ///   it is over, and stays so to its end (or until a refund brings it back).
+    /// - Only acquires count: a peek, a reservation or a refund decides as in a
+    ///   window that does not count. An acquire of more than the limit is
+    ///   [`Denied::Insufficient`] and counts nothing (the Go service would count it:
+    ///   a store denies it before asking), as does a denial in a window closed by
+    ///   reservations booked ahead.
+    /// - An acquire of `0` permits in a window past its limit is denied: the one
+    ///   exception to "`n == 0` always succeeds".
+    /// - In a store, a request of this rule alone writes its denial; a request of
+    ///   several checks is all-or-nothing, so a denied one writes nothing, this
+    ///   check's count included (the Go service would count every descriptor of it).
+    ///   Its denial is not cached by a [`DeniedCache`](crate::store::DeniedCache), as
+    ///   every attempt must reach the store to count.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::OutOfRange`] for an aligned window at its
+    /// [`max_limit`](FixedWindow::max_limit), whose state word has no room for a
+    /// count past the limit (lower the limit by one, or lengthen the window).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::algorithm::{Algorithm, FixedWindow};
+    /// use tollgate::time::Nanos;
+    ///
+    /// let fw = FixedWindow::new(10, Duration::from_secs(60))?.counting_denied()?;
+    /// let mut state = fw.initial_state(Nanos::ZERO);
+    /// fw.acquire(&mut state, Nanos::ZERO, 8)?;
+    /// // 5 do not fit in the 2 left: denied, and counted.
+    /// let denied = fw.acquire(&mut state, Nanos::ZERO, 5).unwrap_err();
+    /// assert_eq!(denied.retry_after(), Some(Duration::from_secs(60)));
+    /// // Over the limit: even a check of 0 permits is denied, with nothing remaining.
+    /// assert!(fw.acquire(&mut state, Nanos::ZERO, 1).is_err());
+    /// assert!(fw.acquire(&mut state, Nanos::ZERO, 0).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn counting_denied(self) -> Result<FixedWindow<Aligned>, ConfigError> {
+        if self.limit == Self::count_mask(self.alignment.count_bits) {
+            return Err(COUNTING_AT_MAX_LIMIT);
+        }
+        Ok(FixedWindow {
+            counting: true,
+            ..self
+        })
     }
 
     fn count_mask(count_bits: u32) -> u64 {
@@ -382,6 +454,7 @@ impl FixedWindow<FirstHit> {
             limit: non_zero("limit", limit)?,
             window: positive_nanos("window", window)?,
             alignment: FirstHit,
+            counting: false,
         })
     }
 
@@ -406,6 +479,36 @@ impl FixedWindow<FirstHit> {
     pub fn set_limit(&mut self, limit: u64) -> Result<(), ConfigError> {
         self.limit = non_zero("limit", limit)?;
         Ok(())
+    }
+
+    /// The same window, counting denied acquires as envoy's ratelimit service counts
+    /// every hit: see [`FixedWindow<Aligned>::counting_denied`], which this is for
+    /// windows opened by a key's first request (as the Go service's keys are).
+    ///
+    /// # Errors
+    ///
+    /// None: the signature is the aligned window's.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::algorithm::{Algorithm, FixedWindow};
+    /// use tollgate::time::Nanos;
+    ///
+    /// let fw = FixedWindow::from_first_hit(2, Duration::from_secs(1))?.counting_denied()?;
+    /// let mut state = fw.initial_state(Nanos::ZERO);
+    /// assert!(fw.acquire(&mut state, Nanos::ZERO, 3).unwrap_err().is_never(), "not counted");
+    /// assert!(fw.acquire(&mut state, Nanos::ZERO, 1).is_ok());
+    /// assert!(fw.acquire(&mut state, Nanos::ZERO, 2).is_err());
+    /// assert_eq!(fw.acquire(&mut state, Nanos::ZERO, 0).unwrap_err().retry_after(), Some(Duration::from_secs(1)));
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn counting_denied(self) -> Result<FixedWindow<FirstHit>, ConfigError> {
+        Ok(FixedWindow {
+            counting: true,
+            ..self
+        })
     }
 
     fn view(&self, state: &FirstHitState, now: u64) -> Booked {
@@ -450,6 +553,11 @@ impl<A> FixedWindow<A> {
     /// The window's length.
     pub fn window(&self) -> Duration {
         Duration::from_nanos(self.window)
+    }
+
+    /// Whether denied acquires count ([`counting_denied`](FixedWindow::counting_denied)).
+    pub fn counts_denied(&self) -> bool {
+        self.counting
     }
 
     // In nanoseconds throughout: a `Duration` round trip costs a division and a
@@ -503,6 +611,10 @@ impl<A> FixedWindow<A> {
     fn take(&self, booked: &Booked, now: u64, n: u64) -> Result<(u64, Admitted), Denied> {
         check_capacity(n, self.limit)?;
         if n == 0 {
+            if self.counting && booked.ahead == 0 && booked.count > self.limit {
+                // Over its limit: a counting window denies even a check.
+                return Err(self.limited(booked, now, booked.end.saturating_sub(now)));
+            }
             return Ok((booked.count, self.admitted(booked, now)));
         }
         let (next, count) = self.place(booked, n);
@@ -512,6 +624,26 @@ impl<A> FixedWindow<A> {
         }
         let fits_at = if next { booked.end } else { booked.start };
         Err(self.limited(booked, now, fits_at.saturating_sub(now)))
+    }
+
+    /// For a counting window, a denied acquire of `n` (`1..=limit`) counted: the
+    /// current window's new count, past the limit, and the denial as it leaves the
+    /// window. `None` if it does not count: a window booked ahead, or one already
+    /// past its limit, which stays as it is.
+    #[cold]
+    fn counted(&self, booked: &Booked, now: u64, n: u64) -> Option<(u64, Denied)> {
+        if !self.counting || n == 0 || n > self.limit || booked.ahead > 0 {
+            return None;
+        }
+        if booked.count > self.limit {
+            return None;
+        }
+        let over = Booked {
+            count: self.limit + 1,
+            ..*booked
+        };
+        let denied = self.limited(&over, now, booked.end.saturating_sub(now));
+        Some((over.count, denied))
     }
 
     /// Books `n` in the last booked window or the next; whether in the next, the new
@@ -570,7 +702,18 @@ impl Algorithm for FixedWindow<Aligned> {
     fn acquire(&self, word: &mut u64, now: Nanos, n: u64) -> Decision {
         let now = now.as_u64();
         let (index, booked) = self.view(*word, now);
-        let (count, admitted) = self.take(&booked, now, n)?;
+        let (count, admitted) = match self.take(&booked, now, n) {
+            Ok(taken) => taken,
+            Err(denied) => {
+                if self.counting {
+                    if let Some((count, over)) = self.counted(&booked, now, n) {
+                        *word = self.pack(index, count);
+                        return Err(over);
+                    }
+                }
+                return Err(denied);
+            }
+        };
         if n > 0 {
             *word = self.pack(index, count);
         }
@@ -605,6 +748,11 @@ impl Algorithm for FixedWindow<Aligned> {
         self.limit
     }
 
+    /// Not when denied acquires count: each must reach the state.
+    fn denial_lasts(&self) -> bool {
+        !self.counting
+    }
+
     fn idle_at(&self, word: &u64) -> Nanos {
         match self.unpack(*word) {
             (_, 0) => Nanos::ZERO,
@@ -619,7 +767,7 @@ impl FixedWindow<Aligned> {
             self.limit,
             self.window,
             self.alignment.offset,
-            u64::from(self.alignment.count_bits),
+            u64::from(self.alignment.count_bits) | (u64::from(self.counting) << COUNTING_BIT),
         ]
     }
 
@@ -630,8 +778,9 @@ impl FixedWindow<Aligned> {
             window: words[1].max(1),
             alignment: Aligned {
                 offset: words[2],
-                count_bits: words[3].min(63) as u32,
+                count_bits: (words[3] & 0xff).min(63) as u32,
             },
+            counting: words[3] >> COUNTING_BIT & 1 == 1,
         }
     }
 }
@@ -647,7 +796,16 @@ impl Algorithm for FixedWindow<FirstHit> {
     fn acquire(&self, state: &mut FirstHitState, now: Nanos, n: u64) -> Decision {
         let now = now.as_u64();
         let booked = self.view(state, now);
-        let (count, admitted) = self.take(&booked, now, n)?;
+        let (count, admitted) = match self.take(&booked, now, n) {
+            Ok(taken) => taken,
+            Err(denied) => {
+                if let Some((count, over)) = self.counted(&booked, now, n) {
+                    *state = self.store(&booked, false, count);
+                    return Err(over);
+                }
+                return Err(denied);
+            }
+        };
         if n > 0 {
             *state = self.store(&booked, false, count);
         }
@@ -689,6 +847,11 @@ impl Algorithm for FixedWindow<FirstHit> {
         self.limit
     }
 
+    /// Not when denied acquires count: each must reach the state.
+    fn denial_lasts(&self) -> bool {
+        !self.counting
+    }
+
     fn idle_at(&self, state: &FirstHitState) -> Nanos {
         Nanos::new(if state.count == 0 {
             0
@@ -699,7 +862,7 @@ impl Algorithm for FixedWindow<FirstHit> {
 }
 
 /// The facts of windows aligned to the Unix epoch. Their Redis twin reads `{limit,
-/// window µs, offset µs}`.
+/// window µs, offset µs}`, then `1` if denied acquires count.
 impl Facts for FixedWindow<Aligned> {
     const NAME: &'static str = "fixed_window";
     const SCRIPT: &'static str = include_str!("../store/redis/scripts/fixed_window.lua");
@@ -722,11 +885,16 @@ impl Facts for FixedWindow<Aligned> {
 
     fn script_args(&self) -> Result<Vec<Arg>, ConfigError> {
         let offset = Duration::from_nanos(self.alignment.offset);
-        Ok(vec![
+        let mut args = vec![
             Arg::Int(exact_count(self.limit, "limit")?),
             Arg::Int(whole_micros(Facts::window(self), "window")?),
             Arg::Int(whole_micros(offset, "offset")?),
-        ])
+        ];
+        // Only when set: a window that does not count is sent as before.
+        if self.counting {
+            args.push(Arg::Int(1));
+        }
+        Ok(args)
     }
 }
 
@@ -739,7 +907,8 @@ impl FixedWindow<Aligned> {
 }
 
 /// The facts of windows opened by a key's first request. Their Redis twin, in the
-/// same file as the aligned one, reads `{limit, window µs}`.
+/// same file as the aligned one, reads `{limit, window µs}`, then `1` if denied
+/// acquires count.
 impl Facts for FixedWindow<FirstHit> {
     const NAME: &'static str = "fixed_window_first_hit";
     const SCRIPT: &'static str = include_str!("../store/redis/scripts/fixed_window.lua");
@@ -757,10 +926,14 @@ impl Facts for FixedWindow<FirstHit> {
     }
 
     fn script_args(&self) -> Result<Vec<Arg>, ConfigError> {
-        Ok(vec![
+        let mut args = vec![
             Arg::Int(exact_count(self.limit, "limit")?),
             Arg::Int(whole_micros(Facts::window(self), "window")?),
-        ])
+        ];
+        if self.counting {
+            args.push(Arg::Int(1));
+        }
+        Ok(args)
     }
 }
 
@@ -1289,5 +1462,135 @@ mod tests {
             huge.script_args(),
             Err(ConfigError::Overflow { parameter: "limit" })
         );
+    }
+
+    fn counting(limit: u64, window_ms: u64) -> FixedWindow {
+        aligned(limit, window_ms).counting_denied().unwrap()
+    }
+
+    #[test]
+    fn a_counting_window_pushed_over_denies_every_acquire_to_its_end() {
+        // The Go service's counter: 8 of 10, then 5 more asked: INCRBY makes 13.
+        let fw = counting(10, 1000);
+        let mut s = fw.initial_state(at(0));
+        fw.acquire(&mut s, at(100), 8).unwrap();
+        let denied = fw.acquire(&mut s, at(200), 5).unwrap_err();
+        assert_eq!(denied.retry_after(), Some(ms(800)));
+        let Denied::Limited(limited) = denied else {
+            panic!("{denied:?}")
+        };
+        assert_eq!(limited.remaining(), 0, "over: nothing remains");
+        assert_eq!(limited.reset_after(), ms(800));
+        // What would have fit before is denied now, and so is a check of nothing.
+        assert!(fw.acquire(&mut s, at(300), 2).is_err());
+        let check = fw.acquire(&mut s, at(300), 0).unwrap_err();
+        assert_eq!(check.retry_after(), Some(ms(700)));
+        assert!(fw.peek(&s, at(300), 0).is_err());
+        // The next window starts afresh.
+        assert_eq!(fw.acquire(&mut s, at(1000), 0).unwrap().remaining(), 10);
+        assert_eq!(fw.acquire(&mut s, at(1000), 10).unwrap().remaining(), 0);
+    }
+
+    #[test]
+    fn a_window_that_does_not_count_keeps_what_fits_after_a_denial() {
+        let fw = aligned(10, 1000);
+        let mut s = fw.initial_state(at(0));
+        fw.acquire(&mut s, at(100), 8).unwrap();
+        let before = s;
+        let Err(Denied::Limited(limited)) = fw.acquire(&mut s, at(200), 5) else {
+            panic!("admitted")
+        };
+        assert_eq!(limited.remaining(), 2);
+        assert_eq!(s, before);
+        assert!(fw.acquire(&mut s, at(300), 2).is_ok());
+        assert_eq!(fw.acquire(&mut s, at(300), 0).unwrap().remaining(), 0);
+    }
+
+    #[test]
+    fn counting_leaves_peeks_reservations_refunds_and_never_alone() {
+        let fw = counting(3, 1000);
+        let mut s = fw.initial_state(at(0));
+        fw.acquire(&mut s, at(0), 2).unwrap();
+        let before = s;
+        assert!(fw.peek(&s, at(0), 2).is_err());
+        assert!(fw.acquire(&mut s, at(0), 4).unwrap_err().is_never());
+        assert!(fw.reserve(&mut s, at(0), 2, ms(10)).is_err());
+        assert_eq!(s, before, "nothing counted");
+        // Over, then a refund of 2 brings the window back to 2 of 3.
+        assert!(fw.acquire(&mut s, at(0), 2).is_err());
+        fw.refund(&mut s, at(0), 2);
+        assert_eq!(fw.acquire(&mut s, at(0), 0).unwrap().remaining(), 1);
+        // A window closed by a reservation booked ahead does not count.
+        let mut ahead = fw.initial_state(at(0));
+        fw.acquire(&mut ahead, at(0), 3).unwrap();
+        fw.reserve(&mut ahead, at(0), 1, ms(1000)).unwrap();
+        let booked = ahead;
+        assert!(fw.acquire(&mut ahead, at(10), 1).is_err());
+        assert_eq!(ahead, booked);
+        assert_eq!(fw.acquire(&mut ahead, at(10), 0).unwrap().remaining(), 0);
+    }
+
+    #[test]
+    fn a_first_hit_counting_window_opens_at_the_denied_request_too() {
+        let fh = first_hit(2, 1000).counting_denied().unwrap();
+        assert!(fh.counts_denied());
+        let mut s = fh.initial_state(at(0));
+        fh.acquire(&mut s, at(500), 2).unwrap();
+        assert!(fh.acquire(&mut s, at(900), 1).is_err());
+        assert_eq!(s.count(), 3);
+        assert_eq!(fh.idle_at(&s), at(1500));
+        let check = fh.acquire(&mut s, at(1000), 0).unwrap_err();
+        assert_eq!(check.retry_after(), Some(ms(500)));
+        assert!(fh.acquire(&mut s, at(1500), 2).is_ok());
+    }
+
+    #[test]
+    fn counting_needs_room_for_a_count_past_the_limit() {
+        let second = Duration::from_secs(1);
+        let max = FixedWindow::max_limit(second);
+        let at_max = FixedWindow::new(max, second).unwrap();
+        assert!(matches!(
+            at_max.counting_denied(),
+            Err(ConfigError::OutOfRange {
+                parameter: "limit",
+                ..
+            })
+        ));
+        let mut below = FixedWindow::new(max - 1, second)
+            .unwrap()
+            .counting_denied()
+            .unwrap();
+        assert!(below.set_limit(max).is_err());
+        assert_eq!(below.limit(), max - 1);
+        // Past the limit is stored exactly at the largest limit that counts.
+        let mut s = below.initial_state(Nanos::ZERO);
+        below.acquire(&mut s, Nanos::ZERO, max - 1).unwrap();
+        assert!(below.acquire(&mut s, Nanos::ZERO, 1).is_err());
+        assert!(below.acquire(&mut s, Nanos::ZERO, 0).is_err());
+        assert!(!below.denial_lasts());
+        assert!(aligned(1, 1000).denial_lasts());
+    }
+
+    #[test]
+    fn counting_survives_packing_and_reaches_the_script() {
+        let fw = counting(7, 1000).aligned_to_unix_epoch(ms(1_700_000_000_300));
+        let packing = FixedWindow::<Aligned>::PACKING.unwrap();
+        assert_eq!((packing.unpack)((packing.pack)(&fw)), fw);
+        let plain = aligned(7, 1000);
+        assert_eq!((packing.unpack)((packing.pack)(&plain)), plain);
+        assert_ne!(fw, plain.aligned_to_unix_epoch(ms(1_700_000_000_300)));
+        assert_eq!(
+            fw.script_args().unwrap(),
+            [
+                Arg::Int(7),
+                Arg::Int(1_000_000),
+                Arg::Int(300_000),
+                Arg::Int(1)
+            ]
+        );
+        assert_eq!(plain.script_args().unwrap().len(), 3);
+        let fh = first_hit(7, 1000).counting_denied().unwrap();
+        assert_eq!(fh.script_args().unwrap().len(), 3);
+        assert!(fh.per_node(Share::new(2).unwrap()).unwrap().counts_denied());
     }
 }

@@ -146,10 +146,28 @@ impl<A: Algorithm> Atomic<A> {
             let mut next = (packing.word_to_state)(current);
             // Not `?`: through `Try` the denial is built in a temporary and copied
             // again (94 instructions a GCRA denial against 80).
-            #[allow(clippy::question_mark)]
             let admitted = match alg.acquire(&mut next, now, n) {
                 Ok(admitted) => admitted,
-                Err(denied) => return Err(denied),
+                Err(denied) => {
+                    // A denial that changed the state (a fixed window counting denied
+                    // acquires) is committed too; any other costs one comparison.
+                    let next = (packing.state_to_word)(&next);
+                    if next == current {
+                        return Err(denied);
+                    }
+                    match self.state.0.compare_exchange_weak(
+                        current,
+                        next,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    ) {
+                        Ok(_) => return Err(denied),
+                        Err(actual) => {
+                            current = actual;
+                            continue;
+                        }
+                    }
+                }
             };
             let next = (packing.state_to_word)(&next);
             if next == current {

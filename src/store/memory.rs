@@ -7,7 +7,7 @@ use std::hash::{BuildHasher, DefaultHasher, Hash, Hasher, RandomState};
 
 use async_trait::async_trait;
 
-use super::request::{Check, Reply, Request};
+use super::request::{Answers, Check, Reply, Request};
 use super::rule::{GivesBack, RuleOutcome, RuleState, Step};
 use super::{DEFAULT_MAX_KEY_LEN, Store, StoreError, storage_key, validate_prefix};
 use crate::algorithm::Rule;
@@ -389,6 +389,82 @@ impl<C: Clock> MemoryStore<C> {
         if let Some(known) = request.precheck()? {
             return Ok(known);
         }
+        self.check_key_lengths(request)?;
+        let now = self.now(request);
+        let step = request.op.step(request.checks.len());
+        match request.checks {
+            [check] => self.execute_one(request, check, now, check.step(step)),
+            _ => match self.execute_many(request, now, step)? {
+                Many::Decided(verdicts) => request.combine(verdicts),
+                Many::Full(denied) => Ok(denied),
+            },
+        }
+    }
+
+    /// Decides `request` synchronously, as [`execute_now`](Self::execute_now) does,
+    /// and tells each check's own answer: the whole work of
+    /// [`execute_each`](Store::execute_each), which never waits. See [`Answers`] for
+    /// what each check's answer means.
+    ///
+    /// # Errors
+    ///
+    /// As [`execute`](Store::execute).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::algorithm::Gcra;
+    /// use tollgate::store::{Check, MemoryStore, Op, Request, Rule};
+    /// use tollgate::{KeyedConfig, Quota};
+    ///
+    /// let store = MemoryStore::new(KeyedConfig::new(100), "api")?;
+    /// let (tight, loose) = (
+    ///     Rule::from(Gcra::new(Quota::per_second(1)?)),
+    ///     Rule::from(Gcra::new(Quota::per_second(5)?)),
+    /// );
+    /// let checks = [Check::new("tight", &tight), Check::new("loose", &loose)];
+    /// let request = Request::new("user-1", &checks, Op::Acquire(1));
+    /// assert!(store.execute_each_now(&request)?.reply().is_admitted());
+    /// let answers = store.execute_each_now(&request)?;
+    /// assert!(!answers.reply().is_admitted(), "tight is spent");
+    /// let each = answers.checks().unwrap();
+    /// assert!(!each[0].is_admitted());
+    /// assert_eq!(each[1].into_decision()?.unwrap().remaining(), 3, "as if taken");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn execute_each_now(&self, request: &Request<'_>) -> Result<Answers, StoreError> {
+        let checks = request.checks.len();
+        if let Some(known) = request.precheck()? {
+            if checks == 1 {
+                return Ok(Answers::with_checks(known, vec![known]));
+            }
+            // Each check's answer from a peek, which writes nothing.
+            let peek = request.as_peek();
+            self.check_key_lengths(&peek)?;
+            let now = self.now(&peek);
+            return match self.execute_many(&peek, now, peek.op.step(checks))? {
+                Many::Decided(verdicts) => request.answers_after_precheck(known, verdicts),
+                Many::Full(denied) => Ok(Answers::with_checks(known, vec![denied; checks])),
+            };
+        }
+        self.check_key_lengths(request)?;
+        let now = self.now(request);
+        let step = request.op.step(checks);
+        match request.checks {
+            [check] => {
+                let reply = self.execute_one(request, check, now, check.step(step))?;
+                Ok(Answers::with_checks(reply, vec![reply]))
+            }
+            _ => match self.execute_many(request, now, step)? {
+                Many::Decided(verdicts) => request.answers(verdicts),
+                Many::Full(denied) => Ok(Answers::with_checks(denied, vec![denied; checks])),
+            },
+        }
+    }
+
+    /// Refuses a check whose storage key is too long.
+    #[inline]
+    fn check_key_lengths(&self, request: &Request<'_>) -> Result<(), StoreError> {
         for check in request.checks {
             // The length of `storage_key(prefix, tag, key)`, without building it.
             let len = self.prefix.len() + 2 + Name::new(request.tag, check.key).len();
@@ -399,12 +475,7 @@ impl<C: Clock> MemoryStore<C> {
                 });
             }
         }
-        let now = self.now(request);
-        let step = request.op.step(request.checks.len());
-        match request.checks {
-            [check] => self.execute_one(request, check, now, step),
-            _ => self.execute_many(request, now, step),
-        }
+        Ok(())
     }
 
     /// The hash of `head`, the hash tag of every key of a request, the hasher that
@@ -514,7 +585,8 @@ impl<C: Clock> MemoryStore<C> {
             }
             Room::Full(until) => return Ok(self.full(request, now, until)),
             Room::Overflow(until) => {
-                if let Err(until) = self.table.overflow(now, request.op.permits(), until, true) {
+                let permits = request.permits_of(check);
+                if let Err(until) = self.table.overflow(now, permits, until, true) {
                     return Ok(self.full(request, now, until));
                 }
             }
@@ -523,12 +595,13 @@ impl<C: Clock> MemoryStore<C> {
     }
 
     /// A request of several checks, each on its own key in one shard: all-or-nothing.
+    /// Each check's verdict, or the denial of a request that found no room.
     fn execute_many(
         &self,
         request: &Request<'_>,
         now: Nanos,
         step: Step,
-    ) -> Result<Reply, StoreError> {
+    ) -> Result<Many, StoreError> {
         let tag = request.tag;
         let spelled_out: Vec<String> = if tag.contains('}') {
             request.checks.iter().map(|c| spelled(tag, c.key)).collect()
@@ -576,7 +649,7 @@ impl<C: Clock> MemoryStore<C> {
             let mut state = before.clone();
             let verdict = check
                 .rule
-                .apply(&mut state, now, step)
+                .apply(&mut state, now, check.step(step))
                 .ok_or_else(|| self.conflict(request, check))?;
             verdicts.push(verdict);
             states.push((before, state));
@@ -609,11 +682,14 @@ impl<C: Clock> MemoryStore<C> {
                 let own = |e: &Entry| names.iter().any(|n| n.matches(&e.name));
                 match shard.make_room(hasher, now, new_keys, hashes[0], true, own) {
                     Room::Free => {}
-                    Room::Full(until) => return Ok(self.full(request, now, until)),
+                    Room::Full(until) => return Ok(Many::Full(self.full(request, now, until))),
                     Room::Overflow(until) => {
-                        match self.table.overflow(now, request.op.permits(), until, true) {
+                        match self
+                            .table
+                            .overflow(now, request.most_permits(), until, true)
+                        {
                             Ok(()) => store_new = false,
-                            Err(until) => return Ok(self.full(request, now, until)),
+                            Err(until) => return Ok(Many::Full(self.full(request, now, until))),
                         }
                     }
                 }
@@ -644,7 +720,7 @@ impl<C: Clock> MemoryStore<C> {
                 }
             }
         }
-        request.combine(verdicts)
+        Ok(Many::Decided(verdicts))
     }
 
     /// The denial at `now` for a request that needs a new key in a full shard: there
@@ -665,10 +741,22 @@ impl<C: Clock> MemoryStore<C> {
     }
 }
 
+/// What [`MemoryStore::execute_many`] decided.
+enum Many {
+    /// Each check's verdict, in order.
+    Decided(Vec<RuleOutcome>),
+    /// The request needs a new key that finds no room: this denial.
+    Full(Reply),
+}
+
 #[async_trait]
 impl<C: Clock> Store for MemoryStore<C> {
     async fn execute(&self, request: &Request<'_>) -> Result<Reply, StoreError> {
         self.execute_now(request)
+    }
+
+    async fn execute_each(&self, request: &Request<'_>) -> Result<Answers, StoreError> {
+        self.execute_each_now(request)
     }
 
     fn try_execute_now(&self, request: &Request<'_>) -> Option<Result<Reply, StoreError>> {
@@ -900,5 +988,175 @@ mod tests {
         let request = Request::new("t", &checks, Op::Acquire(1)).at(Duration::ZERO);
         let error = store.execute_now(&request).unwrap_err();
         assert!(matches!(error, StoreError::KeyConflict { key } if key == "p:{t}"));
+    }
+
+    fn window(limit: u64) -> Rule {
+        Rule::from(FixedWindow::new(limit, SECOND).unwrap())
+    }
+
+    fn counting(limit: u64) -> Rule {
+        Rule::from(
+            FixedWindow::new(limit, SECOND)
+                .unwrap()
+                .counting_denied()
+                .unwrap(),
+        )
+    }
+
+    fn remaining(reply: Reply) -> Result<u64, Denied> {
+        reply.into_decision().unwrap().map(|a| a.remaining())
+    }
+
+    #[test]
+    fn each_check_takes_its_own_permits_and_zero_only_looks() {
+        let store = store(100);
+        let (a, b) = (window(10), window(10));
+        let checks = [
+            Check::new("a", &a).with_permits(3),
+            Check::new("b", &b).with_permits(0),
+        ];
+        let request = Request::new("t", &checks, Op::Acquire(1)).at(Duration::ZERO);
+        let answers = store.execute_each_now(&request).unwrap();
+        assert_eq!(answers.reply(), reply_on_a_fresh_store(&request));
+        let each = answers.checks().unwrap();
+        assert_eq!(remaining(each[0]), Ok(7));
+        assert_eq!(remaining(each[1]), Ok(10));
+        let peek = |key: &'static str, rule| {
+            let one = [Check::new(key, rule)];
+            let request = Request::new("t", &one, Op::Peek(0)).at(Duration::ZERO);
+            remaining(store.execute_now(&request).unwrap())
+        };
+        assert_eq!(peek("a", &a), Ok(7));
+        assert_eq!(peek("b", &b), Ok(10), "a check of 0 takes nothing");
+        // Refunded as acquired: each check gives back its own count.
+        let refund = Request::new("t", &checks, Op::Refund(1)).at(Duration::ZERO);
+        let answers = store.execute_each_now(&refund).unwrap();
+        assert_eq!(
+            answers.checks(),
+            Some(&[Reply::Refunded, Reply::Refunded][..])
+        );
+        assert_eq!(peek("a", &a), Ok(10));
+    }
+
+    /// What `execute` answers `request` on a store that holds nothing.
+    fn reply_on_a_fresh_store(request: &Request<'_>) -> Reply {
+        store(100).execute_now(request).unwrap()
+    }
+
+    #[test]
+    fn a_denied_request_answers_each_check_as_if_alone_and_takes_nothing() {
+        let store = store(100);
+        let (small, large) = (window(2), window(10));
+        let checks = [
+            Check::new("small", &small).with_permits(3),
+            Check::new("large", &large).with_permits(4),
+        ];
+        let request = Request::new("t", &checks, Op::Acquire(1)).at(Duration::ZERO);
+        let answers = store.execute_each_now(&request).unwrap();
+        assert_eq!(answers.reply(), store.execute_now(&request).unwrap());
+        assert!(
+            answers
+                .reply()
+                .into_decision()
+                .unwrap()
+                .unwrap_err()
+                .is_never()
+        );
+        let each = answers.checks().unwrap();
+        assert!(each[0].into_decision().unwrap().unwrap_err().is_never());
+        assert_eq!(remaining(each[1]), Ok(6));
+        assert!(store.is_empty(), "the precheck's denial writes nothing");
+        // Denied by a rule that is spent rather than too small.
+        let spend = [Check::new("small", &small).with_permits(2)];
+        let spend = Request::new("t", &spend, Op::Acquire(1)).at(Duration::ZERO);
+        assert!(store.execute_now(&spend).unwrap().is_admitted());
+        let checks = [Check::new("small", &small), Check::new("large", &large)];
+        let request = Request::new("t", &checks, Op::Acquire(1)).at(Duration::ZERO);
+        let answers = store.execute_each_now(&request).unwrap();
+        assert_eq!(answers.reply(), store.execute_now(&request).unwrap());
+        let each = answers.checks().unwrap();
+        assert!(!each[0].is_admitted());
+        assert_eq!(remaining(each[1]), Ok(9), "as if taken");
+        assert_eq!(store.len(), 1, "large was never written");
+    }
+
+    #[test]
+    fn a_reservation_takes_the_same_permits_on_every_rule() {
+        let store = store(100);
+        let rule = gcra(1, 5);
+        let op = Op::Reserve {
+            n: 2,
+            max_wait: SECOND,
+        };
+        let same = [
+            Check::new("a", &rule).with_permits(2),
+            Check::new("b", &rule),
+        ];
+        let request = Request::new("t", &same, op).at(Duration::ZERO);
+        let answers = store.execute_each_now(&request).unwrap();
+        for answer in answers.checks().unwrap() {
+            let Reply::Reservation(Ok(r)) = answer else {
+                panic!("{answer:?}")
+            };
+            assert_eq!((r.permits(), r.wait()), (2, Duration::ZERO));
+        }
+        let other = [
+            Check::new("a", &rule).with_permits(1),
+            Check::new("b", &rule),
+        ];
+        let request = Request::new("t", &other, op).at(Duration::ZERO);
+        for error in [
+            store.execute_now(&request).unwrap_err(),
+            store.execute_each_now(&request).unwrap_err(),
+        ] {
+            assert!(
+                matches!(&error, StoreError::Config(e) if e.parameter() == "permits"),
+                "{error:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_counting_window_alone_counts_its_denial_with_others_counts_nothing() {
+        let store = store(100);
+        let (limit, other) = (counting(10), window(100));
+        let take = |checks: &[Check<'_>]| {
+            let request = Request::new("t", checks, Op::Acquire(1)).at(Duration::ZERO);
+            store.execute_each_now(&request).unwrap()
+        };
+        assert!(
+            take(&[Check::new("c", &limit).with_permits(8)])
+                .reply()
+                .is_admitted()
+        );
+        // With another check: denied, and nothing written, the denial included.
+        let both = [
+            Check::new("c", &limit).with_permits(5),
+            Check::new("o", &other).with_permits(1),
+        ];
+        let answers = take(&both);
+        assert!(!answers.reply().is_admitted());
+        let each = answers.checks().unwrap();
+        let denied = each[0].into_decision().unwrap().unwrap_err();
+        assert_eq!(denied.retry_after(), Some(SECOND));
+        assert_eq!(remaining(each[1]), Ok(99));
+        let check_only = [Check::new("c", &limit).with_permits(0)];
+        assert_eq!(remaining(take(&check_only).reply()), Ok(2), "not counted");
+        // Alone: the denial counts, and the window is over to its end.
+        assert!(
+            !take(&[Check::new("c", &limit).with_permits(5)])
+                .reply()
+                .is_admitted()
+        );
+        let over = take(&check_only)
+            .reply()
+            .into_decision()
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(over.retry_after(), Some(SECOND));
+        let Denied::Limited(over) = over else {
+            panic!("{over:?}")
+        };
+        assert_eq!(over.remaining(), 0);
     }
 }

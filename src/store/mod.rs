@@ -23,6 +23,65 @@
 //! - `BatchedLimiter` (feature `redis`): fixed windows counted locally and synced to
 //!   Redis in batches, trading a bounded over-admission for fewer round trips.
 //!
+//! # Each check's own count and answer
+//!
+//! A rate limit service in front of a store (envoy's ratelimit protocol) answers each
+//! descriptor of a request with its own status, and each descriptor may carry its own
+//! hit count, while all of them are decided in one atomic, all-or-nothing request
+//! (one round trip to Redis):
+//!
+//! - **Own counts.** [`Check::with_permits`] asks a check for its own count instead of
+//!   the op's `n`: an acquire takes each check's count (`0` only looks), a peek asks
+//!   each its count, a refund gives back each its count; a reservation is of `n` on
+//!   every rule, and a check asking another count is a [`StoreError::Config`]. A check
+//!   asking more than its rule's capacity denies the request for good
+//!   ([`Denied::Insufficient`](crate::Denied::Insufficient)).
+//! - **Own answers.** [`Store::execute_each`] returns [`Answers`]: the combined reply,
+//!   exactly what [`Store::execute`] returns, and one answer per check, in order, from
+//!   [`MemoryStore`], `RedisStore` (coalescing and on Cluster too), [`DeniedCache`]
+//!   (not for a denial it answers itself) and [`Resilient`] (not for a decision of its
+//!   policy). An admitting check of a denied request reports its numbers as if its
+//!   permits were taken, though nothing was: the answer it would have had alone.
+//!   `execute` itself is unchanged: nothing is collected when nobody asks.
+//! - **Windows that count denied acquires.**
+//!   [`FixedWindow::counting_denied`](crate::algorithm::FixedWindow::counting_denied)
+//!   counts as the Go service's `INCRBY` counts every hit: an acquire that does not
+//!   fit pushes the window past its limit, and every later acquire in it, even of 0
+//!   permits, is denied to the window's end, with `remaining` 0. A request of that
+//!   check alone writes its denial. A denied request of several checks writes
+//!   nothing, that check's count included, in the memory store and the Redis script
+//!   alike: all-or-nothing, where the Go service counts every descriptor of every
+//!   request. An acquire of more than the limit is denied for good and counts
+//!   nothing.
+//!
+//! ```
+//! use std::time::Duration;
+//! use tollgate::algorithm::FixedWindow;
+//! use tollgate::store::{Check, MemoryStore, Op, Request, Rule, Store};
+//! use tollgate::KeyedConfig;
+//!
+//! # futures::executor::block_on(async {
+//! let store = MemoryStore::new(KeyedConfig::new(1_000), "rls")?;
+//! let per_user = Rule::from(FixedWindow::new(10, Duration::from_secs(60))?.counting_denied()?);
+//! let per_path = Rule::from(FixedWindow::new(100, Duration::from_secs(60))?);
+//! // Descriptor 1 adds 3 hits, descriptor 2 only looks (hits_addend 0).
+//! let checks = [
+//!     Check::new("user", &per_user).with_permits(3),
+//!     Check::new("path", &per_path).with_permits(0),
+//! ];
+//! let answers = store.execute_each(&Request::new("acct-7", &checks, Op::Acquire(1))).await?;
+//! assert!(answers.reply().is_admitted());
+//! let remaining: Vec<u64> = answers
+//!     .checks()
+//!     .unwrap()
+//!     .iter()
+//!     .map(|a| a.into_decision().unwrap().unwrap().remaining())
+//!     .collect();
+//! assert_eq!(remaining, [7, 100]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
+//!
 //! # Shared limits in Redis
 //!
 //! When one process is not enough, a quota lives in a [`Store`] (feature `redis` for
@@ -293,7 +352,7 @@ pub use hybrid::BatchedLimiter;
 pub use hybrid::DeniedCache;
 pub use limiter::SharedLimiter;
 pub use memory::MemoryStore;
-pub use request::{Check, Op, Reply, Request};
+pub use request::{Answers, Check, Op, Reply, Request};
 pub use resilient::{BreakerState, FailurePolicy, Resilient, ResilientBuilder, ResilientStats};
 
 /// The longest key (prefix, tag and key together) a store accepts by default, in bytes.
@@ -338,6 +397,53 @@ pub trait Store: Send + Sync {
     /// store may still apply it.
     async fn execute(&self, request: &Request<'_>) -> Result<Reply, StoreError>;
 
+    /// Decides `request` as [`execute`](Store::execute) does, in the same one atomic
+    /// step, and tells each check's own answer when the store can: the combined
+    /// [`Reply`] is exactly what `execute` returns, and [`Answers::checks`] holds one
+    /// answer per check, in order (see [`Answers`] for what an answer means when
+    /// another check denied the request). A rate limit service answering each
+    /// descriptor of a request with its own status reads them.
+    ///
+    /// The default calls `execute` and tells no check's answer (`None`):
+    /// [`MemoryStore`], `RedisStore` and the wrappers of this module tell them.
+    ///
+    /// # Errors
+    ///
+    /// As [`execute`](Store::execute).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`execute`](Store::execute).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::algorithm::FixedWindow;
+    /// use tollgate::store::{Check, MemoryStore, Op, Request, Rule, Store};
+    /// use tollgate::KeyedConfig;
+    ///
+    /// # futures::executor::block_on(async {
+    /// let store = MemoryStore::new(KeyedConfig::new(1_000), "api")?;
+    /// let minute = Rule::from(FixedWindow::new(10, Duration::from_secs(60))?);
+    /// let day = Rule::from(FixedWindow::new(100, Duration::from_secs(86_400))?);
+    /// let checks = [Check::new("minute", &minute), Check::new("day", &day)];
+    /// let answers = store.execute_each(&Request::new("client-7", &checks, Op::Acquire(4))).await?;
+    /// assert!(answers.reply().is_admitted());
+    /// let remaining: Vec<u64> = answers
+    ///     .checks()
+    ///     .unwrap()
+    ///     .iter()
+    ///     .map(|a| a.into_decision().unwrap().unwrap().remaining())
+    ///     .collect();
+    /// assert_eq!(remaining, [6, 96]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    async fn execute_each(&self, request: &Request<'_>) -> Result<Answers, StoreError> {
+        self.execute(request).await.map(Answers::new)
+    }
+
     /// Checks that this store can run `rule`, without a round trip: a limiter checks
     /// its rules once, when it is built. The default accepts every rule.
     ///
@@ -369,6 +475,10 @@ impl<S: Store + ?Sized> Store for Arc<S> {
         (**self).execute(request).await
     }
 
+    async fn execute_each(&self, request: &Request<'_>) -> Result<Answers, StoreError> {
+        (**self).execute_each(request).await
+    }
+
     fn check_rule(&self, rule: &Rule) -> Result<(), StoreError> {
         (**self).check_rule(rule)
     }
@@ -382,6 +492,10 @@ impl<S: Store + ?Sized> Store for Arc<S> {
 impl<S: Store + ?Sized> Store for &S {
     async fn execute(&self, request: &Request<'_>) -> Result<Reply, StoreError> {
         (**self).execute(request).await
+    }
+
+    async fn execute_each(&self, request: &Request<'_>) -> Result<Answers, StoreError> {
+        (**self).execute_each(request).await
     }
 
     fn check_rule(&self, rule: &Rule) -> Result<(), StoreError> {

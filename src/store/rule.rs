@@ -177,6 +177,19 @@ pub(crate) enum Step {
     Refund(u64),
 }
 
+impl Step {
+    /// The same step for `n` permits.
+    #[inline]
+    pub(crate) fn with_permits(self, n: u64) -> Step {
+        match self {
+            Step::Acquire(_) => Step::Acquire(n),
+            Step::Peek(_) => Step::Peek(n),
+            Step::Reserve(_, max_wait) => Step::Reserve(n, max_wait),
+            Step::Refund(_) => Step::Refund(n),
+        }
+    }
+}
+
 /// One check's answer, before the answers of a request's checks are combined: of
 /// the same type as the request's answer, so that a request of one check hands it on
 /// as it is, with no copy into another enum.

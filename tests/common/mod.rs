@@ -4,6 +4,8 @@
 // Each test file uses only some of these.
 #![allow(dead_code)]
 
+#[cfg(feature = "store")]
+pub mod each;
 pub mod events;
 #[cfg(feature = "axum")]
 pub mod http;

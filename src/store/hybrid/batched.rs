@@ -316,7 +316,9 @@ where
     /// # Errors
     ///
     /// [`StoreError::Config`]: [`ConfigError::OutOfRange`] for a rule other than
-    /// [`Rule::FixedWindow`] or a prefix with a brace in it.
+    /// [`Rule::FixedWindow`] (or one that
+    /// [counts denied acquires](crate::algorithm::FixedWindow::counting_denied)), or a
+    /// prefix with a brace in it.
     pub fn new(
         connection: Conn,
         prefix: &str,
@@ -371,12 +373,16 @@ where
         clock: C,
     ) -> Result<Self, StoreError> {
         validate_prefix(prefix)?;
-        let Rule::FixedWindow(rule) = rule.into() else {
-            return Err(ConfigError::OutOfRange {
-                parameter: "rule",
-                expected: "a Rule::FixedWindow (batched counting adds per-window counts)",
+        let rule = match rule.into() {
+            Rule::FixedWindow(rule) if !rule.counts_denied() => rule,
+            _ => {
+                return Err(ConfigError::OutOfRange {
+                    parameter: "rule",
+                    expected: "a Rule::FixedWindow that does not count denied acquires \
+                               (batched counting adds the permits admitted per window)",
+                }
+                .into());
             }
-            .into());
         };
         // [limit, window, offset, count bits], the rule's own parameters.
         let [limit, window, offset, _] = rule.words();

@@ -6,7 +6,7 @@ use std::fmt;
 
 use async_trait::async_trait;
 
-use super::super::request::{Check, Op, Reply, Request};
+use super::super::request::{Answers, Check, Op, Reply, Request};
 use super::super::{Store, StoreError};
 use crate::algorithm::Rule;
 use crate::decision::{Denied, Limited};
@@ -107,7 +107,8 @@ struct Table {
 /// One request shape denied for `permits` until `until`.
 struct Entry {
     id: u64,
-    checks: Box<[(String, Rule)]>,
+    /// Each check's key, rule and own count.
+    checks: Box<[(String, Rule, Option<u64>)]>,
     permits: u64,
     until: Nanos,
     sent_at: Nanos,
@@ -121,7 +122,9 @@ impl Entry {
                 .checks
                 .iter()
                 .zip(checks)
-                .all(|((key, rule), check)| key == check.key && rule == check.rule)
+                .all(|((key, rule, permits), check)| {
+                    key == check.key && rule == check.rule && *permits == check.permits()
+                })
     }
 }
 
@@ -320,26 +323,58 @@ impl<S: Store, C: Clock> DeniedCache<S, C> {
 
     /// An acquire or a peek: answered from the cache, or asked and its denial kept.
     async fn decide(&self, request: &Request<'_>, n: u64) -> Result<Reply, StoreError> {
-        if let Some(known) = request.precheck()? {
-            return Ok(known);
-        }
-        let sent_at = self.now(request);
-        let generation = {
-            let table = self.table.lock();
-            if let Some(denial) = table.lookup(request, n, sent_at) {
-                self.hits.fetch_add(1, Ordering::Relaxed);
-                return Ok(Reply::Decision(Err(Denied::Limited(denial))));
-            }
-            table.generation
+        let asked = match self.lookup(request, n)? {
+            Lookup::Known(reply) => return Ok(reply),
+            Lookup::Ask(sent_at, generation) => (sent_at, generation),
         };
         let outcome = self.inner.execute(request).await?;
-        if matches!(request.op, Op::Acquire(n) if n > 0) && outcome.is_admitted() {
+        self.keep(request, n, asked, &outcome);
+        Ok(outcome)
+    }
+
+    /// [`decide`](Self::decide), asking the inner store for each check's answer: a
+    /// denial from the cache has none.
+    async fn decide_each(&self, request: &Request<'_>, n: u64) -> Result<Answers, StoreError> {
+        let asked = match self.lookup(request, n)? {
+            Lookup::Known(reply) => return Ok(Answers::new(reply)),
+            Lookup::Ask(sent_at, generation) => (sent_at, generation),
+        };
+        let answers = self.inner.execute_each(request).await?;
+        self.keep(request, n, asked, &answers.reply());
+        Ok(answers)
+    }
+
+    /// The answer known before asking the store: the precheck's, or a denial held.
+    fn lookup(&self, request: &Request<'_>, n: u64) -> Result<Lookup, StoreError> {
+        if let Some(known) = request.precheck()? {
+            return Ok(Lookup::Known(known));
+        }
+        let sent_at = self.now(request);
+        let table = self.table.lock();
+        if let Some(denial) = table.lookup(request, n, sent_at) {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(Lookup::Known(Reply::Decision(Err(Denied::Limited(denial)))));
+        }
+        Ok(Lookup::Ask(sent_at, table.generation))
+    }
+
+    /// Keeps the store's denial of `request`, sent at `sent_at` in `generation`; an
+    /// admission that took permits drops its tag's denials.
+    fn keep(
+        &self,
+        request: &Request<'_>,
+        n: u64,
+        (sent_at, generation): (Nanos, u64),
+        outcome: &Reply,
+    ) {
+        let takes = matches!(request.op, Op::Acquire(_)) && request.most_permits() > 0;
+        if takes && outcome.is_admitted() {
             // Permits taken under this tag make its denials' waits too short.
             let mut table = self.table.lock();
             if table.by_tag.contains_key(request.tag) {
                 table.forget(request.tag);
             }
-        } else if let Reply::Decision(Err(Denied::Limited(denial))) = outcome {
+        } else if let Reply::Decision(Err(Denied::Limited(denial))) = *outcome {
             // A wait for a release may end at any time: zero, so it is not cached.
             let until = sent_at + denial.retry_after().unwrap_or_default();
             let now = self.now(request);
@@ -352,7 +387,7 @@ impl<S: Store, C: Clock> DeniedCache<S, C> {
                     checks: request
                         .checks
                         .iter()
-                        .map(|c| (c.key.to_owned(), c.rule.clone()))
+                        .map(|c| (c.key.to_owned(), c.rule.clone(), c.permits()))
                         .collect(),
                     permits: n,
                     until,
@@ -363,8 +398,15 @@ impl<S: Store, C: Clock> DeniedCache<S, C> {
                 table.insert(request, entry, now, self.max_entries);
             }
         }
-        Ok(outcome)
     }
+}
+
+/// What the cache knows of a request before asking the store.
+enum Lookup {
+    /// The answer.
+    Known(Reply),
+    /// Nothing: the time the request is sent, and the table's generation then.
+    Ask(Nanos, u64),
 }
 
 /// Whether the store's denial of `checks` holds until its retry time, whatever happens
@@ -416,6 +458,32 @@ impl<S: Store, C: Clock> Store for DeniedCache<S, C> {
         }
     }
 
+    /// As [`execute`](Store::execute), with each check's answer from the inner
+    /// store; a denial answered from the cache tells none.
+    ///
+    /// # Errors
+    ///
+    /// The inner store's errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`execute`](Store::execute).
+    async fn execute_each(&self, request: &Request<'_>) -> Result<Answers, StoreError> {
+        match request.op {
+            Op::Acquire(n) | Op::Peek(n) if cacheable(request.checks) => {
+                self.decide_each(request, n).await
+            }
+            Op::Acquire(_) | Op::Peek(_) => self.inner.execute_each(request).await,
+            _ => {
+                let _invalidate = InvalidateOnDrop {
+                    table: &self.table,
+                    tag: request.tag,
+                };
+                self.inner.execute_each(request).await
+            }
+        }
+    }
+
     fn check_rule(&self, rule: &Rule) -> Result<(), StoreError> {
         self.inner.check_rule(rule)
     }
@@ -429,6 +497,8 @@ mod tests {
 
     use super::*;
     use crate::algorithm::{RuleKind, SlidingLog, sample_rule};
+    use crate::store::MemoryStore;
+    use crate::table::KeyedConfig;
     use crate::time::ManualClock;
 
     /// A store that denies every request for a second, counting the requests it is
@@ -492,5 +562,28 @@ mod tests {
         assert!(is_cached(&[&lasting, &lasting]));
         assert!(!is_cached(&[&lasting, &released]));
         assert!(!is_cached(&[&released, &lasting]));
+    }
+
+    #[test]
+    fn each_checks_own_count_is_part_of_the_shape_and_a_cached_denial_tells_no_check() {
+        let clock = ManualClock::new();
+        let store = MemoryStore::with_clock(KeyedConfig::new(100), "p", clock.clone()).unwrap();
+        let cache = DeniedCache::with_clock(store, 100, clock).unwrap();
+        let rule = sample_rule(RuleKind::FixedWindow, 1);
+        let each = |permits: u64| {
+            let checks = [Check::new("k", &rule).with_permits(permits)];
+            block_on(cache.execute_each(&Request::new("t", &checks, Op::Acquire(5)))).unwrap()
+        };
+        assert!(each(1).reply().is_admitted());
+        let denied = each(1);
+        assert!(!denied.reply().is_admitted());
+        assert!(denied.checks().is_some(), "the store's denial");
+        let cached = each(1);
+        assert_eq!(cached.reply(), denied.reply());
+        assert_eq!(cached.checks(), None, "the cache's denial");
+        assert_eq!(cache.hits(), 1);
+        // A check of nothing is another shape: the store admits it.
+        assert!(each(0).reply().is_admitted());
+        assert_eq!(cache.hits(), 1);
     }
 }

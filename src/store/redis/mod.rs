@@ -14,7 +14,7 @@ use redis::{
     Client, Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult, Script, ServerErrorKind,
 };
 
-use super::request::{Reply, Request};
+use super::request::{Answers, Reply, Request};
 use super::rule::{RuleOutcome, Step};
 use super::{DEFAULT_MAX_KEY_LEN, Store, StoreError, storage_key, validate_prefix};
 use crate::algorithm::script::{MAX_SCRIPT_MICROS, exact_count};
@@ -422,10 +422,14 @@ where
                 });
             }
             let params = check.rule.script_args()?;
-            checks.push((key, check.rule.kind().name(), params));
+            let own = check
+                .permits
+                .map(|k| exact_count(k, "permits"))
+                .transpose()?;
+            checks.push((key, check.rule.kind().name(), params, own));
         }
         out.int(checks.len() as u64);
-        for (key, _, _) in &checks {
+        for (key, ..) in &checks {
             out.text(key);
         }
         out.text(op);
@@ -435,7 +439,11 @@ where
             Some(at) => out.int(script::script_time(at)?),
             None => out.text(""),
         }
-        for (_, kind, params) in &checks {
+        for (_, kind, params, own) in &checks {
+            // A check's own count goes before its kind, marked by `#`.
+            if let Some(own) = own {
+                out.text(&format!("#{own}"));
+            }
             out.text(kind);
             out.int(params.len() as u64);
             for &param in params {
@@ -446,6 +454,27 @@ where
             }
         }
         Ok(())
+    }
+
+    /// Each check's verdict on `request`, from one script call (shared with other
+    /// requests when coalescing).
+    async fn decide(&self, request: &Request<'_>) -> Result<Vec<RuleOutcome>, StoreError> {
+        if let Some(coalescer) = &self.coalescer {
+            let entry = self.entry(request)?;
+            let reply = coalescer.execute(&self.connection, entry).await?;
+            return self.verdicts(request, &reply);
+        }
+        // Written straight into the command, not through a string per argument.
+        let checks = request.checks.len();
+        let script = script::for_kinds(kinds(request));
+        let mut command = Cmd::with_capacity(7 + 12 * checks, 128 + 96 * checks);
+        command.arg("EVALSHA").arg(script.get_hash());
+        self.encode(request, &mut command)?;
+        let mut connection = self.connection.clone();
+        let reply: Vec<i64> = invoke(script, &mut connection, &command)
+            .await
+            .map_err(from_redis)?;
+        self.verdicts(request, &reply)
     }
 
     /// Maps the script's five integers per check.
@@ -462,11 +491,12 @@ where
             )));
         }
         let step = request.op.step(request.checks.len());
-        let n = request.op.permits();
         reply
             .chunks_exact(5)
             .zip(request.checks)
             .map(|(v, check)| {
+                let step = check.step(step);
+                let n = request.permits_of(check);
                 let bad = || StoreError::Protocol(format!("verdict {v:?} for {step:?}"));
                 let field = |x: i64| u64::try_from(x).map_err(|_| bad());
                 let (kind, limit, remaining) = (v[0], field(v[1])?, field(v[2])?);
@@ -579,24 +609,33 @@ where
         if let Some(known) = request.precheck()? {
             return Ok(known);
         }
-        if let Some(coalescer) = &self.coalescer {
-            let entry = self.entry(request)?;
-            let reply = coalescer.execute(&self.connection, entry).await?;
-            let verdicts = self.verdicts(request, &reply)?;
-            return request.combine(verdicts);
-        }
-        // Written straight into the command, not through a string per argument.
-        let checks = request.checks.len();
-        let script = script::for_kinds(kinds(request));
-        let mut command = Cmd::with_capacity(7 + 12 * checks, 128 + 96 * checks);
-        command.arg("EVALSHA").arg(script.get_hash());
-        self.encode(request, &mut command)?;
-        let mut connection = self.connection.clone();
-        let reply: Vec<i64> = invoke(script, &mut connection, &command)
-            .await
-            .map_err(from_redis)?;
-        let verdicts = self.verdicts(request, &reply)?;
+        let verdicts = self.decide(request).await?;
         request.combine(verdicts)
+    }
+
+    /// As [`execute`](Store::execute), telling each check's answer from the script's
+    /// verdicts (the same call, on the coalescing path and on Redis Cluster too). A
+    /// request of several checks that the precheck denies is sent as a peek, which
+    /// writes nothing, to tell each check's answer.
+    ///
+    /// # Errors
+    ///
+    /// As [`execute`](Store::execute).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`execute`](Store::execute).
+    async fn execute_each(&self, request: &Request<'_>) -> Result<Answers, StoreError> {
+        if let Some(known) = request.precheck()? {
+            if request.checks.len() == 1 {
+                return Ok(Answers::with_checks(known, vec![known]));
+            }
+            let peek = request.as_peek();
+            let verdicts = self.decide(&peek).await?;
+            return request.answers_after_precheck(known, verdicts);
+        }
+        let verdicts = self.decide(request).await?;
+        request.answers(verdicts)
     }
 
     fn check_rule(&self, rule: &super::Rule) -> Result<(), StoreError> {
@@ -804,6 +843,59 @@ mod tests {
                 "1", "p:{u}", "reserve", "1", "2000000", "", "gcra", "3", "100000", "500000", "5"
             ]
         );
+    }
+
+    #[test]
+    fn a_checks_own_count_goes_before_its_kind() {
+        let store = RedisStore::new(Unused, "p").unwrap();
+        let (second, minute) = (gcra(10, 5), gcra(1_000, 50));
+        let two = [
+            Check::new("s", &second).with_permits(0),
+            Check::new("m", &minute),
+        ];
+        let request = Request::new("u", &two, Op::Acquire(2)).at(Duration::from_micros(7));
+        assert_eq!(
+            store.script_call(&request).unwrap(),
+            [
+                "2", "p:{u}:s", "p:{u}:m", "acquire", "2", "0", "7", "#0", "gcra", "3", "100000",
+                "500000", "5", "gcra", "3", "1000", "50000", "50",
+            ]
+        );
+        let (direct, replayed) = packed(&store, &request);
+        assert_eq!(direct, replayed);
+        let one = [Check::new("", &second).with_permits(3)];
+        let requests = [
+            Request::new("a", &one, Op::Acquire(1)),
+            Request::new("b", &two, Op::Peek(2)),
+        ];
+        assert_eq!(
+            store.batch_script_call(&requests).unwrap(),
+            [
+                "3", "p:{a}", "p:{b}:s", "p:{b}:m", "batch", "2", "1", "acquire", "1", "0", "",
+                "#3", "gcra", "3", "100000", "500000", "5", "2", "peek", "2", "0", "", "#0",
+                "gcra", "3", "100000", "500000", "5", "gcra", "3", "1000", "50000", "50",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_checks_own_count_is_read_back_with_its_verdict() {
+        let store = RedisStore::new(Unused, "p").unwrap();
+        let rule = gcra(10, 5);
+        let checks = [
+            Check::new("a", &rule).with_permits(9),
+            Check::new("b", &rule),
+        ];
+        let request = Request::new("u", &checks, Op::Acquire(1));
+        let never = [3, 5, 0, 0, 0];
+        let admitted = [1, 5, 4, 100_000, 0];
+        let reply: Vec<i64> = never.iter().chain(&admitted).copied().collect();
+        let verdicts = store.verdicts(&request, &reply).unwrap();
+        let RuleOutcome::Decision(Err(crate::Denied::Insufficient(i))) = verdicts[0] else {
+            panic!("{:?}", verdicts[0])
+        };
+        assert_eq!((i.requested(), i.capacity()), (9, 5));
+        assert!(verdicts[1].is_admitted());
     }
 
     #[test]

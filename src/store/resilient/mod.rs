@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::request::{Reply, Request};
+use super::request::{Answers, Reply, Request};
 use super::{Store, StoreError};
 use crate::algorithm::Rule;
 use crate::error::ConfigError;
@@ -176,8 +176,11 @@ impl<S, C: Clock> Resilient<S, C> {
 
 impl<S: Store, C: Clock> Resilient<S, C> {
     /// The inner call, abandoned at the deadline.
-    async fn call(&self, request: &Request<'_>) -> Result<Reply, StoreError> {
-        let mut call = self.inner.execute(request);
+    async fn call<T>(
+        &self,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        let mut call = std::pin::pin!(call);
         let mut timer = Sleep::new(self.clock.clone(), self.deadline);
         poll_fn(|cx| {
             if let Poll::Ready(result) = call.as_mut().poll(cx) {
@@ -189,6 +192,60 @@ impl<S: Store, C: Clock> Resilient<S, C> {
             }
         })
         .await
+    }
+
+    /// `call()`, `request` asked of the inner store, within the deadline and behind
+    /// the breaker; or the policy's decision, as `answer` wraps it.
+    async fn decide<T, F>(
+        &self,
+        request: &Request<'_>,
+        call: impl FnOnce() -> F,
+        answer: fn(Reply) -> T,
+    ) -> Result<T, StoreError>
+    where
+        F: Future<Output = Result<T, StoreError>>,
+    {
+        let Some(attempt) = self.breaker.admit(&self.clock) else {
+            Counters::count(&self.counters.short_circuited);
+            tracing::debug!(
+                target: "tollgate::store::resilient",
+                policy = ?self.policy(),
+                "breaker open: the policy decides without the store"
+            );
+            return self
+                .decide_without_store(request, StoreError::CircuitOpen)
+                .map(answer);
+        };
+        Counters::count(&self.counters.calls);
+        match self.call(call()).await {
+            Ok(outcome) => {
+                self.note(attempt.finish(CallResult::Answered));
+                Ok(outcome)
+            }
+            Err(error) if error.is_permanent() => {
+                tracing::warn!(
+                    target: "tollgate::store::resilient",
+                    %error,
+                    "the store refused the request"
+                );
+                self.note(attempt.finish(CallResult::NoSign));
+                Err(error)
+            }
+            Err(error) => {
+                Counters::count(&self.counters.failures);
+                if matches!(error, StoreError::Timeout(_)) {
+                    Counters::count(&self.counters.timeouts);
+                }
+                tracing::warn!(
+                    target: "tollgate::store::resilient",
+                    %error,
+                    policy = ?self.policy(),
+                    "the store failed: the policy decides"
+                );
+                self.note(attempt.finish(CallResult::Failed));
+                self.decide_without_store(request, error).map(answer)
+            }
+        }
     }
 
     /// The policy's answer for `request`, which the store could not decide because
@@ -249,45 +306,34 @@ impl<S: Store, C: Clock> Store for Resilient<S, C> {
         if let Some(known) = request.precheck()? {
             return Ok(known);
         }
-        let Some(attempt) = self.breaker.admit(&self.clock) else {
-            Counters::count(&self.counters.short_circuited);
-            tracing::debug!(
-                target: "tollgate::store::resilient",
-                policy = ?self.policy(),
-                "breaker open: the policy decides without the store"
-            );
-            return self.decide_without_store(request, StoreError::CircuitOpen);
-        };
-        Counters::count(&self.counters.calls);
-        match self.call(request).await {
-            Ok(outcome) => {
-                self.note(attempt.finish(CallResult::Answered));
-                Ok(outcome)
-            }
-            Err(error) if error.is_permanent() => {
-                tracing::warn!(
-                    target: "tollgate::store::resilient",
-                    %error,
-                    "the store refused the request"
-                );
-                self.note(attempt.finish(CallResult::NoSign));
-                Err(error)
-            }
-            Err(error) => {
-                Counters::count(&self.counters.failures);
-                if matches!(error, StoreError::Timeout(_)) {
-                    Counters::count(&self.counters.timeouts);
+        self.decide(request, || self.inner.execute(request), |reply| reply)
+            .await
+    }
+
+    /// As [`execute`](Store::execute), with each check's answer from the inner store.
+    /// A decision of the [`FailurePolicy`] tells no check's answer. A request the
+    /// precheck denies is asked of the inner store within the deadline only while
+    /// the breaker is closed, for each check's answer; otherwise, or if that fails,
+    /// its answer is the precheck's alone.
+    ///
+    /// # Errors
+    ///
+    /// As [`execute`](Store::execute).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`execute`](Store::execute).
+    async fn execute_each(&self, request: &Request<'_>) -> Result<Answers, StoreError> {
+        if let Some(known) = request.precheck()? {
+            if self.breaker.state() == BreakerState::Closed {
+                if let Ok(answers) = self.call(self.inner.execute_each(request)).await {
+                    return Ok(answers);
                 }
-                tracing::warn!(
-                    target: "tollgate::store::resilient",
-                    %error,
-                    policy = ?self.policy(),
-                    "the store failed: the policy decides"
-                );
-                self.note(attempt.finish(CallResult::Failed));
-                self.decide_without_store(request, error)
             }
+            return Ok(Answers::new(known));
         }
+        self.decide(request, || self.inner.execute_each(request), Answers::new)
+            .await
     }
 
     /// Checks that the inner store can run `rule`, and under

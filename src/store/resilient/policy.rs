@@ -115,7 +115,7 @@ impl<C: Clock> Policy<C> {
                 return decide_locally(request, *nodes, local, retry_after);
             }
             Policy::Open => admitted(),
-            Policy::Closed if n == 0 => admitted(),
+            Policy::Closed if request.most_permits() == 0 => admitted(),
             Policy::Closed => denied(),
         };
         Ok(match request.op {
@@ -151,7 +151,7 @@ fn decide_locally<C: Clock>(
         .checks
         .iter()
         .zip(&shares)
-        .map(|(c, share)| Check::new(c.key, share))
+        .map(|(c, share)| Check { rule: share, ..*c })
         .collect();
     let mut shared = Request::new(request.tag, &checks, request.op);
     shared.at = request.at;

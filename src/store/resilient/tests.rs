@@ -62,6 +62,14 @@ impl Fake {
 
 #[async_trait]
 impl Store for Fake {
+    async fn execute_each(&self, request: &Request<'_>) -> Result<Answers, StoreError> {
+        if *self.mode.lock() == Mode::Reply {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            return self.memory.execute_each_now(request);
+        }
+        self.execute(request).await.map(Answers::new)
+    }
+
     async fn execute(&self, request: &Request<'_>) -> Result<Reply, StoreError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         let mode = *self.mode.lock();
@@ -501,4 +509,46 @@ fn settings_are_checked() {
     let store = Resilient::new(fake, FailurePolicy::Closed).unwrap();
     assert_eq!(store.deadline(), DEFAULT_DEADLINE);
     assert_eq!(store.policy(), FailurePolicy::Closed);
+}
+
+#[test]
+fn each_checks_answers_pass_through_and_a_policys_decision_tells_none() {
+    let (store, fake, _) = resilient(FailurePolicy::Fallback { nodes: 2 });
+    let rule = gcra(10);
+    let each = |checks: &[Check<'_>]| {
+        let request = Request::new("user", checks, Op::Acquire(1));
+        let mut future = store.execute_each(&request);
+        match poll(future.as_mut()) {
+            Poll::Ready(answers) => answers.unwrap(),
+            Poll::Pending => panic!("no answer at once"),
+        }
+    };
+    let remaining = |reply: &Reply| reply.into_decision().unwrap().unwrap().remaining();
+    let checks = [
+        Check::new("a", &rule).with_permits(2),
+        Check::new("b", &rule).with_permits(0),
+    ];
+    let answers = each(&checks);
+    let from_store: Vec<u64> = answers.checks().unwrap().iter().map(remaining).collect();
+    assert_eq!(from_store, [8, 10]);
+    assert_eq!(fake.calls(), 1);
+    trip(&store, &fake, 3);
+    let answers = each(&checks);
+    assert!(answers.reply().is_admitted(), "within the share of 5");
+    assert_eq!(answers.checks(), None);
+    // Denied by the precheck while the breaker is open: its answer alone.
+    let big = [
+        Check::new("a", &rule).with_permits(11),
+        Check::new("b", &rule),
+    ];
+    let answers = each(&big);
+    assert!(
+        answers
+            .reply()
+            .into_decision()
+            .unwrap()
+            .unwrap_err()
+            .is_never()
+    );
+    assert_eq!(answers.checks(), None);
 }

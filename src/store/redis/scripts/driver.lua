@@ -7,7 +7,8 @@
 -- ARGV[2]   n
 -- ARGV[3]   max_wait µs, for "reserve"
 -- ARGV[4]   now µs since the epoch, or "" for the server's TIME
--- ARGV[5..] for each check in order: its kind, its parameter count c, c parameters
+-- ARGV[5..] for each check in order: its kind, its parameter count c, c parameters;
+--           a check asked its own count instead of n has "#<count>" before its kind
 --
 -- Batch mode, several requests decided in order, each as single mode decides it:
 -- ARGV[1]   "batch"
@@ -126,6 +127,13 @@ local function decide_request(first_key, key_count, at)
   for i = 1, key_count do
     local key = KEYS[first_key + i - 1]
     local kind = ARGV[arg]
+    -- '#': the check's own count, instead of n.
+    local own = n
+    if string.byte(kind, 1) == 35 then
+      own = count_of(string.sub(kind, 2))
+      arg = arg + 1
+      kind = ARGV[arg]
+    end
     local count = count_of(ARGV[arg + 1])
     local p = {}
     for j = 1, count do
@@ -150,7 +158,7 @@ local function decide_request(first_key, key_count, at)
     -- A state this rule cannot read is reported with its key.
     local ok, verdict, new_state, expires_at, stale
     ok, verdict, new_state, expires_at, stored, stale =
-      pcall(decide, a, op, p, stored, now, n, max_wait)
+      pcall(decide, a, op, p, stored, now, own, max_wait)
     if not ok then
       local message = verdict
       if type(verdict) == 'table' then
@@ -200,9 +208,13 @@ local first_key = 1
 local at = 3
 for r = 1, tonumber(ARGV[2]) do
   local key_count = tonumber(ARGV[at])
-  -- The end of this request's block: four fields, then per check kind, c, c numbers.
+  -- The end of this request's block: four fields, then per check [#count,] kind, c,
+  -- c numbers.
   local next_at = at + 5
   for _ = 1, key_count do
+    if string.byte(ARGV[next_at], 1) == 35 then
+      next_at = next_at + 1
+    end
     next_at = next_at + 2 + tonumber(ARGV[next_at + 1])
   end
   local ok, reply, message = pcall(decide_request, first_key, key_count, at + 1)

@@ -1,11 +1,16 @@
 -- Fixed windows (src/algorithm/fixed_window.rs), in µs.
 --
---   fixed_window            p = {limit, window µs, offset µs}: window i runs from
+--   fixed_window            p = {limit, window µs, offset µs[, 1]}: window i runs from
 --                           i × window − offset; the state is "index count", the index
 --                           of the last booked window and the permits booked in it.
---   fixed_window_first_hit  p = {limit, window µs}: a window opens at the first request
---                           after the previous one ended; the state is "start count",
---                           the start of the last booked window (µs since the epoch).
+--   fixed_window_first_hit  p = {limit, window µs[, 1]}: a window opens at the first
+--                           request after the previous one ended; the state is "start
+--                           count", the start of the last booked window (µs since the
+--                           epoch).
+--
+-- A last parameter of 1 makes denied acquires count (FixedWindow::counting_denied): one
+-- that does not fit in the current window marks it over its limit (count limit + 1),
+-- and every acquire in it is then denied, even of 0 permits.
 --
 -- Windows between the current one and the last booked one are closed: each was filled,
 -- or skipped by a reservation that did not fit in it. Both read a state as a booking:
@@ -84,18 +89,26 @@ function fixed_window.place(p, booked, n)
   return true, n
 end
 
--- Takes n now: the verdict, and the current window's new count if n > 0 are taken.
-function fixed_window.take(p, booked, now, n)
+-- Takes n now: the verdict, and the current window's new count if n > 0 are taken
+-- (or, counting denied acquires, if a denial is counted).
+function fixed_window.take(p, booked, now, n, counting)
   if n > p[1] then
     return never(p[1])
   end
   if n == 0 then
+    if counting and booked.ahead == 0 and booked.count > p[1] then
+      return fixed_window.limited(p, booked, now, math.max(booked.finish - now, 0))
+    end
     return fixed_window.admitted(p, booked, now)
   end
   local next, count = fixed_window.place(p, booked, n)
   if booked.ahead == 0 and not next then
     local after = {finish = booked.finish, ahead = 0, count = count}
     return fixed_window.admitted(p, after, now), count
+  end
+  if counting and booked.ahead == 0 and booked.count <= p[1] then
+    local over = {finish = booked.finish, ahead = 0, count = p[1] + 1}
+    return fixed_window.limited(p, over, now, math.max(booked.finish - now, 0)), over.count
   end
   local fits_at = next and booked.finish or booked.start
   return fixed_window.limited(p, booked, now, math.max(fits_at - now, 0))
@@ -162,7 +175,7 @@ end
 ALGORITHMS.fixed_window = {
   acquire = function(p, state, now, n)
     local index, booked = fixed_window.aligned_view(p, state, now)
-    local verdict, count = fixed_window.take(p, booked, now, n)
+    local verdict, count = fixed_window.take(p, booked, now, n, p[4] == 1)
     if count == nil then
       return verdict
     end
@@ -200,7 +213,7 @@ ALGORITHMS.fixed_window = {
 ALGORITHMS.fixed_window_first_hit = {
   acquire = function(p, state, now, n)
     local booked = fixed_window.first_hit_view(p, state, now)
-    local verdict, count = fixed_window.take(p, booked, now, n)
+    local verdict, count = fixed_window.take(p, booked, now, n, p[3] == 1)
     if count == nil then
       return verdict
     end
