@@ -30,13 +30,15 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tonic_health::ServingStatus;
 
+use crate::backend::{Backend, BackendOptions, FailureMode, StoreKind};
 use crate::domains::{DomainDir, Domains, DomainsError};
 use crate::engine::Engine;
 use crate::grpc::RateLimitGrpc;
 use crate::health::Health;
 use crate::http::{MetricsText, metrics_router, router};
-use crate::reload::{OnLoad, Reloader};
-use crate::settings::{Args, LogFormat, LogLevel, Settings};
+use crate::reload::{LoadOutcome, OnLoad, Reloader};
+use crate::settings::{Args, BackendKind, LogFormat, LogLevel, RedisKind, Settings, StoreFailure};
+use crate::stats::Stats;
 
 /// The gRPC health service's name for this service, as the Go service registers it.
 pub const HEALTH_SERVICE_NAME: &str = "ratelimit";
@@ -209,20 +211,43 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
     announce: impl FnOnce(&str),
 ) -> Result<(), ServerError> {
-    let engine = Arc::new(Engine::in_memory(Domains::default()).map_err(ServerError::Store)?);
     let health = Health::new(settings.healthy_with_at_least_one_config_loaded);
+    let backend = Backend::connect(&backend_options(&settings))
+        .await
+        .map_err(ServerError::Store)?;
+    let stats = Arc::new(Stats::new(STATS_KEYS));
+    let engine = Arc::new(Engine::new(
+        Domains::default(),
+        backend,
+        settings.engine.clone(),
+        stats.clone(),
+    ));
+    let metrics: MetricsText = {
+        let (stats, extra) = (stats.clone(), hooks.metrics.clone());
+        Arc::new(move || {
+            let mut text = stats.render();
+            text.push_str(&extra());
+            text
+        })
+    };
     let dir = DomainDir::new(settings.domains.clone(), settings.merge_domain_config);
-    let mut reloader = Reloader::new(dir, engine.clone(), health.clone());
-    if let Some(on_load) = hooks.on_load.clone() {
-        reloader = reloader.with_on_load(on_load);
-    }
+    let on_load: OnLoad = {
+        let (stats, extra) = (stats.clone(), hooks.on_load.clone());
+        Arc::new(move |outcome: &LoadOutcome| {
+            stats.config_load(outcome.errors == 0);
+            if let Some(extra) = &extra {
+                extra(outcome);
+            }
+        })
+    };
+    let mut reloader = Reloader::new(dir, engine.clone(), health.clone()).with_on_load(on_load);
     if let Err(e) = reloader.load() {
         if !settings.force_start_without_initial_config {
             return Err(ServerError::Config(e));
         }
         tracing::warn!("{e}; starting without configuration");
     }
-    // The memory store answers from the start.
+    // `Backend::connect` returned: the store answered (Redis is pinged first).
     health.set_store_healthy(true);
 
     let grpc_listener = bind(&settings.grpc_addr).await?;
@@ -257,7 +282,7 @@ pub async fn serve(
         "gRPC",
         tokio::spawn(async move { grpc.await.map_err(|e| e.to_string()) }),
     )];
-    let app = router(engine, health.clone(), hooks.metrics.clone());
+    let app = router(engine, health.clone(), metrics.clone());
     let http_stop = stopped(stop_rx.clone());
     servers.push((
         "HTTP",
@@ -269,7 +294,7 @@ pub async fn serve(
         }),
     ));
     if let Some((listener, path)) = prometheus_listener {
-        let app = metrics_router(&path, hooks.metrics.clone());
+        let app = metrics_router(&path, metrics.clone());
         let stop = stopped(stop_rx.clone());
         servers.push((
             "Prometheus",
@@ -364,5 +389,60 @@ async fn report_health(
         if changes.changed().await.is_err() {
             return;
         }
+    }
+}
+
+/// Distinct stats keys kept before further ones fold into one (detailed_metric makes
+/// a key per value).
+const STATS_KEYS: usize = 10_000;
+
+/// The backend's options from the settings.
+fn backend_options(settings: &Settings) -> BackendOptions {
+    let backend = &settings.backend;
+    let store = match (backend.kind, backend.redis.kind) {
+        (BackendKind::Memory, _) => BackendOptions::memory().store,
+        (BackendKind::Redis, RedisKind::Single) => StoreKind::Redis {
+            url: redis_url(
+                backend.redis.urls.first().map_or("", String::as_str),
+                &backend.redis,
+            ),
+        },
+        (BackendKind::Redis, RedisKind::Cluster) => StoreKind::RedisCluster {
+            urls: backend
+                .redis
+                .urls
+                .iter()
+                .map(|u| redis_url(u, &backend.redis))
+                .collect(),
+        },
+    };
+    let mut options = BackendOptions::memory();
+    options.store = store;
+    options.key_prefix = if backend.cache_key_prefix.is_empty() {
+        options.key_prefix
+    } else {
+        backend.cache_key_prefix.replace(['{', '}'], "")
+    };
+    options.failure_mode = match settings.engine.store_failure {
+        StoreFailure::Allow => FailureMode::Allow,
+        _ => FailureMode::Error,
+    };
+    options.deadline = backend.redis.timeout;
+    options.local_cache_bytes = backend.local_cache_size_in_bytes;
+    options
+}
+
+/// A `redis://` URL from the Go service's `host:port` form, its `REDIS_AUTH` and
+/// `REDIS_TLS`.
+fn redis_url(url: &str, redis: &crate::settings::RedisOptions) -> String {
+    if url.contains("://") {
+        return url.to_owned();
+    }
+    let scheme = if redis.tls { "rediss" } else { "redis" };
+    match redis.auth.as_deref() {
+        // `user:password`, or the password alone (Go's REDIS_AUTH forms).
+        Some(auth) if auth.contains(':') => format!("{scheme}://{auth}@{url}"),
+        Some(auth) => format!("{scheme}://:{auth}@{url}"),
+        None => format!("{scheme}://{url}"),
     }
 }

@@ -1,0 +1,188 @@
+"""tollgate-rls as a client that tollgate did not write sees it.
+
+Python's grpcio, with the Envoy stubs that the gRPC project generates from Envoy's
+protos (the `xds-protos` package), speaks to the running binary on loopback.
+
+Run: python3 tollgate-rls/tests/python/rls_grpcio_test.py PATH/TO/tollgate-rls
+(`pip install grpcio xds-protos` first; .ci/run does both.)
+"""
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import unittest
+
+import grpc
+from envoy.extensions.common.ratelimit.v3 import ratelimit_pb2
+from envoy.service.ratelimit.v3 import rls_pb2, rls_pb2_grpc
+
+BINARY = None
+
+CONFIG = textwrap.dedent(
+    """\
+    domain: python
+    descriptors:
+      - key: user
+        rate_limit: { unit: minute, requests_per_unit: 20 }
+      - key: path
+        value: /health
+        rate_limit: { unlimited: true }
+      - key: tier
+        value: "gold*"
+        rate_limit: { unit: Hour, requests_per_unit: 3, algorithm: gcra }
+    """
+)
+
+LISTENING = re.compile(r"grpc=(\S+)\s+http=(\S+)")
+
+
+class Server:
+    """The binary, started on free loopback ports with a config directory."""
+
+    def __init__(self, extra_env=None):
+        self.dir = tempfile.TemporaryDirectory()
+        with open(os.path.join(self.dir.name, "python.yaml"), "w") as f:
+            f.write(CONFIG)
+        env = dict(os.environ)
+        env.update(
+            {"HOST": "127.0.0.1", "PORT": "0", "GRPC_HOST": "127.0.0.1", "GRPC_PORT": "0"}
+        )
+        env.update(extra_env or {})
+        self.process = subprocess.Popen(
+            [BINARY, "--config", self.dir.name],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        found = {}
+
+        def read():
+            for line in self.process.stdout:
+                match = LISTENING.search(line)
+                if match:
+                    found["grpc"] = match.group(1)
+                    return
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(timeout=30)
+        if "grpc" not in found:
+            self.stop()
+            raise RuntimeError("tollgate-rls did not say where it listens within 30 s")
+        self.grpc = found["grpc"]
+        self.channel = grpc.insecure_channel(self.grpc)
+        grpc.channel_ready_future(self.channel).result(timeout=30)
+        self.stub = rls_pb2_grpc.RateLimitServiceStub(self.channel)
+
+    def ask(self, domain, *descriptors, hits_addend=0):
+        request = rls_pb2.RateLimitRequest(domain=domain, hits_addend=hits_addend)
+        for entries in descriptors:
+            d = request.descriptors.add()
+            for key, value in entries:
+                d.entries.add(key=key, value=value)
+        return self.stub.ShouldRateLimit(request, timeout=10)
+
+    def stop(self):
+        if getattr(self, "channel", None) is not None:
+            self.channel.close()
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.process.stdout.close()
+        self.dir.cleanup()
+
+
+class ShouldRateLimit(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def test_twenty_a_minute_counts_down_then_is_over(self):
+        # The Go service's integration expectation: remaining 20 - (i + 1), then
+        # OVER_LIMIT from the 21st request on.
+        for i in range(20):
+            response = self.server.ask("python", [("user", "ann")])
+            self.assertEqual(response.overall_code, rls_pb2.RateLimitResponse.OK)
+            status = response.statuses[0]
+            self.assertEqual(status.limit_remaining, 20 - (i + 1))
+            self.assertEqual(status.current_limit.requests_per_unit, 20)
+            self.assertEqual(
+                status.current_limit.unit, rls_pb2.RateLimitResponse.RateLimit.MINUTE
+            )
+            self.assertTrue(0 < status.duration_until_reset.seconds <= 60)
+        for _ in range(3):
+            response = self.server.ask("python", [("user", "ann")])
+            self.assertEqual(response.overall_code, rls_pb2.RateLimitResponse.OVER_LIMIT)
+            self.assertEqual(response.statuses[0].limit_remaining, 0)
+
+    def test_each_value_counts_apart(self):
+        first = self.server.ask("python", [("user", "bob")])
+        other = self.server.ask("python", [("user", "cy")])
+        self.assertEqual(first.statuses[0].limit_remaining, 19)
+        self.assertEqual(other.statuses[0].limit_remaining, 19)
+
+    def test_unlimited_and_unmatched_descriptors_are_ok(self):
+        response = self.server.ask("python", [("path", "/health")], [("nothing", "x")])
+        self.assertEqual(response.overall_code, rls_pb2.RateLimitResponse.OK)
+        self.assertEqual(len(response.statuses), 2)
+        for status in response.statuses:
+            self.assertEqual(status.code, rls_pb2.RateLimitResponse.OK)
+
+    def test_an_unknown_domain_limits_nothing(self):
+        response = self.server.ask("nowhere", [("user", "ann")])
+        self.assertEqual(response.overall_code, rls_pb2.RateLimitResponse.OK)
+
+    def test_a_wildcard_value_and_a_tollgate_algorithm(self):
+        # `gold*` matches any value starting with gold; a token bucket of 3 an hour.
+        for remaining in (2, 1, 0):
+            response = self.server.ask("python", [("tier", "gold-42")])
+            self.assertEqual(response.statuses[0].limit_remaining, remaining)
+        response = self.server.ask("python", [("tier", "gold-42")])
+        self.assertEqual(response.overall_code, rls_pb2.RateLimitResponse.OVER_LIMIT)
+
+    def test_hits_addend_takes_several(self):
+        response = self.server.ask("python", [("user", "dee")], hits_addend=5)
+        self.assertEqual(response.statuses[0].limit_remaining, 15)
+
+    def test_an_empty_domain_is_an_error(self):
+        with self.assertRaises(grpc.RpcError) as caught:
+            self.server.ask("", [("user", "ann")])
+        self.assertIn("domain must not be empty", caught.exception.details())
+
+    def test_no_descriptors_is_an_error(self):
+        with self.assertRaises(grpc.RpcError) as caught:
+            self.server.ask("python")
+        self.assertIn("descriptor list must not be empty", caught.exception.details())
+
+
+class Headers(unittest.TestCase):
+    def test_ratelimit_headers_name_the_tightest_descriptor(self):
+        server = Server({"LIMIT_RESPONSE_HEADERS_ENABLED": "true"})
+        try:
+            server.ask("python", [("user", "eve")], hits_addend=4)
+            response = server.ask("python", [("user", "eve")], [("user", "fay")])
+            headers = {h.key: h.value for h in response.response_headers_to_add}
+            self.assertEqual(headers.get("RateLimit-Limit"), "20")
+            self.assertEqual(headers.get("RateLimit-Remaining"), "15")
+            self.assertIn("RateLimit-Reset", headers)
+        finally:
+            server.stop()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit("usage: rls_grpcio_test.py PATH/TO/tollgate-rls")
+    BINARY = sys.argv.pop(1)
+    unittest.main(verbosity=2)
