@@ -219,31 +219,31 @@ impl<'a> Request<'a> {
             return Err(ConfigError::Zero { parameter: "rules" }.into());
         }
         let n = self.op.permits();
-        let reserve = matches!(self.op, Op::Reserve { .. });
-        // (asked, capacity) of the check that can never grant.
-        let mut never: Option<(u64, u64)> = None;
+        // The capacity of the check of least capacity that can never grant what it
+        // asks, and what it asks; `u64::MAX` while none is found (a rule of that
+        // capacity grants any count).
+        let (mut capacity, mut asked) = (u64::MAX, 0);
         for check in self.checks {
-            let asked = match check.permits {
+            let own = match check.permits {
                 None => n,
-                Some(k) if reserve && k != n => {
-                    return Err(ConfigError::OutOfRange {
-                        parameter: "permits",
-                        expected: "the reservation's n: a reservation is of the same permits \
-                                   on every rule",
+                Some(k) => {
+                    if k != n && matches!(self.op, Op::Reserve { .. }) {
+                        return Err(ConfigError::OutOfRange {
+                            parameter: "permits",
+                            expected: "the reservation's n: a reservation is of the same \
+                                       permits on every rule",
+                        }
+                        .into());
                     }
-                    .into());
+                    k
                 }
-                Some(k) => k,
             };
-            let capacity = check.rule.capacity();
-            if asked > capacity && never.is_none_or(|(_, least)| capacity < least) {
-                never = Some((asked, capacity));
+            let of_rule = check.rule.capacity();
+            if own > of_rule && of_rule < capacity {
+                (capacity, asked) = (of_rule, own);
             }
         }
-        let Some((asked, capacity)) = never else {
-            return Ok(None);
-        };
-        if matches!(self.op, Op::Refund(_)) {
+        if capacity == u64::MAX || matches!(self.op, Op::Refund(_)) {
             return Ok(None);
         }
         let never = Denied::from(InsufficientCapacity::new(asked, capacity));
