@@ -26,6 +26,43 @@
 //! and `429` with `OVER_LIMIT` from the 21st request of the minute. `--help` lists
 //! every flag with its environment variable.
 //!
+//! # Counting: all-or-nothing, or as the Go service
+//!
+//! By default ([`settings::Counting::AllOrNothing`]) the enforcing limits of a request
+//! are decided in one atomic store request: a request over any of them takes nothing
+//! from the others, so a client over one limit does not use up another
+//! (envoyproxy/ratelimit#1060), and a denied hit is not counted. Shadow-mode and
+//! quota-mode limits, which never deny a request alone, are counted after it, each on
+//! its own, when the request was admitted, and only looked at otherwise.
+//! `--counting each` ([`settings::Counting::Each`]) counts as the Go service: every
+//! descriptor on its own, a fixed window counting denied hits too (Go's `INCRBY`), and
+//! with `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT` Go's read, then increment.
+//!
+//! # Differences from the Go service
+//!
+//! Each deliberate; everything else follows the Go service's code and tests (its
+//! configuration, service, base limiter and cache tests are reproduced in this
+//! package's tests and in `tests/config_envoy_table.rs` of the library).
+//!
+//! - **Algorithms**: `algorithm` (and `burst`) in a `rate_limit` choose tollgate's GCRA,
+//!   sliding counter, sliding log or leaky bucket; the default is Go's fixed window,
+//!   aligned to Unix time.
+//! - **Counting**: all-or-nothing by default (above).
+//! - **More hits than the limit holds** (`hits_addend` above `requests_per_unit`): the
+//!   descriptor is OVER_LIMIT and nothing is counted; Go counts them, which blocks the
+//!   rest of the window.
+//! - **Wildcards** match a descriptor's value, the key compared whole; Go matches the
+//!   pattern against `key_value`, so one of its patterns can reach across a key that
+//!   contains `_`.
+//! - **Store keys** are tollgate's (`{prefix}:{domain}:{algorithm}:{window}|key=value…`),
+//!   counted by tollgate's scripts: a Go deployment and this one on the same Redis do
+//!   not share counts.
+//! - **Stats**: Prometheus only (no statsd, DogStatsD or `EXTRA_TAGS`), under the names
+//!   and labels Go's Prometheus mapping gives; `over_limit_with_local_cache` and
+//!   `domain_not_found` are families of their own (see [`stats`]).
+//! - **Not served**: configuration over xDS (`CONFIG_TYPE=GRPC_XDS_SOTW`), memcached,
+//!   TLS on the gRPC listener, the debug port's endpoints, and Redis Sentinel.
+//!
 //! Modules, one concern each:
 //! - [`settings`]: command-line flags and the Go service's environment variables.
 //! - [`domains`]: the directory of domain files, read into [`tollgate::config::RuleSet`]s.

@@ -37,7 +37,10 @@ use crate::grpc::RateLimitGrpc;
 use crate::health::Health;
 use crate::http::{MetricsText, metrics_router, router};
 use crate::reload::{LoadOutcome, OnLoad, Reloader};
-use crate::settings::{Args, BackendKind, LogFormat, LogLevel, RedisKind, Settings, StoreFailure};
+use crate::settings::{
+    Args, BackendKind, LogFormat, LogLevel, RedisKind, RedisOptions, Settings, SocketType,
+    StoreFailure,
+};
 use crate::stats::Stats;
 
 /// The gRPC health service's name for this service, as the Go service registers it.
@@ -399,30 +402,15 @@ const STATS_KEYS: usize = 10_000;
 /// The backend's options from the settings.
 fn backend_options(settings: &Settings) -> BackendOptions {
     let backend = &settings.backend;
-    let store = match (backend.kind, backend.redis.kind) {
-        (BackendKind::Memory, _) => BackendOptions::memory().store,
-        (BackendKind::Redis, RedisKind::Single) => StoreKind::Redis {
-            url: redis_url(
-                backend.redis.urls.first().map_or("", String::as_str),
-                &backend.redis,
-            ),
-        },
-        (BackendKind::Redis, RedisKind::Cluster) => StoreKind::RedisCluster {
-            urls: backend
-                .redis
-                .urls
-                .iter()
-                .map(|u| redis_url(u, &backend.redis))
-                .collect(),
-        },
-    };
     let mut options = BackendOptions::memory();
-    options.store = store;
-    options.key_prefix = if backend.cache_key_prefix.is_empty() {
-        options.key_prefix
-    } else {
-        backend.cache_key_prefix.replace(['{', '}'], "")
-    };
+    if let BackendKind::Redis = backend.kind {
+        options.store = redis_store(&backend.redis);
+        options.per_second = backend.per_second.as_ref().map(redis_store);
+    }
+    if !backend.cache_key_prefix.is_empty() {
+        // A brace would move Redis Cluster's hash tag.
+        options.key_prefix = backend.cache_key_prefix.replace(['{', '}'], "");
+    }
     options.failure_mode = match settings.engine.store_failure {
         StoreFailure::Allow => FailureMode::Allow,
         _ => FailureMode::Error,
@@ -432,17 +420,44 @@ fn backend_options(settings: &Settings) -> BackendOptions {
     options
 }
 
-/// A `redis://` URL from the Go service's `host:port` form, its `REDIS_AUTH` and
-/// `REDIS_TLS`.
-fn redis_url(url: &str, redis: &crate::settings::RedisOptions) -> String {
-    if url.contains("://") {
-        return url.to_owned();
+fn redis_store(redis: &RedisOptions) -> StoreKind {
+    let urls: Vec<String> = redis.urls.iter().map(|u| redis_url(u, redis)).collect();
+    match redis.kind {
+        RedisKind::Cluster => StoreKind::RedisCluster { urls },
+        _ => StoreKind::Redis {
+            url: urls.into_iter().next().unwrap_or_default(),
+        },
+    }
+}
+
+/// A redis-rs URL from the Go service's forms: `host:port` over TCP, a socket path
+/// (`REDIS_SOCKET_TYPE=unix`, or any address starting with `/`), with `REDIS_AUTH`
+/// (`password` or `user:password`) and `REDIS_TLS`. A URL with a scheme is taken as
+/// it is.
+fn redis_url(address: &str, redis: &RedisOptions) -> String {
+    if address.contains("://") {
+        return address.to_owned();
+    }
+    let (user, password) = match redis.auth.as_deref() {
+        Some(auth) => match auth.split_once(':') {
+            Some((user, password)) => (user, password),
+            None => ("", auth),
+        },
+        None => ("", ""),
+    };
+    let socket = address.starts_with('/')
+        || (matches!(redis.socket_type, SocketType::Unix) && !address.contains(':'));
+    if socket {
+        let mut url = format!("redis+unix://{address}");
+        if !password.is_empty() {
+            url.push_str(&format!("?user={user}&pass={password}"));
+        }
+        return url;
     }
     let scheme = if redis.tls { "rediss" } else { "redis" };
-    match redis.auth.as_deref() {
-        // `user:password`, or the password alone (Go's REDIS_AUTH forms).
-        Some(auth) if auth.contains(':') => format!("{scheme}://{auth}@{url}"),
-        Some(auth) => format!("{scheme}://:{auth}@{url}"),
-        None => format!("{scheme}://{url}"),
+    if password.is_empty() {
+        format!("{scheme}://{address}")
+    } else {
+        format!("{scheme}://{user}:{password}@{address}")
     }
 }

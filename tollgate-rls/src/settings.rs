@@ -146,6 +146,20 @@ pub struct Args {
     /// The bound on one Redis connection or call.
     #[arg(long, env = "REDIS_TIMEOUT", value_parser = parse_go_duration, default_value = "10s")]
     pub redis_timeout: Duration,
+    /// Count limits of a second in a Redis of their own (`REDIS_PERSECOND_URL`).
+    #[arg(long, env = "REDIS_PERSECOND", value_parser = parse_go_bool, default_value = "false",
+          num_args = 0..=1, default_missing_value = "true")]
+    pub redis_persecond: bool,
+    /// `SINGLE` or `CLUSTER`, for the per-second Redis.
+    #[arg(long, env = "REDIS_PERSECOND_TYPE", default_value = "SINGLE")]
+    pub redis_persecond_type: String,
+    /// The per-second Redis's address, as `REDIS_URL`.
+    #[arg(
+        long,
+        env = "REDIS_PERSECOND_URL",
+        default_value = "/var/run/nutcracker/ratelimitpersecond.sock"
+    )]
+    pub redis_persecond_url: String,
     /// The share of a limit past which a request counts as near the limit.
     #[arg(long, env = "NEAR_LIMIT_RATIO", default_value_t = 0.8)]
     pub near_limit_ratio: f32,
@@ -296,17 +310,8 @@ impl Args {
                 ));
             }
         };
-        let redis_kind = match self.redis_type.to_ascii_lowercase().as_str() {
-            "single" => RedisKind::Single,
-            "cluster" => RedisKind::Cluster,
-            _ => {
-                return Err(SettingsError::new(
-                    "REDIS_TYPE",
-                    &self.redis_type,
-                    "SINGLE or CLUSTER",
-                ));
-            }
-        };
+        let main_kind = redis_kind("REDIS_TYPE", &self.redis_type)?;
+        let persecond_kind = redis_kind("REDIS_PERSECOND_TYPE", &self.redis_persecond_type)?;
         let redis_socket = match self.redis_socket_type.to_ascii_lowercase().as_str() {
             "tcp" => SocketType::Tcp,
             "unix" => SocketType::Unix,
@@ -401,20 +406,23 @@ impl Args {
             backend: BackendOptions {
                 kind: backend,
                 redis: RedisOptions {
-                    kind: redis_kind,
+                    kind: main_kind,
                     socket_type: redis_socket,
-                    urls: self
-                        .redis_url
-                        .split(',')
-                        .map(str::trim)
-                        .filter(|u| !u.is_empty())
-                        .map(str::to_owned)
-                        .collect(),
-                    auth: (!self.redis_auth.is_empty()).then_some(self.redis_auth),
+                    urls: split_urls(&self.redis_url),
+                    auth: (!self.redis_auth.is_empty()).then_some(self.redis_auth.clone()),
                     tls: self.redis_tls,
                     pool_size: self.redis_pool_size,
                     timeout: self.redis_timeout,
                 },
+                per_second: self.redis_persecond.then(|| RedisOptions {
+                    kind: persecond_kind,
+                    socket_type: redis_socket,
+                    urls: split_urls(&self.redis_persecond_url),
+                    auth: (!self.redis_auth.is_empty()).then_some(self.redis_auth),
+                    tls: self.redis_tls,
+                    pool_size: self.redis_pool_size,
+                    timeout: self.redis_timeout,
+                }),
                 cache_key_prefix: self.cache_key_prefix,
                 expiration_jitter_max: Duration::from_secs(self.expiration_jitter_max_seconds),
                 local_cache_size_in_bytes: self.local_cache_size_in_bytes,
@@ -635,6 +643,9 @@ pub struct BackendOptions {
     pub expiration_jitter_max: Duration,
     /// Bytes of the local over-limit cache, 0 for none (`LOCAL_CACHE_SIZE_IN_BYTES`).
     pub local_cache_size_in_bytes: usize,
+    /// A Redis of its own for limits of a second (`REDIS_PERSECOND`, with
+    /// `REDIS_PERSECOND_URL` and `REDIS_PERSECOND_TYPE`; the rest as the main one's).
+    pub per_second: Option<RedisOptions>,
 }
 
 /// Where counts live.
@@ -1009,4 +1020,22 @@ mod tests {
         assert_eq!(s.engine.counting, Counting::Each);
         assert!(s.grpc_addr.starts_with("[::1]:"));
     }
+}
+
+/// `SINGLE` or `CLUSTER`, any case.
+fn redis_kind(variable: &'static str, value: &str) -> Result<RedisKind, SettingsError> {
+    match value.to_ascii_lowercase().as_str() {
+        "single" => Ok(RedisKind::Single),
+        "cluster" => Ok(RedisKind::Cluster),
+        _ => Err(SettingsError::new(variable, value, "SINGLE or CLUSTER")),
+    }
+}
+
+/// A comma-separated list of addresses.
+fn split_urls(urls: &str) -> Vec<String> {
+    urls.split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(str::to_owned)
+        .collect()
 }

@@ -221,3 +221,59 @@ async fn a_dead_redis_fails_open_with_store_failure_allow() {
         &log[log.len().saturating_sub(1500)..]
     );
 }
+
+/// `REDIS_PERSECOND`: limits of a second count in a Redis of their own, the others in
+/// the main one, as the Go service splits them.
+#[tokio::test(flavor = "multi_thread")]
+async fn per_second_limits_count_in_their_own_redis() {
+    let Some(()) = require_redis() else { return };
+    let (main, per_second) = (RedisServer::start(), RedisServer::start());
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("shop.yaml"),
+        "domain: shop\ndescriptors:\n  - key: user\n    rate_limit: { unit: minute, requests_per_unit: 20 }\n  - key: burst\n    rate_limit: { unit: second, requests_per_unit: 5 }\n",
+    )
+    .unwrap();
+    let mut cmd = command(&["--config", dir.path().to_str().unwrap()]);
+    cmd.env("BACKEND_TYPE", "redis")
+        .env("REDIS_SOCKET_TYPE", "tcp")
+        .env("REDIS_URL", format!("127.0.0.1:{}", main.port()))
+        .env("REDIS_PERSECOND", "true")
+        .env(
+            "REDIS_PERSECOND_URL",
+            format!("127.0.0.1:{}", per_second.port()),
+        );
+    let rls = Rls::spawn(cmd);
+    let mut c = client(&rls).await;
+    let mut both = request("eve");
+    both.descriptors.push(RateLimitDescriptor {
+        entries: vec![Entry {
+            key: "burst".into(),
+            value: "eve".into(),
+        }],
+        ..Default::default()
+    });
+    let answer = c.should_rate_limit(both).await.unwrap().into_inner();
+    assert_eq!(answer.overall_code, Code::Ok as i32);
+    assert_eq!(answer.statuses[0].limit_remaining, 19);
+    assert_eq!(answer.statuses[1].limit_remaining, 4);
+    let keys = |url: String| async move {
+        let client = redis::Client::open(url).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("*")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        keys
+    };
+    let (in_main, in_per_second) = (keys(main.url()).await, keys(per_second.url()).await);
+    assert!(
+        in_main.iter().all(|k| k.contains("user=eve")) && in_main.len() == 1,
+        "{in_main:?}"
+    );
+    assert!(
+        in_per_second.iter().all(|k| k.contains("burst=eve")) && in_per_second.len() == 1,
+        "{in_per_second:?}"
+    );
+}
