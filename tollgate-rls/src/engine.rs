@@ -366,7 +366,7 @@ impl Engine {
                         Plan::limited(Limited {
                             applied,
                             threshold: limit.requests_per_unit(),
-                            rule: limit.rule().map(|r| Cow::Borrowed(r)),
+                            rule: limit.rule().map(Cow::Borrowed),
                             key: Cow::Borrowed(m.key()),
                             stats_key: Cow::Borrowed(m.stats_key()),
                         })

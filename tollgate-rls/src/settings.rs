@@ -868,6 +868,24 @@ fn listen_addr(addr: &str) -> String {
     }
 }
 
+/// `SINGLE` or `CLUSTER`, any case.
+fn redis_kind(variable: &'static str, value: &str) -> Result<RedisKind, SettingsError> {
+    match value.to_ascii_lowercase().as_str() {
+        "single" => Ok(RedisKind::Single),
+        "cluster" => Ok(RedisKind::Cluster),
+        _ => Err(SettingsError::new(variable, value, "SINGLE or CLUSTER")),
+    }
+}
+
+/// A comma-separated list of addresses.
+fn split_urls(urls: &str) -> Vec<String> {
+    urls.split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1020,22 +1038,4 @@ mod tests {
         assert_eq!(s.engine.counting, Counting::Each);
         assert!(s.grpc_addr.starts_with("[::1]:"));
     }
-}
-
-/// `SINGLE` or `CLUSTER`, any case.
-fn redis_kind(variable: &'static str, value: &str) -> Result<RedisKind, SettingsError> {
-    match value.to_ascii_lowercase().as_str() {
-        "single" => Ok(RedisKind::Single),
-        "cluster" => Ok(RedisKind::Cluster),
-        _ => Err(SettingsError::new(variable, value, "SINGLE or CLUSTER")),
-    }
-}
-
-/// A comma-separated list of addresses.
-fn split_urls(urls: &str) -> Vec<String> {
-    urls.split(',')
-        .map(str::trim)
-        .filter(|u| !u.is_empty())
-        .map(str::to_owned)
-        .collect()
 }
