@@ -268,6 +268,25 @@ async fn a_descriptor_limit_overrides_the_rule() {
         let answer = f.ask(&request("nowhere", vec![unmatched], 1)).await;
         assert_eq!(answer, response(Code::Ok, vec![no_limit()]));
 
+        // The override counts apart from the rule, even in the rule's unit. (Go keys a
+        // count by domain, entries and window start only, so there an override of the
+        // rule's unit shares the rule's counter: the second answer would be 3.)
+        let mut same_unit = descriptor(&[("user", "carol")]);
+        same_unit.limit = Some(RateLimitOverride {
+            requests_per_unit: 3,
+            unit: RateLimitUnit::Minute as i32,
+        });
+        let answer = f.ask(&request("api", vec![same_unit], 1)).await;
+        assert_eq!(answer.statuses[0].limit_remaining, 2);
+        let answer = f.ask_entries("api", &[&[("user", "carol")]]).await;
+        assert_eq!(
+            answer,
+            response(
+                Code::Ok,
+                vec![status(Code::Ok, 5, Unit::Minute, 4, RESET_MINUTE)]
+            )
+        );
+
         // An override of 0 blocks.
         let mut blocked = descriptor(&[("user", "bob")]);
         blocked.limit = Some(RateLimitOverride {
