@@ -627,8 +627,8 @@ impl<A> FixedWindow<A> {
     }
 
     /// For a counting window, a denied acquire of `n` (`1..=limit`) counted: the
-    /// current window's new count, past the limit, and the denial as it leaves the
-    /// window. `None` if it does not count: a window booked ahead, or one already
+    /// current window's new count, past the limit, and the denial, with what was
+    /// left before it. `None` if it does not count: a window booked ahead, or one already
     /// past its limit, which stays as it is.
     #[cold]
     fn counted(&self, booked: &Booked, now: u64, n: u64) -> Option<(u64, Denied)> {
@@ -638,12 +638,10 @@ impl<A> FixedWindow<A> {
         if booked.count > self.limit {
             return None;
         }
-        let over = Booked {
-            count: self.limit + 1,
-            ..*booked
-        };
-        let denied = self.limited(&over, now, booked.end.saturating_sub(now));
-        Some((over.count, denied))
+        // The denial tells what was left before it, as Go's counts before the
+        // `INCRBY` do (its near and over stats split the crossing hits by them).
+        let denied = self.limited(booked, now, booked.end.saturating_sub(now));
+        Some((self.limit + 1, denied))
     }
 
     /// Books `n` in the last booked window or the next; whether in the next, the new
@@ -1479,8 +1477,13 @@ mod tests {
         let Denied::Limited(limited) = denied else {
             panic!("{denied:?}")
         };
-        assert_eq!(limited.remaining(), 0, "over: nothing remains");
+        // The denial tells what was left before it (Go's count before its INCRBY).
+        assert_eq!(limited.remaining(), 2, "2 were left before the denied 5");
         assert_eq!(limited.reset_after(), ms(800));
+        let Err(Denied::Limited(over)) = fw.acquire(&mut s, at(250), 1) else {
+            panic!("admitted past the limit")
+        };
+        assert_eq!(over.remaining(), 0, "over: nothing remains");
         // What would have fit before is denied now, and so is a check of nothing.
         assert!(fw.acquire(&mut s, at(300), 2).is_err());
         let check = fw.acquire(&mut s, at(300), 0).unwrap_err();

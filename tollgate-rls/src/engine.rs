@@ -313,7 +313,10 @@ impl Engine {
         };
         let domains = self.domains.load();
         let Some(rules) = domains.get(&request.domain) else {
-            self.stats.domain_not_found(&request.domain);
+            // Go counts it once per descriptor.
+            for _ in &request.descriptors {
+                self.stats.domain_not_found(&request.domain);
+            }
             let results = vec![DescriptorResult::NoLimit; request.descriptors.len()];
             return self.respond(request, results, &response_options, now_unix);
         };
@@ -456,13 +459,14 @@ impl Engine {
         hits: &[u64],
         answers: &mut [Option<StoreAnswer>],
     ) -> Result<(), RlsError> {
+        let quota = self.options.quota_mode;
         let pending = |enforcing: bool| -> Vec<usize> {
             plans
                 .iter()
                 .enumerate()
                 .filter(|(i, p)| {
                     answers[*i].is_none()
-                        && matches!(p, Plan::Limit(l) if l.enforces() == enforcing)
+                        && matches!(p, Plan::Limit(l) if l.enforces(quota) == enforcing)
                 })
                 .map(|(i, _)| i)
                 .collect()
@@ -470,7 +474,7 @@ impl Engine {
         let (enforcing, others) = (pending(true), pending(false));
         // A request already over (a local cache hit, a blocking limit) takes nothing.
         let already_over = plans.iter().zip(answers.iter()).any(|(p, a)| {
-            matches!(p, Plan::Limit(l) if l.enforces())
+            matches!(p, Plan::Limit(l) if l.enforces(quota))
                 && a.is_some_and(|a| is_over(a, p.threshold()))
         });
         let mut admitted = !already_over;
@@ -551,13 +555,8 @@ impl Engine {
                     .execute(request, plans, &stopped, &[i], Op::Acquire(1), true)
                     .await?;
                 for (i, reply) in counted {
-                    // The stats count the hits asked, as Go's do.
-                    answers[i] = Some(store_answer_counted(
-                        reply,
-                        plans[i].threshold(),
-                        stopped[i],
-                        hits[i],
-                    ));
+                    // The stats count the hits asked, as Go's do, whatever was taken.
+                    answers[i] = Some(store_answer(reply, plans[i].threshold(), hits[i]));
                 }
             }
             hits.clear();
@@ -694,9 +693,10 @@ struct Limited<'a> {
 }
 
 impl Limited<'_> {
-    /// Whether the limit denies the request on its own (not shadow, not quota).
-    fn enforces(&self) -> bool {
-        !self.applied.shadow_mode && !self.applied.quota_mode
+    /// Whether the limit denies the request on its own (not shadow, not quota, and
+    /// not every limit in quota mode by QUOTA_MODE).
+    fn enforces(&self, global_quota_mode: bool) -> bool {
+        !self.applied.shadow_mode && !self.applied.quota_mode && !global_quota_mode
     }
 }
 
@@ -774,22 +774,18 @@ fn is_over(answer: StoreAnswer, threshold: u64) -> bool {
 }
 
 /// A store's answer for one limit, as the Go service's counts before and after the
-/// hits: the count is what the limit no longer has (`threshold − remaining`); a denial
-/// is always over (`after > threshold`), as Go's counter is after a denied `INCRBY`.
+/// hits: the count is what the limit no longer has (`threshold − remaining`), and
+/// `before` is it less the hits, as Go reads `INCRBY`'s result (with
+/// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT a limit may have been asked none). A denial
+/// tells the count before it, and is always over (`after > threshold`), as Go's
+/// counter is after a denied `INCRBY`.
 fn store_answer(reply: Reply, threshold: u64, hits: u64) -> StoreAnswer {
-    store_answer_counted(reply, threshold, hits, hits)
-}
-
-/// As [`store_answer`], where the store was asked `taken` hits and Go's stats count
-/// `hits` (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT asks some limits for none).
-fn store_answer_counted(reply: Reply, threshold: u64, taken: u64, hits: u64) -> StoreAnswer {
     match reply.into_decision() {
         Ok(Ok(admitted)) => {
             let after = threshold.saturating_sub(admitted.remaining());
-            let before = after.saturating_sub(taken);
             StoreAnswer::Counted {
-                before,
-                after: before.saturating_add(hits),
+                before: after.saturating_sub(hits),
+                after,
             }
         }
         Ok(Err(Denied::Limited(limited))) => {

@@ -615,9 +615,6 @@ async fn global_quota_mode() {
 /// the limits as enforcing: one over makes the others only peeked, while the answer is
 /// OK, so `[a, b]` with `a` over is admitted again and again and `b` never counts.
 #[tokio::test]
-#[ignore = "bug: with global QUOTA_MODE in all-or-nothing counting, a request admitted \
-            (not all quotas over) takes nothing from its other limits: engine.rs \
-            Limited::enforces ignores EngineOptions::quota_mode"]
 async fn global_quota_mode_counts_admitted_requests_all_or_nothing() {
     let mut o = options(Counting::AllOrNothing);
     o.quota_mode = true;
@@ -727,8 +724,6 @@ async fn an_unknown_domain_answers_no_limit() {
 
 /// Go's `GetLimit` runs once per descriptor, and counts `domain_not_found` each time.
 #[tokio::test]
-#[ignore = "bug: engine.rs decide() counts domain_not_found once per request; Go counts it \
-            once per descriptor (config_impl.go GetLimit, called for each descriptor)"]
 async fn domain_not_found_counts_each_descriptor() {
     let f = Fixture::new(&[USER_5_PER_MINUTE], options(Counting::Each));
     let answer = f
@@ -1226,9 +1221,6 @@ async fn near_limit_rows_as_go() {
 /// TestNearLimit's rows where one request of several hits crosses the limit: Go
 /// counts `after − limit` over and `limit − max(near, before)` near.
 #[tokio::test]
-#[ignore = "bug: a counting fixed window reports remaining 0 on the acquire that pushes \
-            it past its limit, so engine.rs store_answer_counted reads before = limit and \
-            counts every hit over (3/3/0/0 and 7/7/0/0 instead of Go's 3/2/1/0 and 7/2/4/0)"]
 async fn near_limit_rows_crossing_the_limit_as_go() {
     near_limit_rows(&[
         ("key8", 20, 19, 3, None, [3, 2, 1, 0]),
@@ -1253,10 +1245,6 @@ descriptors:
 /// of 10 and 10: hits [1,1] then [2,2] then [2,2], where key5 would go over and key4
 /// is incremented by 0. Go reports key4 from `before = count − hits`.
 #[tokio::test]
-#[ignore = "bug: engine.rs store_answer_counted computes before = count − taken (taken = 0 \
-            when STOP skips the descriptor) and after = before + hits; Go's before is \
-            count − hits and after is count: key4 reads OK/0 instead of OK/2. key5's stats \
-            also need the crossing fix (near_limit_rows_crossing_the_limit_as_go)"]
 async fn stop_cache_key_increment_reports_as_go() {
     let mut o = options(Counting::Each);
     o.stop_cache_key_increment_when_overlimit = true;

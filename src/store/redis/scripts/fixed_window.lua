@@ -107,8 +107,8 @@ function fixed_window.take(p, booked, now, n, counting)
     return fixed_window.admitted(p, after, now), count
   end
   if counting and booked.ahead == 0 and booked.count <= p[1] then
-    local over = {finish = booked.finish, ahead = 0, count = p[1] + 1}
-    return fixed_window.limited(p, over, now, math.max(booked.finish - now, 0)), over.count
+    -- The denial tells what was left before it; the window is now over its limit.
+    return fixed_window.limited(p, booked, now, math.max(booked.finish - now, 0)), p[1] + 1
   end
   local fits_at = next and booked.finish or booked.start
   return fixed_window.limited(p, booked, now, math.max(fits_at - now, 0))
