@@ -487,9 +487,16 @@ impl Engine {
             let decided = self
                 .execute(request, plans, hits, &group, op, false)
                 .await?;
-            admitted &= decided.iter().all(|(_, reply)| reply.is_admitted());
+            let all_admit = decided.iter().all(|(_, reply)| reply.is_admitted());
+            let taken = all_admit && matches!(op, Op::Acquire(_));
+            admitted &= all_admit;
             for (i, reply) in decided {
-                answers[i] = Some(store_answer(reply, plans[i].threshold(), hits[i]));
+                let answer = store_answer(reply, plans[i].threshold(), hits[i]);
+                answers[i] = Some(if taken {
+                    answer
+                } else {
+                    untaken(answer, hits[i], plans[i].threshold())
+                });
             }
         }
         let op = if admitted {
@@ -500,7 +507,13 @@ impl Engine {
         for i in others {
             let decided = self.execute(request, plans, hits, &[i], op, false).await?;
             for (i, reply) in decided {
-                answers[i] = Some(store_answer(reply, plans[i].threshold(), hits[i]));
+                let taken = reply.is_admitted() && matches!(op, Op::Acquire(_));
+                let answer = store_answer(reply, plans[i].threshold(), hits[i]);
+                answers[i] = Some(if taken {
+                    answer
+                } else {
+                    untaken(answer, hits[i], plans[i].threshold())
+                });
             }
         }
         Ok(())
@@ -763,6 +776,19 @@ fn counting(rule: &Rule) -> Result<Cow<'_, Rule>, RlsError> {
         }
         other => Cow::Borrowed(other),
     })
+}
+
+/// An admitting answer whose hits were not taken (another limit denied the request,
+/// or it was only looked at): the count stays where it was, as Go reports a
+/// descriptor it incremented by 0 (`INCRBY 0`, STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT).
+fn untaken(answer: StoreAnswer, hits: u64, threshold: u64) -> StoreAnswer {
+    match answer {
+        StoreAnswer::Counted { before, after } if after <= threshold => StoreAnswer::Counted {
+            before: before.saturating_sub(hits),
+            after: before,
+        },
+        other => other,
+    }
 }
 
 /// Whether `answer` is over `threshold`, as Go reads it.

@@ -377,10 +377,9 @@ async fn base(settings: Settings) {
             19 - i
         } else if !each {
             // All-or-nothing: key3 refuses the request, so key2 is not charged: its
-            // count stays at 10 (Go charges it: 19 - i). The status tells what key2
-            // would have left had the request passed (10 - 1), the same every time
-            // since nothing is taken. (Go's STOP, in the same state, reports 10.)
-            9
+            // count stays at 10 (Go charges it: 19 - i), and its status says so, as
+            // Go's STOP reports a descriptor it did not increment.
+            10
         } else if settings.stop {
             // STOP: key3 would go over, so only key3 is incremented; Go reports
             // key2's unchanged count.
