@@ -240,7 +240,7 @@ pub use wait::Fairness;
 
 /// The README's examples, compiled and run as doctests. They show the families and
 /// the integrations, so they run with those features on, as the README's test
-/// command (`cargo test --all-features`) has them.
+/// command (`cargo test --all-features -p tollgate …`) has them.
 #[cfg(all(
     doctest,
     feature = "adaptive",
