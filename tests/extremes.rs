@@ -293,7 +293,10 @@ fn rate_limited_server_prints_a_broken_rules_file_as_people_read_it() {
     let stderr = String::from_utf8(output.stderr).unwrap();
     // As `Display` prints it, `file:line:column: message`, not in `Debug` form.
     assert_eq!(stderr, format!("error: {expected}\n"));
-    assert!(stderr.contains(&format!("{}:5:", rules.display())), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{}:5:", rules.display())),
+        "{stderr}"
+    );
 }
 
 /// Regression: a 429 for a permit in use said `Retry-After: 1` (a zero wait, rounded
