@@ -3,27 +3,43 @@
 //!
 //! `cargo bench -p tollgate-rls --bench load` runs three rounds of: the memory backend,
 //! the Redis decision ceiling, the Redis backend; then prints each figure's median.
-//! Options after `--`:
+//! The memory backend runs at 32 calls in flight, for latency; the Redis runs at 128,
+//! which it takes to keep Redis busy through the service. Options after `--`:
 //!
 //! | option | default | |
 //! |---|---|---|
 //! | `--seconds N` | 5 | measured time of each run, after a second's warm-up |
 //! | `--rounds N` | 3 | rounds; the summary is the median of each figure |
-//! | `--concurrency N` | 64 | requests in flight (one loop each) |
-//! | `--connections N` | 4 | HTTP/2 connections the loops share |
-//! | `--client-threads N` | 2 | the client runtime's worker threads |
+//! | `--concurrency N` | 32; Redis 128 | requests in flight (one loop each) |
+//! | `--connections N` | 2 | HTTP/2 connections the loops share |
+//! | `--client-threads N` | 1 | the client runtime's threads (1: current-thread) |
 //! | `--descriptors N` | 1 | descriptors per request (1 to 3: `user`, `path`, `tenant`) |
 //! | `--counting MODE` | `all-or-nothing` | the service's `--counting` (`each`: Go's) |
 //! | `--only LIST` | `memory,redis` | comma-separated, of `memory`, `redis`, `cluster` |
-//! | `--server-threads N` | the cores | `TOKIO_WORKER_THREADS` of the service |
+//! | `--server-threads N` | 1 | the service's `--worker-threads` (0: its default) |
+//! | `--no-pin` | | leave Redis off a core of its own (below) |
 //! | `--server-env K=V` | | one more environment variable of the service (repeatable) |
 //! | `--server-bin PATH` | this build's | another build of the service, to compare two |
+//! | `--client h2\|tonic` | `h2` | the load generator's gRPC client (below) |
 //!
 //! The server is the release binary, started on loopback ports; Redis is a
 //! `redis-server` of its own on a free port (and `cluster`, three of them as a Redis
 //! Cluster). The Redis decision ceiling is measured in the same run: the same rules,
 //! keys, store calls and concurrency from `RedisStore` directly, with no service
 //! between, so the service's ratio to it is what the service costs.
+//!
+//! The default client speaks gRPC over the `h2` crate directly, with every request
+//! encoded once before the run: a load generator's job is to cost the service's
+//! figures as little CPU as it can on a machine it shares with the service, as
+//! `h2load` and `ghz` do. Each answer is still read whole, decoded and checked. With
+//! `--client tonic`, tonic's generated client makes the calls instead (about twice the
+//! client CPU per call).
+//!
+//! On this 2-core machine the client, the service and Redis share two cores, so each
+//! runs on one thread: more threads than cores only add switches and wake-ups. Unless
+//! `--no-pin`, Redis is pinned to the last core and the client and the service to the
+//! others (with `taskset`), in the ceiling's runs as in the service's, as production
+//! gives Redis a core of its own.
 //!
 //! CPU is user + system time from `/proc/PID/stat` over the measured seconds, divided
 //! by the calls answered in them: `client` is this process (the loops, tonic's client,
@@ -41,11 +57,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
-use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use prost::Message as _;
 use tollgate::algorithm::FixedWindow;
 use tollgate::store::{Check, Op, RedisStore, Request, Rule, Store};
 use tonic::transport::Channel;
@@ -76,15 +94,17 @@ descriptors:
 struct Options {
     seconds: u64,
     rounds: usize,
-    concurrency: usize,
+    concurrency: Option<usize>,
     connections: usize,
     client_threads: usize,
+    pin: bool,
     descriptors: usize,
     counting: String,
     only: Vec<String>,
     server_threads: Option<usize>,
     server_env: Vec<(String, String)>,
     server_bin: Option<String>,
+    tonic_client: bool,
 }
 
 impl Options {
@@ -92,15 +112,17 @@ impl Options {
         let mut options = Options {
             seconds: 5,
             rounds: 3,
-            concurrency: 64,
-            connections: 4,
-            client_threads: 2,
+            concurrency: None,
+            connections: 2,
+            client_threads: 1,
+            pin: true,
             descriptors: 1,
             counting: "all-or-nothing".into(),
             only: vec!["memory".into(), "redis".into()],
-            server_threads: None,
+            server_threads: Some(1),
             server_env: Vec::new(),
             server_bin: None,
+            tonic_client: false,
         };
         let mut args = std::env::args().skip(1);
         while let Some(arg) = args.next() {
@@ -108,13 +130,23 @@ impl Options {
             match arg.as_str() {
                 "--seconds" => options.seconds = number(&arg, &value()),
                 "--rounds" => options.rounds = number(&arg, &value()),
-                "--concurrency" => options.concurrency = number(&arg, &value()),
+                "--concurrency" => options.concurrency = Some(number(&arg, &value())),
+                "--no-pin" => options.pin = false,
                 "--connections" => options.connections = number(&arg, &value()),
                 "--client-threads" => options.client_threads = number(&arg, &value()),
                 "--descriptors" => options.descriptors = number(&arg, &value()),
-                "--server-threads" => options.server_threads = Some(number(&arg, &value())),
+                "--server-threads" => {
+                    options.server_threads = Some(number(&arg, &value())).filter(|&n| n > 0)
+                }
                 "--counting" => options.counting = value(),
                 "--server-bin" => options.server_bin = Some(value()),
+                "--client" => {
+                    options.tonic_client = match value().as_str() {
+                        "h2" => false,
+                        "tonic" => true,
+                        other => panic!("--client takes h2 or tonic, not {other:?}"),
+                    }
+                }
                 "--server-env" => {
                     let pair = value();
                     let (k, v) = pair
@@ -145,9 +177,15 @@ impl Options {
                 "--only takes memory, redis, cluster"
             );
         }
-        assert!(options.concurrency > 0 && options.connections > 0 && options.rounds > 0);
+        assert!(options.concurrency != Some(0) && options.connections > 0 && options.rounds > 0);
         assert!(options.client_threads > 0 && options.seconds > 0);
         options
+    }
+
+    /// Calls in flight for `backend`'s runs.
+    fn concurrency(&self, backend: &str) -> usize {
+        self.concurrency
+            .unwrap_or(if backend == "memory" { 32 } else { 128 })
     }
 
     fn runs(&self, backend: &str) -> bool {
@@ -448,7 +486,27 @@ fn value(d: usize, i: usize) -> String {
 }
 
 /// `ShouldRateLimit` on the service, every answer checked to be `OK`.
-async fn load(service: &Service, options: &Options, watched: &Watched) -> Run {
+async fn load(service: &Service, options: &Options, in_flight: usize, watched: &Watched) -> Run {
+    if options.tonic_client {
+        load_tonic(service, options, in_flight, watched).await
+    } else {
+        load_h2(service, options, in_flight, watched).await
+    }
+}
+
+/// Every answer admitted, and every descriptor under a limit (the config loaded).
+fn check_answer(answer: &RateLimitResponse) {
+    assert_eq!(answer.overall_code, Code::Ok as i32, "{answer:?}");
+    assert!(answer.statuses[0].current_limit.is_some(), "{answer:?}");
+}
+
+/// The calls from tonic's generated client.
+async fn load_tonic(
+    service: &Service,
+    options: &Options,
+    in_flight: usize,
+    watched: &Watched,
+) -> Run {
     let mut channels = Vec::new();
     for _ in 0..options.connections {
         let channel = Channel::from_shared(format!("http://{}", service.grpc))
@@ -459,7 +517,7 @@ async fn load(service: &Service, options: &Options, watched: &Watched) -> Run {
             .expect("connect");
         channels.push(channel);
     }
-    let clients = (0..options.concurrency)
+    let clients = (0..in_flight)
         .map(|t| RateLimitServiceClient::new(channels[t % channels.len()].clone()))
         .collect();
     let descriptors = options.descriptors;
@@ -472,9 +530,7 @@ async fn load(service: &Service, options: &Options, watched: &Watched) -> Run {
                 .await
                 .expect("ShouldRateLimit")
                 .into_inner();
-            // Every descriptor under a limit (the config loaded), and admitted.
-            assert_eq!(answer.overall_code, Code::Ok as i32, "{answer:?}");
-            assert!(answer.statuses[0].current_limit.is_some(), "{answer:?}");
+            check_answer(&answer);
             client
         },
         watched,
@@ -482,11 +538,139 @@ async fn load(service: &Service, options: &Options, watched: &Watched) -> Run {
     .await
 }
 
+/// The path of `ShouldRateLimit`, as gRPC names a method.
+const SHOULD_RATE_LIMIT: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
+
+/// The requests of one period of [`request`]'s pattern (`user` repeats every
+/// `KEYS`, `path` every `7 × KEYS`, `tenant` every `TENANTS`), each encoded once as a
+/// gRPC message: an uncompressed flag, the length, the protobuf.
+fn encoded_requests(descriptors: usize) -> Vec<Bytes> {
+    (0..7 * KEYS)
+        .map(|i| {
+            let message = request(i, descriptors).encode_to_vec();
+            let mut framed = Vec::with_capacity(5 + message.len());
+            framed.push(0);
+            framed.extend_from_slice(&u32::try_from(message.len()).expect("small").to_be_bytes());
+            framed.extend_from_slice(&message);
+            Bytes::from(framed)
+        })
+        .collect()
+}
+
+/// One load loop's share of an `h2` connection.
+struct H2Loop {
+    send: h2::client::SendRequest<Bytes>,
+    uri: Arc<http::Uri>,
+    requests: Arc<Vec<Bytes>>,
+}
+
+/// The calls over the `h2` crate: each a gRPC unary call made by hand.
+async fn load_h2(service: &Service, options: &Options, in_flight: usize, watched: &Watched) -> Run {
+    let uri: Arc<http::Uri> = Arc::new(
+        format!("http://{}{SHOULD_RATE_LIMIT}", service.grpc)
+            .parse()
+            .expect("uri"),
+    );
+    let requests = Arc::new(encoded_requests(options.descriptors));
+    let mut connections = Vec::new();
+    for _ in 0..options.connections {
+        let tcp = tokio::net::TcpStream::connect(&service.grpc)
+            .await
+            .expect("connect");
+        tcp.set_nodelay(true).expect("TCP_NODELAY");
+        let (send, connection) = h2::client::handshake(tcp).await.expect("h2 handshake");
+        tokio::spawn(async move {
+            // Ends when the last loop drops its handle.
+            let _ = connection.await;
+        });
+        connections.push(send);
+    }
+    let loops = (0..in_flight)
+        .map(|t| H2Loop {
+            send: connections[t % connections.len()].clone(),
+            uri: uri.clone(),
+            requests: requests.clone(),
+        })
+        .collect();
+    drop(connections);
+    drive(
+        options,
+        loops,
+        |state: H2Loop, i| async move {
+            let body = state.requests[i % state.requests.len()].clone();
+            let (state, answer) = h2_call(state, body).await;
+            check_answer(&answer);
+            state
+        },
+        watched,
+    )
+    .await
+}
+
+/// One unary call: the request's headers and message, then the answer's headers,
+/// message and trailers, with `grpc-status` 0.
+async fn h2_call(state: H2Loop, body: Bytes) -> (H2Loop, RateLimitResponse) {
+    let H2Loop {
+        send,
+        uri,
+        requests,
+    } = state;
+    let mut send = send.ready().await.expect("h2 stream");
+    let request = http::Request::post(uri.as_ref().clone())
+        .header(http::header::CONTENT_TYPE, "application/grpc")
+        .header(http::header::TE, "trailers")
+        .body(())
+        .expect("request");
+    let (response, mut stream) = send.send_request(request, false).expect("send headers");
+    stream.send_data(body, true).expect("send message");
+    let response = response.await.expect("response headers");
+    assert_eq!(response.status(), http::StatusCode::OK);
+    let early_status = response.headers().get("grpc-status").cloned();
+    let mut body = response.into_body();
+    let mut message = Bytes::new();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.expect("response message");
+        let _ = body.flow_control().release_capacity(chunk.len());
+        if message.is_empty() {
+            message = chunk;
+        } else {
+            let mut joined = message.to_vec();
+            joined.extend_from_slice(&chunk);
+            message = Bytes::from(joined);
+        }
+    }
+    let trailers = body.trailers().await.expect("response trailers");
+    let status = trailers
+        .as_ref()
+        .and_then(|t| t.get("grpc-status").cloned())
+        .or(early_status);
+    assert_eq!(
+        status.as_ref().map(|s| s.as_bytes()),
+        Some(&b"0"[..]),
+        "grpc-status {status:?}, trailers {trailers:?}"
+    );
+    assert!(message.len() >= 5 && message[0] == 0, "a gRPC message");
+    let answer = RateLimitResponse::decode(&message[5..]).expect("RateLimitResponse");
+    (
+        H2Loop {
+            send,
+            uri,
+            requests,
+        },
+        answer,
+    )
+}
+
 /// The same store calls from `RedisStore` directly: what Redis alone allows here.
 ///
 /// As the engine makes them: all-or-nothing, one request of every descriptor's check;
 /// `each`, one request per descriptor, concurrently, of the rule counting denied hits.
-async fn ceiling(store: Arc<dyn Store>, options: &Options, watched: &Watched) -> Run {
+async fn ceiling(
+    store: Arc<dyn Store>,
+    options: &Options,
+    in_flight: usize,
+    watched: &Watched,
+) -> Run {
     let window = FixedWindow::new(LIMIT, Duration::from_secs(1)).expect("rule");
     let rule = if options.each() {
         Rule::from(window.counting_denied().expect("rule"))
@@ -497,7 +681,7 @@ async fn ceiling(store: Arc<dyn Store>, options: &Options, watched: &Watched) ->
     let (descriptors, each) = (options.descriptors, options.each());
     drive(
         options,
-        vec![(); options.concurrency],
+        vec![(); in_flight],
         move |(), i| {
             let (store, rule) = (store.clone(), rule.clone());
             async move {
@@ -568,24 +752,92 @@ fn rates(series: &[Series], name: &str) -> Vec<f64> {
         .unwrap_or_default()
 }
 
+/// CPU affinity by role, set with `taskset` (util-linux): Redis on the last core, the
+/// rest on the others.
+struct Pinning {
+    redis: String,
+    others: String,
+    all: String,
+}
+
+impl Pinning {
+    fn new(cores: usize) -> Pinning {
+        let cores = cores.min(64);
+        let all = if cores == 64 {
+            u64::MAX
+        } else {
+            (1u64 << cores) - 1
+        };
+        let redis = 1u64 << (cores - 1);
+        Pinning {
+            redis: format!("{redis:x}"),
+            others: format!("{:x}", all & !redis),
+            all: format!("{all:x}"),
+        }
+    }
+
+    fn set(mask: &str, pid: u32) {
+        let done = Command::new("taskset")
+            .args(["-a", "-p", mask, &pid.to_string()])
+            .stdout(Stdio::null())
+            .status();
+        if !done.is_ok_and(|s| s.success()) {
+            eprintln!("taskset -a -p {mask} {pid} failed: process {pid} is not pinned");
+        }
+    }
+
+    fn redis(&self, pid: u32) {
+        Pinning::set(&self.redis, pid);
+    }
+
+    fn others(&self, pid: u32) {
+        Pinning::set(&self.others, pid);
+    }
+
+    fn all(&self, pid: u32) {
+        Pinning::set(&self.all, pid);
+    }
+}
+
 fn main() {
     let options = Options::parse();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(options.client_threads)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    // One thread: tokio's current-thread runtime, which runs every woken task before
+    // a connection's task flushes, so that one write carries many calls.
+    let runtime = if options.client_threads == 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(options.client_threads)
+            .enable_all()
+            .build()
+    }
+    .expect("runtime");
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // Redis on the last core; the client (this process) and the services on the rest.
+    let pinning = (options.pin && cores >= 2).then(|| Pinning::new(cores));
     println!(
-        "ShouldRateLimit load: {} round(s) of {} s, {} in flight over {} connection(s), \
-         {} client thread(s), {} descriptor(s) a request, counting {}, {} cores",
+        "ShouldRateLimit load: {} round(s) of {} s, {} (Redis {}) in flight over {} \
+         connection(s), {} client thread(s), {} server thread(s), {} descriptor(s) a \
+         request, counting {}, {} cores, Redis {}",
         options.rounds,
         options.seconds,
-        options.concurrency,
+        options.concurrency("memory"),
+        options.concurrency("redis"),
         options.connections,
         options.client_threads,
+        options
+            .server_threads
+            .map_or_else(|| "default".to_owned(), |n| n.to_string()),
         options.descriptors,
         options.counting,
-        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        cores,
+        if pinning.is_some() {
+            "on a core of its own"
+        } else {
+            "not pinned"
+        },
     );
 
     let memory = options
@@ -656,6 +908,17 @@ fn main() {
         });
     }
 
+    if let Some(pinning) = &pinning {
+        for setup in &redis_setups {
+            setup
+                .watched
+                .redis
+                .iter()
+                .for_each(|&pid| pinning.redis(pid));
+            pinning.others(setup.service.child.id());
+        }
+    }
+
     let mut series: Vec<Series> = Vec::new();
     for round in 1..=options.rounds {
         println!("round {round}");
@@ -664,7 +927,15 @@ fn main() {
                 server: Some(service.child.id()),
                 redis: Vec::new(),
             };
-            let run = runtime.block_on(load(service, &options, &watched));
+            if let Some(pinning) = &pinning {
+                pinning.all(std::process::id());
+            }
+            let run = runtime.block_on(load(
+                service,
+                &options,
+                options.concurrency("memory"),
+                &watched,
+            ));
             record(&mut series, "memory backend", run);
         }
         for RedisSetup {
@@ -675,13 +946,17 @@ fn main() {
             ..
         } in &redis_setups
         {
-            let run = runtime.block_on(ceiling(store.clone(), &options, watched));
+            if let Some(pinning) = &pinning {
+                pinning.others(std::process::id());
+            }
+            let in_flight = options.concurrency(name);
+            let run = runtime.block_on(ceiling(store.clone(), &options, in_flight, watched));
             record(&mut series, &format!("{name} ceiling (RedisStore)"), run);
             let watched = Watched {
                 server: Some(service.child.id()),
                 ..watched.clone()
             };
-            let run = runtime.block_on(load(service, &options, &watched));
+            let run = runtime.block_on(load(service, &options, in_flight, &watched));
             record(&mut series, &format!("{name} backend"), run);
         }
     }

@@ -56,33 +56,43 @@ impl RateLimitService for RateLimitGrpc {
         &self,
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, Status> {
-        let request = request.into_inner();
-        tracing::debug!(domain = %request.domain, "ShouldRateLimit");
-        // A panic is an INTERNAL answer, not a reset: caught here rather than in a task
-        // of its own, which cost a spawn and a wake-up across threads per call.
-        let decided = AssertUnwindSafe(self.engine.should_rate_limit(&request))
-            .catch_unwind()
-            .await;
-        match decided {
-            Ok(Ok(response)) => Ok(Response::new(response)),
-            Ok(Err(e)) => {
-                // The Go service logs its request errors at debug only.
-                if matches!(e, RlsError::Store(_)) {
-                    tracing::warn!("ShouldRateLimit: {e}");
-                } else {
-                    tracing::debug!("ShouldRateLimit: {e}");
-                }
-                Err(status_of(&e))
+        answer(&self.engine, &request.into_inner())
+            .await
+            .map(Response::new)
+    }
+}
+
+/// `ShouldRateLimit`'s answer to `request`, or the status the call ends with; tonic's
+/// service and the [hot path](crate::hot_path) both answer with it.
+pub(crate) async fn answer(
+    engine: &Engine,
+    request: &RateLimitRequest,
+) -> Result<RateLimitResponse, Status> {
+    tracing::debug!(domain = %request.domain, "ShouldRateLimit");
+    // A panic is an INTERNAL answer, not a reset: caught here rather than in a task of
+    // its own, which cost a spawn and a wake-up across threads per call.
+    let decided = AssertUnwindSafe(engine.should_rate_limit(request))
+        .catch_unwind()
+        .await;
+    match decided {
+        Ok(Ok(response)) => Ok(response),
+        Ok(Err(e)) => {
+            // The Go service logs its request errors at debug only.
+            if matches!(e, RlsError::Store(_)) {
+                tracing::warn!("ShouldRateLimit: {e}");
+            } else {
+                tracing::debug!("ShouldRateLimit: {e}");
             }
-            Err(panic) => {
-                let e = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| (*s).to_owned())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_default();
-                tracing::error!("ShouldRateLimit failed: {e}");
-                Err(Status::internal("the rate limit decision failed"))
-            }
+            Err(status_of(&e))
+        }
+        Err(panic) => {
+            let e = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            tracing::error!("ShouldRateLimit failed: {e}");
+            Err(Status::internal("the rate limit decision failed"))
         }
     }
 }

@@ -80,6 +80,7 @@ pub mod domains;
 pub mod engine;
 pub mod grpc;
 pub mod health;
+pub mod hot_path;
 pub mod http;
 pub mod json;
 pub mod reload;

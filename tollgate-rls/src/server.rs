@@ -35,6 +35,7 @@ use crate::domains::{DomainDir, Domains, DomainsError};
 use crate::engine::Engine;
 use crate::grpc::RateLimitGrpc;
 use crate::health::Health;
+use crate::hot_path::HotPathLayer;
 use crate::http::{MetricsText, metrics_router, router};
 use crate::reload::{LoadOutcome, OnLoad, Reloader};
 use crate::settings::{
@@ -125,10 +126,16 @@ pub fn main() -> ExitCode {
         }
     };
     init_logging(settings.log_level, settings.log_format);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let mut builder = match settings.worker_threads {
+        Some(1) => tokio::runtime::Builder::new_current_thread(),
+        Some(threads) => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.worker_threads(threads);
+            builder
+        }
+        None => tokio::runtime::Builder::new_multi_thread(),
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("tollgate-rls: cannot start the runtime: {e}");
@@ -275,6 +282,7 @@ pub async fn serve(
 
     let grpc_stop = stopped(stop_rx.clone());
     let grpc = tonic::transport::Server::builder()
+        .layer(HotPathLayer::new(engine.clone()))
         .add_service(health_service)
         .add_service(RateLimitGrpc::new(engine.clone()).into_server())
         .serve_with_incoming_shutdown(

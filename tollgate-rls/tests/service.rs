@@ -452,6 +452,116 @@ fn bad_settings_exit_with_code_2() {
     let mut command = common::command(&["--config", "/nonexistent"]);
     command.env("SHADOW_MODE", "yes");
     assert_eq!(command.output().unwrap().status.code(), Some(2));
+
+    for threads in ["0", "-1", "4097", "18446744073709551616", "many"] {
+        let out = common::command(&[&format!("--worker-threads={threads}")])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "--worker-threads {threads}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("thread count"), "{threads}: {stderr}");
+    }
+}
+
+/// A unary gRPC call made by hand over `h2`: the status and message of its answer
+/// (from the trailers, or from the headers of a trailers-only answer) and its body.
+async fn raw_call(
+    rls: &Rls,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> (String, String, bytes::Bytes) {
+    let tcp = tokio::net::TcpStream::connect(rls.grpc).await.unwrap();
+    let (mut send, connection) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(connection);
+    let mut request = http::Request::post(format!(
+        "http://{}/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit",
+        rls.grpc
+    ))
+    .header("content-type", "application/grpc")
+    .header("te", "trailers");
+    for (k, v) in headers {
+        request = request.header(*k, *v);
+    }
+    let (response, mut stream) = send.send_request(request.body(()).unwrap(), false).unwrap();
+    stream.send_data(body.into(), true).unwrap();
+    let response = response.await.unwrap();
+    assert_eq!(response.status(), 200);
+    let head = response.headers().clone();
+    let mut body = response.into_body();
+    let mut data = Vec::new();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.unwrap();
+        let _ = body.flow_control().release_capacity(chunk.len());
+        data.extend_from_slice(&chunk);
+    }
+    let trailers = body.trailers().await.unwrap().unwrap_or_default();
+    let field = |name: &str| {
+        trailers
+            .get(name)
+            .or_else(|| head.get(name))
+            .map(|v| v.to_str().unwrap().to_owned())
+            .unwrap_or_default()
+    };
+    (field("grpc-status"), field("grpc-message"), data.into())
+}
+
+fn framed(flag: u8, message: &[u8]) -> Vec<u8> {
+    let mut out = vec![flag];
+    out.extend_from_slice(&u32::try_from(message.len()).unwrap().to_be_bytes());
+    out.extend_from_slice(message);
+    out
+}
+
+/// `ShouldRateLimit` skips tonic's router and codec (`hot_path`); what it answers to
+/// good and bad messages is still what tonic answered, on both runtimes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hot_path_answers_as_tonic_did() {
+    use prost::Message as _;
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "test.yaml",
+        &rules("test", "user", 20, "minute"),
+    );
+    for args in [&[][..], &["--worker-threads", "1"][..]] {
+        let rls = Rls::start(dir.path(), args);
+        let good = request("test", "user", "alice").encode_to_vec();
+
+        let (status, _, body) = raw_call(&rls, &[("grpc-timeout", "5S")], framed(0, &good)).await;
+        assert_eq!(status, "0", "{args:?}");
+        let answer = RateLimitResponse::decode(&body[5..]).unwrap();
+        assert_eq!(answer.overall_code, Code::Ok as i32);
+        assert_eq!(answer.statuses[0].limit_remaining, 19, "{answer:?}");
+
+        // Compressed without saying how: INTERNAL, as gRPC asks.
+        let (status, message, _) = raw_call(&rls, &[], framed(1, &good)).await;
+        assert_eq!(status, "13");
+        assert!(message.contains("compressed-flag"), "{message}");
+        // Said to be gzip: tonic's routes answer that it is not supported.
+        let (status, _, _) = raw_call(&rls, &[("grpc-encoding", "gzip")], framed(1, &good)).await;
+        assert_eq!(status, "12");
+        // Not a protobuf, cut short, or absent: INTERNAL, with tonic's words.
+        let (status, _, _) = raw_call(&rls, &[], framed(0, &[0xff, 0xff, 0xff])).await;
+        assert_eq!(status, "13");
+        let (status, message, _) = raw_call(&rls, &[], framed(0, &good)[..4].to_vec()).await;
+        assert_eq!(
+            (status.as_str(), message.as_str()),
+            ("13", "Unexpected%20EOF%20decoding%20stream.")
+        );
+        let (status, message, _) = raw_call(&rls, &[], Vec::new()).await;
+        assert_eq!(
+            (status.as_str(), message.as_str()),
+            ("13", "Missing%20request%20message.")
+        );
+        // A length above tonic's 4 MiB: OUT_OF_RANGE, and nothing more is read.
+        let (status, _, _) = raw_call(&rls, &[], vec![0, 0xff, 0xff, 0xff, 0xff]).await;
+        assert_eq!(status, "11");
+        // The Go service's errors keep their words on the hot path.
+        let empty = RateLimitRequest::default().encode_to_vec();
+        let (status, message, _) = raw_call(&rls, &[], framed(0, &empty)).await;
+        assert_eq!(status, "2");
+        assert_eq!(message, "rate%20limit%20domain%20must%20not%20be%20empty");
+    }
 }
 
 #[test]
