@@ -72,7 +72,8 @@
 //! - [`verdict`]: the Go service's decision arithmetic, pure: statuses, stats, response.
 //! - [`backend`]: where counts live: memory, Redis, Redis Cluster.
 //! - [`stats`]: the Go service's stats, exposed as Prometheus metrics.
-//! - [`grpc`], [`http`], [`json`]: the transports.
+//! - [`grpc`], [`http`], [`json`]: the transports; [`hot_path`]: `ShouldRateLimit`
+//!   answered inside tonic's server without its router and codec.
 //! - [`server`]: starting, serving and draining.
 
 pub mod backend;
