@@ -74,6 +74,8 @@
 //! - [`stats`]: the Go service's stats, exposed as Prometheus metrics.
 //! - [`grpc`], [`http`], [`json`]: the transports; [`hot_path`]: `ShouldRateLimit`
 //!   answered inside tonic's server without its router and codec.
+//! - [`quota`]: Envoy's Rate Limit Quota Service (RLQS), quotas assigned to each Envoy
+//!   from the same domain files.
 //! - [`server`]: starting, serving and draining.
 
 pub mod backend;
@@ -84,6 +86,7 @@ pub mod health;
 pub mod hot_path;
 pub mod http;
 pub mod json;
+pub mod quota;
 pub mod reload;
 pub mod server;
 pub mod settings;

@@ -37,6 +37,7 @@ use crate::grpc::RateLimitGrpc;
 use crate::health::Health;
 use crate::hot_path::HotPathLayer;
 use crate::http::{MetricsText, metrics_router, router};
+use crate::quota::{QuotaGrpc, QuotaOptions};
 use crate::reload::{LoadOutcome, OnLoad, Reloader};
 use crate::settings::{
     Args, BackendKind, LogFormat, LogLevel, RedisKind, RedisOptions, Settings, SocketType,
@@ -280,11 +281,22 @@ pub async fn serve(
     let (reporter, health_service) = tonic_health::server::health_reporter();
     let health_task = tokio::spawn(report_health(health.subscribe(), reporter));
 
+    // The quota service's shares live in this process: with a shared store, other
+    // replicas would hand out the same quota again.
+    let quota = match backend_options(&settings).store {
+        StoreKind::Memory { .. } => QuotaGrpc::new(engine.clone(), QuotaOptions::default()),
+        _ => QuotaGrpc::refusing(
+            engine.clone(),
+            "the rate limit quota service keeps its shares in this process: it serves with \
+             BACKEND_TYPE=memory only",
+        ),
+    };
     let grpc_stop = stopped(stop_rx.clone());
     let grpc = tonic::transport::Server::builder()
         .layer(HotPathLayer::new(engine.clone()))
         .add_service(health_service)
         .add_service(RateLimitGrpc::new(engine.clone()).into_server())
+        .add_service(quota.into_server())
         .serve_with_incoming_shutdown(
             tonic::transport::server::TcpIncoming::from(grpc_listener).with_nodelay(Some(true)),
             grpc_stop,
