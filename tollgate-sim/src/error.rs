@@ -24,6 +24,8 @@ pub enum SimError {
     UnknownScenario(String),
     /// The rules file, or a decision over it, failed.
     Rules(String),
+    /// A plot could not be drawn.
+    Plot(String),
 }
 
 impl fmt::Display for SimError {
@@ -38,6 +40,7 @@ impl fmt::Display for SimError {
                 write!(f, "no scenario {name:?} (`tollgate-sim list` names them)")
             }
             SimError::Rules(message) => write!(f, "rules: {message}"),
+            SimError::Plot(message) => write!(f, "plot: {message}"),
         }
     }
 }

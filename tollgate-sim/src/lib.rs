@@ -10,11 +10,13 @@
 //! - [`trace`]: traffic recorded as CSV.
 //! - [`replay`]: requests decided at their virtual times, counted per step.
 //! - [`scenarios`]: built-in comparisons, the same traffic against several limits.
+//! - [`plot`]: a comparison drawn as SVG.
 //!
 //! `cargo run -p tollgate-sim -- scenario boundary` runs one; `-- list` names them.
 
 pub mod arrivals;
 mod error;
+pub mod plot;
 pub mod replay;
 pub mod scenarios;
 pub mod trace;

@@ -127,6 +127,14 @@ fn execute(command: Command) -> Result<(), Box<dyn std::error::Error>> {
                 for s in &outcome.series {
                     write(&dir, &format!("{}-{}", outcome.name, s.name), s)?;
                 }
+                let picture = tollgate_sim::plot::svg(
+                    outcome.name,
+                    &outcome.series,
+                    tollgate_sim::plot::Measure::Rolling(outcome.span),
+                )?;
+                let path = dir.join(format!("{}.svg", outcome.name));
+                std::fs::write(&path, picture)?;
+                println!("wrote {}", path.display());
             }
         }
         Command::Run {
@@ -210,6 +218,13 @@ fn execute(command: Command) -> Result<(), Box<dyn std::error::Error>> {
             );
             if let Some(dir) = out {
                 write(&dir, "run", &series)?;
+                let picture = tollgate_sim::plot::svg(
+                    "run",
+                    std::slice::from_ref(&series),
+                    tollgate_sim::plot::Measure::PerStep,
+                )?;
+                std::fs::write(dir.join("run.svg"), picture)?;
+                println!("wrote {}/run.svg", dir.display());
             }
         }
     }

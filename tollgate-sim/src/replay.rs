@@ -125,6 +125,27 @@ impl Series {
         best as u64
     }
 
+    /// At the end of each step, the requests admitted in the `span` before it: the
+    /// figure an exact limit of so many per `span` keeps under its limit.
+    pub fn rolling(&self, span: Duration) -> Vec<u64> {
+        let span = u64::try_from(span.as_micros()).unwrap_or(u64::MAX);
+        let step = self.step_ms.saturating_mul(1_000).max(1);
+        let times = &self.admitted_at_us;
+        let (mut start, mut end) = (0, 0);
+        (1..=self.steps.len() as u64)
+            .map(|i| {
+                let t = i * step;
+                while end < times.len() && times[end] < t {
+                    end += 1;
+                }
+                while start < end && times[start] + span <= t {
+                    start += 1;
+                }
+                (end - start) as u64
+            })
+            .collect()
+    }
+
     /// Requests admitted in all.
     pub fn admitted(&self) -> u64 {
         self.steps.iter().map(|s| s.admitted).sum()

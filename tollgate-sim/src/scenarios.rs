@@ -18,9 +18,9 @@ pub struct Scenario {
 /// Every built-in scenario.
 pub const SCENARIOS: &[Scenario] = &[Scenario {
     name: "boundary",
-    shows: "a fixed window of 100 a minute admits about 2x its limit across a window \
-            boundary (100 requests in the last second of a minute, 100 in the first \
-            of the next); the sliding log, the sliding counter and GCRA do not",
+    shows: "a fixed window of 100 a minute admits 2x its limit across a window boundary \
+            (100 requests in the last second of a minute, 100 in the first of the \
+            next, at three boundaries); the sliding log, the sliding counter and GCRA do not",
 }];
 
 /// What one scenario run gives: a series per limit, and the span its figure reads.
@@ -66,7 +66,9 @@ fn rules(algorithm: &str, per_minute: u64) -> String {
 }
 
 fn boundary(_seed: u64) -> Result<Outcome, SimError> {
-    // Evenly spaced: the scenario is the same for every seed.
+    // Evenly spaced, so the same for every seed: 100 requests in the last second of
+    // a minute and 100 in the first second of the next, at three boundaries two
+    // minutes apart (so that each burst meets fresh windows).
     let burst = |from_ms: u64| {
         (0..100u64).map(move |i| Arrival {
             at: Duration::from_millis(from_ms + i * 10),
@@ -74,7 +76,16 @@ fn boundary(_seed: u64) -> Result<Outcome, SimError> {
             cost: 1,
         })
     };
-    let arrivals: Vec<Arrival> = burst(59_000).chain(burst(60_000)).collect();
+    let arrivals: Vec<Arrival> = [1u64, 3, 5]
+        .into_iter()
+        .flat_map(|minute| burst(minute * 60_000 - 1_000).chain(burst(minute * 60_000)))
+        .chain(std::iter::once(Arrival {
+            // A last request draws the lines to the end of the sixth minute.
+            at: Duration::from_secs(360),
+            key: 0,
+            cost: 1,
+        }))
+        .collect();
     let mut series = Vec::new();
     for algorithm in ["fixed_window", "sliding_log", "sliding_counter", "gcra"] {
         let mut limiter = RulesLimiter::new(&rules(algorithm, 100), "client")?;
@@ -83,7 +94,7 @@ fn boundary(_seed: u64) -> Result<Outcome, SimError> {
             &arrivals,
             &|_| "client-1".to_owned(),
             &mut limiter,
-            Duration::from_millis(100),
+            Duration::from_secs(1),
         )?);
     }
     Ok(Outcome {
