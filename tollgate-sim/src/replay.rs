@@ -7,6 +7,7 @@ use serde::Serialize;
 use tollgate::KeyedConfig;
 use tollgate::config::{ConfigLimiter, Descriptor, RuleSet};
 use tollgate::store::MemoryStore;
+use tollgate::time::{ManualClock, Nanos};
 
 use crate::arrivals::Arrival;
 use crate::error::SimError;
@@ -30,7 +31,11 @@ pub trait Decide {
 /// request one descriptor of one entry, `descriptor_key` = the request's key:
 /// [`ConfigLimiter`] with the request's time given, as in production with a store.
 pub struct RulesLimiter {
-    limiter: ConfigLimiter<MemoryStore>,
+    limiter: ConfigLimiter<MemoryStore<ManualClock>>,
+    /// The store's clock, set to each request's time: the store's housekeeping (which
+    /// keys are idle, what a full table forgets) then runs on virtual time too, so a
+    /// seed replays exactly.
+    clock: ManualClock,
     descriptor_key: String,
 }
 
@@ -58,12 +63,15 @@ impl RulesLimiter {
     /// ```
     pub fn new(yaml: &str, descriptor_key: &str) -> Result<RulesLimiter, SimError> {
         let rules = RuleSet::from_yaml(yaml).map_err(|e| SimError::Rules(e.to_string()))?;
-        let store = MemoryStore::new(KeyedConfig::new(1_000_000), "sim")
+        let clock = ManualClock::new();
+        clock.set(Nanos::new(duration_to_nanos(EPOCH)));
+        let store = MemoryStore::with_clock(KeyedConfig::new(1_000_000), "sim", clock.clone())
             .map_err(|e| SimError::Rules(e.to_string()))?;
         let limiter =
             ConfigLimiter::new(rules, store).map_err(|e| SimError::Rules(e.to_string()))?;
         Ok(RulesLimiter {
             limiter,
+            clock,
             descriptor_key: descriptor_key.to_owned(),
         })
     }
@@ -71,10 +79,13 @@ impl RulesLimiter {
 
 impl Decide for RulesLimiter {
     fn decide(&mut self, at: Duration, key: &str, cost: u64) -> Result<bool, SimError> {
+        let now = EPOCH + at;
+        // Times only go forward in a replay; an earlier one leaves the clock where it is.
+        self.clock.set(Nanos::new(duration_to_nanos(now)));
         let descriptors = [Descriptor::new().entry(self.descriptor_key.as_str(), key)];
         let decided = self
             .limiter
-            .check_at(&descriptors, cost, EPOCH + at)
+            .check_at(&descriptors, cost, now)
             .now_or_never()
             .ok_or_else(|| SimError::Rules("the memory store did not answer at once".into()))?
             .map_err(|e| SimError::Rules(e.to_string()))?;
@@ -232,4 +243,9 @@ pub fn replay(
         }
     }
     Ok(series)
+}
+
+/// A duration in nanoseconds, saturating (a replay's times are far below 584 years).
+fn duration_to_nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
