@@ -342,7 +342,9 @@ mod rule;
 mod share;
 
 #[cfg(feature = "redis")]
-pub use self::redis::RedisStore;
+pub use self::redis::{RedisConnectOptions, RedisStore, SentinelConnection};
+#[cfg(feature = "redis-tls")]
+pub use self::redis::install_tls_provider;
 #[cfg(feature = "redis")]
 pub(crate) use self::redis::from_redis;
 pub use crate::algorithm::{Rule, RuleKind};

@@ -10,6 +10,8 @@ pub mod events;
 #[cfg(feature = "axum")]
 pub mod http;
 pub mod redis;
+#[cfg(feature = "redis-tls")]
+pub mod tls;
 #[cfg(feature = "redis")]
 pub mod store;
 
