@@ -339,6 +339,18 @@ impl RedisServer {
                     .args(["--user", user, "on", &format!(">{password}"), "~*", "&*", "+@all"])
                     .args(["--user", "default", "off"]);
             }
+            if let Some(password) = &self.options.password {
+                command.args(["--requirepass", password]);
+            }
+            if self.options.cluster {
+                // The cluster bus listens on port + 10000 (see `free_port`).
+                command.args([
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                ]);
+            }
             command.args(&self.options.extra);
         }
         command
