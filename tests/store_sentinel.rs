@@ -130,7 +130,12 @@ async fn run(failover: Failover, prefix: &str) -> Option<Run> {
         .unwrap();
     let old_port = group.master_mut().port();
     let new_port = group.replica().port();
-    assert!(redis.connection().master_address().ends_with(&format!(":{old_port}")));
+    assert!(
+        redis
+            .connection()
+            .master_address()
+            .ends_with(&format!(":{old_port}"))
+    );
     let connection = redis.connection().clone();
     // Generous: a loaded machine must not time out a healthy Redis. Calls to a killed
     // master fail at once (the port refuses connections).
@@ -231,9 +236,16 @@ async fn a_killed_master_is_followed_to_the_promoted_replica() {
     };
     // While no master answered, the policy (`Closed`) decided: denials, no errors.
     assert!(run.policy_decisions > 0, "the policy decided nothing");
-    assert!(run.tally.admitted(Phase::Back) > 0, "nothing admitted after");
+    assert!(
+        run.tally.admitted(Phase::Back) > 0,
+        "nothing admitted after"
+    );
     // Down after 1 s, promoted within 1 to 2 s, a lookup at most every second.
-    assert!(run.back_after < Duration::from_secs(10), "{:?}", run.back_after);
+    assert!(
+        run.back_after < Duration::from_secs(10),
+        "{:?}",
+        run.back_after
+    );
     // Replication runs with the replies: a killed master loses at most the writes of
     // its last turn, one per request in flight.
     assert!(
@@ -250,8 +262,15 @@ async fn a_manual_failover_is_followed_at_the_announcement() {
     };
     // The old master stays writable for about 10 s: the connection moves when a
     // Sentinel announces +switch-master, long before.
-    assert!(run.switch_after < Duration::from_secs(5), "{:?}", run.switch_after);
-    assert!(run.tally.admitted(Phase::Back) > 0, "nothing admitted after");
+    assert!(
+        run.switch_after < Duration::from_secs(5),
+        "{:?}",
+        run.switch_after
+    );
+    assert!(
+        run.tally.admitted(Phase::Back) > 0,
+        "nothing admitted after"
+    );
     // Writes to the old master after the promotion are lost: at most what was
     // admitted during the failover, and the requests then in flight.
     assert!(
@@ -282,7 +301,9 @@ async fn a_master_name_no_sentinel_knows_is_a_connection_error() {
     assert_eq!(redis.kind(), ErrorKind::MasterNameNotFoundBySentinel);
     assert!(!error.is_permanent());
     // The right name connects.
-    let store = RedisStore::connect_sentinel(&urls, MASTER, "p").await.unwrap();
+    let store = RedisStore::connect_sentinel(&urls, MASTER, "p")
+        .await
+        .unwrap();
     assert_eq!(store.connection().master_name(), MASTER);
 }
 
@@ -300,7 +321,10 @@ async fn unreachable_sentinels_are_a_connection_error_in_bounded_time() {
         .connect_timeout(Duration::from_millis(200))
         .response_timeout(Duration::from_millis(200))
         .sentinel_timeout(Duration::from_secs(1));
-    for urls in [vec![refused.as_str()], vec![silent_url.as_str(), refused.as_str()]] {
+    for urls in [
+        vec![refused.as_str()],
+        vec![silent_url.as_str(), refused.as_str()],
+    ] {
         let started = Instant::now();
         let error = RedisStore::connect_sentinel_with(&urls, MASTER, "p", &options)
             .await
@@ -322,7 +346,9 @@ async fn bad_arguments_are_typed_errors() {
     let urls = ["redis://127.0.0.1:1"];
     assert!(config(RedisStore::connect_sentinel(&[], MASTER, "p").await));
     assert!(config(RedisStore::connect_sentinel(&urls, "", "p").await));
-    assert!(config(RedisStore::connect_sentinel(&urls, MASTER, "a{b").await));
+    assert!(config(
+        RedisStore::connect_sentinel(&urls, MASTER, "a{b").await
+    ));
     for zero in [
         RedisConnectOptions::new().connect_timeout(Duration::ZERO),
         RedisConnectOptions::new().response_timeout(Duration::ZERO),

@@ -47,7 +47,11 @@ async fn a_store_over_tls_with_an_acl_user_decides() {
     };
     let trusted = RedisConnectOptions::new().root_certificate_pem(certificates.ca_pem.clone());
     // The user in the URL (percent-encoded)...
-    assert!(server.url().starts_with("rediss://alice:p%40ss%3Aw%2Frd%231@"));
+    assert!(
+        server
+            .url()
+            .starts_with("rediss://alice:p%40ss%3Aw%2Frd%231@")
+    );
     let store = RedisStore::connect_with(&server.url(), "in-url", &trusted)
         .await
         .unwrap();
@@ -112,10 +116,7 @@ async fn a_pem_that_is_not_one_is_a_typed_error() {
         .await
         .unwrap_err();
     assert!(
-        matches!(
-            error,
-            StoreError::InvalidUrl(_) | StoreError::Connection(_)
-        ),
+        matches!(error, StoreError::InvalidUrl(_) | StoreError::Connection(_)),
         "{error:?}"
     );
     let options = RedisConnectOptions::new()
@@ -125,10 +126,7 @@ async fn a_pem_that_is_not_one_is_a_typed_error() {
         .await
         .unwrap_err();
     assert!(
-        matches!(
-            error,
-            StoreError::InvalidUrl(_) | StoreError::Connection(_)
-        ),
+        matches!(error, StoreError::InvalidUrl(_) | StoreError::Connection(_)),
         "{error:?}"
     );
 }

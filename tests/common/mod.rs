@@ -10,10 +10,10 @@ pub mod events;
 #[cfg(feature = "axum")]
 pub mod http;
 pub mod redis;
-#[cfg(feature = "redis-tls")]
-pub mod tls;
 #[cfg(feature = "redis")]
 pub mod store;
+#[cfg(feature = "redis-tls")]
+pub mod tls;
 
 use std::time::Duration;
 

@@ -336,7 +336,15 @@ impl RedisServer {
                 .arg(&self.dir);
             if let Some((user, password)) = &self.options.user {
                 command
-                    .args(["--user", user, "on", &format!(">{password}"), "~*", "&*", "+@all"])
+                    .args([
+                        "--user",
+                        user,
+                        "on",
+                        &format!(">{password}"),
+                        "~*",
+                        "&*",
+                        "+@all",
+                    ])
                     .args(["--user", "default", "off"]);
             }
             if let Some(password) = &self.options.password {
@@ -353,10 +361,7 @@ impl RedisServer {
             }
             command.args(&self.options.extra);
         }
-        command
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log_err);
+        command.stdin(Stdio::null()).stdout(log).stderr(log_err);
         // Not a port race, so not worth retrying.
         let child = command.spawn().unwrap_or_else(|e| {
             panic!("cannot run redis-server: {e}; install it (apt-get install -y redis-server)")
@@ -589,11 +594,15 @@ impl RedisSentinels {
             .collect();
         let known = format!("slaves=1,sentinels={}", sentinels.len());
         for sentinel in &sentinels {
-            wait_for(deadline, "the Sentinels to know the replica and each other", || {
-                sentinel
-                    .query(&["INFO", "sentinel"])
-                    .is_ok_and(|info| info.contains(&known))
-            });
+            wait_for(
+                deadline,
+                "the Sentinels to know the replica and each other",
+                || {
+                    sentinel
+                        .query(&["INFO", "sentinel"])
+                        .is_ok_and(|info| info.contains(&known))
+                },
+            );
         }
         RedisSentinels {
             sentinels,
@@ -650,7 +659,10 @@ impl RedisSentinels {
             .iter_mut()
             .find_map(|s| {
                 s.is_running()
-                    .then(|| s.query(&["SENTINEL", "GET-MASTER-ADDR-BY-NAME", &name]).ok())
+                    .then(|| {
+                        s.query(&["SENTINEL", "GET-MASTER-ADDR-BY-NAME", &name])
+                            .ok()
+                    })
                     .flatten()
             })
             .and_then(|reply| reply.split(' ').nth(1)?.parse().ok())

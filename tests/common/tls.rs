@@ -42,7 +42,9 @@ impl TestCertificates {
             .extended_key_usages
             .push(ExtendedKeyUsagePurpose::ServerAuth);
         params.use_authority_key_identifier_extension = true;
-        let cert = params.signed_by(&key, &*ca).expect("a signed server certificate");
+        let cert = params
+            .signed_by(&key, &*ca)
+            .expect("a signed server certificate");
 
         let dir = std::env::temp_dir().join(format!(
             "tollgate-tls-{}-{}",

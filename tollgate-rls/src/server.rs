@@ -553,7 +553,10 @@ mod tests {
             "rediss://bob:p%40ss%3Aw%2Frd%231@h:6379"
         );
         let url = redis_url("/tmp/r.sock", &options);
-        assert_eq!(url, "redis+unix:///tmp/r.sock?user=bob&pass=p%40ss%3Aw%2Frd%231");
+        assert_eq!(
+            url,
+            "redis+unix:///tmp/r.sock?user=bob&pass=p%40ss%3Aw%2Frd%231"
+        );
     }
 
     #[test]

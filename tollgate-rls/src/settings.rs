@@ -169,7 +169,12 @@ pub struct Args {
     #[arg(long, env = "REDIS_PERSECOND_TYPE", default_value = "SINGLE")]
     pub redis_persecond_type: String,
     /// As REDIS_AUTH, for the per-second Redis.
-    #[arg(long, env = "REDIS_PERSECOND_AUTH", default_value = "", hide_env_values = true)]
+    #[arg(
+        long,
+        env = "REDIS_PERSECOND_AUTH",
+        default_value = "",
+        hide_env_values = true
+    )]
     pub redis_persecond_auth: String,
     /// As REDIS_TLS, for the per-second Redis.
     #[arg(long, env = "REDIS_PERSECOND_TLS", value_parser = parse_go_bool,

@@ -11,14 +11,14 @@ mod redis;
 #[allow(dead_code)]
 mod tls;
 
+use self::redis::{RedisSentinels, RedisServer, require_redis};
+use self::tls::TestCertificates;
 use common::{Rls, command, rules};
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
-use self::redis::{RedisSentinels, RedisServer, require_redis};
-use self::tls::TestCertificates;
 
 fn request(value: &str) -> RateLimitRequest {
     RateLimitRequest {
@@ -100,7 +100,11 @@ async fn redis_through_sentinels() {
     let sentinels: Vec<String> = group
         .sentinel_urls()
         .iter()
-        .map(|u| u.trim_start_matches("redis://").trim_end_matches('/').to_owned())
+        .map(|u| {
+            u.trim_start_matches("redis://")
+                .trim_end_matches('/')
+                .to_owned()
+        })
         .collect();
     five_a_minute(&[
         ("BACKEND_TYPE", "redis".to_owned()),

@@ -8,9 +8,7 @@ use async_trait::async_trait;
 use redis::aio::{ConnectionLike, ConnectionManager, MultiplexedConnection};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{
-    Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult, Script, ServerErrorKind,
-};
+use redis::{Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult, Script, ServerErrorKind};
 
 use super::request::{Answers, Reply, Request};
 use super::rule::{RuleOutcome, Step};

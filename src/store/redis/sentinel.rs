@@ -322,8 +322,7 @@ impl Shared {
         if self.following.swap(true, Ordering::AcqRel) {
             return;
         }
-        self.runtime
-            .spawn(follow(Arc::downgrade(self), generation));
+        self.runtime.spawn(follow(Arc::downgrade(self), generation));
     }
 
     /// Puts a connection to the master at `address` in use.
@@ -506,8 +505,9 @@ fn sentinel_client(
     let sentinels_tls = addresses
         .iter()
         .any(|address| matches!(address, ConnectionAddr::TcpTls { .. }));
-    let mut builder = SentinelClientBuilder::new(addresses, master_name, SentinelServerType::Master)
-        .map_err(invalid_url)?;
+    let mut builder =
+        SentinelClientBuilder::new(addresses, master_name, SentinelServerType::Master)
+            .map_err(invalid_url)?;
     if let Some(username) = &options.username {
         builder = builder.set_client_to_redis_username(username);
     }
