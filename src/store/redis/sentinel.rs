@@ -13,10 +13,12 @@ use futures_core::Stream;
 use redis::aio::{ConnectionLike, MultiplexedConnection, PubSub};
 use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
 use redis::{
-    AsyncConnectionConfig, Cmd, ConnectionAddr, ErrorKind, IntoConnectionInfo, Pipeline,
-    RedisError, RedisFuture, RedisResult, ServerErrorKind, TlsMode, Value,
+    AsyncConnectionConfig, Client, Cmd, ConnectionAddr, ErrorKind, IntoConnectionInfo, Msg,
+    Pipeline, RedisConnectionInfo, RedisError, RedisFuture, RedisResult, ServerErrorKind, TlsMode,
+    Value,
 };
 use tokio::runtime::Handle;
+use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 
 use super::connect::RedisConnectOptions;
@@ -24,7 +26,7 @@ use super::{RedisStore, from_redis, invalid_url};
 use crate::error::ConfigError;
 use crate::store::{StoreError, validate_prefix};
 use crate::sync::{Arc, AtomicBool, Mutex, Ordering, Weak};
-use crate::time::{MonotonicClock, Sleep};
+use crate::time::{Clock, MonotonicClock, Nanos, Sleep};
 
 /// The first pause between two lookups of a master the sentinels do not name yet.
 const FIRST_RETRY: Duration = Duration::from_millis(50);
@@ -34,6 +36,17 @@ const LAST_RETRY: Duration = Duration::from_secs(1);
 
 /// The channel on which sentinels announce a new master.
 const SWITCH_MASTER: &str = "+switch-master";
+
+/// The channel on which the sentinel leading a failover announces that it promotes a
+/// replica: from then on, what the old master writes is lost.
+const PROMOTING: &str = "+failover-state-send-slaveof-noone";
+
+/// The channels on which the leading sentinel announces that a failover stopped.
+const ABORTED: &str = "-failover-abort-*";
+
+/// The longest a connection holds calls back during a failover that no sentinel
+/// ends or aborts.
+const HOLD_LIMIT: Duration = Duration::from_secs(10);
 
 /// A connection to the Redis master that a group of Sentinels names, which follows the
 /// master across failovers: a [`ConnectionLike`] for [`RedisStore`], cheap to clone
@@ -48,9 +61,15 @@ const SWITCH_MASTER: &str = "+switch-master";
 ///   refused connection, a timeout, or a `READONLY` or `MASTERDOWN` reply (the old
 ///   master turned replica);
 /// - when a sentinel announces `+switch-master` for this master (the connection
-///   subscribes on one sentinel, and on another when that one goes away), so that a
-///   manual failover, which leaves the old master writable for about 10 s, is followed
-///   at once.
+///   listens to every sentinel), so that a manual failover, which leaves the old
+///   master writable for about 10 s, is followed at once.
+///
+/// From the moment the sentinel leading a failover announces that it promotes a
+/// replica (`+failover-state-send-slaveof-noone`) until a sentinel names the new
+/// master, calls are not sent to the old master: what it would write then is lost when
+/// it is demoted. They fail at once instead, and the failure policy decides them. If
+/// the failover is aborted (`-failover-abort-*`), or nothing ends it within 10 s,
+/// calls go to the master the sentinels name, the old one included.
 ///
 /// A lookup that names no master yet (the sentinels have not agreed on one) is tried
 /// again after 50 ms, then after twice as long each time, up to 1 s, until one is
@@ -76,15 +95,19 @@ const SWITCH_MASTER: &str = "+switch-master";
 /// - **A writable old master.** After `SENTINEL FAILOVER`, or a partition that leaves
 ///   the old master reachable, the old master keeps accepting writes until Sentinel
 ///   turns it into a replica (about 10 s), and those writes are then discarded. This
-///   connection moves at the `+switch-master` announcement, about half a second after
-///   a manual failover starts; what it admitted on the old master meanwhile is
-///   forgotten.
+///   connection stops writing to it when the promotion is announced, so what is lost
+///   is what the old master admitted between the promotion and the announcement's
+///   arrival, and the calls in flight then. A connection that cannot hear the leading
+///   sentinel (it listens to the sentinels it was given, and one may be down) moves
+///   only at `+switch-master`, about a second later, and loses what the old master
+///   admitted meanwhile.
 /// - **The policy.** While no master answers, the failure policy decides: `Open`
 ///   admits everything, `Fallback { nodes }` admits each node's share on its own, and
 ///   `Closed` admits nothing.
 ///
 /// Per window, the over-admission is at most what the old master admitted after the
 /// last write that reached the new master, plus what the policy admitted.
+/// `tests/store_sentinel.rs` measures both kinds of failover.
 ///
 /// # Examples
 ///
@@ -119,8 +142,11 @@ struct Shared {
     lookup_timeout: Duration,
     db: i64,
     runtime: Handle,
-    /// The task listening for `+switch-master`, stopped with the last clone.
-    watcher: Mutex<Option<AbortHandle>>,
+    /// The tasks listening to the sentinels, stopped with the last clone.
+    watchers: Mutex<Vec<AbortHandle>>,
+    /// Wakes a lookup waiting to try again: a sentinel announced something.
+    wake: Notify,
+    clock: MonotonicClock,
 }
 
 /// The master in use.
@@ -130,6 +156,8 @@ struct Current {
     generation: u64,
     connection: MultiplexedConnection,
     address: String,
+    /// Since when calls are held back, the old master's replica being promoted.
+    held_since: Option<Nanos>,
 }
 
 impl fmt::Debug for SentinelConnection {
@@ -210,19 +238,21 @@ impl SentinelConnection {
         })?;
         #[cfg(feature = "redis-tls")]
         super::tls::provide();
-        let mut client = sentinel_client(sentinels, master_name, options)?;
+        let (mut client, watched) = sentinel_client(sentinels, master_name, options)?;
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(options.connect_timeout))
             .set_response_timeout(Some(options.response_timeout));
-        let (connection, address) = lookup(&mut client, &config, options.sentinel_timeout)
+        let (connection, address) = lookup(&mut client, &config, options.sentinel_timeout, None)
             .await
-            .map_err(from_redis)?;
+            .map_err(from_redis)?
+            .ok_or_else(|| StoreError::Protocol("the sentinels named no master".into()))?;
         let shared = Arc::new(Shared {
             master_name: master_name.to_owned(),
             current: Mutex::new(Current {
                 generation: 0,
                 connection,
                 address,
+                held_since: None,
             }),
             sentinels: tokio::sync::Mutex::new(client),
             following: AtomicBool::new(false),
@@ -230,10 +260,16 @@ impl SentinelConnection {
             lookup_timeout: options.sentinel_timeout,
             db: 0,
             runtime,
-            watcher: Mutex::new(None),
+            watchers: Mutex::new(Vec::new()),
+            wake: Notify::new(),
+            clock: MonotonicClock::new(),
         });
-        let watcher = shared.runtime.spawn(watch(Arc::downgrade(&shared)));
-        *shared.watcher.lock() = Some(watcher.abort_handle());
+        for sentinel in watched {
+            let watcher = shared
+                .runtime
+                .spawn(watch(Arc::downgrade(&shared), sentinel));
+            shared.watchers.lock().push(watcher.abort_handle());
+        }
         Ok(SentinelConnection { shared })
     }
 
@@ -267,7 +303,7 @@ impl SentinelConnection {
                 _ => false,
             });
         if lost {
-            self.shared.follow(generation);
+            self.shared.follow(generation, false);
         }
     }
 }
@@ -275,7 +311,7 @@ impl SentinelConnection {
 impl ConnectionLike for SentinelConnection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
-            let (generation, mut connection) = self.shared.current();
+            let (generation, mut connection) = self.shared.current()?;
             let reply = connection.req_packed_command(cmd).await;
             match &reply {
                 Ok(value) => self.check(generation, None, std::slice::from_ref(value)),
@@ -292,7 +328,7 @@ impl ConnectionLike for SentinelConnection {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
-            let (generation, mut connection) = self.shared.current();
+            let (generation, mut connection) = self.shared.current()?;
             let reply = connection
                 .req_packed_commands(pipeline, offset, count)
                 .await;
@@ -310,19 +346,83 @@ impl ConnectionLike for SentinelConnection {
 }
 
 impl Shared {
-    /// The connection in use and its generation.
-    fn current(&self) -> (u64, MultiplexedConnection) {
+    /// The connection in use and its generation; an error while calls are held
+    /// back.
+    fn current(&self) -> RedisResult<(u64, MultiplexedConnection)> {
         let current = self.current.lock();
-        (current.generation, current.connection.clone())
+        if self.holding(&current) {
+            return Err(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "the master is failing over: a replica is being promoted",
+            )
+            .into());
+        }
+        Ok((current.generation, current.connection.clone()))
     }
 
-    /// Looks the master up again in the background, unless a lookup is under way or
-    /// the connection of `generation` was replaced already.
-    fn follow(self: &Arc<Self>, generation: u64) {
+    /// Whether calls are held back.
+    fn holding(&self, current: &Current) -> bool {
+        current
+            .held_since
+            .is_some_and(|since| self.clock.now().saturating_since(since) < HOLD_LIMIT)
+    }
+
+    /// Looks the master up again in the background, unless the connection of
+    /// `generation` was replaced already. If a lookup is under way, wakes it when
+    /// `wake` (a sentinel's announcement) rather than starting another.
+    fn follow(self: &Arc<Self>, generation: u64, wake: bool) {
         if self.following.swap(true, Ordering::AcqRel) {
+            if wake {
+                self.wake.notify_one();
+            }
             return;
         }
         self.runtime.spawn(follow(Arc::downgrade(self), generation));
+    }
+
+    /// Acts on a sentinel's announcement.
+    fn hear(self: &Arc<Self>, message: &Msg) {
+        let payload: String = message.get_payload().unwrap_or_default();
+        let words: Vec<&str> = payload.split(' ').collect();
+        let name = self.master_name.as_str();
+        match message.get_channel_name() {
+            // "<name> <old ip> <old port> <new ip> <new port>"
+            SWITCH_MASTER if words.first() == Some(&name) => {
+                let generation = self.current.lock().generation;
+                self.follow(generation, true);
+            }
+            // "slave <ip:port> <ip> <port> @ <name> <master ip> <master port>"
+            PROMOTING => {
+                let Some(at) = words.iter().position(|w| *w == "@") else {
+                    return;
+                };
+                let Some(&[promoted_for, ip, port]) = words.get(at + 1..at + 4) else {
+                    return;
+                };
+                let mut current = self.current.lock();
+                if promoted_for != name
+                    || current.address != format!("{ip}:{port}")
+                    || current.held_since.is_some()
+                {
+                    return;
+                }
+                current.held_since = Some(self.clock.now());
+                let generation = current.generation;
+                drop(current);
+                tracing::info!(
+                    target: "tollgate::store::redis",
+                    master = %self.master_name,
+                    "a replica is being promoted: calls wait for the new master"
+                );
+                self.follow(generation, true);
+            }
+            // "master <name> <ip> <port>"
+            channel if channel.starts_with("-failover-abort-") && words.get(1) == Some(&name) => {
+                self.current.lock().held_since = None;
+                self.wake.notify_one();
+            }
+            _ => {}
+        }
     }
 
     /// Puts a connection to the master at `address` in use.
@@ -338,37 +438,46 @@ impl Shared {
         current.generation += 1;
         current.connection = connection;
         current.address = address;
+        current.held_since = None;
     }
 }
 
 impl Drop for Shared {
     fn drop(&mut self) {
-        if let Some(watcher) = self.watcher.lock().take() {
+        for watcher in self.watchers.lock().drain(..) {
             watcher.abort();
         }
     }
 }
 
 /// Looks the master up until one answers, while the connection of `seen` is in use
-/// and the connection is alive.
+/// and the connection is alive. While calls are held back, the master being replaced
+/// does not count as an answer, and lookups follow each other closely.
 async fn follow(shared: Weak<Shared>, seen: u64) {
     let mut pause = FIRST_RETRY;
     loop {
         let Some(strong) = shared.upgrade() else {
             return;
         };
-        if strong.current.lock().generation != seen {
-            break;
-        }
+        let replaced = {
+            let current = strong.current.lock();
+            if current.generation != seen {
+                break;
+            }
+            strong.holding(&current).then(|| current.address.clone())
+        };
         let found = {
             let mut sentinels = strong.sentinels.lock().await;
-            lookup(&mut sentinels, &strong.config, strong.lookup_timeout).await
+            let avoid = replaced.as_deref();
+            lookup(&mut sentinels, &strong.config, strong.lookup_timeout, avoid).await
         };
         match found {
-            Ok((connection, address)) => {
+            Ok(Some((connection, address))) => {
                 strong.install(connection, address);
                 break;
             }
+            // The sentinels still name the master being replaced.
+            Ok(None) => pause = FIRST_RETRY,
             Err(error) => tracing::warn!(
                 target: "tollgate::store::redis",
                 master = %strong.master_name,
@@ -377,8 +486,9 @@ async fn follow(shared: Weak<Shared>, seen: u64) {
                 "no master through the sentinels"
             ),
         }
+        // Until the pause ends, or a sentinel announces something.
+        let _ = within(pause, strong.wake.notified()).await;
         drop(strong);
-        Sleep::new(MonotonicClock::new(), pause).await;
         pause = (pause * 2).min(LAST_RETRY);
     }
     if let Some(strong) = shared.upgrade() {
@@ -386,24 +496,19 @@ async fn follow(shared: Weak<Shared>, seen: u64) {
     }
 }
 
-/// Listens for `+switch-master` on one sentinel after another, and looks the master
-/// up on each announcement for it.
-async fn watch(shared: Weak<Shared>) {
+/// Listens to `sentinel` (again after it goes away) for announcements about the
+/// master.
+async fn watch(shared: Weak<Shared>, sentinel: Client) {
     let mut pause = FIRST_RETRY;
     loop {
-        if let Some(pubsub) = subscribe(&shared).await {
+        if let Some(pubsub) = subscribe(&shared, &sentinel).await {
             pause = FIRST_RETRY;
             let mut messages = pin!(pubsub.into_on_message());
             while let Some(message) = poll_fn(|cx| messages.as_mut().poll_next(cx)).await {
                 let Some(strong) = shared.upgrade() else {
                     return;
                 };
-                // "<master name> <old ip> <old port> <new ip> <new port>"
-                let payload: String = message.get_payload().unwrap_or_default();
-                if payload.split(' ').next() == Some(strong.master_name.as_str()) {
-                    let (generation, _) = strong.current();
-                    strong.follow(generation);
-                }
+                strong.hear(&message);
             }
         }
         if shared.strong_count() == 0 {
@@ -414,36 +519,37 @@ async fn watch(shared: Weak<Shared>) {
     }
 }
 
-/// A subscription to `+switch-master` on the first sentinel that answers.
-async fn subscribe(shared: &Weak<Shared>) -> Option<PubSub> {
-    let strong = shared.upgrade()?;
+/// A subscription to the announcements of `sentinel`.
+async fn subscribe(shared: &Weak<Shared>, sentinel: &Client) -> Option<PubSub> {
+    let limit = shared.upgrade()?.lookup_timeout;
     let subscription = async {
-        let client = strong
-            .sentinels
-            .lock()
-            .await
-            .async_get_sentinel_client()
-            .await?;
-        let mut pubsub = client.get_async_pubsub().await?;
+        let mut pubsub = sentinel.get_async_pubsub().await?;
         pubsub.subscribe(SWITCH_MASTER).await?;
+        pubsub.subscribe(PROMOTING).await?;
+        pubsub.psubscribe(ABORTED).await?;
         Ok::<_, RedisError>(pubsub)
     };
-    within(strong.lookup_timeout, subscription).await?.ok()
+    within(limit, subscription).await?.ok()
 }
 
-/// The master the sentinels name, connected, and its address; within `limit`.
+/// The master the sentinels name, connected, and its address, within `limit`; `None`
+/// if they name the master at `avoid`.
 async fn lookup(
     sentinels: &mut SentinelClient,
     config: &AsyncConnectionConfig,
     limit: Duration,
-) -> RedisResult<(MultiplexedConnection, String)> {
+    avoid: Option<&str>,
+) -> RedisResult<Option<(MultiplexedConnection, String)>> {
     let connect = async {
         let client = sentinels.async_get_client().await?;
         let address = client.get_connection_info().addr().to_string();
+        if avoid == Some(address.as_str()) {
+            return Ok(None);
+        }
         let connection = client
             .get_multiplexed_async_connection_with_config(config)
             .await?;
-        Ok((connection, address))
+        Ok(Some((connection, address)))
     };
     within(limit, connect).await.unwrap_or_else(|| {
         Err(io::Error::new(
@@ -481,13 +587,13 @@ fn master_lost(error: &RedisError) -> bool {
 }
 
 /// redis-rs's client for the sentinels at `urls`, looking up the master `master_name`
-/// with `options`.
+/// with `options`, and a client for each sentinel, to listen to.
 fn sentinel_client(
     urls: &[&str],
     master_name: &str,
     options: &RedisConnectOptions,
-) -> Result<SentinelClient, StoreError> {
-    let mut addresses = Vec::with_capacity(urls.len());
+) -> Result<(SentinelClient, Vec<Client>), StoreError> {
+    let mut infos = Vec::with_capacity(urls.len());
     let (mut username, mut password) = (
         options.sentinel_username.clone(),
         options.sentinel_password.clone(),
@@ -500,11 +606,38 @@ fn sentinel_client(
                 username = info.redis_settings().username().map(str::to_owned);
             }
         }
-        addresses.push(info.addr().clone());
+        infos.push(info);
     }
-    let sentinels_tls = addresses
+    let sentinels_tls = infos
         .iter()
-        .any(|address| matches!(address, ConnectionAddr::TcpTls { .. }));
+        .any(|info| matches!(info.addr(), ConnectionAddr::TcpTls { .. }));
+    #[cfg(not(feature = "redis-tls"))]
+    if options.tls || sentinels_tls {
+        return Err(StoreError::InvalidUrl(
+            "TLS needs tollgate's feature `redis-tls`".into(),
+        ));
+    }
+    let mut credentials = RedisConnectionInfo::default();
+    if let Some(username) = &username {
+        credentials = credentials.set_username(username);
+    }
+    if let Some(password) = &password {
+        credentials = credentials.set_password(password);
+    }
+    let mut watched = Vec::with_capacity(infos.len());
+    for info in &infos {
+        let info = info.clone().set_redis_settings(credentials.clone());
+        #[cfg(feature = "redis-tls")]
+        if let (Some(certificates), ConnectionAddr::TcpTls { .. }) =
+            (options.certificates(), info.addr())
+        {
+            watched.push(Client::build_with_tls(info, certificates).map_err(from_redis)?);
+            continue;
+        }
+        watched.push(Client::open(info).map_err(from_redis)?);
+    }
+
+    let addresses = infos.iter().map(|info| info.addr().clone());
     let mut builder =
         SentinelClientBuilder::new(addresses, master_name, SentinelServerType::Master)
             .map_err(invalid_url)?;
@@ -532,13 +665,7 @@ fn sentinel_client(
             builder = builder.set_client_to_sentinel_certificates(certificates);
         }
     }
-    #[cfg(not(feature = "redis-tls"))]
-    if options.tls || sentinels_tls {
-        return Err(StoreError::InvalidUrl(
-            "TLS needs tollgate's feature `redis-tls`".into(),
-        ));
-    }
-    builder.build().map_err(from_redis)
+    Ok((builder.build().map_err(from_redis)?, watched))
 }
 
 impl RedisStore<SentinelConnection> {
