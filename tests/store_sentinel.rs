@@ -267,7 +267,10 @@ async fn a_manual_failover_is_followed_at_the_announcement() {
         "{:?}",
         run.switch_after
     );
-    assert!(run.tally.admitted(Phase::Back) > 0, "nothing admitted after");
+    assert!(
+        run.tally.admitted(Phase::Back) > 0,
+        "nothing admitted after"
+    );
     // From the announced promotion to the new master, calls are held back and the
     // policy decides them: nothing is written to the old master that the promotion
     // would lose, but the calls then in flight.
@@ -299,11 +302,19 @@ async fn a_master_name_no_sentinel_knows_is_a_connection_error() {
     let redis = source.downcast_ref::<redis::RedisError>().unwrap();
     assert_eq!(redis.kind(), ErrorKind::MasterNameNotFoundBySentinel);
     assert!(!error.is_permanent());
-    // The right name connects.
+    // The right name connects, with the longest timeouts too.
     let store = RedisStore::connect_sentinel(&urls, MASTER, "p")
         .await
         .unwrap();
     assert_eq!(store.connection().master_name(), MASTER);
+    let longest = RedisConnectOptions::new()
+        .connect_timeout(Duration::MAX)
+        .response_timeout(Duration::MAX)
+        .sentinel_timeout(Duration::MAX);
+    let store = RedisStore::connect_sentinel_with(&urls, MASTER, "p", &longest)
+        .await
+        .unwrap();
+    assert_eq!(store.connection().switches(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

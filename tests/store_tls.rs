@@ -1,15 +1,16 @@
 //! The Redis store over TLS (`rediss://`) with an ACL user, on a real TLS-only
 //! `redis-server` whose certificate a CA made at test time signed: it decides as over
-//! plain TCP; a certificate that does not verify, a wrong password and a PEM that is
-//! not one are typed errors, never panics.
+//! plain TCP, directly and through a Sentinel; a certificate that does not verify, a
+//! wrong password and a PEM that is not one are typed errors, never panics.
 #![cfg(feature = "redis-tls")]
 
 mod common;
 
 use std::time::Duration;
 
-use common::redis::{RedisServer, require_redis};
+use common::redis::{RedisSentinels, RedisServer, require_redis};
 use common::tls::{TestCertificates, unrelated_ca_pem};
+use redis::aio::ConnectionLike;
 use tollgate::algorithm::FixedWindow;
 use tollgate::store::{RedisConnectOptions, RedisStore, SharedLimiter, StoreError};
 
@@ -31,7 +32,7 @@ fn bare_url(server: &RedisServer) -> String {
 }
 
 /// Three requests admitted, the fourth denied.
-async fn decides(store: RedisStore) {
+async fn decides<C: ConnectionLike + Clone + Send + Sync + 'static>(store: RedisStore<C>) {
     let window = FixedWindow::new(3, Duration::from_secs(60)).unwrap();
     let limiter = SharedLimiter::new(store, window).unwrap();
     for _ in 0..3 {
@@ -139,4 +140,40 @@ async fn plain_tcp_to_a_tls_port_is_a_connection_error() {
     let url = format!("redis://{USER}:x@127.0.0.1:{}/", server.port());
     let error = RedisStore::connect(&url, "p").await.unwrap_err();
     assert!(matches!(error, StoreError::Connection(_)), "{error:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_master_with_an_acl_user_through_a_sentinel() {
+    if require_redis().is_none() {
+        return;
+    }
+    let certificates = TestCertificates::new();
+    let group = tokio::task::block_in_place(|| {
+        RedisSentinels::start_tls("secure", &certificates.files, (USER, PASSWORD))
+    });
+    let urls = group.sentinel_urls();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    // The Sentinel names 127.0.0.1: the certificate's IP address.
+    let options = RedisConnectOptions::new().tls(true).user(USER, PASSWORD);
+    let trusted = options
+        .clone()
+        .root_certificate_pem(certificates.ca_pem.clone());
+    let store = RedisStore::connect_sentinel_with(&urls, "secure", "through", &trusted)
+        .await
+        .unwrap();
+    decides(store).await;
+    // Another CA, a wrong password, plain TCP to the TLS master.
+    let wrong_ca = options.root_certificate_pem(unrelated_ca_pem());
+    let wrong_password = trusted.clone().user(USER, "wrong");
+    let plain = trusted.tls(false);
+    for (refused, authentication) in [(wrong_ca, false), (wrong_password, true), (plain, false)] {
+        let error = RedisStore::connect_sentinel_with(&urls, "secure", "p", &refused)
+            .await
+            .unwrap_err();
+        if authentication {
+            assert!(matches!(error, StoreError::Authentication(_)), "{error:?}");
+        } else {
+            assert!(matches!(error, StoreError::Connection(_)), "{error:?}");
+        }
+    }
 }

@@ -120,6 +120,10 @@ struct SentinelConf {
     master_name: String,
     master_port: u16,
     quorum: usize,
+    /// The master speaks TLS only: the Sentinel reaches it with these files.
+    tls: Option<TlsFiles>,
+    /// The master's ACL user.
+    user: Option<(String, String)>,
 }
 
 /// A `redis-server` child process on `127.0.0.1` with no persistence, killed and its
@@ -310,6 +314,20 @@ impl RedisServer {
                 master = sentinel.master_port,
                 quorum = sentinel.quorum,
             );
+            let mut text = text;
+            if let Some(tls) = &sentinel.tls {
+                text.push_str(&format!(
+                    "tls-cert-file {}\ntls-key-file {}\ntls-ca-cert-file {}\ntls-replication yes\n",
+                    tls.cert.display(),
+                    tls.key.display(),
+                    tls.ca.display()
+                ));
+            }
+            if let Some((user, password)) = &sentinel.user {
+                text.push_str(&format!(
+                    "sentinel auth-user {name} {user}\nsentinel auth-pass {name} \"{password}\"\n"
+                ));
+            }
             fs::write(&conf, text).map_err(|e| format!("cannot write {}: {e}", conf.display()))?;
             command.arg(&conf).arg("--sentinel");
         } else {
@@ -555,7 +573,7 @@ impl RedisCluster {
 pub struct RedisSentinels {
     sentinels: Vec<RedisServer>,
     master: RedisServer,
-    replica: RedisServer,
+    replica: Option<RedisServer>,
     master_name: String,
 }
 
@@ -583,6 +601,8 @@ impl RedisSentinels {
             master_name: master_name.to_owned(),
             master_port: master.port,
             quorum: sentinels / 2 + 1,
+            tls: None,
+            user: None,
         };
         let sentinels: Vec<RedisServer> = (0..sentinels)
             .map(|_| {
@@ -607,7 +627,42 @@ impl RedisSentinels {
         RedisSentinels {
             sentinels,
             master,
-            replica,
+            replica: Some(replica),
+            master_name: master_name.to_owned(),
+        }
+    }
+
+    /// Starts a TLS-only master with the ACL user `user` (as
+    /// [`RedisServer::start_tls`]), without a replica, and one Sentinel (itself in
+    /// plain TCP) that reaches the master over TLS as that user; waits until the
+    /// Sentinel has heard the master report its role.
+    ///
+    /// # Panics
+    ///
+    /// If a server does not start, or the Sentinel does not reach the master within
+    /// 20 s.
+    pub fn start_tls(master_name: &str, tls: &TlsFiles, user: (&str, &str)) -> RedisSentinels {
+        let master = RedisServer::start_tls(tls, Some(user));
+        let sentinel = RedisServer::launch(Options {
+            sentinel: Some(SentinelConf {
+                master_name: master_name.to_owned(),
+                master_port: master.port,
+                quorum: 1,
+                tls: Some(tls.clone()),
+                user: Some((user.0.to_owned(), user.1.to_owned())),
+            }),
+            ..Options::default()
+        });
+        let deadline = Instant::now() + SENTINEL_TIMEOUT;
+        wait_for(deadline, "the Sentinel to reach the master", || {
+            sentinel
+                .query(&["SENTINEL", "MASTER", master_name])
+                .is_ok_and(|reply| reply.contains("role-reported master"))
+        });
+        RedisSentinels {
+            sentinels: vec![sentinel],
+            master,
+            replica: None,
             master_name: master_name.to_owned(),
         }
     }
@@ -628,8 +683,12 @@ impl RedisSentinels {
     }
 
     /// Its replica (the master after a failover).
+    ///
+    /// # Panics
+    ///
+    /// For a group started without one ([`start_tls`](Self::start_tls)).
     pub fn replica(&self) -> &RedisServer {
-        &self.replica
+        self.replica.as_ref().expect("a group with a replica")
     }
 
     /// The Sentinels, e.g. to [`kill`](RedisServer::kill) one.
@@ -688,8 +747,9 @@ impl RedisSentinels {
                     .is_ok_and(|reply| reply == address)
             });
         }
-        let server = [&self.master, &self.replica]
+        let server = [Some(&self.master), self.replica.as_ref()]
             .into_iter()
+            .flatten()
             .find(|s| s.port == port)
             .expect("the master or the replica");
         wait_for(deadline, "the new master to take writes", || {

@@ -335,3 +335,62 @@ impl RedisStore<ConnectionManager> {
         RedisStore::new(connection, prefix)?.preloaded().await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_never_prints_a_password() {
+        let options = RedisConnectOptions::new()
+            .user("alice", "s3cret")
+            .sentinel_password("sentinel-s3cret");
+        let text = format!("{options:?}");
+        assert!(text.contains("alice"), "{text}");
+        assert!(!text.contains("s3cret"), "{text}");
+    }
+
+    #[test]
+    fn zero_timeouts_are_refused_and_the_longest_accepted() {
+        for (options, parameter) in [
+            (
+                RedisConnectOptions::new().connect_timeout(Duration::ZERO),
+                "connect_timeout",
+            ),
+            (
+                RedisConnectOptions::new().response_timeout(Duration::ZERO),
+                "response_timeout",
+            ),
+            (
+                RedisConnectOptions::new().sentinel_timeout(Duration::ZERO),
+                "sentinel_timeout",
+            ),
+        ] {
+            assert_eq!(options.check(), Err(ConfigError::Zero { parameter }));
+        }
+        let longest = RedisConnectOptions::new()
+            .connect_timeout(Duration::MAX)
+            .response_timeout(Duration::MAX)
+            .sentinel_timeout(Duration::MAX);
+        assert_eq!(longest.check(), Ok(()));
+    }
+
+    #[test]
+    fn credentials_set_here_win_over_the_url() {
+        let info = "redis://bob:old@127.0.0.1:6379/3"
+            .into_connection_info()
+            .unwrap();
+        let settings = RedisConnectOptions::new()
+            .user("alice", "p@ss")
+            .redis_settings(info.redis_settings());
+        assert_eq!(
+            (settings.username(), settings.password(), settings.db()),
+            (Some("alice"), Some("p@ss"), 3)
+        );
+        let kept = RedisConnectOptions::new().redis_settings(info.redis_settings());
+        assert_eq!(
+            (kept.username(), kept.password()),
+            (Some("bob"), Some("old"))
+        );
+    }
+}
