@@ -315,6 +315,12 @@ async fn a_master_name_no_sentinel_knows_is_a_connection_error() {
         .await
         .unwrap();
     assert_eq!(store.connection().switches(), 0);
+    // Coalescing works through the Sentinel connection too.
+    let window = FixedWindow::new(2, Duration::from_secs(60)).unwrap();
+    let limiter = SharedLimiter::new(store.coalescing(8), window).unwrap();
+    let checks = futures::future::join_all((0..3).map(|_| limiter.check("k", 1))).await;
+    let admitted = checks.iter().filter(|c| matches!(c, Ok(Ok(_)))).count();
+    assert_eq!(admitted, 2, "{checks:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
