@@ -80,8 +80,8 @@ impl<T> Mutex<T> {
     pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
         match self.0.try_lock() {
             Ok(guard) => Some(guard),
-            Err(loom::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
-            Err(loom::sync::TryLockError::WouldBlock) => None,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
         }
     }
 }

@@ -5,6 +5,14 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
+
+/// `println!` that shrugs off a closed stdout (`tollgate-sim list | head`).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
 use tollgate_sim::SimError;
 use tollgate_sim::arrivals::{Keys, Pattern, Traffic};
 use tollgate_sim::replay::{RulesLimiter, Series, replay};
@@ -104,19 +112,19 @@ fn execute(command: Command) -> Result<(), Box<dyn std::error::Error>> {
     match command {
         Command::List => {
             for s in SCENARIOS {
-                println!("{:<10} {}", s.name, s.shows);
+                say!("{:<10} {}", s.name, s.shows);
             }
         }
         Command::Scenario { name, seed, out } => {
             let outcome = run(&name, seed)?;
-            println!(
+            say!(
                 "{:<16} {:>9} {:>24}",
                 "limit",
                 "admitted",
                 format!("most in any {:?}", outcome.span)
             );
             for s in &outcome.series {
-                println!(
+                say!(
                     "{:<16} {:>9} {:>24}",
                     s.name,
                     s.admitted(),
@@ -127,14 +135,11 @@ fn execute(command: Command) -> Result<(), Box<dyn std::error::Error>> {
                 for s in &outcome.series {
                     write(&dir, &format!("{}-{}", outcome.name, s.name), s)?;
                 }
-                let picture = tollgate_sim::plot::svg(
-                    outcome.name,
-                    &outcome.series,
-                    tollgate_sim::plot::Measure::Rolling(outcome.span),
-                )?;
+                let picture =
+                    tollgate_sim::plot::svg(outcome.name, &outcome.series, outcome.measure)?;
                 let path = dir.join(format!("{}.svg", outcome.name));
                 std::fs::write(&path, picture)?;
-                println!("wrote {}", path.display());
+                say!("wrote {}", path.display());
             }
         }
         Command::Run {
@@ -210,7 +215,7 @@ fn execute(command: Command) -> Result<(), Box<dyn std::error::Error>> {
                     step,
                 )?
             };
-            println!(
+            say!(
                 "{} requests, {} admitted, {} denied",
                 series.steps.iter().map(|s| s.offered).sum::<u64>(),
                 series.admitted(),
@@ -224,7 +229,7 @@ fn execute(command: Command) -> Result<(), Box<dyn std::error::Error>> {
                     tollgate_sim::plot::Measure::PerStep,
                 )?;
                 std::fs::write(dir.join("run.svg"), picture)?;
-                println!("wrote {}/run.svg", dir.display());
+                say!("wrote {}/run.svg", dir.display());
             }
         }
     }
@@ -236,6 +241,6 @@ fn write(dir: &Path, name: &str, series: &Series) -> Result<(), Box<dyn std::err
     std::fs::create_dir_all(dir)?;
     std::fs::write(dir.join(format!("{name}.csv")), series.to_csv())?;
     std::fs::write(dir.join(format!("{name}.json")), series.to_json())?;
-    println!("wrote {}/{name}.csv and .json", dir.display());
+    say!("wrote {}/{name}.csv and .json", dir.display());
     Ok(())
 }

@@ -4,10 +4,11 @@ use std::time::Duration;
 
 use futures_util::FutureExt as _;
 use serde::Serialize;
-use tollgate::KeyedConfig;
+use tollgate::algorithm::Algorithm;
 use tollgate::config::{ConfigLimiter, Descriptor, RuleSet};
 use tollgate::store::MemoryStore;
 use tollgate::time::{ManualClock, Nanos};
+use tollgate::{KeyedConfig, Limiter};
 
 use crate::arrivals::Arrival;
 use crate::error::SimError;
@@ -90,6 +91,49 @@ impl Decide for RulesLimiter {
             .ok_or_else(|| SimError::Rules("the memory store did not answer at once".into()))?
             .map_err(|e| SimError::Rules(e.to_string()))?;
         Ok(decided.is_admitted())
+    }
+}
+
+/// One limiter of any algorithm for every request (the key is not read), on a manual
+/// clock set to each request's time: `Limiter::try_acquire`, as a caller that never
+/// waits uses it. For algorithms and options a rules file does not name (a sliding log
+/// counting blocked attempts, Guava's smooth limiters).
+pub struct AlgorithmLimiter<A: Algorithm> {
+    limiter: Limiter<A, ManualClock>,
+    clock: ManualClock,
+}
+
+impl<A: Algorithm> AlgorithmLimiter<A> {
+    /// `algorithm` on a clock starting at the run's start.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::algorithm::SlidingLog;
+    /// use tollgate_sim::replay::{AlgorithmLimiter, Decide};
+    ///
+    /// let log = SlidingLog::new(1, Duration::from_secs(60)).unwrap().count_blocked(true);
+    /// let mut limiter = AlgorithmLimiter::new(log);
+    /// assert!(limiter.decide(Duration::ZERO, "", 1)?);
+    /// assert!(!limiter.decide(Duration::from_secs(59), "", 1)?);
+    /// // The blocked attempt was logged too: a minute after the first is not enough.
+    /// assert!(!limiter.decide(Duration::from_secs(61), "", 1)?);
+    /// # Ok::<(), tollgate_sim::SimError>(())
+    /// ```
+    pub fn new(algorithm: A) -> AlgorithmLimiter<A> {
+        let clock = ManualClock::new();
+        AlgorithmLimiter {
+            limiter: Limiter::with_clock(algorithm, clock.clone()),
+            clock,
+        }
+    }
+}
+
+impl<A: Algorithm> Decide for AlgorithmLimiter<A> {
+    fn decide(&mut self, at: Duration, _key: &str, cost: u64) -> Result<bool, SimError> {
+        self.clock.set(Nanos::new(duration_to_nanos(at)));
+        Ok(self.limiter.try_acquire(cost).is_ok())
     }
 }
 

@@ -2,9 +2,12 @@
 
 use std::time::Duration;
 
-use crate::arrivals::Arrival;
+use tollgate::algorithm::{SlidingLog, SmoothBursty, SmoothWarmingUp};
+
+use crate::arrivals::{Arrival, Keys, Pattern, Traffic};
 use crate::error::SimError;
-use crate::replay::{RulesLimiter, Series, replay};
+use crate::plot::Measure;
+use crate::replay::{AlgorithmLimiter, Decide, RulesLimiter, Series, replay};
 
 /// A scenario: what it shows, and how to run it.
 #[derive(Debug, Clone, Copy)]
@@ -16,12 +19,27 @@ pub struct Scenario {
 }
 
 /// Every built-in scenario.
-pub const SCENARIOS: &[Scenario] = &[Scenario {
-    name: "boundary",
-    shows: "a fixed window of 100 a minute admits 2x its limit across a window boundary \
-            (100 requests in the last second of a minute, 100 in the first of the \
-            next, at three boundaries); the sliding log, the sliding counter and GCRA do not",
-}];
+pub const SCENARIOS: &[Scenario] = &[
+    Scenario {
+        name: "boundary",
+        shows: "a fixed window of 100 a minute admits 2x its limit across a window boundary \
+                (100 requests in the last second of a minute, 100 in the first of the \
+                next, at three boundaries); the sliding log, the sliding counter and GCRA do not",
+    },
+    Scenario {
+        name: "blocked",
+        shows: "a sliding log of 10 a minute that counts blocked attempts keeps a client \
+                sending 20 a minute blocked after its first 10; the plain log admits 10 \
+                every minute",
+    },
+    Scenario {
+        name: "warmup",
+        shows: "Guava's SmoothWarmingUp at 10 a second with 10 s of warm-up, cold at the \
+                start, asked 20 a second by a caller that never waits: a third of the rate \
+                at first (Guava's cold factor 3), rising to the full rate; SmoothBursty \
+                grants the full rate at once",
+    },
+];
 
 /// What one scenario run gives: a series per limit, and the span its figure reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,6 +50,8 @@ pub struct Outcome {
     pub series: Vec<Series>,
     /// The span over which [`Series::most_admitted_in`] is the scenario's figure.
     pub span: Duration,
+    /// How its plot counts.
+    pub measure: Measure,
 }
 
 /// Runs the scenario `name` from `seed`.
@@ -55,6 +75,8 @@ pub struct Outcome {
 pub fn run(name: &str, seed: u64) -> Result<Outcome, SimError> {
     match name {
         "boundary" => boundary(seed),
+        "blocked" => blocked(seed),
+        "warmup" => warmup(seed),
         other => Err(SimError::UnknownScenario(other.to_owned())),
     }
 }
@@ -101,6 +123,85 @@ fn boundary(_seed: u64) -> Result<Outcome, SimError> {
         name: "boundary",
         series,
         span: Duration::from_secs(60),
+        measure: Measure::Rolling(Duration::from_secs(60)),
+    })
+}
+
+/// Each limiter of `limiters` against the same `arrivals` of one key.
+fn side_by_side(
+    arrivals: &[Arrival],
+    limiters: Vec<(&str, Box<dyn Decide>)>,
+    step: Duration,
+) -> Result<Vec<Series>, SimError> {
+    limiters
+        .into_iter()
+        .map(|(name, mut limiter)| {
+            replay(
+                name,
+                arrivals,
+                &|_| "client-1".to_owned(),
+                limiter.as_mut(),
+                step,
+            )
+        })
+        .collect()
+}
+
+fn blocked(seed: u64) -> Result<Outcome, SimError> {
+    // A request every 3 s for five minutes: 20 a minute against 10.
+    let arrivals = Traffic {
+        pattern: Pattern::Constant { rate: 1.0 / 3.0 },
+        keys: Keys::One,
+        cost: 1,
+        duration: Duration::from_secs(300),
+    }
+    .arrivals(seed)?;
+    let minute = Duration::from_secs(60);
+    let log = SlidingLog::new(10, minute).map_err(|e| SimError::Rules(e.to_string()))?;
+    let series = side_by_side(
+        &arrivals,
+        vec![
+            ("sliding_log", Box::new(AlgorithmLimiter::new(log))),
+            (
+                "sliding_log, counting blocked",
+                Box::new(AlgorithmLimiter::new(log.count_blocked(true))),
+            ),
+        ],
+        Duration::from_secs(1),
+    )?;
+    Ok(Outcome {
+        name: "blocked",
+        series,
+        span: minute,
+        measure: Measure::Rolling(minute),
+    })
+}
+
+fn warmup(seed: u64) -> Result<Outcome, SimError> {
+    // 20 a second, evenly, for 30 s, against 10 a second: the limiter starts cold.
+    let arrivals = Traffic {
+        pattern: Pattern::Constant { rate: 20.0 },
+        keys: Keys::One,
+        cost: 1,
+        duration: Duration::from_secs(30),
+    }
+    .arrivals(seed)?;
+    let rules = |e: tollgate::ConfigError| SimError::Rules(e.to_string());
+    let warming = SmoothWarmingUp::new(10.0, Duration::from_secs(10)).map_err(rules)?;
+    let bursty = SmoothBursty::new(10.0).map_err(rules)?;
+    let series = side_by_side(
+        &arrivals,
+        vec![
+            ("SmoothWarmingUp", Box::new(AlgorithmLimiter::new(warming))),
+            ("SmoothBursty", Box::new(AlgorithmLimiter::new(bursty))),
+        ],
+        Duration::from_secs(1),
+    )?;
+    Ok(Outcome {
+        name: "warmup",
+        series,
+        span: Duration::from_secs(1),
+        measure: Measure::PerStep,
     })
 }
 
@@ -123,6 +224,37 @@ mod tests {
         for (name, n) in &most[2..] {
             assert!((100..=104).contains(n), "{name}: {n}");
         }
+    }
+
+    #[test]
+    fn counting_blocked_attempts_keeps_a_persistent_client_out() {
+        let outcome = run("blocked", 0).unwrap();
+        let (plain, counting) = (&outcome.series[0], &outcome.series[1]);
+        // The plain log admits 10 in every minute: 50 over five.
+        assert_eq!(plain.admitted(), 50);
+        assert_eq!(plain.most_admitted_in(outcome.span), 10);
+        // Counting blocked attempts, the first 10 only: every later attempt comes
+        // within a minute of a logged one.
+        assert_eq!(counting.admitted(), 10);
+    }
+
+    #[test]
+    fn warming_up_starts_at_a_third_and_reaches_the_rate() {
+        let outcome = run("warmup", 0).unwrap();
+        let (warming, bursty) = (&outcome.series[0], &outcome.series[1]);
+        let per_second: Vec<u64> = warming.steps.iter().map(|s| s.admitted).collect();
+        // Cold: about a third of 10 a second in the first second (Guava's cold
+        // factor 3), rising to 10 a second once warm.
+        assert!((3..=5).contains(&per_second[0]), "{per_second:?}");
+        assert!(
+            per_second[..16].windows(2).all(|w| w[0] <= w[1] + 1),
+            "{per_second:?}"
+        );
+        // Warm after about 16 s: the 10 s of warm-up are counted in permits taken at
+        // the stable rate, and a caller that never waits takes fewer while cold.
+        assert!(per_second[16..].iter().all(|&n| n == 10), "{per_second:?}");
+        // SmoothBursty: the stable rate from the start.
+        assert!(bursty.steps[1..].iter().all(|s| s.admitted == 10));
     }
 
     #[test]

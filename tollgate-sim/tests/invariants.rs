@@ -12,13 +12,13 @@ use tollgate_sim::replay::{Decide, RulesLimiter};
 fn a_fixed_window_admits_at_most_its_limit_per_key_and_window() {
     let rules = "domain: sim\ndescriptors:\n  - key: user\n    rate_limit: { unit: second, requests_per_unit: 50 }\n";
     let traffic = Traffic {
-        pattern: Pattern::Poisson { rate: 100_000.0 },
+        pattern: Pattern::Poisson { rate: 60_000.0 },
         keys: Keys::Zipf {
             n: 1_000,
             exponent: 1.0,
         },
         cost: 1,
-        duration: Duration::from_secs(5),
+        duration: Duration::from_secs(3),
     };
     let arrivals = traffic.arrivals(1).unwrap();
     let mut limiter = RulesLimiter::new(rules, "user").unwrap();

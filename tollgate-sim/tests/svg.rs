@@ -60,7 +60,7 @@ fn a_plot_of_nothing_is_an_error_not_an_empty_picture() {
 #[test]
 fn the_readme_picture_is_current() {
     let outcome = run("boundary", 1).unwrap();
-    let picture = svg("boundary", &outcome.series, Measure::Rolling(outcome.span)).unwrap();
+    let picture = svg("boundary", &outcome.series, outcome.measure).unwrap();
     let committed = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../docs/sim/boundary.svg"
