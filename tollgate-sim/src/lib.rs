@@ -11,6 +11,7 @@
 //! - [`replay`]: requests decided at their virtual times, counted per step.
 //! - [`scenarios`]: built-in comparisons, the same traffic against several limits.
 //! - [`plot`]: a comparison drawn as SVG.
+//! - [`report`]: scenarios side by side in one self-contained HTML page.
 //!
 //! `cargo run -p tollgate-sim -- scenario boundary` runs one; `-- list` names them.
 
@@ -18,6 +19,7 @@ pub mod arrivals;
 mod error;
 pub mod plot;
 pub mod replay;
+pub mod report;
 pub mod scenarios;
 pub mod trace;
 

@@ -43,6 +43,17 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Runs scenarios (every one by default) into one self-contained HTML page.
+    Report {
+        /// The scenarios, in order.
+        names: Vec<String>,
+        /// The seed of their random traffic.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Where to write the page.
+        #[arg(long, default_value = "tollgate-sim-report.html")]
+        out: PathBuf,
+    },
     /// Replays traffic against a rules file (a domain file of the rate limit service).
     Run {
         /// The rules file.
@@ -114,6 +125,19 @@ fn execute(command: Command) -> Result<(), Box<dyn std::error::Error>> {
             for s in SCENARIOS {
                 say!("{:<10} {}", s.name, s.shows);
             }
+        }
+        Command::Report { names, seed, out } => {
+            let names: Vec<String> = if names.is_empty() {
+                SCENARIOS.iter().map(|s| s.name.to_owned()).collect()
+            } else {
+                names
+            };
+            let outcomes = names
+                .iter()
+                .map(|name| run(name, seed))
+                .collect::<Result<Vec<_>, _>>()?;
+            std::fs::write(&out, tollgate_sim::report::html(&outcomes)?)?;
+            say!("wrote {}", out.display());
         }
         Command::Scenario { name, seed, out } => {
             let outcome = run(&name, seed)?;

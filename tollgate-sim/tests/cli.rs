@@ -147,3 +147,33 @@ fn bad_input_is_named_with_exit_code_2() {
         text(&bad_rules.stderr)
     );
 }
+
+#[test]
+fn the_report_holds_every_scenario_and_replays_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut pages = Vec::new();
+    for run in ["a.html", "b.html"] {
+        let out = dir.path().join(run);
+        let output = sim(&["report", "--out", out.to_str().unwrap()]);
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        pages.push(std::fs::read_to_string(out).unwrap());
+    }
+    assert_eq!(pages[0], pages[1]);
+    let page = &pages[0];
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    for name in ["boundary", "blocked", "warmup"] {
+        assert!(page.contains(&format!("<h2>{name}</h2>")), "{name}");
+    }
+    assert_eq!(page.matches("<svg").count(), 3);
+    // Self-contained: nothing fetched from elsewhere.
+    assert!(!page.contains("src=") && !page.contains("href="));
+
+    let unknown = sim(&[
+        "report",
+        "boundary",
+        "nope",
+        "--out",
+        dir.path().join("c.html").to_str().unwrap(),
+    ]);
+    assert_eq!(unknown.status.code(), Some(2));
+}
