@@ -23,4 +23,10 @@ pub mod report;
 pub mod scenarios;
 pub mod trace;
 
+/// The service with a concurrency knee, event by event on a manual clock: the model
+/// the crate's adaptive-limit tests run on (after Vector's adaptive-concurrency
+/// scenarios), shared with them rather than copied.
+#[path = "../../tests/sim/mod.rs"]
+mod service_model;
+
 pub use error::SimError;

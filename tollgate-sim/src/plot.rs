@@ -16,6 +16,12 @@ pub enum Measure {
     /// Requests in the span before each step's end: a limit of so many per span
     /// shows as a line it keeps under.
     Rolling(std::time::Duration),
+    /// Each series' `admitted` read as a concurrency limit at each step's end, beside
+    /// the service's knee: where an adaptive limit settles.
+    Limit {
+        /// The service's knee, drawn as a grey line.
+        knee: u64,
+    },
 }
 
 /// An SVG of `series` (the same traffic against several limits): the requests
@@ -52,17 +58,21 @@ pub fn svg(title: &str, series: &[Series], measure: Measure) -> Result<String, S
             offered.admitted_at_us = offered_times(first);
             offered.rolling(span)
         }
+        // The grey line is the knee.
+        Measure::Limit { knee } => vec![knee; first.steps.len()],
     };
     let admitted: Vec<Vec<u64>> = series
         .iter()
         .map(|s| match measure {
-            Measure::PerStep => s.steps.iter().map(|s| s.admitted).collect(),
+            Measure::PerStep | Measure::Limit { .. } => {
+                s.steps.iter().map(|s| s.admitted).collect()
+            }
             Measure::Rolling(span) => s.rolling(span),
         })
         .collect();
     let shift = match measure {
         Measure::PerStep => 0.0,
-        Measure::Rolling(_) => step_s,
+        Measure::Rolling(_) | Measure::Limit { .. } => step_s,
     };
     let x_max = series
         .iter()
@@ -79,6 +89,11 @@ pub fn svg(title: &str, series: &[Series], measure: Measure) -> Result<String, S
     let y_desc = match measure {
         Measure::PerStep => format!("requests per {} ms", first.step_ms),
         Measure::Rolling(span) => format!("requests in the last {span:?}"),
+        Measure::Limit { .. } => "concurrency limit".to_owned(),
+    };
+    let (grey_label, line_label) = match measure {
+        Measure::Limit { .. } => ("the service's knee", ""),
+        _ => ("offered", " (admitted)"),
     };
     let plot = |e: &dyn std::fmt::Display| SimError::Plot(e.to_string());
     let mut out = String::new();
@@ -106,7 +121,7 @@ pub fn svg(title: &str, series: &[Series], measure: Measure) -> Result<String, S
                 grey.stroke_width(3),
             ))
             .map_err(|e| plot(&e))?
-            .label("offered")
+            .label(grey_label)
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 20, y)], grey.stroke_width(3))
             });
@@ -118,7 +133,7 @@ pub fn svg(title: &str, series: &[Series], measure: Measure) -> Result<String, S
                     colour.stroke_width(2),
                 ))
                 .map_err(|e| plot(&e))?
-                .label(format!("{} (admitted)", s.name))
+                .label(format!("{}{line_label}", s.name))
                 .legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
                 });

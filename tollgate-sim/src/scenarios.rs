@@ -2,12 +2,18 @@
 
 use std::time::Duration;
 
+use tollgate::adaptive::WhenLimited;
+use tollgate::adaptive::limit::{
+    AimdLimit, EnvoyGradient, EnvoyGradientConfig, Gradient2Limit, LimitAlgorithm, VegasLimit,
+};
 use tollgate::algorithm::{SlidingLog, SmoothBursty, SmoothWarmingUp};
+use tollgate::time::{Clock, ManualClock};
 
 use crate::arrivals::{Arrival, Keys, Pattern, Traffic};
 use crate::error::SimError;
 use crate::plot::Measure;
-use crate::replay::{AlgorithmLimiter, Decide, RulesLimiter, Series, replay};
+use crate::replay::{AlgorithmLimiter, Decide, RulesLimiter, Series, Step, replay};
+use crate::service_model::{Load, Overload, Run, Service, limiter, simulate};
 
 /// A scenario: what it shows, and how to run it.
 #[derive(Debug, Clone, Copy)]
@@ -31,6 +37,13 @@ pub const SCENARIOS: &[Scenario] = &[
         shows: "a sliding log of 10 a minute that counts blocked attempts keeps a client \
                 sending 20 a minute blocked after its first 10; the plain log admits 10 \
                 every minute",
+    },
+    Scenario {
+        name: "adaptive",
+        shows: "AIMD, Vegas, Gradient2 and Envoy's gradient controller, each alone in front \
+                of the same service (10 ms up to 10 requests in flight, slower past them, \
+                dropping past 40), offered twice what it can serve: where each limit settles \
+                against the knee",
     },
     Scenario {
         name: "warmup",
@@ -77,6 +90,7 @@ pub fn run(name: &str, seed: u64) -> Result<Outcome, SimError> {
         "boundary" => boundary(seed),
         "blocked" => blocked(seed),
         "warmup" => warmup(seed),
+        "adaptive" => adaptive(seed),
         other => Err(SimError::UnknownScenario(other.to_owned())),
     }
 }
@@ -205,6 +219,98 @@ fn warmup(seed: u64) -> Result<Outcome, SimError> {
     })
 }
 
+/// The service of the adaptive scenario: Vector's test model, 10 ms up to a knee of
+/// 10 in flight, 20 % slower per request past it, refusing past 40.
+const KNEE_SERVICE: Service = Service {
+    base: Duration::from_millis(10),
+    knee: 10,
+    growth: 0.2,
+    max_inflight: 40,
+    jitter: 0.1,
+    overload: Overload::Reject,
+};
+
+fn adaptive(seed: u64) -> Result<Outcome, SimError> {
+    let bad = |e: &dyn std::fmt::Display| SimError::Rules(e.to_string());
+    let run = Run {
+        length: Duration::from_secs(30),
+        load: Load::Constant(2.0 * KNEE_SERVICE.capacity()),
+        warm_up: Duration::from_secs(1),
+        tick: Duration::from_millis(10),
+        seed,
+    };
+    let mut series = Vec::new();
+    for name in ["AIMD", "Vegas", "Gradient2", "Envoy gradient"] {
+        let clock = ManualClock::new();
+        let algorithm: Box<dyn LimitAlgorithm> = match name {
+            // AIMD sees only losses: a request slower than twice the service's base
+            // latency counts as one (Netflix's `timeout`), else it climbs to the drops.
+            "AIMD" => Box::new(
+                AimdLimit::builder()
+                    .min_limit(1)
+                    .initial_limit(10)
+                    .max_limit(200)
+                    .timeout(Duration::from_millis(20))
+                    .build()
+                    .map_err(|e| bad(&e))?,
+            ),
+            "Vegas" => Box::new(
+                VegasLimit::builder()
+                    .min_limit(1)
+                    .initial_limit(10)
+                    .max_limit(200)
+                    .seed(seed)
+                    .build()
+                    .map_err(|e| bad(&e))?,
+            ),
+            "Gradient2" => Box::new(
+                Gradient2Limit::builder()
+                    .min_limit(1)
+                    .initial_limit(10)
+                    .max_limit(200)
+                    .build()
+                    .map_err(|e| bad(&e))?,
+            ),
+            _ => {
+                let config = EnvoyGradientConfig::builder()
+                    .concurrency_update_interval(Duration::from_millis(100))
+                    .min_rtt_calc_interval(Duration::from_secs(2))
+                    .max_concurrency_limit(200)
+                    .build()
+                    .map_err(|e| bad(&e))?;
+                Box::new(EnvoyGradient::with_seed(config, clock.now(), seed))
+            }
+        };
+        let gate = limiter(algorithm, WhenLimited::FailFast, &clock);
+        let report = simulate(KNEE_SERVICE, run, Some(gate));
+        series.push(Series {
+            name: name.to_owned(),
+            step_ms: 1_000,
+            // Per simulated second: the limit at its end, and what it let through.
+            steps: report
+                .seconds
+                .iter()
+                .enumerate()
+                .map(|(i, &(limit, admitted, _))| Step {
+                    t_ms: i as u64 * 1_000,
+                    offered: admitted,
+                    admitted: limit,
+                    denied: 0,
+                })
+                .collect(),
+            admitted_at_us: Vec::new(),
+        });
+    }
+    Ok(Outcome {
+        name: "adaptive",
+        series,
+        span: Duration::from_secs(1),
+        measure: Measure::Limit {
+            knee: KNEE_SERVICE.knee,
+        },
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -255,6 +361,22 @@ mod tests {
         assert!(per_second[16..].iter().all(|&n| n == 10), "{per_second:?}");
         // SmoothBursty: the stable rate from the start.
         assert!(bursty.steps[1..].iter().all(|s| s.admitted == 10));
+    }
+
+    #[test]
+    fn every_adaptive_limit_settles_near_the_knee() {
+        let outcome = run("adaptive", 1).unwrap();
+        for s in &outcome.series {
+            let limits: Vec<u64> = s.steps.iter().map(|s| s.admitted).collect();
+            let late = &limits[limits.len() / 2..];
+            let mean = late.iter().sum::<u64>() as f64 / late.len() as f64;
+            // The knee is 10, and 40 is where the service refuses.
+            assert!(
+                (4.0..=30.0).contains(&mean),
+                "{}: {mean} ({limits:?})",
+                s.name
+            );
+        }
     }
 
     #[test]

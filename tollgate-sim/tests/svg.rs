@@ -37,7 +37,7 @@ fn inked_plot_pixels(picture: &str) -> usize {
 fn every_scenario_draws_a_plot_with_lines() {
     for scenario in SCENARIOS {
         let outcome = run(scenario.name, 1).unwrap();
-        for measure in [Measure::PerStep, Measure::Rolling(outcome.span)] {
+        for measure in [outcome.measure, Measure::PerStep] {
             let picture = svg(scenario.name, &outcome.series, measure).unwrap();
             let inked = inked_plot_pixels(&picture);
             assert!(
