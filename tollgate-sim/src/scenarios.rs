@@ -7,7 +7,8 @@ use tollgate::adaptive::limit::{
     AimdLimit, EnvoyGradient, EnvoyGradientConfig, Gradient2Limit, LimitAlgorithm, VegasLimit,
 };
 use tollgate::algorithm::{SlidingLog, SmoothBursty, SmoothWarmingUp};
-use tollgate::time::{Clock, ManualClock};
+use tollgate::time::{Clock, ManualClock, Nanos};
+use tollgate::{LeakyQueue, Quota};
 
 use crate::arrivals::{Arrival, Keys, Pattern, Traffic};
 use crate::error::SimError;
@@ -44,6 +45,12 @@ pub const SCENARIOS: &[Scenario] = &[
                 of the same service (10 ms up to 10 requests in flight, slower past them, \
                 dropping past 40), offered twice what it can serve: where each limit settles \
                 against the knee",
+    },
+    Scenario {
+        name: "leaky",
+        shows: "a leaky queue draining 10 a second (room for 50) turns bursts of 40 \
+                requests in a second, every 10 s, into departures evenly spaced at 10 a \
+                second; what finds the queue full is refused",
     },
     Scenario {
         name: "warmup",
@@ -91,6 +98,7 @@ pub fn run(name: &str, seed: u64) -> Result<Outcome, SimError> {
         "blocked" => blocked(seed),
         "warmup" => warmup(seed),
         "adaptive" => adaptive(seed),
+        "leaky" => leaky(seed),
         other => Err(SimError::UnknownScenario(other.to_owned())),
     }
 }
@@ -214,6 +222,94 @@ fn warmup(seed: u64) -> Result<Outcome, SimError> {
     Ok(Outcome {
         name: "warmup",
         series,
+        span: Duration::from_secs(1),
+        measure: Measure::PerStep,
+    })
+}
+
+fn leaky(seed: u64) -> Result<Outcome, SimError> {
+    let arrivals = Traffic {
+        pattern: Pattern::OnOff {
+            rate: 40.0,
+            on: Duration::from_secs(1),
+            off: Duration::from_secs(9),
+        },
+        keys: Keys::One,
+        cost: 1,
+        duration: Duration::from_secs(60),
+    }
+    .arrivals(seed)?;
+    let bad = |e: &dyn std::fmt::Display| SimError::Rules(e.to_string());
+    let clock = ManualClock::new();
+    let drain = Quota::per_second(10).map_err(|e| bad(&e))?;
+    let queue = LeakyQueue::with_clock(50, drain, clock.clone()).map_err(|e| bad(&e))?;
+    let at = |d: Duration| Nanos::new(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    let mut departures: Vec<Duration> = Vec::new();
+    let mut refused: Vec<Duration> = Vec::new();
+    let mut waiting = Vec::new();
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let mut next = 0;
+    // Event by event: the next arrival, or the next alarm a waiting request set.
+    loop {
+        let arrival = arrivals.get(next).map(|a| at(a.at));
+        let Some(now) = arrival.into_iter().chain(clock.next_alarm()).min() else {
+            break;
+        };
+        clock.set(now);
+        if arrival == Some(now) {
+            waiting.push((arrivals[next].at, Box::pin(queue.enqueue(1))));
+            next += 1;
+        }
+        let time = Duration::from_nanos(now.as_u64());
+        waiting.retain_mut(|(arrived, request)| match request.as_mut().poll(&mut cx) {
+            std::task::Poll::Pending => true,
+            std::task::Poll::Ready(Ok(_)) => {
+                departures.push(time);
+                false
+            }
+            std::task::Poll::Ready(Err(_)) => {
+                refused.push(*arrived);
+                false
+            }
+        });
+    }
+    drop(waiting);
+    let step = Duration::from_millis(500);
+    let steps = |times: &[Duration], len: usize| {
+        let mut counts = vec![0u64; len];
+        for t in times {
+            let i = (t.as_millis() / step.as_millis()) as usize;
+            if let Some(c) = counts.get_mut(i) {
+                *c += 1;
+            }
+        }
+        counts
+    };
+    let end = departures
+        .iter()
+        .chain(arrivals.iter().map(|a| &a.at))
+        .max()
+        .copied();
+    let len = end.map_or(0, |e| (e.as_millis() / step.as_millis()) as usize + 1);
+    let offered = steps(&arrivals.iter().map(|a| a.at).collect::<Vec<_>>(), len);
+    let left = steps(&departures, len);
+    let denied = steps(&refused, len);
+    let series = Series {
+        name: "leaky queue, departures".to_owned(),
+        step_ms: step.as_millis() as u64,
+        steps: (0..len)
+            .map(|i| Step {
+                t_ms: i as u64 * step.as_millis() as u64,
+                offered: offered[i],
+                admitted: left[i],
+                denied: denied[i],
+            })
+            .collect(),
+        admitted_at_us: departures.iter().map(|d| d.as_micros() as u64).collect(),
+    };
+    Ok(Outcome {
+        name: "leaky",
+        series: vec![series],
         span: Duration::from_secs(1),
         measure: Measure::PerStep,
     })
@@ -377,6 +473,28 @@ mod tests {
                 s.name
             );
         }
+    }
+
+    #[test]
+    fn the_leaky_queue_spaces_departures_evenly() {
+        let outcome = run("leaky", 1).unwrap();
+        let s = &outcome.series[0];
+        // Never more than 10 a second leave, in any second.
+        assert!(s.most_admitted_in(Duration::from_secs(1)) <= 11);
+        let gaps: Vec<u64> = s
+            .admitted_at_us
+            .windows(2)
+            .map(|w| w[1] - w[0])
+            .filter(|&g| g < 1_000_000)
+            .collect();
+        // Within a burst, one every 100 ms, to the microsecond.
+        assert!(
+            gaps.iter().all(|&g| (99_000..=101_000).contains(&g)),
+            "{gaps:?}"
+        );
+        let offered: u64 = s.steps.iter().map(|s| s.offered).sum();
+        let refused: u64 = s.steps.iter().map(|s| s.denied).sum();
+        assert_eq!(s.admitted() + refused, offered);
     }
 
     #[test]

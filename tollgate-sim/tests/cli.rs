@@ -161,10 +161,10 @@ fn the_report_holds_every_scenario_and_replays_byte_for_byte() {
     assert_eq!(pages[0], pages[1]);
     let page = &pages[0];
     assert!(page.starts_with("<!DOCTYPE html>"));
-    for name in ["boundary", "blocked", "adaptive", "warmup"] {
+    for name in ["boundary", "blocked", "adaptive", "leaky", "warmup"] {
         assert!(page.contains(&format!("<h2>{name}</h2>")), "{name}");
     }
-    assert_eq!(page.matches("<svg").count(), 4);
+    assert_eq!(page.matches("<svg").count(), 5);
     // Self-contained: nothing fetched from elsewhere.
     assert!(!page.contains("src=") && !page.contains("href="));
 
