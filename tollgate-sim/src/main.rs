@@ -157,7 +157,19 @@ fn execute(command: Command) -> Result<(), Box<dyn std::error::Error>> {
             }
             if let Some(dir) = out {
                 for s in &outcome.series {
-                    write(&dir, &format!("{}-{}", outcome.name, s.name), s)?;
+                    // A file name from the limit's name: letters, digits, `_` and `-`.
+                    let limit: String = s
+                        .name
+                        .chars()
+                        .map(|c| {
+                            if c.is_ascii_alphanumeric() || c == '-' {
+                                c
+                            } else {
+                                '_'
+                            }
+                        })
+                        .collect();
+                    write(&dir, &format!("{}-{limit}", outcome.name), s)?;
                 }
                 let picture =
                     tollgate_sim::plot::svg(outcome.name, &outcome.series, outcome.measure)?;
