@@ -55,19 +55,24 @@ fn a_plot_of_nothing_is_an_error_not_an_empty_picture() {
     assert_eq!(err.to_string(), "plot: no series has a step");
 }
 
-/// The README's picture is the simulator's own output, not a stale copy:
-/// `cargo run -p tollgate-sim -- scenario boundary --out docs/sim` redraws it.
+/// The README's pictures are the simulator's own output, not stale copies:
+/// `cargo run -p tollgate-sim -- scenario NAME --out DIR` draws `DIR/NAME.svg`.
 #[test]
-fn the_readme_picture_is_current() {
-    let outcome = run("boundary", 1).unwrap();
-    let picture = svg("boundary", &outcome.series, outcome.measure).unwrap();
-    let committed = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../docs/sim/boundary.svg"
-    ))
-    .unwrap();
-    assert!(
-        committed == picture,
-        "docs/sim/boundary.svg is stale: cargo run -p tollgate-sim -- scenario boundary --out docs/sim"
-    );
+fn the_readme_pictures_are_current() {
+    for scenario in SCENARIOS {
+        let outcome = run(scenario.name, 1).unwrap();
+        let picture = svg(scenario.name, &outcome.series, outcome.measure).unwrap();
+        let path = format!(
+            "{}/../docs/sim/{}.svg",
+            env!("CARGO_MANIFEST_DIR"),
+            scenario.name
+        );
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            committed == picture,
+            "{path} is stale: cargo run -p tollgate-sim -- scenario {} --out DIR, then copy DIR/{}.svg",
+            scenario.name,
+            scenario.name
+        );
+    }
 }
