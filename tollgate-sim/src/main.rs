@@ -152,7 +152,7 @@ fn execute(command: Command) -> Result<(), Box<dyn std::error::Error>> {
                     "{:<16} {:>9} {:>24}",
                     s.name,
                     s.admitted(),
-                    s.most_admitted_in(outcome.span)
+                    s.most_admitted_text(outcome.span)
                 );
             }
             if let Some(dir) = out {

@@ -201,6 +201,16 @@ impl Series {
             .collect()
     }
 
+    /// [`most_admitted_in`](Series::most_admitted_in) as a table shows it: `-` for a
+    /// series that keeps no admission times (a limit's values, or counts per step).
+    pub fn most_admitted_text(&self, span: Duration) -> String {
+        if self.admitted_at_us.is_empty() {
+            "-".to_owned()
+        } else {
+            self.most_admitted_in(span).to_string()
+        }
+    }
+
     /// Requests admitted in all.
     pub fn admitted(&self) -> u64 {
         self.steps.iter().map(|s| s.admitted).sum()

@@ -55,7 +55,7 @@ pub fn html(outcomes: &[Outcome]) -> Result<String, SimError> {
                 "<tr><td>{}</td><td>{offered}</td><td>{}</td><td>{}</td></tr>\n",
                 escape(&s.name),
                 s.admitted(),
-                s.most_admitted_in(outcome.span)
+                s.most_admitted_text(outcome.span)
             ));
         }
         page.push_str("</table>\n</section>\n");

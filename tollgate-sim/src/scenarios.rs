@@ -7,6 +7,7 @@ use tollgate::adaptive::limit::{
     AimdLimit, EnvoyGradient, EnvoyGradientConfig, Gradient2Limit, LimitAlgorithm, VegasLimit,
 };
 use tollgate::algorithm::{SlidingLog, SmoothBursty, SmoothWarmingUp};
+use tollgate::shed::{Classes, FleetShedder, Shedder as _};
 use tollgate::time::{Clock, ManualClock, Nanos};
 use tollgate::{LeakyQueue, Quota};
 
@@ -51,6 +52,13 @@ pub const SCENARIOS: &[Scenario] = &[
         shows: "a leaky queue draining 10 a second (room for 50) turns bursts of 40 \
                 requests in a second, every 10 s, into departures evenly spaced at 10 a \
                 second; what finds the queue full is refused",
+    },
+    Scenario {
+        name: "surge",
+        shows: "a fleet shedder of 100 in flight keeping 20 for critical work, in front of \
+                a service taking 50 ms a request: sheddable work surges 12x for 20 s \
+                (grey, offered); critical work is all served, sheddable work gets what \
+                the other 80 allow",
     },
     Scenario {
         name: "warmup",
@@ -99,6 +107,7 @@ pub fn run(name: &str, seed: u64) -> Result<Outcome, SimError> {
         "warmup" => warmup(seed),
         "adaptive" => adaptive(seed),
         "leaky" => leaky(seed),
+        "surge" => surge(seed),
         other => Err(SimError::UnknownScenario(other.to_owned())),
     }
 }
@@ -315,6 +324,87 @@ fn leaky(seed: u64) -> Result<Outcome, SimError> {
     })
 }
 
+fn surge(seed: u64) -> Result<Outcome, SimError> {
+    let bad = |e: &dyn std::fmt::Display| SimError::Rules(e.to_string());
+    // Sheddable: 400 a second, 4,800 (12x) from 20 s to 40 s; critical: 100 a second.
+    let poisson = |rate: f64, from: u64, to: u64, seed: u64| -> Result<Vec<Duration>, SimError> {
+        Ok(Traffic {
+            pattern: Pattern::Poisson { rate },
+            keys: Keys::One,
+            cost: 1,
+            duration: Duration::from_secs(to - from),
+        }
+        .arrivals(seed)?
+        .into_iter()
+        .map(|a| a.at + Duration::from_secs(from))
+        .collect())
+    };
+    let mut sheddable = poisson(400.0, 0, 20, seed)?;
+    sheddable.extend(poisson(4_800.0, 20, 40, seed.wrapping_add(1))?);
+    sheddable.extend(poisson(400.0, 40, 60, seed.wrapping_add(2))?);
+    let critical = poisson(100.0, 0, 60, seed.wrapping_add(3))?;
+    let mut arrivals: Vec<(Duration, bool)> = sheddable
+        .iter()
+        .map(|&t| (t, false))
+        .chain(critical.iter().map(|&t| (t, true)))
+        .collect();
+    arrivals.sort();
+
+    let classes = Classes::google();
+    let fleet = FleetShedder::new(classes.clone(), 100, 0.2).map_err(|e| bad(&e))?;
+    let (critical_class, sheddable_class) = (classes.parse("critical"), classes.parse("sheddable"));
+    let service_time = Duration::from_millis(50);
+    // Requests in service, by the time they end (arrivals are in order, and every
+    // request takes as long, so they end in order too).
+    let mut running = std::collections::VecDeque::new();
+    let step = Duration::from_secs(1);
+    let mut steps = [vec![Step::default(); 60], vec![Step::default(); 60]];
+    for (at, is_critical) in arrivals {
+        while running.front().is_some_and(|(end, _)| *end <= at) {
+            running.pop_front();
+        }
+        let class = if is_critical {
+            &critical_class
+        } else {
+            &sheddable_class
+        };
+        let i = ((at.as_millis() / step.as_millis()) as usize).min(59);
+        let s = &mut steps[usize::from(is_critical)][i];
+        s.offered += 1;
+        match fleet.decide(class).into_slot() {
+            Ok(slot) => {
+                s.admitted += 1;
+                running.push_back((at + service_time, slot));
+            }
+            Err(_) => s.denied += 1,
+        }
+    }
+    drop(running);
+    let [shed, crit] = steps;
+    let series = [("sheddable", shed), ("critical", crit)]
+        .into_iter()
+        .map(|(name, steps)| Series {
+            name: name.to_owned(),
+            step_ms: 1_000,
+            steps: steps
+                .into_iter()
+                .enumerate()
+                .map(|(i, s)| Step {
+                    t_ms: i as u64 * 1_000,
+                    ..s
+                })
+                .collect(),
+            admitted_at_us: Vec::new(),
+        })
+        .collect();
+    Ok(Outcome {
+        name: "surge",
+        series,
+        span: Duration::from_secs(1),
+        measure: Measure::PerStep,
+    })
+}
+
 /// The service of the adaptive scenario: Vector's test model, 10 ms up to a knee of
 /// 10 in flight, 20 % slower per request past it, refusing past 40.
 const KNEE_SERVICE: Service = Service {
@@ -495,6 +585,20 @@ mod tests {
         let offered: u64 = s.steps.iter().map(|s| s.offered).sum();
         let refused: u64 = s.steps.iter().map(|s| s.denied).sum();
         assert_eq!(s.admitted() + refused, offered);
+    }
+
+    #[test]
+    fn in_a_surge_critical_work_is_served_and_sheddable_work_shed() {
+        let outcome = run("surge", 1).unwrap();
+        let (sheddable, critical) = (&outcome.series[0], &outcome.series[1]);
+        let denied = |s: &Series| s.steps.iter().map(|s| s.denied).sum::<u64>();
+        assert_eq!(denied(critical), 0, "every critical request served");
+        // Before the surge nothing is shed; during it, most sheddable work is.
+        assert!(sheddable.steps[..20].iter().all(|s| s.denied == 0));
+        let during: Vec<&Step> = sheddable.steps[21..40].iter().collect();
+        assert!(during.iter().all(|s| s.denied > s.admitted), "{during:?}");
+        // The 80 shared slots at 50 ms: at most 1,600 a second of sheddable work.
+        assert!(during.iter().all(|s| s.admitted <= 1_600));
     }
 
     #[test]

@@ -161,10 +161,12 @@ fn the_report_holds_every_scenario_and_replays_byte_for_byte() {
     assert_eq!(pages[0], pages[1]);
     let page = &pages[0];
     assert!(page.starts_with("<!DOCTYPE html>"));
-    for name in ["boundary", "blocked", "adaptive", "leaky", "warmup"] {
+    for name in [
+        "boundary", "blocked", "adaptive", "leaky", "surge", "warmup",
+    ] {
         assert!(page.contains(&format!("<h2>{name}</h2>")), "{name}");
     }
-    assert_eq!(page.matches("<svg").count(), 5);
+    assert_eq!(page.matches("<svg").count(), 6);
     // Self-contained: nothing fetched from elsewhere.
     assert!(!page.contains("src=") && !page.contains("href="));
 
