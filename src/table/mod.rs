@@ -66,21 +66,11 @@ impl<X: Entries> Table<X> {
                 )))
             })
             .collect();
-        let overflow = match config.when_full {
-            WhenFull::Overflow(quota) => {
-                let gcra = Gcra::new(quota);
-                Some(Overflow {
-                    gcra,
-                    state: Mutex::new(gcra.initial_state(Nanos::ZERO)),
-                })
-            }
-            WhenFull::EvictNearestIdle | WhenFull::Deny => None,
-        };
         Ok(Table {
             shards,
             hasher: RandomState::new(),
             max_keys: config.max_keys,
-            overflow,
+            overflow: Table::<X>::overflow_of(config),
             shared_bound: false,
         })
     }
