@@ -32,7 +32,10 @@ async fn connect(server: &RedisServer) -> MultiplexedConnection {
 /// A fixed window of `length` whose current window started at most a millisecond ago.
 fn window_from_now(limit: u64, length: Duration) -> FixedWindow {
     let length_ms = length.as_millis() as u64;
-    let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
     // Window i starts at i × length − offset: put a start on now.
     let offset_ms = (length_ms - now_ms % length_ms) % length_ms;
     FixedWindow::new(limit, length)
@@ -118,10 +121,12 @@ async fn only_fixed_windows_and_gcras_are_accepted() {
 async fn bad_sizes_and_terms_are_typed_errors() {
     let Some(()) = require_redis() else { return };
     let server = RedisServer::start();
-    let limiter =
-        LeaseLimiter::new(connect(&server).await, "l", hour_window(100)).unwrap();
+    let limiter = LeaseLimiter::new(connect(&server).await, "l", hour_window(100)).unwrap();
     let zero = |e: ConfigError, name: &str| {
-        assert!(matches!(e, ConfigError::Zero { parameter } if parameter == name), "{e:?}")
+        assert!(
+            matches!(e, ConfigError::Zero { parameter } if parameter == name),
+            "{e:?}"
+        )
     };
     let range = |e: ConfigError, name: &str| {
         assert!(
@@ -130,29 +135,70 @@ async fn bad_sizes_and_terms_are_typed_errors() {
         )
     };
     zero(limiter.clone().with_max_slice(0).unwrap_err(), "max_slice");
-    range(limiter.clone().with_max_slice(101).unwrap_err(), "max_slice");
-    range(limiter.clone().with_max_slice(u64::MAX).unwrap_err(), "max_slice");
-    assert_eq!(limiter.clone().with_max_slice(100).unwrap().max_slice(), 100);
-    zero(limiter.clone().with_divisor(0).unwrap_err(), "divisor");
-    range(limiter.clone().with_divisor(u64::MAX).unwrap_err(), "divisor");
-    zero(limiter.clone().with_refill_period(Duration::ZERO).unwrap_err(), "refill_period");
     range(
-        limiter.clone().with_refill_period(Duration::from_secs(1)).unwrap_err(),
+        limiter.clone().with_max_slice(101).unwrap_err(),
+        "max_slice",
+    );
+    range(
+        limiter.clone().with_max_slice(u64::MAX).unwrap_err(),
+        "max_slice",
+    );
+    assert_eq!(
+        limiter.clone().with_max_slice(100).unwrap().max_slice(),
+        100
+    );
+    zero(limiter.clone().with_divisor(0).unwrap_err(), "divisor");
+    range(
+        limiter.clone().with_divisor(u64::MAX).unwrap_err(),
+        "divisor",
+    );
+    zero(
+        limiter
+            .clone()
+            .with_refill_period(Duration::ZERO)
+            .unwrap_err(),
         "refill_period",
     );
-    zero(limiter.clone().with_lease_term(Duration::ZERO).unwrap_err(), "term");
-    range(limiter.clone().with_lease_term(Duration::from_nanos(1_500)).unwrap_err(), "term");
+    range(
+        limiter
+            .clone()
+            .with_refill_period(Duration::from_secs(1))
+            .unwrap_err(),
+        "refill_period",
+    );
+    zero(
+        limiter.clone().with_lease_term(Duration::ZERO).unwrap_err(),
+        "term",
+    );
+    range(
+        limiter
+            .clone()
+            .with_lease_term(Duration::from_nanos(1_500))
+            .unwrap_err(),
+        "term",
+    );
     assert!(matches!(
         limiter.clone().with_lease_term(Duration::MAX),
-        Err(ConfigError::TooLong { parameter: "term", .. })
+        Err(ConfigError::TooLong {
+            parameter: "term",
+            ..
+        })
     ));
     assert!(matches!(
-        limiter.clone().with_lease_term(Duration::from_secs(3_600 * 24 * 365 * 200)),
-        Err(ConfigError::TooLong { parameter: "term", .. })
+        limiter
+            .clone()
+            .with_lease_term(Duration::from_secs(3_600 * 24 * 365 * 200)),
+        Err(ConfigError::TooLong {
+            parameter: "term",
+            ..
+        })
     ));
     zero(limiter.clone().with_max_keys(0).unwrap_err(), "max_keys");
     // A shorter term shortens the refill period with it.
-    let short = limiter.clone().with_lease_term(Duration::from_millis(5)).unwrap();
+    let short = limiter
+        .clone()
+        .with_lease_term(Duration::from_millis(5))
+        .unwrap();
     assert_eq!(short.refill_period(), Duration::from_millis(5));
 
     // More than the capacity: never, decided without Redis; a key too long.
@@ -177,8 +223,7 @@ async fn a_key_holding_something_else_is_a_conflict() {
     let Some(()) = require_redis() else { return };
     let server = RedisServer::start();
     let mut probe = connect(&server).await;
-    let limiter =
-        LeaseLimiter::new(connect(&server).await, "l", hour_window(100)).unwrap();
+    let limiter = LeaseLimiter::new(connect(&server).await, "l", hour_window(100)).unwrap();
     let _: () = probe.set(limiter.redis_key("k"), "7").await.unwrap();
     assert!(matches!(
         limiter.check("k", 1).await,
@@ -350,7 +395,9 @@ async fn a_gcra_lease_is_a_lease_of_time() {
     let mut probe = connect(&server).await;
     let clock = ManualClock::new();
     // 10 per second: an interval of 100 ms, far longer than these calls.
-    let rule = Rule::from(Gcra::new(Quota::per_second(10).unwrap().burst(100).unwrap()));
+    let rule = Rule::from(Gcra::new(
+        Quota::per_second(10).unwrap().burst(100).unwrap(),
+    ));
     let a = node(&server, &clock, &rule).await;
     let key = a.redis_key("k");
     assert!(a.check("k", 1).await.unwrap().is_ok());
@@ -384,7 +431,11 @@ async fn an_ended_lease_goes_back_with_the_next_call() {
     assert!(a.held("k") > 0);
     assert_eq!(granted(&mut probe, &key).await, admitted + a.held("k"));
     clock.advance(a.lease_term());
-    assert_eq!(a.try_acquire("k", 1).map(|d| d.is_ok()), None, "the lease ended");
+    assert_eq!(
+        a.try_acquire("k", 1).map(|d| d.is_ok()),
+        None,
+        "the lease ended"
+    );
     assert!(a.check("k", 1).await.unwrap().is_ok());
     admitted += 1;
     assert_eq!(granted(&mut probe, &key).await, admitted + a.held("k"));
@@ -461,8 +512,8 @@ async fn a_dead_node_s_lease_records_go_after_the_term() {
     // the one it held.
     let records: u64 = probe.zcard(format!("{key}:leases")).await.unwrap();
     assert_eq!(records, 2);
-    let b = LeaseLimiter::with_clock(connect(&server).await, "l", rule, MonotonicClock::new())
-        .unwrap();
+    let b =
+        LeaseLimiter::with_clock(connect(&server).await, "l", rule, MonotonicClock::new()).unwrap();
     let started = Instant::now();
     loop {
         // A look once b's own lease ended: a call that prunes and takes nothing.
@@ -471,7 +522,10 @@ async fn a_dead_node_s_lease_records_go_after_the_term() {
         if records == 0 && leases(&mut probe, &key).await.is_empty() {
             break;
         }
-        assert!(started.elapsed() < Duration::from_secs(5), "{records} records left");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{records} records left"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(started.elapsed() >= Duration::from_millis(900));
@@ -495,7 +549,10 @@ async fn dropping_the_last_clone_gives_back_what_it_held() {
     drop(clone);
     let started = Instant::now();
     while granted(&mut probe, &key).await != 2 {
-        assert!(started.elapsed() < Duration::from_secs(5), "nothing given back");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "nothing given back"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
@@ -515,7 +572,10 @@ async fn closed_it_denies_and_gives_back() {
     assert!(a.is_closed());
     assert_eq!(granted(&mut probe, &key).await, 2);
     assert_eq!(a.check("k", 1).await.unwrap(), Err(Denied::Closed));
-    assert_eq!(a.clone().try_acquire("k", 1).unwrap().unwrap(), Err(Denied::Closed));
+    assert_eq!(
+        a.clone().try_acquire("k", 1).unwrap().unwrap(),
+        Err(Denied::Closed)
+    );
 }
 
 /// A full table decides a new key exactly in Redis, holding nothing for it; once a
@@ -602,12 +662,19 @@ async fn a_lease_from_before_a_redis_restart_names_nothing_after_it() {
 async fn gcra_nodes_admit_within_burst_plus_rate_over_the_run_and_the_term() {
     let Some(()) = require_redis() else { return };
     let server = RedisServer::start();
-    let rule = Rule::from(Gcra::new(Quota::per_second(1_000).unwrap().burst(200).unwrap()));
+    let rule = Rule::from(Gcra::new(
+        Quota::per_second(1_000).unwrap().burst(200).unwrap(),
+    ));
     let mut nodes = Vec::new();
     for _ in 0..3 {
         nodes.push(
-            LeaseLimiter::with_clock(connect(&server).await, "g", rule.clone(), MonotonicClock::new())
-                .unwrap(),
+            LeaseLimiter::with_clock(
+                connect(&server).await,
+                "g",
+                rule.clone(),
+                MonotonicClock::new(),
+            )
+            .unwrap(),
         );
     }
     let term = nodes[0].lease_term();

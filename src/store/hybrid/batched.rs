@@ -1252,8 +1252,7 @@ where
                     // A share of what remains, less what was admitted meanwhile.
                     if let Some(divisor) = self.divisor {
                         let remaining = self.limit.saturating_sub(counter.total());
-                        counter.allowance =
-                            (remaining / divisor).saturating_sub(counter.pending);
+                        counter.allowance = (remaining / divisor).saturating_sub(counter.pending);
                     }
                 }
                 Err(_) => counter.abort_sync(),

@@ -19,7 +19,9 @@
 --              ARGV[10] the lease's term (µs), ARGV[11..] pairs (id, unused) of
 --              leases to settle first
 --              -> {status: 1 granted, 0 denied, -1 the id is a live lease's;
---                  granted, valid µs, remaining after, retry µs, reset µs}
+--                  granted, valid µs, remaining after, retry µs (denied: until
+--                  `need` would fit; granted with nothing left: until one more
+--                  would), reset µs}
 --   give_back  ARGV[6..] pairs (id, unused) -> permits credited
 --
 -- A grant is `need` plus up to min(want, floor(available / divisor)) more: large
@@ -229,4 +231,9 @@ if granted > 0 then
   redis.call('ZADD', leases, int(view.record_until(term)), id)
 end
 view.save()
-return {1, granted, view.valid(term), available - granted, 0, view.reset()}
+-- Nothing left: when one more permit would be, for the node to hold off until then.
+local next = 0
+if available == granted then
+  next = view.retry(1)
+end
+return {1, granted, view.valid(term), available - granted, next, view.reset()}

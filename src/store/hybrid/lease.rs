@@ -65,9 +65,11 @@ const RATE_WEIGHT: f64 = 0.5;
 /// is usable for its [term](Self::with_lease_term) (and, for a fixed window, not past
 /// its window); then its unused permits go back.
 ///
-/// Once Redis denies a request, the node denies requests as large on that key
-/// without asking again until the denial's `retry_after` or one refill period,
-/// whichever comes first (envoy ratelimit's local cache of over-limit keys).
+/// Once Redis denies a request (or grants the last permits it had), the node denies
+/// requests as large on that key without asking again until the denial's
+/// `retry_after` or one refill period, whichever comes first (envoy ratelimit's local
+/// cache of over-limit keys); then one request asks Redis while the others are still
+/// denied.
 ///
 /// # Rules
 ///
@@ -856,11 +858,17 @@ where
             };
             if let Some(left) = slot.slice.take(n, now) {
                 let low = left < slot.low.load(Ordering::Relaxed);
-                return Fast::Taken(Ok(slot.admitted(capacity, left, now)), low.then(|| Arc::clone(slot)));
+                return Fast::Taken(
+                    Ok(slot.admitted(capacity, left, now)),
+                    low.then(|| Arc::clone(slot)),
+                );
             }
             match slot.cached_denial(capacity, n, now) {
                 Some(denied) => Fast::Denied(Err(denied)),
-                None => Fast::Miss,
+                None => match slot.denial_while_asking(capacity, n, now) {
+                    Some(denied) => Fast::Denied(Err(denied)),
+                    None => Fast::Miss,
+                },
             }
         })
     }
@@ -937,7 +945,11 @@ where
             lease.want(need.max(1), slot.slice.left(), now, &self.options)
         };
         let settles = mem::take(&mut lease.pending);
-        let reply = match self.shared.take(slot, need, want, &self.options, &settles).await {
+        let reply = match self
+            .shared
+            .take(slot, need, want, &self.options, &settles)
+            .await
+        {
             Ok(reply) => reply,
             Err(e) => {
                 lease.pending = settles;
@@ -960,6 +972,13 @@ where
             .into()));
         }
         slot.recheck_at.store(0, Ordering::Release);
+        slot.retry_at.store(0, Ordering::Relaxed);
+        slot.denied_need.store(0, Ordering::Relaxed);
+        if remaining == 0 && retry > 0 {
+            // Redis has nothing left: once this slice is spent, deny here until one
+            // more permit would fit, or a refill period.
+            slot.deny(1, now, micros(retry), &self.options);
+        }
         if granted == 0 {
             // Nothing beyond a look: the slice stays, fetched no further ahead.
             slot.low.store(0, Ordering::Relaxed);
@@ -1217,10 +1236,39 @@ impl Slot {
     /// A denial of `n` held here from Redis's last, if it still holds.
     #[inline]
     fn cached_denial(&self, capacity: u64, n: u64, now: u64) -> Option<Denied> {
-        if now >= self.recheck_at.load(Ordering::Acquire) || n < self.denied_need.load(Ordering::Relaxed) {
+        if now >= self.recheck_at.load(Ordering::Acquire)
+            || n < self.denied_need.load(Ordering::Relaxed)
+        {
             return None;
         }
         let retry = self.retry_at.load(Ordering::Relaxed).saturating_sub(now);
+        let reset = self.reset_at.load(Ordering::Relaxed).saturating_sub(now);
+        Some(
+            Limited::new(
+                Duration::from_nanos(retry),
+                capacity,
+                self.global.load(Ordering::Relaxed) + self.slice.left(),
+                Duration::from_nanos(reset),
+            )
+            .into(),
+        )
+    }
+
+    /// The last denial of `n`, past its recheck time, while another task asks Redis
+    /// again: such requests are denied at once rather than wait for that answer,
+    /// which will likely be a denial too, or one permit for the asking task. Its
+    /// `retry_after` is what remains of the denial's, at least a microsecond.
+    #[inline]
+    fn denial_while_asking(&self, capacity: u64, n: u64, now: u64) -> Option<Denied> {
+        let need = self.denied_need.load(Ordering::Relaxed);
+        if need == 0 || n < need || self.lease.try_lock().is_ok() {
+            return None;
+        }
+        let retry = self
+            .retry_at
+            .load(Ordering::Relaxed)
+            .saturating_sub(now)
+            .max(1_000);
         let reset = self.reset_at.load(Ordering::Relaxed).saturating_sub(now);
         Some(
             Limited::new(
@@ -1237,7 +1285,8 @@ impl Slot {
     /// large are denied here until then or one refill period, whichever is sooner.
     fn deny(&self, need: u64, now: u64, retry: u64, options: &Options) {
         let period = u64::try_from(options.refill_period.as_nanos()).unwrap_or(u64::MAX);
-        self.retry_at.store(now.saturating_add(retry), Ordering::Relaxed);
+        self.retry_at
+            .store(now.saturating_add(retry), Ordering::Relaxed);
         self.denied_need.store(need.max(1), Ordering::Relaxed);
         self.recheck_at
             .store(now.saturating_add(retry.min(period)), Ordering::Release);
