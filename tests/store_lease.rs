@@ -721,3 +721,58 @@ fn the_limiter_is_send_and_sync() {
     let _ = |node: &LeaseLimiter<MultiplexedConnection>| send(&node.check("k", 1));
     let _ = |node: &LeaseLimiter<MultiplexedConnection>| send(&node.release_all());
 }
+
+/// Waiting: a waiter sleeps for the denial's `retry_after` and asks again (a GCRA of
+/// 100 per second on the monotonic clock: about 10 ms); a timeout shorter than the
+/// wait fails at once; more than the capacity never waits; `close` fails waiters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquire_waits_for_the_denial_s_retry_after() {
+    let Some(()) = require_redis() else { return };
+    let server = RedisServer::start();
+    let rule = Rule::from(Gcra::new(Quota::per_second(100).unwrap().burst(2).unwrap()));
+    let a =
+        LeaseLimiter::with_clock(connect(&server).await, "w", rule, MonotonicClock::new()).unwrap();
+    let started = Instant::now();
+    for _ in 0..6 {
+        tokio::time::timeout(Duration::from_secs(5), a.acquire("k", 1))
+            .await
+            .expect("a wait hung")
+            .unwrap();
+    }
+    // A burst of 2, then one every 10 ms.
+    assert!(
+        started.elapsed() >= Duration::from_millis(30),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(matches!(
+        a.acquire("k", 3).await,
+        Err(tollgate::AcquireError::Insufficient(_))
+    ));
+    assert_eq!(a.waiters(), 0);
+
+    let clock = ManualClock::new();
+    let b = node(&server, &clock, &hour_window(1)).await;
+    assert!(b.check("k", 1).await.unwrap().is_ok());
+    // The window ends in an hour: a timeout of a second fails at once.
+    assert!(matches!(
+        b.acquire_timeout("k", 1, Duration::from_secs(1)).await,
+        Err(tollgate::AcquireError::TimedOut)
+    ));
+    let waiter = {
+        let b = b.clone();
+        tokio::spawn(async move { b.acquire("k", 1).await })
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while b.waiters() == 0 {
+        assert!(Instant::now() < deadline, "the waiter never queued");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Callers would overtake the waiter: denied.
+    assert!(b.try_acquire("k", 1).unwrap().unwrap().is_err());
+    b.close().await.unwrap();
+    assert!(matches!(
+        waiter.await.unwrap(),
+        Err(tollgate::AcquireError::Closed)
+    ));
+}

@@ -2,8 +2,11 @@
 //! in-process speed from slices of the quota leased from Redis.
 
 use std::fmt;
+use std::future::Future;
 use std::hash::{BuildHasher, RandomState};
 use std::mem;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use ::redis::Script;
@@ -15,12 +18,16 @@ use super::super::{DEFAULT_MAX_KEY_LEN, StoreError, storage_key, validate_prefix
 use super::slice::Slice;
 use crate::algorithm::Rule;
 use crate::algorithm::script::{Arg, whole_micros};
-use crate::decision::{Admitted, Decision, Denied, InsufficientCapacity, Limited};
-use crate::error::ConfigError;
+use crate::decision::{Admitted, Decision, Denied, InsufficientCapacity, Limited, Reservation};
+use crate::error::{AcquireError, ConfigError};
 use crate::observe::{EventKind, Events};
 use crate::sync::unmodeled::OnceLock;
 use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, Ordering};
-use crate::time::{Clock, MonotonicClock};
+use crate::time::{Alarm, Clock, MonotonicClock, Nanos};
+use crate::wait::future::WaitFor;
+use crate::wait::gate::Gate;
+use crate::wait::per_key::{Joined, Queues};
+use crate::wait::round_trip::RemoteBooking;
 
 const SCRIPT: &str = include_str!("lease.lua");
 
@@ -39,6 +46,9 @@ const SHARDS: usize = 16;
 const MAX_PENDING: usize = 8;
 /// The weight of the newest rate sample in the moving average.
 const RATE_WEIGHT: f64 = 0.5;
+/// When a queue asks its gate to decide under its lock, which a remote gate's queue
+/// never does, and no decision can be made without a round trip: ask again after this.
+const NOT_NOW: Duration = Duration::from_millis(10);
 
 /// A limit shared by the processes of a fleet through Redis, decided in each process
 /// at in-process speed, that never admits more than the limit: each process leases a
@@ -142,14 +152,16 @@ const RATE_WEIGHT: f64 = 0.5;
 /// held, which only denies more); if none has, the new key is decided exactly in
 /// Redis, taking no slice.
 ///
-/// # Deciding
+/// # Deciding and waiting
 ///
-/// [`check`](Self::check) decides now, from the slice or by a round trip when a lease
-/// is needed; [`try_acquire`](Self::try_acquire) decides from the slice alone or says
-/// it cannot. Waiting for permits (`acquire`) is not offered: a denial's
-/// `retry_after` says when to ask again.
+/// As every limiter of the crate: [`check`](Self::check) decides now, from the slice
+/// or by a round trip when a lease is needed; [`try_acquire`](Self::try_acquire)
+/// decides from the slice alone or says it cannot; [`acquire`](Self::acquire) waits
+/// in the crate's FIFO queue, one per tag with waiters, asking again after each
+/// denial's `retry_after`, and [`acquire_timeout`](Self::acquire_timeout) fails at
+/// once when that is after its timeout.
 ///
-/// Cloning is cheap and shares the slices: a clone is the same node.
+/// Cloning is cheap and shares the slices and the queues: a clone is the same node.
 ///
 /// # Examples
 ///
@@ -172,6 +184,17 @@ const RATE_WEIGHT: f64 = 0.5;
 /// # }
 /// ```
 pub struct LeaseLimiter<Conn, C = MonotonicClock>
+where
+    Conn: ConnectionLike + Clone + Send + Sync + 'static,
+    C: Clock,
+{
+    node: Node<Conn, C>,
+    queues: Arc<Queues<String, LeaseGate<Conn, C>>>,
+}
+
+/// This process's side of the limit: what the clones share, and this clone's
+/// options and clock.
+struct Node<Conn, C>
 where
     Conn: ConnectionLike + Clone + Send + Sync + 'static,
 {
@@ -423,9 +446,12 @@ where
             max_keys: DEFAULT_MAX_KEYS,
         };
         Ok(LeaseLimiter {
-            shared: Arc::new(Shared::new(connection, terms, prefix, "", options.max_keys)),
-            options,
-            clock,
+            node: Node {
+                shared: Arc::new(Shared::new(connection, terms, prefix, "", options.max_keys)),
+                options,
+                clock,
+            },
+            queues: Arc::default(),
         })
     }
 
@@ -448,21 +474,24 @@ where
     /// # }
     /// ```
     pub fn with_name(self, name: &str) -> Self {
-        let shared = &self.shared;
+        let shared = &self.node.shared;
         let fresh = Shared::new(
             shared.connection.clone(),
             shared.terms,
             &shared.prefix,
             name,
-            self.options.max_keys,
+            self.node.options.max_keys,
         );
         if let Some(events) = shared.events.get() {
             let _ = fresh.events.set(events.clone());
         }
         LeaseLimiter {
-            shared: Arc::new(fresh),
-            options: self.options,
-            clock: self.clock.clone(),
+            node: Node {
+                shared: Arc::new(fresh),
+                options: self.node.options,
+                clock: self.node.clock.clone(),
+            },
+            queues: Arc::default(),
         }
     }
 
@@ -497,13 +526,13 @@ where
                 parameter: "max_slice",
             });
         }
-        if max_slice > self.shared.terms.capacity {
+        if max_slice > self.node.shared.terms.capacity {
             return Err(ConfigError::OutOfRange {
                 parameter: "max_slice",
                 expected: "at most the rule's capacity",
             });
         }
-        self.options.max_slice = max_slice;
+        self.node.options.max_slice = max_slice;
         Ok(self)
     }
 
@@ -526,7 +555,7 @@ where
                 expected: "at most 2^52",
             });
         }
-        self.options.divisor = divisor;
+        self.node.options.divisor = divisor;
         Ok(self)
     }
 
@@ -544,13 +573,13 @@ where
                 parameter: "refill_period",
             });
         }
-        if period > self.options.term {
+        if period > self.node.options.term {
             return Err(ConfigError::OutOfRange {
                 parameter: "refill_period",
                 expected: "at most the lease term",
             });
         }
-        self.options.refill_period = period;
+        self.node.options.refill_period = period;
         Ok(self)
     }
 
@@ -568,9 +597,9 @@ where
         if term.is_zero() {
             return Err(ConfigError::Zero { parameter: "term" });
         }
-        self.options.term_micros = whole_micros(term, "term")?;
-        self.options.term = term;
-        self.options.refill_period = self.options.refill_period.min(term);
+        self.node.options.term_micros = whole_micros(term, "term")?;
+        self.node.options.term = term;
+        self.node.options.refill_period = self.node.options.refill_period.min(term);
         Ok(self)
     }
 
@@ -586,8 +615,8 @@ where
                 parameter: "max_keys",
             });
         }
-        self.options.max_keys = max_keys;
-        let name = self.shared.name.clone();
+        self.node.options.max_keys = max_keys;
+        let name = self.node.shared.name.clone();
         Ok(self.with_name(&name))
     }
 
@@ -614,49 +643,49 @@ where
     /// # }
     /// ```
     pub fn with_events(self, events: Events) -> Self {
-        let _ = self.shared.events.set(events);
+        let _ = self.node.shared.events.set(events);
         self
     }
 
     /// The hub this limiter reports to, if any.
     pub fn events(&self) -> Option<&Events> {
-        self.shared.events.get()
+        self.node.shared.events.get()
     }
 
     /// The most permits one request can get: the window's limit or the bucket's
     /// burst.
     pub fn capacity(&self) -> u64 {
-        self.shared.terms.capacity
+        self.node.shared.terms.capacity
     }
 
     /// The largest slice taken.
     pub fn max_slice(&self) -> u64 {
-        self.options.max_slice
+        self.node.options.max_slice
     }
 
     /// A slice is at most `1 / divisor` of what remains.
     pub fn divisor(&self) -> u64 {
-        self.options.divisor
+        self.node.options.divisor
     }
 
     /// How long a slice should last at this node's rate.
     pub fn refill_period(&self) -> Duration {
-        self.options.refill_period
+        self.node.options.refill_period
     }
 
     /// How long a lease is usable.
     pub fn lease_term(&self) -> Duration {
-        self.options.term
+        self.node.options.term
     }
 
     /// The clock it reads time from.
     pub fn clock(&self) -> &C {
-        &self.clock
+        &self.node.clock
     }
 
     /// Keys held in this process now.
     pub fn len(&self) -> usize {
-        self.shared.slices.len()
+        self.node.shared.slices.len()
     }
 
     /// Whether no key is held in this process.
@@ -666,14 +695,15 @@ where
 
     /// The permits this node holds for `tag` now, usable or not.
     pub fn held(&self, tag: &str) -> u64 {
-        self.shared
+        self.node
+            .shared
             .slices
             .with(tag, |slot| slot.map_or(0, |slot| slot.slice.left()))
     }
 
     /// The Redis hash holding `tag`'s state and leases.
     pub fn redis_key(&self, tag: &str) -> String {
-        storage_key(&self.shared.prefix, tag, &self.shared.name)
+        storage_key(&self.node.shared.prefix, tag, &self.node.shared.name)
     }
 }
 
@@ -716,8 +746,11 @@ where
     /// flight, the lease granted (if any) is lost to this node and its permits stay
     /// counted in Redis, which only denies more.
     pub async fn check(&self, tag: &str, n: u64) -> Result<Decision, StoreError> {
-        let decision = self.decide(tag, n).await?;
-        self.report(tag, n, &decision);
+        let decision = match self.queued_denial(tag, n) {
+            Some(denied) => Err(denied),
+            None => self.node.decide(tag, n).await?,
+        };
+        self.node.report(tag, n, &decision);
         Ok(decision)
     }
 
@@ -746,15 +779,14 @@ where
     ///
     /// As [`check`](Self::check), inside the `Some`.
     pub fn try_acquire(&self, tag: &str, n: u64) -> Option<Result<Decision, StoreError>> {
-        let decision = match self.early(tag, n) {
-            Some(early) => early,
-            None => match self.fast(tag, n) {
-                Fast::Taken(decision, _) | Fast::Denied(decision) => Ok(decision),
-                Fast::Miss => return None,
-            },
-        };
+        if let Some(denied) = self.queued_denial(tag, n) {
+            let decision = Err(denied);
+            self.node.report(tag, n, &decision);
+            return Some(Ok(decision));
+        }
+        let decision = self.node.decide_now(tag, n)?;
         if let Ok(decision) = &decision {
-            self.report(tag, n, decision);
+            self.node.report(tag, n, decision);
         }
         Some(decision)
     }
@@ -771,10 +803,13 @@ where
     ///
     /// Dropped midway, the leases are settled with the next call for `tag`.
     pub async fn release(&self, tag: &str) -> Result<u64, StoreError> {
-        let Some(slot) = self.shared.slices.with(tag, |slot| slot.cloned()) else {
+        let Some(slot) = self.node.shared.slices.with(tag, |slot| slot.cloned()) else {
             return Ok(0);
         };
-        self.shared.release(&slot, self.clock.now().as_u64()).await
+        self.node
+            .shared
+            .release(&slot, self.node.clock.now().as_u64())
+            .await
     }
 
     /// [`release`](Self::release) for every key this node holds: before a shutdown,
@@ -788,11 +823,11 @@ where
     ///
     /// As [`release`](Self::release).
     pub async fn release_all(&self) -> Result<u64, StoreError> {
-        let now = self.clock.now().as_u64();
+        let now = self.node.clock.now().as_u64();
         let mut credited = 0;
         let mut first_error = None;
-        for slot in self.shared.slices.all() {
-            match self.shared.release(&slot, now).await {
+        for slot in self.node.shared.slices.all() {
+            match self.node.shared.release(&slot, now).await {
                 Ok(n) => credited += n,
                 Err(e) => {
                     first_error.get_or_insert(e);
@@ -803,7 +838,8 @@ where
     }
 
     /// Closes the limiter on this node, every clone included: later decisions are
-    /// [`Denied::Closed`]. Then gives back everything it holds, as
+    /// [`Denied::Closed`], and every waiter and later wait fails with
+    /// [`AcquireError::Closed`]. Then gives back everything it holds, as
     /// [`release_all`](Self::release_all): the permits credited.
     ///
     /// Dropping the last clone without closing gives back what it holds from a task
@@ -818,15 +854,264 @@ where
     /// Dropped midway, the limiter is closed and the leases not settled yet are
     /// settled on drop.
     pub async fn close(&self) -> Result<u64, StoreError> {
-        self.shared.closed.store(true, Ordering::Release);
+        self.node.shared.closed.store(true, Ordering::Release);
+        self.queues.close();
         self.release_all().await
     }
 
     /// Whether [`close`](Self::close) was called.
     pub fn is_closed(&self) -> bool {
-        self.shared.closed.load(Ordering::Acquire)
+        self.node.shared.closed.load(Ordering::Acquire)
+    }
+}
+
+/// # Waiting
+impl<Conn, C> LeaseLimiter<Conn, C>
+where
+    Conn: ConnectionLike + Clone + Send + Sync + 'static,
+    C: Clock,
+{
+    /// Waits until `n` permits for `tag` are taken; resolves to the time waited on
+    /// this limiter's clock.
+    ///
+    /// Waiters on one tag are served in arrival order, through the same FIFO queue as
+    /// every other limiter. The first decides as [`check`](Self::check) does (from the
+    /// slice, or by a round trip); denied, it sleeps for the denial's `retry_after`
+    /// (until the window ends, or until the bucket has the permits) and asks again,
+    /// while the others queue behind it holding nothing. While callers wait on `tag`,
+    /// `check` and `try_acquire` on it are denied (they would overtake them).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use tollgate::algorithm::Gcra;
+    /// # use tollgate::store::LeaseLimiter;
+    /// # use tollgate::Quota;
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let connection = redis::Client::open("redis://127.0.0.1/")?.get_multiplexed_async_connection().await?;
+    /// let limiter = LeaseLimiter::new(connection, "api", Gcra::new(Quota::per_second(10)?))?;
+    /// let waited = limiter.acquire("user-42", 1).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`AcquireError::Insufficient`] for more than the capacity,
+    /// [`AcquireError::Closed`] after [`close`](Self::close), and
+    /// [`AcquireError::Source`] with the [`StoreError`] of a lease the first waiter
+    /// could not take (the next waiter then tries).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped while it waits, it takes nothing. Dropped after its permits were taken
+    /// and before it was polled again, they are lost to this node (counted in Redis,
+    /// which only denies more).
+    pub fn acquire(&self, tag: &str, n: u64) -> LeaseAcquire<Conn, C> {
+        LeaseAcquire {
+            wait: WaitFor::new(self.join(tag), n, None),
+        }
     }
 
+    /// [`acquire`](Self::acquire), giving up after `timeout`; failing at once when
+    /// the first denial's `retry_after` already ends after it.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire), and [`AcquireError::TimedOut`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub fn acquire_timeout(&self, tag: &str, n: u64, timeout: Duration) -> LeaseAcquire<Conn, C> {
+        LeaseAcquire {
+            wait: WaitFor::new(self.join(tag), n, Some(timeout)),
+        }
+    }
+
+    /// Blocks the calling thread until `n` permits for `tag` are taken, making the
+    /// round trips on it; returns the time waited. The connection must be driven by
+    /// a runtime on another thread.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    pub fn acquire_blocking(
+        &self,
+        tag: &str,
+        n: u64,
+    ) -> Result<Duration, AcquireError<StoreError>> {
+        WaitFor::new(self.join(tag), n, None).block()
+    }
+
+    /// How many callers of this process wait, on every tag.
+    pub fn waiters(&self) -> usize {
+        self.queues.waiters()
+    }
+
+    fn join(&self, tag: &str) -> Joined<String, LeaseGate<Conn, C>> {
+        let tag = tag.to_owned();
+        self.queues.join(&tag, || LeaseGate {
+            node: self.node.clone(),
+            tag: tag.clone(),
+        })
+    }
+
+    /// A denial for callers who would overtake this process's waiters on `tag`, or
+    /// of a closed limiter.
+    fn queued_denial(&self, tag: &str, n: u64) -> Option<Denied> {
+        if self.queues.is_closed() {
+            return Some(Denied::Closed);
+        }
+        // `n == 0` takes nothing, so it overtakes no one.
+        let queue = self.queues.get(tag).filter(|_| n > 0)?;
+        if queue.waiters() == 0 {
+            return None;
+        }
+        let now = self.node.clock.now();
+        let retry = match queue.queued().1 {
+            Some(first) => first.saturating_since(now),
+            None => NOT_NOW,
+        };
+        Some(Limited::new(retry, self.node.shared.terms.capacity, 0, retry).into())
+    }
+}
+
+/// The future of [`LeaseLimiter::acquire`]: resolves to the time waited.
+///
+/// # Cancel safety
+///
+/// As [`LeaseLimiter::acquire`].
+#[must_use = "futures do nothing unless polled"]
+pub struct LeaseAcquire<Conn, C>
+where
+    Conn: ConnectionLike + Clone + Send + Sync + 'static,
+    C: Clock,
+{
+    wait: WaitFor<Joined<String, LeaseGate<Conn, C>>, LeaseGate<Conn, C>>,
+}
+
+impl<Conn, C> Future for LeaseAcquire<Conn, C>
+where
+    Conn: ConnectionLike + Clone + Send + Sync + 'static,
+    C: Clock,
+{
+    type Output = Result<Duration, AcquireError<StoreError>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.get_mut().wait.poll(cx)
+    }
+}
+
+impl<Conn, C> fmt::Debug for LeaseAcquire<Conn, C>
+where
+    Conn: ConnectionLike + Clone + Send + Sync + 'static,
+    C: Clock,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LeaseAcquire").finish_non_exhaustive()
+    }
+}
+
+/// One tag's side of a [`LeaseLimiter`], as the tag's queue sees it: decided by the
+/// first waiter, from the slice or by a round trip.
+struct LeaseGate<Conn, C>
+where
+    Conn: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    node: Node<Conn, C>,
+    tag: String,
+}
+
+impl<Conn, C> LeaseGate<Conn, C>
+where
+    Conn: ConnectionLike + Clone + Send + Sync + 'static,
+    C: Clock,
+{
+    /// A decision without a round trip, for the queue paths that a remote gate never
+    /// takes; "not now" when one is needed.
+    fn local(&self, n: u64) -> Decision {
+        match self.node.decide_now(&self.tag, n) {
+            Some(Ok(decision)) => decision,
+            _ => Err(Limited::new(NOT_NOW, self.node.shared.terms.capacity, 0, NOT_NOW).into()),
+        }
+    }
+}
+
+impl<Conn, C> Gate for LeaseGate<Conn, C>
+where
+    Conn: ConnectionLike + Clone + Send + Sync + 'static,
+    C: Clock,
+{
+    type Error = StoreError;
+
+    fn now(&self) -> Nanos {
+        self.node.clock.now()
+    }
+
+    fn acquire(&self, _now: Nanos, n: u64) -> Decision {
+        self.local(n)
+    }
+
+    fn peek(&self, _now: Nanos, _n: u64) -> Decision {
+        self.local(0)
+    }
+
+    fn reserve(&self, _now: Nanos, n: u64, _max_wait: Duration) -> Result<Reservation, Denied> {
+        self.local(n).map(|_| Reservation::new(n, Duration::ZERO))
+    }
+
+    /// Permits granted to a waiter that left before taking them: lost to this node,
+    /// still counted in Redis (which only denies more).
+    fn refund(&self, _now: Nanos, _n: u64) {}
+
+    fn capacity(&self) -> u64 {
+        self.node.shared.terms.capacity
+    }
+
+    /// A denial's `retry_after` is the wait.
+    fn books_ahead(&self) -> bool {
+        false
+    }
+
+    fn set_alarm(&self, deadline: Nanos, alarm: Arc<dyn Alarm>) {
+        self.node.clock.set_alarm(deadline, alarm)
+    }
+
+    fn events(&self) -> Option<&Events> {
+        self.node.shared.events.get()
+    }
+
+    fn event_key(&self) -> Option<&str> {
+        Some(&self.tag)
+    }
+
+    fn is_remote(&self) -> bool {
+        true
+    }
+
+    /// Takes the permits now as `check` does; denied, the queue asks again after
+    /// the denial's `retry_after`.
+    fn reserve_remote(&self, n: u64, _max_wait: Duration) -> RemoteBooking<StoreError> {
+        if let Some(decision) = self.node.decide_now(&self.tag, n) {
+            return Box::pin(std::future::ready(decision.map(|d| booking(d, n))));
+        }
+        let node = self.node.clone();
+        let tag = self.tag.clone();
+        Box::pin(async move { Ok(booking(node.decide(&tag, n).await?, n)) })
+    }
+}
+
+/// A decision as a booking: an admission now, or the denial.
+fn booking(decision: Decision, n: u64) -> Result<Reservation, Denied> {
+    decision.map(|_| Reservation::new(n, Duration::ZERO))
+}
+
+impl<Conn, C> Node<Conn, C>
+where
+    Conn: ConnectionLike + Clone + Send + Sync + 'static,
+    C: Clock,
+{
     /// Decisions made before any table lookup: closed, too large, key too long.
     #[inline]
     fn early(&self, tag: &str, n: u64) -> Option<Result<Decision, StoreError>> {
@@ -845,6 +1130,17 @@ where
             }));
         }
         None
+    }
+
+    /// [`LeaseLimiter::try_acquire`] past the queue: `None` if a round trip is needed.
+    fn decide_now(&self, tag: &str, n: u64) -> Option<Result<Decision, StoreError>> {
+        if let Some(early) = self.early(tag, n) {
+            return Some(early);
+        }
+        match self.fast(tag, n) {
+            Fast::Taken(decision, _) | Fast::Denied(decision) => Some(Ok(decision)),
+            Fast::Miss => None,
+        }
     }
 
     /// From the slice, under the shard's lock.
@@ -1415,10 +1711,23 @@ impl Terms {
 impl<Conn, C> Clone for LeaseLimiter<Conn, C>
 where
     Conn: ConnectionLike + Clone + Send + Sync + 'static,
-    C: Clone,
+    C: Clock,
 {
     fn clone(&self) -> Self {
         LeaseLimiter {
+            node: self.node.clone(),
+            queues: Arc::clone(&self.queues),
+        }
+    }
+}
+
+impl<Conn, C> Clone for Node<Conn, C>
+where
+    Conn: ConnectionLike + Clone + Send + Sync + 'static,
+    C: Clone,
+{
+    fn clone(&self) -> Self {
+        Node {
             shared: Arc::clone(&self.shared),
             options: self.options,
             clock: self.clock.clone(),
@@ -1429,18 +1738,21 @@ where
 impl<Conn, C> fmt::Debug for LeaseLimiter<Conn, C>
 where
     Conn: ConnectionLike + Clone + Send + Sync + 'static,
+    C: Clock,
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let node = &self.node;
         f.debug_struct("LeaseLimiter")
-            .field("prefix", &self.shared.prefix)
-            .field("name", &self.shared.name)
-            .field("rule", &self.shared.terms.kind.name())
-            .field("capacity", &self.shared.terms.capacity)
-            .field("max_slice", &self.options.max_slice)
-            .field("divisor", &self.options.divisor)
-            .field("refill_period", &self.options.refill_period)
-            .field("lease_term", &self.options.term)
-            .field("max_keys", &self.options.max_keys)
+            .field("prefix", &node.shared.prefix)
+            .field("name", &node.shared.name)
+            .field("rule", &node.shared.terms.kind.name())
+            .field("capacity", &node.shared.terms.capacity)
+            .field("max_slice", &node.options.max_slice)
+            .field("divisor", &node.options.divisor)
+            .field("refill_period", &node.options.refill_period)
+            .field("lease_term", &node.options.term)
+            .field("max_keys", &node.options.max_keys)
+            .field("queues", &self.queues)
             .finish_non_exhaustive()
     }
 }
