@@ -344,7 +344,8 @@ struct Slices {
     hasher: RandomState,
 }
 
-type Map = hashbrown::HashMap<Box<str>, Arc<Slot>, RandomState>;
+/// Keys and slots by the table's hash of the key, computed once per lookup.
+type Map = hashbrown::HashTable<(Box<str>, Arc<Slot>)>;
 
 /// A shard on cache lines of its own, and how many keys it holds at most.
 #[repr(align(128))]
@@ -1600,7 +1601,7 @@ impl Slices {
         Slices {
             shards: (0..count)
                 .map(|i| Shard {
-                    map: Mutex::new(Map::with_hasher(hasher.clone())),
+                    map: Mutex::new(Map::new()),
                     capacity: max_keys / count + usize::from(i < max_keys % count),
                 })
                 .collect(),
@@ -1608,34 +1609,44 @@ impl Slices {
         }
     }
 
-    fn shard(&self, tag: &str) -> &Shard {
+    /// `tag`'s shard and hash.
+    #[inline]
+    fn shard(&self, tag: &str) -> (&Shard, u64) {
         let hash = self.hasher.hash_one(tag);
-        &self.shards[(hash >> 32) as usize & (self.shards.len() - 1)]
+        // hashbrown indexes with the low bits and tags with the top seven: the shard
+        // comes from bits in between.
+        let shard = &self.shards[(hash >> 32) as usize & (self.shards.len() - 1)];
+        (shard, hash)
     }
 
     /// Runs `f` on `tag`'s slot, if held, under its shard's lock.
     #[inline]
     fn with<R>(&self, tag: &str, f: impl FnOnce(Option<&Arc<Slot>>) -> R) -> R {
-        let map = self.shard(tag).map.lock_briefly();
-        f(map.get(tag))
+        let (shard, hash) = self.shard(tag);
+        let map = shard.map.lock_briefly();
+        f(map
+            .find(hash, |(key, _)| **key == *tag)
+            .map(|(_, slot)| slot))
     }
 
     /// `tag`'s slot, made by `make` if new; `None` if its shard is full of keys whose
     /// leases have not ended.
     fn slot(&self, tag: &str, now: u64, make: impl FnOnce() -> Slot) -> Option<Arc<Slot>> {
-        let shard = self.shard(tag);
+        let (shard, hash) = self.shard(tag);
         let mut map = shard.map.lock();
-        if let Some(slot) = map.get(tag) {
+        if let Some((_, slot)) = map.find(hash, |(key, _)| **key == *tag) {
             return Some(Arc::clone(slot));
         }
         if map.len() >= shard.capacity {
-            map.retain(|_, slot| !slot.forgettable(now));
+            map.retain(|(_, slot)| !slot.forgettable(now));
             if map.len() >= shard.capacity {
                 return None;
             }
         }
         let slot = Arc::new(make());
-        map.insert(tag.into(), Arc::clone(&slot));
+        map.insert_unique(hash, (tag.into(), Arc::clone(&slot)), |(key, _)| {
+            self.hasher.hash_one(&**key)
+        });
         Some(slot)
     }
 
@@ -1643,7 +1654,7 @@ impl Slices {
     fn all(&self) -> Vec<Arc<Slot>> {
         let mut all = Vec::new();
         for shard in self.shards.iter() {
-            all.extend(shard.map.lock().values().cloned());
+            all.extend(shard.map.lock().iter().map(|(_, slot)| Arc::clone(slot)));
         }
         all
     }
