@@ -776,3 +776,28 @@ async fn acquire_waits_for_the_denial_s_retry_after() {
         Err(tollgate::AcquireError::Closed)
     ));
 }
+
+#[tokio::test]
+async fn decisions_are_reported_with_their_key() {
+    let Some(()) = require_redis() else { return };
+    let server = RedisServer::start();
+    let log = common::events::Log::default();
+    let clock = ManualClock::new();
+    let a = node(&server, &clock, &hour_window(2))
+        .await
+        .with_events(common::events::hub("leases", &log));
+    assert!(a.check("k", 1).await.unwrap().is_ok());
+    assert!(matches!(a.try_acquire("k", 1), None | Some(Ok(Ok(_)))));
+    assert!(a.check("k", 2).await.unwrap().is_err());
+    let seen = log.all();
+    assert!(seen.len() >= 2, "{seen:?}");
+    assert!(
+        seen.iter()
+            .all(|s| s.key.as_deref() == Some("k") && s.source == "leases")
+    );
+    assert_eq!(seen[0].kind, tollgate::observe::EventKind::Admitted);
+    assert!(matches!(
+        seen.last().unwrap().kind,
+        tollgate::observe::EventKind::Denied { .. }
+    ));
+}
