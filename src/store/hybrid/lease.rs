@@ -745,7 +745,8 @@ where
     ///
     /// Dropped while it waits for a lease, it takes nothing; if its own call was in
     /// flight, the lease granted (if any) is lost to this node and its permits stay
-    /// counted in Redis, which only denies more.
+    /// counted in Redis, which only denies more. Leases that call was settling are
+    /// settled with the next one.
     pub async fn check(&self, tag: &str, n: u64) -> Result<Decision, StoreError> {
         let decision = match self.queued_denial(tag, n) {
             Some(denied) => Err(denied),
@@ -852,8 +853,8 @@ where
     ///
     /// # Cancel safety
     ///
-    /// Dropped midway, the limiter is closed and the leases not settled yet are
-    /// settled on drop.
+    /// Dropped midway, the limiter is closed, and the leases not settled yet are
+    /// settled by the next `release` or when the last clone is dropped.
     pub async fn close(&self) -> Result<u64, StoreError> {
         self.node.shared.closed.store(true, Ordering::Release);
         self.queues.close();
@@ -1241,18 +1242,15 @@ where
         } else {
             lease.want(need.max(1), slot.slice.left(), now, &self.options)
         };
-        let settles = mem::take(&mut lease.pending);
-        let reply = match self
+        // Kept until the call answers: if it fails, or this future is dropped during
+        // it, they are sent again with the next call (a settled lease's record is gone
+        // from Redis, so one settled twice is credited once).
+        let settles = lease.pending.clone();
+        let reply = self
             .shared
             .take(slot, need, want, &self.options, &settles)
-            .await
-        {
-            Ok(reply) => reply,
-            Err(e) => {
-                lease.pending = settles;
-                return Err(e);
-            }
-        };
+            .await?;
+        lease.pending.clear();
         let (id, [status, granted, valid, remaining, retry, reset]) = reply;
         let micros = |us: u64| us.saturating_mul(1_000);
         slot.global.store(remaining, Ordering::Relaxed);
@@ -1461,17 +1459,14 @@ where
         let mut lease = slot.lease.lock().await;
         lease.close(slot.slice.drain(), now);
         slot.low.store(0, Ordering::Relaxed);
-        let settles = mem::take(&mut lease.pending);
-        if settles.is_empty() {
+        if lease.pending.is_empty() {
             return Ok(0);
         }
-        match self.give_back(slot, &settles).await {
-            Ok(credited) => Ok(credited),
-            Err(e) => {
-                lease.pending = settles;
-                Err(e)
-            }
-        }
+        // Kept until the call answers, as in a refill.
+        let settles = lease.pending.clone();
+        let credited = self.give_back(slot, &settles).await?;
+        lease.pending.clear();
+        Ok(credited)
     }
 }
 
