@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use common::redis::{RedisServer, require_redis};
 use redis::AsyncCommands;
 use redis::aio::{ConnectionManager, MultiplexedConnection};
-use tollgate::algorithm::{FixedWindow, Gcra, SlidingLog};
+use tollgate::algorithm::{FixedWindow, Gcra, SlidingCounter, SlidingLog};
 use tollgate::store::{LeaseLimiter, Rule, StoreError};
 use tollgate::time::{Clock, ManualClock, MonotonicClock};
 use tollgate::{ConfigError, Denied, Quota};
@@ -72,7 +72,7 @@ async fn drain<C: Clock>(node: &LeaseLimiter<MultiplexedConnection, C>, tag: &st
 }
 
 #[tokio::test]
-async fn only_fixed_windows_and_gcras_are_accepted() {
+async fn only_windows_sliding_counters_and_gcras_are_accepted() {
     let Some(()) = require_redis() else { return };
     let server = RedisServer::start();
     let connection = connect(&server).await;
@@ -800,4 +800,71 @@ async fn decisions_are_reported_with_their_key() {
         seen.last().unwrap().kind,
         tollgate::observe::EventKind::Denied { .. }
     ));
+}
+
+/// A sliding window counter (windows of 2^40 µs, about 12.7 days, so that none ends
+/// during the test): nodes never admit past the limit, and what they give back is
+/// counted off exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sliding_counter_nodes_never_admit_more_than_the_limit() {
+    let Some(()) = require_redis() else { return };
+    let server = RedisServer::start();
+    let mut probe = connect(&server).await;
+    let clock = ManualClock::new();
+    let counter = SlidingCounter::new(500, Duration::from_micros(1 << 40)).unwrap();
+    let rule = Rule::from(counter);
+    let mut nodes = Vec::new();
+    for _ in 0..3 {
+        nodes.push(node(&server, &clock, &rule).await);
+    }
+    let mut admitted = 0;
+    for _ in 0..300 {
+        for node in &nodes {
+            if node.check("k", 1).await.unwrap().is_ok() {
+                admitted += 1;
+            }
+        }
+    }
+    assert_eq!(
+        admitted,
+        500 - nodes.iter().map(|n| n.held("k")).sum::<u64>()
+    );
+    let key = nodes[0].redis_key("k");
+    for node in &nodes {
+        node.release_all().await.unwrap();
+    }
+    let current: u64 = probe.hget(&key, "c").await.unwrap();
+    assert_eq!(current, admitted);
+    let fresh = node(&server, &clock, &rule).await;
+    assert_eq!(admitted + drain(&fresh, "k").await, 500);
+}
+
+/// A sliding window counter of 100 per second on the server's clock: the window
+/// after a full one admits about what the full one no longer weighs (half of it,
+/// half-way through).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_window_weighs_on_the_next_as_the_sliding_counter_says() {
+    let Some(()) = require_redis() else { return };
+    let server = RedisServer::start();
+    let rule = Rule::from(SlidingCounter::new(100, Duration::from_secs(1)).unwrap());
+    let unix = || SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    // Start early in a window, so that filling it does not cross into the next.
+    while unix().subsec_millis() > 200 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let clock = ManualClock::new();
+    let a = node(&server, &clock, &rule).await;
+    let b = node(&server, &clock, &rule).await;
+    assert_eq!(drain(&a, "k").await + drain(&b, "k").await, 100);
+    // Half-way through the next window.
+    let next = unix().as_secs() + 1;
+    while unix() < Duration::from_millis(next * 1_000 + 500) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let fresh = node(&server, &clock, &rule).await;
+    let admitted = drain(&fresh, "k").await;
+    let late = unix().subsec_millis();
+    assert!(late < 900, "the test ran late: {late} ms into the window");
+    // The previous window weighs ⌈100 × (1 − elapsed)⌉ when each permit is granted.
+    assert!((45..=90).contains(&admitted), "admitted {admitted}");
 }

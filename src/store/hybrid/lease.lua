@@ -4,16 +4,19 @@
 -- admits.
 --
 -- KEYS[1]  the key's state, a hash:
---            "k"       the rule's kind ("fixed_window" or "gcra");
+--            "k"       the rule's kind ("fixed_window", "sliding_counter" or "gcra");
 --            fixed window: "w" the window's index, "g" the permits granted in it;
+--            sliding counter: "w" the window's index, "c" the permits granted in it,
+--            "p" those granted in the window before;
 --            GCRA: "t" the theoretical arrival time (µs), "r" the credit given back
 --            by leases so far (µs);
---            "l:<id>"  each live lease: fixed window "unused-at-most"; GCRA
+--            "l:<id>"  each live lease: windows "unused-at-most"; GCRA
 --                      "unused-at-most tat-after-grant r-at-grant".
 -- KEYS[2]  the live leases by the time their record may go (µs), a sorted set.
 -- ARGV[1]  "take" | "give_back"
 -- ARGV[2]  the kind; ARGV[3..5] the rule: fixed window {limit, window µs, offset µs},
---          GCRA {interval µs, tolerance µs (interval × burst), burst}
+--          sliding counter {limit, window µs, 0}, GCRA {interval µs, tolerance µs
+--          (interval × burst), burst}
 --
 --   take       ARGV[6] the new lease's id, ARGV[7] need, ARGV[8] want, ARGV[9] divisor,
 --              ARGV[10] the lease's term (µs), ARGV[11..] pairs (id, unused) of
@@ -30,8 +33,8 @@
 -- Lease ids are random 64-bit numbers drawn by the caller (src/store/lease_id.rs):
 -- after a restart without persistence, a lease from before it names nothing here.
 --
--- Giving back. A fixed window's count is a plain sum within the window, so unused
--- permits come off it exactly. A GCRA's state is not a sum: the TAT is clamped to
+-- Giving back. A window's count is a plain sum within the window, so unused permits
+-- come off it exactly (a lease ends with its window, and its record with it). A GCRA's state is not a sum: the TAT is clamped to
 -- `now` whenever the bucket refills completely, and subtracting a lease's unused
 -- intervals after such a clamp would credit time that already came back. So a give
 -- back credits at most `tat_after - (r_now - r_grant) - now`, a lower bound of the
@@ -69,6 +72,34 @@ local function div_floor(a, b)
     q = q + 1
   end
   return q
+end
+
+-- floor(a × b / c) and the remainder, exact for integers a, b < 2^53 and
+-- 0 < c <= 2^52 whose quotient is below 2^53 (sliding_counter.lua's).
+local function mul_div(a, b, c)
+  local product = a * b
+  if product < 9007199254740992 then
+    local r = math.fmod(product, c)
+    return (product - r) / c, r
+  end
+  local ra = math.fmod(a, c)
+  local qa = (a - ra) / c
+  local q, r, bit = 0, 0, 4503599627370496
+  while bit >= 1 do
+    q, r = 2 * q, 2 * r
+    if r >= c then
+      q, r = q + 1, r - c
+    end
+    if b >= bit then
+      b = b - bit
+      q, r = q + qa, r + ra
+      if r >= c then
+        q, r = q + 1, r - c
+      end
+    end
+    bit = bit / 2
+  end
+  return q, r
 end
 
 local ok, stored_kind = pcall(redis.call, 'HGET', state, 'k')
@@ -124,6 +155,82 @@ if kind == 'fixed_window' then
   view.save = function()
     redis.call('HSET', state, 'k', kind, 'w', int(index), 'g', int(granted))
     local ms = math.ceil((finish - now) / 1000) + EXPIRY_SLACK_MS
+    redis.call('PEXPIRE', state, ms)
+    redis.call('PEXPIRE', leases, ms)
+  end
+elseif kind == 'sliding_counter' then
+  local limit, window = p[1], p[2]
+  local elapsed = math.fmod(now, window)
+  local index = (now - elapsed) / window
+  local finish = now - elapsed + window
+  local current, previous = 0, 0
+  local stored = tonumber(redis.call('HGET', state, 'w'))
+  if stored == index then
+    current = tonumber(redis.call('HGET', state, 'c')) or 0
+    previous = tonumber(redis.call('HGET', state, 'p')) or 0
+  elseif stored_kind then
+    if stored == index - 1 then
+      previous = tonumber(redis.call('HGET', state, 'c')) or 0
+    end
+    -- A new window: the last one's leases die with it, its count weighs on.
+    redis.call('DEL', state, leases)
+  end
+  -- What the previous window still weighs, in whole permits rounded up.
+  local function weight()
+    local q, r = mul_div(previous, window - elapsed, window)
+    if r > 0 then
+      q = q + 1
+    end
+    return q
+  end
+  view.available = function()
+    return math.max(limit - current - weight(), 0)
+  end
+  view.reset = function()
+    if current > 0 then
+      return finish - now + window
+    elseif previous > 0 then
+      return finish - now
+    end
+    return 0
+  end
+  view.retry = function(n)
+    if current + n <= limit then
+      -- Until the previous window weighs at most what is left for n.
+      local allowed = limit - current - n
+      if allowed >= previous then
+        return 0
+      end
+      local q = mul_div(allowed, window, previous)
+      return math.max(window - q - elapsed, 0)
+    end
+    -- The next window, where this one's count weighs.
+    local allowed = limit - n
+    if allowed >= current then
+      return finish - now
+    end
+    local q = mul_div(allowed, window, current)
+    return finish - now + window - q
+  end
+  view.valid = function(term)
+    return math.min(term, finish - now)
+  end
+  view.grant = function(n)
+    current = current + n
+    return int(n)
+  end
+  view.record_until = function(_)
+    return finish
+  end
+  view.credit = function(record, unused)
+    local credit = math.min(unused, tonumber(record))
+    current = current - credit
+    return credit
+  end
+  view.save = function()
+    redis.call('HSET', state, 'k', kind, 'w', int(index), 'c', int(current), 'p', int(previous))
+    -- The count weighs on through the next window.
+    local ms = math.ceil((finish + window - now) / 1000) + EXPIRY_SLACK_MS
     redis.call('PEXPIRE', state, ms)
     redis.call('PEXPIRE', leases, ms)
   end

@@ -87,6 +87,9 @@ const NOT_NOW: Duration = Duration::from_millis(10);
 ///   acquires](crate::algorithm::FixedWindow::counting_denied)): windows on multiples
 ///   of their length since the Unix epoch, by the server's clock. Slices are permits
 ///   of the current window; each lease ends with its window.
+/// - [`Rule::SlidingCounter`]: as a fixed window (windows on multiples of their
+///   length since the Unix epoch), the previous window's count weighing on as the
+///   rule says; slices are permits of the current window.
 /// - [`Rule::Gcra`]: a lease of `n` permits is a lease of time. Taking it moves the
 ///   bucket's theoretical arrival time `n` emission intervals later, within the burst
 ///   tolerance, as `n` acquires at once would.
@@ -100,6 +103,10 @@ const NOT_NOW: Duration = Duration::from_millis(10);
 /// node admits from a slice only within that window (its lease ends no later than
 /// the window, on the node's clock counted from before the call): **at most `limit`
 /// admitted per window**, across the fleet.
+///
+/// For a sliding window counter, each grant is admitted by the rule's estimate at its
+/// instant, and the previous window's weight only falls within a window, so the
+/// estimate over the permits admitted never passes the limit either.
 ///
 /// For a GCRA, the permits granted form a sequence the bucket admits, placed at the
 /// instants they were granted; a node spends each within the lease's term `L` after
@@ -231,6 +238,7 @@ struct Terms {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
     FixedWindow,
+    SlidingCounter,
     Gcra,
 }
 
@@ -238,6 +246,7 @@ impl Kind {
     fn name(self) -> &'static str {
         match self {
             Kind::FixedWindow => "fixed_window",
+            Kind::SlidingCounter => "sliding_counter",
             Kind::Gcra => "gcra",
         }
     }
@@ -394,7 +403,8 @@ where
     /// # Errors
     ///
     /// [`StoreError::Config`]: [`ConfigError::OutOfRange`] for a rule other than
-    /// [`Rule::FixedWindow`] (not counting denied acquires) or [`Rule::Gcra`], or a
+    /// [`Rule::FixedWindow`] (not counting denied acquires), [`Rule::SlidingCounter`]
+    /// or [`Rule::Gcra`], or a
     /// prefix with a brace in it; the rule's own errors when the script cannot hold
     /// it exactly (a time that is not whole microseconds, or too long).
     pub fn new(connection: Conn, prefix: &str, rule: impl Into<Rule>) -> Result<Self, StoreError> {
@@ -1678,18 +1688,19 @@ impl Terms {
     fn of(rule: &Rule) -> Result<Terms, ConfigError> {
         let kind = match rule {
             Rule::FixedWindow(window) if !window.counts_denied() => Kind::FixedWindow,
+            Rule::SlidingCounter(_) => Kind::SlidingCounter,
             Rule::Gcra(_) => Kind::Gcra,
             _ => {
                 return Err(ConfigError::OutOfRange {
                     parameter: "rule",
                     expected: "a Rule::FixedWindow that does not count denied acquires, \
-                               or a Rule::Gcra",
+                               a Rule::SlidingCounter or a Rule::Gcra",
                 });
             }
         };
         let mut args = [0; 3];
         let sent = rule.script_args()?;
-        if sent.len() != 3 {
+        if sent.len() > 3 {
             return Err(ConfigError::OutOfRange {
                 parameter: "rule",
                 expected: "three whole parameters",
