@@ -22,9 +22,9 @@
 //! - [`DeniedCache`]: known denials answered locally until their retry time;
 //! - `BatchedLimiter` (feature `redis`): fixed windows counted locally and synced to
 //!   Redis in batches, trading a bounded over-admission for fewer round trips.
-//! - `LeaseLimiter` (feature `redis`): slices of a fixed window's or a GCRA's quota
-//!   leased from Redis and spent locally, at in-process speed and never past the
-//!   limit.
+//! - `LeaseLimiter` (feature `redis`): slices of a fixed window's, a sliding window
+//!   counter's or a GCRA's quota leased from Redis and spent locally, at in-process
+//!   speed and never past the limit.
 //!
 //! # Each check's own count and answer
 //!
@@ -340,8 +340,9 @@
 //! call, on the server's `TIME`, and admits from it with one compare-and-swap. A
 //! slice is at most an eighth of what remains and about the node's demand over
 //! 10 ms, so slices shrink to the request alone (decided exactly in Redis) near the
-//! limit. Redis grants only what the rule admits, so a fixed window never admits more
-//! than its limit across the fleet, and a GCRA at most `burst + rate × (d + term)`
+//! limit. Redis grants only what the rule admits, so a fixed window (or a sliding
+//! window counter) never admits more than its limit across the fleet, and a GCRA at
+//! most `burst + rate × (d + term)`
 //! over any `d` (a lease is usable for a 20 ms term). Unused permits go back when a
 //! lease ends, on `release_all` and `close`, and when the last clone is dropped; what
 //! they cost is under-admission, bounded in the type's docs and measured in
@@ -352,7 +353,7 @@
 //! - **[`DeniedCache`]** is free in exactness. Use it when clients keep retrying spent
 //!   keys.
 //! - **`LeaseLimiter`** decides at in-process speed and never admits past the
-//!   limit, for fixed windows and GCRAs; it costs some under-admission (permits held
+//!   limit, for fixed windows, sliding window counters and GCRAs; it costs some under-admission (permits held
 //!   in other nodes' slices).
 //! - **`BatchedLimiter`** trades a bounded over-admission for almost no round trips.
 //!   Pick `sync_interval` from the bound above. It is the wrong choice when a single

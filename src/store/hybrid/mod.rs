@@ -10,7 +10,7 @@
 //!   nodes together may admit more than the limit, by about
 //!   `nodes × rate per node × sync_interval`.
 //! - [`LeaseLimiter`] (feature `redis`) leases each process a slice of what remains
-//!   of a fixed window or a GCRA bucket, in one atomic script call, and admits from it
+//!   of a fixed window, a sliding window counter or a GCRA bucket, in one atomic script call, and admits from it
 //!   locally with one compare-and-swap: in-process speed, and never more than the
 //!   limit, since Redis grants only what the rule admits.
 
