@@ -18,7 +18,7 @@
 pub(crate) mod batched;
 mod denied_cache;
 #[cfg(feature = "redis")]
-mod lease;
+pub(crate) mod lease;
 mod slice;
 
 #[cfg(feature = "redis")]

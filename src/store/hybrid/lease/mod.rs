@@ -2,34 +2,34 @@
 //! in-process speed from slices of the quota leased from Redis.
 
 use std::fmt;
-use std::future::Future;
-use std::hash::{BuildHasher, RandomState};
 use std::mem;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use ::redis::Script;
 use ::redis::aio::ConnectionLike;
 
+mod table;
+mod wait;
+
+pub use wait::LeaseAcquire;
+
+use self::table::Slices;
+use self::wait::LeaseGate;
 use super::super::lease_id::{TAKE_ATTEMPTS, lease_id};
 use super::super::redis::from_redis;
 use super::super::{DEFAULT_MAX_KEY_LEN, StoreError, storage_key, validate_prefix};
 use super::slice::Slice;
 use crate::algorithm::Rule;
 use crate::algorithm::script::{Arg, whole_micros};
-use crate::decision::{Admitted, Decision, Denied, InsufficientCapacity, Limited, Reservation};
-use crate::error::{AcquireError, ConfigError};
+use crate::decision::{Admitted, Decision, Denied, InsufficientCapacity, Limited};
+use crate::error::ConfigError;
 use crate::observe::{EventKind, Events};
 use crate::sync::unmodeled::OnceLock;
-use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, Ordering};
-use crate::time::{Alarm, Clock, MonotonicClock, Nanos};
-use crate::wait::future::WaitFor;
-use crate::wait::gate::Gate;
-use crate::wait::per_key::{Joined, Queues};
-use crate::wait::round_trip::RemoteBooking;
+use crate::sync::{Arc, AtomicBool, AtomicU64, Ordering};
+use crate::time::{Clock, MonotonicClock};
+use crate::wait::per_key::Queues;
 
-const SCRIPT: &str = include_str!("lease.lua");
+const SCRIPT: &str = include_str!("../lease.lua");
 
 /// A slice is at most this fraction of what remains, by default.
 const DEFAULT_DIVISOR: u64 = 8;
@@ -345,22 +345,6 @@ impl Lease {
         // `as` saturates: NaN is 0, and a huge rate the cap.
         (demand as u64).min(options.max_slice).max(need)
     }
-}
-
-/// The keys this node holds, sharded under short locks.
-struct Slices {
-    shards: Box<[Shard]>,
-    hasher: RandomState,
-}
-
-/// Keys and slots by the table's hash of the key, computed once per lookup.
-type Map = hashbrown::HashTable<(Box<str>, Arc<Slot>)>;
-
-/// A shard on cache lines of its own, and how many keys it holds at most.
-#[repr(align(128))]
-struct Shard {
-    map: Mutex<Map>,
-    capacity: usize,
 }
 
 /// What a decision from the slice found.
@@ -851,8 +835,9 @@ where
 
     /// Closes the limiter on this node, every clone included: later decisions are
     /// [`Denied::Closed`], and every waiter and later wait fails with
-    /// [`AcquireError::Closed`]. Then gives back everything it holds, as
-    /// [`release_all`](Self::release_all): the permits credited.
+    /// [`AcquireError::Closed`](crate::AcquireError::Closed). Then gives back
+    /// everything it holds, as [`release_all`](Self::release_all): the permits
+    /// credited.
     ///
     /// Dropping the last clone without closing gives back what it holds from a task
     /// spawned on the current tokio runtime, if there is one.
@@ -875,248 +860,6 @@ where
     pub fn is_closed(&self) -> bool {
         self.node.shared.closed.load(Ordering::Acquire)
     }
-}
-
-/// # Waiting
-impl<Conn, C> LeaseLimiter<Conn, C>
-where
-    Conn: ConnectionLike + Clone + Send + Sync + 'static,
-    C: Clock,
-{
-    /// Waits until `n` permits for `tag` are taken; resolves to the time waited on
-    /// this limiter's clock.
-    ///
-    /// Waiters on one tag are served in arrival order, through the same FIFO queue as
-    /// every other limiter. The first decides as [`check`](Self::check) does (from the
-    /// slice, or by a round trip); denied, it sleeps for the denial's `retry_after`
-    /// (until the window ends, or until the bucket has the permits) and asks again,
-    /// while the others queue behind it holding nothing. While callers wait on `tag`,
-    /// `check` and `try_acquire` on it are denied (they would overtake them).
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # use tollgate::algorithm::Gcra;
-    /// # use tollgate::store::LeaseLimiter;
-    /// # use tollgate::Quota;
-    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let connection = redis::Client::open("redis://127.0.0.1/")?.get_multiplexed_async_connection().await?;
-    /// let limiter = LeaseLimiter::new(connection, "api", Gcra::new(Quota::per_second(10)?))?;
-    /// let waited = limiter.acquire("user-42", 1).await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// [`AcquireError::Insufficient`] for more than the capacity,
-    /// [`AcquireError::Closed`] after [`close`](Self::close), and
-    /// [`AcquireError::Source`] with the [`StoreError`] of a lease the first waiter
-    /// could not take (the next waiter then tries).
-    ///
-    /// # Cancel safety
-    ///
-    /// Dropped while it waits, it takes nothing. Dropped after its permits were taken
-    /// and before it was polled again, they are lost to this node (counted in Redis,
-    /// which only denies more).
-    pub fn acquire(&self, tag: &str, n: u64) -> LeaseAcquire<Conn, C> {
-        LeaseAcquire {
-            wait: WaitFor::new(self.join(tag), n, None),
-        }
-    }
-
-    /// [`acquire`](Self::acquire), giving up after `timeout`; failing at once when
-    /// the first denial's `retry_after` already ends after it.
-    ///
-    /// # Errors
-    ///
-    /// As [`acquire`](Self::acquire), and [`AcquireError::TimedOut`].
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`acquire`](Self::acquire).
-    pub fn acquire_timeout(&self, tag: &str, n: u64, timeout: Duration) -> LeaseAcquire<Conn, C> {
-        LeaseAcquire {
-            wait: WaitFor::new(self.join(tag), n, Some(timeout)),
-        }
-    }
-
-    /// Blocks the calling thread until `n` permits for `tag` are taken, making the
-    /// round trips on it; returns the time waited. The connection must be driven by
-    /// a runtime on another thread.
-    ///
-    /// # Errors
-    ///
-    /// As [`acquire`](Self::acquire).
-    pub fn acquire_blocking(
-        &self,
-        tag: &str,
-        n: u64,
-    ) -> Result<Duration, AcquireError<StoreError>> {
-        WaitFor::new(self.join(tag), n, None).block()
-    }
-
-    /// How many callers of this process wait, on every tag.
-    pub fn waiters(&self) -> usize {
-        self.queues.waiters()
-    }
-
-    fn join(&self, tag: &str) -> Joined<String, LeaseGate<Conn, C>> {
-        let tag = tag.to_owned();
-        self.queues.join(&tag, || LeaseGate {
-            node: self.node.clone(),
-            tag: tag.clone(),
-        })
-    }
-
-    /// A denial for callers who would overtake this process's waiters on `tag`, or
-    /// of a closed limiter.
-    fn queued_denial(&self, tag: &str, n: u64) -> Option<Denied> {
-        if self.queues.is_closed() {
-            return Some(Denied::Closed);
-        }
-        // `n == 0` takes nothing, so it overtakes no one.
-        let queue = self.queues.get(tag).filter(|_| n > 0)?;
-        if queue.waiters() == 0 {
-            return None;
-        }
-        let now = self.node.clock.now();
-        let retry = match queue.queued().1 {
-            Some(first) => first.saturating_since(now),
-            None => NOT_NOW,
-        };
-        Some(Limited::new(retry, self.node.shared.terms.capacity, 0, retry).into())
-    }
-}
-
-/// The future of [`LeaseLimiter::acquire`]: resolves to the time waited.
-///
-/// # Cancel safety
-///
-/// As [`LeaseLimiter::acquire`].
-#[must_use = "futures do nothing unless polled"]
-pub struct LeaseAcquire<Conn, C>
-where
-    Conn: ConnectionLike + Clone + Send + Sync + 'static,
-    C: Clock,
-{
-    wait: WaitFor<Joined<String, LeaseGate<Conn, C>>, LeaseGate<Conn, C>>,
-}
-
-impl<Conn, C> Future for LeaseAcquire<Conn, C>
-where
-    Conn: ConnectionLike + Clone + Send + Sync + 'static,
-    C: Clock,
-{
-    type Output = Result<Duration, AcquireError<StoreError>>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.get_mut().wait.poll(cx)
-    }
-}
-
-impl<Conn, C> fmt::Debug for LeaseAcquire<Conn, C>
-where
-    Conn: ConnectionLike + Clone + Send + Sync + 'static,
-    C: Clock,
-{
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LeaseAcquire").finish_non_exhaustive()
-    }
-}
-
-/// One tag's side of a [`LeaseLimiter`], as the tag's queue sees it: decided by the
-/// first waiter, from the slice or by a round trip.
-struct LeaseGate<Conn, C>
-where
-    Conn: ConnectionLike + Clone + Send + Sync + 'static,
-{
-    node: Node<Conn, C>,
-    tag: String,
-}
-
-impl<Conn, C> LeaseGate<Conn, C>
-where
-    Conn: ConnectionLike + Clone + Send + Sync + 'static,
-    C: Clock,
-{
-    /// A decision without a round trip, for the queue paths that a remote gate never
-    /// takes; "not now" when one is needed.
-    fn local(&self, n: u64) -> Decision {
-        match self.node.decide_now(&self.tag, n) {
-            Some(Ok(decision)) => decision,
-            _ => Err(Limited::new(NOT_NOW, self.node.shared.terms.capacity, 0, NOT_NOW).into()),
-        }
-    }
-}
-
-impl<Conn, C> Gate for LeaseGate<Conn, C>
-where
-    Conn: ConnectionLike + Clone + Send + Sync + 'static,
-    C: Clock,
-{
-    type Error = StoreError;
-
-    fn now(&self) -> Nanos {
-        self.node.clock.now()
-    }
-
-    fn acquire(&self, _now: Nanos, n: u64) -> Decision {
-        self.local(n)
-    }
-
-    fn peek(&self, _now: Nanos, _n: u64) -> Decision {
-        self.local(0)
-    }
-
-    fn reserve(&self, _now: Nanos, n: u64, _max_wait: Duration) -> Result<Reservation, Denied> {
-        self.local(n).map(|_| Reservation::new(n, Duration::ZERO))
-    }
-
-    /// Permits granted to a waiter that left before taking them: lost to this node,
-    /// still counted in Redis (which only denies more).
-    fn refund(&self, _now: Nanos, _n: u64) {}
-
-    fn capacity(&self) -> u64 {
-        self.node.shared.terms.capacity
-    }
-
-    /// A denial's `retry_after` is the wait.
-    fn books_ahead(&self) -> bool {
-        false
-    }
-
-    fn set_alarm(&self, deadline: Nanos, alarm: Arc<dyn Alarm>) {
-        self.node.clock.set_alarm(deadline, alarm)
-    }
-
-    fn events(&self) -> Option<&Events> {
-        self.node.shared.events.get()
-    }
-
-    fn event_key(&self) -> Option<&str> {
-        Some(&self.tag)
-    }
-
-    fn is_remote(&self) -> bool {
-        true
-    }
-
-    /// Takes the permits now as `check` does; denied, the queue asks again after
-    /// the denial's `retry_after`.
-    fn reserve_remote(&self, n: u64, _max_wait: Duration) -> RemoteBooking<StoreError> {
-        if let Some(decision) = self.node.decide_now(&self.tag, n) {
-            return Box::pin(std::future::ready(decision.map(|d| booking(d, n))));
-        }
-        let node = self.node.clone();
-        let tag = self.tag.clone();
-        Box::pin(async move { Ok(booking(node.decide(&tag, n).await?, n)) })
-    }
-}
-
-/// A decision as a booking: an admission now, or the denial.
-fn booking(decision: Decision, n: u64) -> Result<Reservation, Denied> {
-    decision.map(|_| Reservation::new(n, Duration::ZERO))
 }
 
 impl<Conn, C> Node<Conn, C>
@@ -1592,95 +1335,6 @@ impl Slot {
         self.denied_need.store(need.max(1), Ordering::Relaxed);
         self.recheck_at
             .store(now.saturating_add(retry.min(period)), Ordering::Release);
-    }
-}
-
-impl Slices {
-    /// Room for `max_keys` (at least 1) in all: up to [`SHARDS`] shards, each holding
-    /// its part.
-    fn new(max_keys: usize) -> Slices {
-        let hasher = RandomState::new();
-        let max_keys = max_keys.max(1);
-        // A power of two, at most the keys: no shard without room.
-        let count = 1 << max_keys.min(SHARDS).ilog2();
-        Slices {
-            shards: (0..count)
-                .map(|i| Shard {
-                    map: Mutex::new(Map::new()),
-                    capacity: max_keys / count + usize::from(i < max_keys % count),
-                })
-                .collect(),
-            hasher,
-        }
-    }
-
-    /// `tag`'s shard and hash.
-    #[inline]
-    fn shard(&self, tag: &str) -> (&Shard, u64) {
-        let hash = self.hasher.hash_one(tag);
-        // hashbrown indexes with the low bits and tags with the top seven: the shard
-        // comes from bits in between.
-        let shard = &self.shards[(hash >> 32) as usize & (self.shards.len() - 1)];
-        (shard, hash)
-    }
-
-    /// Runs `f` on `tag`'s slot, if held, under its shard's lock.
-    #[inline]
-    fn with<R>(&self, tag: &str, f: impl FnOnce(Option<&Arc<Slot>>) -> R) -> R {
-        let (shard, hash) = self.shard(tag);
-        let map = shard.map.lock_briefly();
-        f(map
-            .find(hash, |(key, _)| **key == *tag)
-            .map(|(_, slot)| slot))
-    }
-
-    /// `tag`'s slot, made by `make` if new; `None` if its shard is full of keys whose
-    /// leases have not ended.
-    fn slot(&self, tag: &str, now: u64, make: impl FnOnce() -> Slot) -> Option<Arc<Slot>> {
-        let (shard, hash) = self.shard(tag);
-        let mut map = shard.map.lock();
-        if let Some((_, slot)) = map.find(hash, |(key, _)| **key == *tag) {
-            return Some(Arc::clone(slot));
-        }
-        if map.len() >= shard.capacity {
-            map.retain(|(_, slot)| !slot.forgettable(now));
-            if map.len() >= shard.capacity {
-                return None;
-            }
-        }
-        let slot = Arc::new(make());
-        map.insert_unique(hash, (tag.into(), Arc::clone(&slot)), |(key, _)| {
-            self.hasher.hash_one(&**key)
-        });
-        Some(slot)
-    }
-
-    /// Every slot held.
-    fn all(&self) -> Vec<Arc<Slot>> {
-        let mut all = Vec::new();
-        for shard in self.shards.iter() {
-            all.extend(shard.map.lock().iter().map(|(_, slot)| Arc::clone(slot)));
-        }
-        all
-    }
-
-    fn len(&self) -> usize {
-        self.shards.iter().map(|shard| shard.map.lock().len()).sum()
-    }
-}
-
-impl Slot {
-    /// Whether the table may forget this slot at `now`, retiring it: its lease ended,
-    /// no denial holds, and no task holds it.
-    fn forgettable(&self, now: u64) -> bool {
-        if self.slice.until() > now || self.recheck_at.load(Ordering::Acquire) > now {
-            return false;
-        }
-        let Ok(_lease) = self.lease.try_lock() else {
-            return false;
-        };
-        self.retired.store(true, Ordering::Release);
-        true
     }
 }
 
