@@ -6,7 +6,11 @@
 //! - `exact`: `SharedLimiter` over `RedisStore`, one script call per decision;
 //! - `denied-cache`: the same over `DeniedCache<RedisStore>`;
 //! - `batched <interval>`: `BatchedLimiter`, fixed windows counted on each node and
-//!   synced every interval.
+//!   synced every interval; `batched <interval> ÷8` with `with_divisor(8)`, admitting
+//!   at most an eighth of what remained between syncs;
+//! - `lease`: `LeaseLimiter` with a fixed window, each node admitting from slices of
+//!   what remains leased from Redis; `lease gcra`: the same with a GCRA of `LIMIT`
+//!   per second and a burst of `LIMIT`.
 //!
 //! Loads, each for a few seconds starting on a whole second:
 //! - `hammer`: closed-loop clients, each sending its next request as soon as the last
@@ -15,12 +19,18 @@
 //! - `paced`: every node offers each key a steady rate; all nodes together offer
 //!   twice the quota.
 //!
-//! For each run it prints decisions per second, permits admitted against the quota
-//! (so the over-admission), and script calls per decision. The quota is `LIMIT` per
-//! key per second: fixed windows of one second where the rule is a fixed window, and
-//! otherwise (a Redis store without the fixed-window script) a GCRA of `LIMIT` per
-//! second with a burst of `LIMIT`, whose quota over a run of `d` seconds is
-//! `LIMIT × (1 + d)`.
+//! For each run it prints decisions per second, permits admitted against the quota,
+//! the over- and under-admission, and script calls per decision. The quota is `LIMIT`
+//! per key per second: fixed windows of one second where the rule is a fixed window,
+//! and otherwise a GCRA of `LIMIT` per second with a burst of `LIMIT`, whose quota
+//! over a run of `d` seconds is `LIMIT × (1 + d)`.
+//!
+//! Over- and under-admission follow each rule's definition. A fixed window: the
+//! permits admitted beyond the limit in each key's window (by the second they were
+//! asked in), summed, over the quota; the permits of windows left below the limit,
+//! summed, over the quota (both loads offer more than the limit in every window). A
+//! GCRA: the permits admitted beyond `LIMIT × (1 + d)` over the run, or short of it,
+//! over the quota (a lease mode's bound adds `LIMIT × term`).
 //!
 //! Run `cargo bench -p tollgate-benches --features redis --bench hybrid` (about 40 s);
 //! it needs `redis-server` on `PATH`.
@@ -54,7 +64,8 @@ mod bench {
     use tollgate::Quota;
     use tollgate::algorithm::{FixedWindow, Gcra};
     use tollgate::store::{
-        BatchedLimiter, DeniedCache, RedisStore, Rule, SharedLimiter, Store, StoreError,
+        BatchedLimiter, DeniedCache, LeaseLimiter, RedisStore, Rule, SharedLimiter, Store,
+        StoreError,
     };
     use tollgate::time::{Clock, MonotonicClock};
 
@@ -78,6 +89,9 @@ mod bench {
         Exact,
         DeniedCache,
         Batched(Duration),
+        BatchedShare(Duration),
+        Lease,
+        LeaseGcra,
     }
 
     impl Mode {
@@ -86,6 +100,18 @@ mod bench {
                 Mode::Exact => "exact".into(),
                 Mode::DeniedCache => "denied-cache".into(),
                 Mode::Batched(d) => format!("batched {} ms", d.as_millis()),
+                Mode::BatchedShare(d) => format!("batched {} ms ÷8", d.as_millis()),
+                Mode::Lease => "lease".into(),
+                Mode::LeaseGcra => "lease gcra".into(),
+            }
+        }
+
+        /// Whether the mode runs fixed windows, given what the exact modes run.
+        fn fixed_window(self, quotum: Quotum) -> bool {
+            match self {
+                Mode::Batched(_) | Mode::BatchedShare(_) | Mode::Lease => true,
+                Mode::LeaseGcra => false,
+                Mode::Exact | Mode::DeniedCache => quotum == Quotum::FixedWindow,
             }
         }
     }
@@ -118,15 +144,19 @@ mod bench {
         Exact(SharedLimiter<RedisStore<MultiplexedConnection>>),
         Cached(SharedLimiter<DeniedCache<RedisStore<MultiplexedConnection>>>),
         Batched(Box<BatchedLimiter<MultiplexedConnection>>),
+        Lease(Box<LeaseLimiter<MultiplexedConnection>>),
     }
 
     impl Node {
-        async fn try_acquire(&self, key: &str) -> Result<bool, StoreError> {
-            Ok(match self {
-                Node::Exact(l) => l.check(key, 1).await?.is_ok(),
-                Node::Cached(l) => l.check(key, 1).await?.is_ok(),
-                Node::Batched(l) => l.check(key, 1).await?.is_ok(),
-            })
+        /// One permit: when the window it was counted in ends, if admitted.
+        async fn try_acquire(&self, key: &str) -> Result<Option<Duration>, StoreError> {
+            let decision = match self {
+                Node::Exact(l) => l.check(key, 1).await?,
+                Node::Cached(l) => l.check(key, 1).await?,
+                Node::Batched(l) => l.check(key, 1).await?,
+                Node::Lease(l) => l.check(key, 1).await?,
+            };
+            Ok(decision.ok().map(|admitted| admitted.reset_after()))
         }
 
         fn cache_hits(&self) -> u64 {
@@ -167,6 +197,9 @@ mod bench {
         decisions_per_sec: f64,
         admitted: u64,
         quota: u64,
+        /// Permits admitted beyond the rule's definition, and short of it.
+        over: u64,
+        under: u64,
         calls_per_decision: f64,
         hit_rate: f64,
         errors: u64,
@@ -210,6 +243,9 @@ mod bench {
             Mode::DeniedCache,
             Mode::Batched(Duration::from_millis(10)),
             Mode::Batched(Duration::from_millis(100)),
+            Mode::BatchedShare(Duration::from_millis(10)),
+            Mode::Lease,
+            Mode::LeaseGcra,
         ];
         let mut rows = Vec::new();
         for load in [Load::Hammer, Load::Paced] {
@@ -233,14 +269,11 @@ mod bench {
         quotum: Quotum,
         prefix: &str,
     ) -> Vec<Node> {
-        let rule = match (mode, quotum) {
-            (Mode::Batched(_), _) | (_, Quotum::FixedWindow) => {
-                Rule::from(FixedWindow::new(LIMIT, Duration::from_secs(1)).expect("rule"))
-            }
-            (_, Quotum::Gcra) => {
-                let quota = Quota::per_second(LIMIT).expect("quota");
-                Rule::from(Gcra::new(quota.burst(LIMIT).expect("burst")))
-            }
+        let rule = if mode.fixed_window(quotum) {
+            Rule::from(FixedWindow::new(LIMIT, Duration::from_secs(1)).expect("rule"))
+        } else {
+            let quota = Quota::per_second(LIMIT).expect("quota");
+            Rule::from(Gcra::new(quota.burst(LIMIT).expect("burst")))
         };
         connections
             .iter()
@@ -263,6 +296,20 @@ mod bench {
                             clock().clone(),
                         )
                         .expect("batched"),
+                    )),
+                    Mode::BatchedShare(interval) => Node::Batched(Box::new(
+                        BatchedLimiter::with_clock(
+                            connection.clone(),
+                            prefix,
+                            rule.clone(),
+                            interval,
+                            clock().clone(),
+                        )
+                        .and_then(|b| Ok(b.with_divisor(8)?))
+                        .expect("batched"),
+                    )),
+                    Mode::Lease | Mode::LeaseGcra => Node::Lease(Box::new(
+                        LeaseLimiter::new(connection.clone(), prefix, rule.clone()).expect("lease"),
                     )),
                 }
             })
@@ -374,15 +421,31 @@ mod bench {
         let calls = script_calls(probe).await - calls_before;
 
         let admitted: u64 = tally.admitted.values().sum();
-        let fixed_window = matches!(
-            (mode, quotum),
-            (Mode::Batched(_), _) | (_, Quotum::FixedWindow)
-        );
+        let fixed_window = mode.fixed_window(quotum);
         // GCRA: a full burst, then the rate, over the run.
         let per_key = if fixed_window {
             LIMIT * RUN.as_secs()
         } else {
             LIMIT + LIMIT * RUN.as_secs()
+        };
+        let (over, under) = if fixed_window {
+            // Each key's window, by the second the permits were asked in.
+            let mut over = 0;
+            let mut under = 0;
+            for key in 0..KEYS.len() {
+                for second in first_second..first_second + RUN.as_secs() {
+                    let n = tally.admitted.get(&(key, second)).copied().unwrap_or(0);
+                    over += n.saturating_sub(LIMIT);
+                    under += LIMIT.saturating_sub(n);
+                }
+            }
+            (over, under)
+        } else {
+            let quota = per_key * KEYS.len() as u64;
+            (
+                admitted.saturating_sub(quota),
+                quota.saturating_sub(admitted),
+            )
         };
         let hits: u64 = nodes.iter().map(Node::cache_hits).sum();
         if let Some(e) = &tally.first_error {
@@ -395,18 +458,29 @@ mod bench {
             decisions_per_sec: tally.decisions as f64 / elapsed.as_secs_f64(),
             admitted,
             quota: per_key * KEYS.len() as u64,
+            over,
+            under,
             calls_per_decision: calls as f64 / tally.decisions.max(1) as f64,
             hit_rate: hits as f64 / tally.decisions.max(1) as f64,
             errors: tally.errors,
         }
     }
 
+    /// Decides one permit, counting an admission in the window it was granted in:
+    /// the one ending `reset_after` after the decision (a fixed window's; a GCRA's
+    /// admissions are counted over the whole run).
     async fn decide(node: &Node, key: usize, tally: &mut Tally) {
-        let second = unix_now().as_secs();
+        let sent = unix_now();
         match node.try_acquire(KEYS[key]).await {
             Ok(admitted) => {
                 tally.decisions += 1;
-                if admitted {
+                if let Some(reset_after) = admitted {
+                    let second = if reset_after.is_zero() {
+                        sent.as_secs()
+                    } else {
+                        // From the send time: the window's end, or a little before.
+                        (sent + reset_after - Duration::from_nanos(1)).as_secs()
+                    };
                     *tally.admitted.entry((key, second)).or_default() += 1;
                 }
             }
@@ -425,20 +499,24 @@ mod bench {
             RUN.as_secs()
         );
         println!(
-            "| load | mode | rule | decisions/s | admitted | quota | over-admission | script calls/decision | cache hits | errors |"
+            "| load | mode | rule | decisions/s | admitted | quota | admitted − quota | over-admission | under-admission | script calls/decision | cache hits | errors |"
         );
-        println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|");
+        println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         for r in rows {
-            let over = (r.admitted as f64 - r.quota as f64) / r.quota as f64 * 100.0;
+            let net = (r.admitted as f64 - r.quota as f64) / r.quota as f64 * 100.0;
+            let over = r.over as f64 / r.quota as f64 * 100.0;
+            let under = r.under as f64 / r.quota as f64 * 100.0;
             println!(
-                "| {} | {} | {} | {:.0} | {} | {} | {:+.1}% | {:.3} | {:.1}% | {} |",
+                "| {} | {} | {} | {:.0} | {} | {} | {:+.1}% | {:.2}% | {:.2}% | {:.3} | {:.1}% | {} |",
                 r.load,
                 r.mode,
                 r.rule,
                 r.decisions_per_sec,
                 r.admitted,
                 r.quota,
+                net,
                 over,
+                under,
                 r.calls_per_decision,
                 r.hit_rate * 100.0,
                 r.errors

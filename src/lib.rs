@@ -223,6 +223,8 @@ pub mod futures {
     pub use crate::semaphore::{AcquireOwnedPermit, AcquirePermit};
     #[cfg(feature = "redis")]
     pub use crate::store::hybrid::batched::BatchedAcquire;
+    #[cfg(feature = "redis")]
+    pub use crate::store::hybrid::lease::LeaseAcquire;
     #[cfg(feature = "store")]
     pub use crate::store::limiter::SharedAcquire;
 }

@@ -623,6 +623,54 @@ mod batched {
         }
     }
 
+    /// With a divisor, interleaved hammering admits within the documented bound,
+    /// `limit + N × ⌊limit / divisor⌋`, far below the `N × limit` without one: each
+    /// node spends an eighth of what remained before syncing again, and the request
+    /// that syncs is decided in Redis.
+    #[tokio::test]
+    async fn with_a_divisor_hammering_nodes_admit_within_the_documented_bound() {
+        let Some(()) = require_redis() else { return };
+        let server = RedisServer::start();
+        let mut probe = connect(&server).await;
+        let clock = clock();
+        let mut nodes = Vec::new();
+        for _ in 0..4 {
+            let node = node(&server, &clock, 400, Duration::from_secs(10), ms(100)).await;
+            nodes.push(node.with_divisor(8).unwrap());
+        }
+        assert_eq!(nodes[0].divisor(), Some(8));
+        let mut admitted = 0;
+        for round in 0..200 {
+            for node in &nodes {
+                // Interleaved: each node's next request after the others'.
+                if node.check("hot", 1).await.unwrap().is_ok() {
+                    admitted += 1;
+                }
+            }
+            if round % 50 == 49 {
+                clock.advance(ms(1));
+            }
+        }
+        for node in &nodes {
+            node.flush().await.unwrap();
+        }
+        assert!(admitted <= 400 + 4 * 50, "admitted {admitted} of 400");
+        // In practice a few permits over: the allowances shrink with what remains.
+        assert!(admitted <= 440, "admitted {admitted} of 400");
+        assert!(admitted >= 400, "admitted only {admitted} of 400");
+        assert_eq!(
+            count(&mut probe, &nodes[0].redis_key("hot")).await,
+            admitted
+        );
+        let zero = nodes[0].clone().with_divisor(0).unwrap_err();
+        assert_eq!(
+            zero,
+            ConfigError::Zero {
+                parameter: "divisor"
+            }
+        );
+    }
+
     #[tokio::test]
     async fn a_full_table_decides_new_keys_in_redis_exactly() {
         let Some(()) = require_redis() else { return };

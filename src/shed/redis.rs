@@ -1,10 +1,8 @@
 //! [`RedisUsage`]: the requests in flight across a fleet, as leases in Redis that a
 //! crashed process cannot leak; and the asynchronous [`FleetShedder`] over it.
 
-use std::collections::hash_map::RandomState;
 use std::fmt;
 use std::future::Future;
-use std::hash::BuildHasher;
 use std::pin::Pin;
 use std::time::Duration;
 
@@ -17,9 +15,10 @@ use super::decision::ShedDecision;
 use super::fleet::FleetShedder;
 use crate::algorithm::script::whole_micros;
 use crate::error::ConfigError;
+use crate::store::lease_id::{TAKE_ATTEMPTS, lease_id};
 use crate::store::{RedisStore, StoreError};
 use crate::sync::Arc;
-use crate::sync::unmodeled::{AtomicU64, OnceLock, Ordering};
+use crate::sync::unmodeled::OnceLock;
 
 /// The in-flight count of a fleet, in Redis: each slot is a lease that runs out unless
 /// renewed, so the slots of a process that dies come back after one lease.
@@ -394,33 +393,6 @@ fn lease_micros(lease: Duration) -> Result<u64, ConfigError> {
     whole_micros(lease, "lease")
 }
 
-/// Ids drawn for one take before giving up.
-const TAKE_ATTEMPTS: usize = 3;
-
-/// A new lease id: splitmix64 over a count from a random start, so distinct for
-/// every lease of this process (the mix is a bijection), random across processes;
-/// the process id keeps a forked child off its parent's sequence.
-fn lease_id() -> u64 {
-    static SEED: OnceLock<u64> = OnceLock::new();
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let seed = *SEED.get_or_init(|| {
-        // std seeds each RandomState's keys from the operating system's randomness.
-        RandomState::new().hash_one(std::process::id())
-    });
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    spread(seed.wrapping_add(n.wrapping_mul(GOLDEN_GAMMA))) ^ spread(u64::from(std::process::id()))
-}
-
-/// splitmix64's increment: odd, so `n × GOLDEN_GAMMA` takes 2^64 values.
-const GOLDEN_GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
-
-/// splitmix64's finaliser, a bijection of `u64`.
-fn spread(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
 fn script() -> &'static Script {
     static SCRIPT: OnceLock<Script> = OnceLock::new();
     SCRIPT.get_or_init(|| Script::new(include_str!("fleet_usage.lua")))
@@ -759,17 +731,6 @@ where
 mod tests {
     use super::*;
     use crate::algorithm::script::MAX_SCRIPT_MICROS;
-
-    #[test]
-    fn lease_ids_of_one_process_are_distinct() {
-        let mut seen = std::collections::HashSet::new();
-        for _ in 0..10_000 {
-            assert!(seen.insert(lease_id()));
-        }
-        // The count's first values, mixed, differ in about half their bits.
-        let (a, b) = (spread(0), spread(GOLDEN_GAMMA));
-        assert!((a ^ b).count_ones() > 16, "{a:x} {b:x}");
-    }
 
     #[test]
     fn leases_the_script_cannot_add_exactly_are_errors() {

@@ -22,6 +22,9 @@
 //! - [`DeniedCache`]: known denials answered locally until their retry time;
 //! - `BatchedLimiter` (feature `redis`): fixed windows counted locally and synced to
 //!   Redis in batches, trading a bounded over-admission for fewer round trips.
+//! - `LeaseLimiter` (feature `redis`): slices of a fixed window's, a sliding window
+//!   counter's or a GCRA's quota leased from Redis and spent locally, at in-process
+//!   speed and never past the limit.
 //!
 //! # Each check's own count and answer
 //!
@@ -317,10 +320,41 @@
 //! node's requests. So the cache rarely hits and saves almost nothing. It pays off
 //! with fixed windows, where a denial lasts until the end of the window.
 //!
+//! ## `LeaseLimiter`: lease slices of the quota (feature `redis`)
+//!
+//! ```no_run
+//! # use std::time::Duration;
+//! # use tollgate::algorithm::FixedWindow;
+//! # use tollgate::store::LeaseLimiter;
+//! # async fn run(url: &str) -> Result<(), Box<dyn std::error::Error>> {
+//! let connection = redis::Client::open(url)?.get_multiplexed_async_connection().await?;
+//! let rule = FixedWindow::new(1_000, Duration::from_secs(60))?;
+//! let limiter = LeaseLimiter::new(connection, "api", rule)?;
+//! limiter.check("user-42", 1).await?; // from this node's slice, or one round trip
+//! limiter.close().await?; // gives back what this node holds
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Each node leases a slice of what remains of a key's quota in one atomic script
+//! call, on the server's `TIME`, and admits from it with one compare-and-swap. A
+//! slice is at most an eighth of what remains and about the node's demand over
+//! 10 ms, so slices shrink to the request alone (decided exactly in Redis) near the
+//! limit. Redis grants only what the rule admits, so a fixed window (or a sliding
+//! window counter) never admits more than its limit across the fleet, and a GCRA at
+//! most `burst + rate × (d + term)`
+//! over any `d` (a lease is usable for a 20 ms term). Unused permits go back when a
+//! lease ends, on `release_all` and `close`, and when the last clone is dropped; what
+//! they cost is under-admission, bounded in the type's docs and measured in
+//! `benches/hybrid.rs`.
+//!
 //! ## Which mode to use
 //!
 //! - **[`DeniedCache`]** is free in exactness. Use it when clients keep retrying spent
 //!   keys.
+//! - **`LeaseLimiter`** decides at in-process speed and never admits past the
+//!   limit, for fixed windows, sliding window counters and GCRAs; it costs some under-admission (permits held
+//!   in other nodes' slices).
 //! - **`BatchedLimiter`** trades a bounded over-admission for almost no round trips.
 //!   Pick `sync_interval` from the bound above. It is the wrong choice when a single
 //!   burst must never exceed the limit.
@@ -332,6 +366,8 @@ use crate::sync::Arc;
 mod detached;
 mod error;
 pub(crate) mod hybrid;
+#[cfg(feature = "redis")]
+pub(crate) mod lease_id;
 pub(crate) mod limiter;
 mod memory;
 #[cfg(feature = "redis")]
@@ -352,6 +388,11 @@ pub use error::StoreError;
 #[cfg(feature = "redis")]
 pub use hybrid::BatchedLimiter;
 pub use hybrid::DeniedCache;
+#[cfg(feature = "redis")]
+pub use hybrid::LeaseLimiter;
+#[cfg(loom)]
+#[doc(hidden)]
+pub use hybrid::LoomSlice;
 pub use limiter::SharedLimiter;
 pub use memory::MemoryStore;
 pub use request::{Answers, Check, Op, Reply, Request};

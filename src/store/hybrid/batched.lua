@@ -2,11 +2,14 @@
 --
 -- KEYS[1]  the counter of one key in one window: {prefix}:{tag}:{name}:{window index}
 -- ARGV[1]  "add"  adds n whatever the count (a node's admissions, already decided);
+--          "add_take" adds n, then ARGV[5] more only if the count stays within the
+--          limit (a node's sync that decides its request on the count it reads);
 --          "take" adds n only if the count stays within the limit;
 --          "peek" decides as "take" would, writing nothing
 -- ARGV[2]  n
 -- ARGV[3]  TTL in ms: until the window ends, plus slack
--- ARGV[4]  the limit, for "take" and "peek"
+-- ARGV[4]  the limit, for "add_take", "take" and "peek"
+-- ARGV[5]  for "add_take", the permits to take
 --
 -- Returns {admitted (1 or 0), the count after the call}. Every write sets the TTL, so
 -- no counter outlives its window by more than the slack.
@@ -31,6 +34,17 @@ if op == 'peek' then
     return {1, count}
   end
   return {0, count}
+end
+if op == 'add_take' then
+  local take = tonumber(ARGV[5])
+  count = redis.call('INCRBY', key, n)
+  local admitted = 0
+  if count + take <= limit then
+    count = redis.call('INCRBY', key, take)
+    admitted = 1
+  end
+  redis.call('PEXPIRE', key, ttl)
+  return {admitted, count}
 end
 if op == 'add' or count + n <= limit then
   count = redis.call('INCRBY', key, n)

@@ -72,8 +72,8 @@ const NOT_NOW: Duration = Duration::from_millis(10);
 ///
 /// # How much it over-admits
 ///
-/// A node cannot see what other nodes admitted since their last sync. With `N` nodes,
-/// each admitting at most `r` permits per second on a key, and a round trip of
+/// A node cannot see what other nodes admitted since their last sync. With `N`
+/// nodes, each admitting at most `r` permits per second on a key, and a round trip of
 /// `rtt`, a window admits at most about
 ///
 /// `limit + (N − 1) × r × 2 × (sync_interval + rtt)`
@@ -86,6 +86,19 @@ const NOT_NOW: Duration = Duration::from_millis(10);
 /// syncs again, and the bound is `N × limit`. Shorter intervals cost more round trips
 /// and over-admit less; a `sync_interval` of zero syncs on every decision that finds
 /// no sync under way.
+///
+/// [`with_divisor`](Self::with_divisor) bounds it under any load: between two syncs a
+/// node then admits at most its *allowance*, `⌊remaining / divisor⌋` of what remained
+/// in the window when the sync read the global count, less what it admitted while
+/// that sync was under way. Once the allowance is spent, the next request syncs at
+/// once, whatever the `sync_interval`, and decides on the fresh count; requests that
+/// come while that sync is under way are denied, with a `retry_after` of 10 ms. Near
+/// the limit the allowance is 0 and every admission is one sync. Over-admission then
+/// comes only from allowances spent on stale counts: a window admits at most `limit`
+/// plus the allowances the nodes held when it filled, each at most
+/// `max(n, ⌊remaining seen / divisor⌋)`, so at most `N × max(n, ⌊limit / divisor⌋)`,
+/// and in practice a few permits, since allowances shrink with what remains. For
+/// none at all, see [`LeaseLimiter`](crate::store::LeaseLimiter).
 ///
 /// # When Redis fails
 ///
@@ -155,6 +168,8 @@ struct Node<Conn, C> {
     /// Added to Unix time before dividing by the window, as the rule does.
     offset: u64,
     sync_interval: Duration,
+    /// Between two syncs, at most `1 / divisor` of what remained, if set.
+    divisor: Option<u64>,
     max_keys: usize,
     clock: C,
     script: Arc<Script>,
@@ -182,6 +197,7 @@ impl<Conn: Clone, C: Clone> Clone for Node<Conn, C> {
             window: self.window,
             offset: self.offset,
             sync_interval: self.sync_interval,
+            divisor: self.divisor,
             max_keys: self.max_keys,
             clock: self.clock.clone(),
             script: self.script.clone(),
@@ -200,6 +216,7 @@ impl<Conn, C> fmt::Debug for BatchedLimiter<Conn, C> {
             .field("limit", &node.limit)
             .field("window", &Duration::from_nanos(node.window))
             .field("sync_interval", &node.sync_interval)
+            .field("divisor", &node.divisor)
             .field("max_keys", &node.max_keys)
             .field("queues", &self.queues)
             .finish_non_exhaustive()
@@ -221,6 +238,9 @@ struct Counter {
     /// When the next sync is due (Unix time).
     next_sync: Nanos,
     syncing: bool,
+    /// What this node may admit before it syncs again: a share of what remained at
+    /// the last sync.
+    allowance: u64,
 }
 
 impl Counter {
@@ -234,6 +254,7 @@ impl Counter {
             pending: 0,
             next_sync: now,
             syncing: false,
+            allowance: 0,
         }
     }
 
@@ -273,6 +294,8 @@ enum Next {
 enum Call {
     /// Add admissions already made.
     Add,
+    /// Add admissions already made, then take more only within the limit.
+    AddTake,
     /// Add only within the limit.
     Take,
     /// Decide as `Take`, writing nothing.
@@ -283,6 +306,7 @@ impl Call {
     fn name(self) -> &'static str {
         match self {
             Call::Add => "add",
+            Call::AddTake => "add_take",
             Call::Take => "take",
             Call::Peek => "peek",
         }
@@ -395,6 +419,7 @@ where
                 window: window.max(1),
                 offset,
                 sync_interval,
+                divisor: None,
                 max_keys: DEFAULT_MAX_KEYS,
                 clock,
                 script: Arc::new(Script::new(SCRIPT)),
@@ -426,6 +451,46 @@ where
         let mut limiter = self;
         limiter.node.max_keys = max_keys;
         Ok(limiter)
+    }
+
+    /// The same limiter admitting, between two syncs, at most `1 / divisor` of what
+    /// remained in the window at the last sync; past it, the next request syncs
+    /// first. See [how much it over-admits](BatchedLimiter#how-much-it-over-admits).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use tollgate::algorithm::FixedWindow;
+    /// # use tollgate::store::BatchedLimiter;
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let connection = redis::Client::open("redis://127.0.0.1/")?.get_multiplexed_async_connection().await?;
+    /// let rule = FixedWindow::new(1_000, Duration::from_secs(60))?;
+    /// let limiter = BatchedLimiter::new(connection, "api", rule, Duration::from_millis(100))?
+    ///     .with_divisor(16)?;
+    /// assert_eq!(limiter.divisor(), Some(16));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Zero`] for 0.
+    pub fn with_divisor(self, divisor: u64) -> Result<Self, ConfigError> {
+        if divisor == 0 {
+            return Err(ConfigError::Zero {
+                parameter: "divisor",
+            });
+        }
+        let mut limiter = self;
+        limiter.node.divisor = Some(divisor);
+        Ok(limiter)
+    }
+
+    /// Between two syncs a node admits at most `1 / divisor` of what remained, if
+    /// set with [`with_divisor`](Self::with_divisor).
+    pub fn divisor(&self) -> Option<u64> {
+        self.node.divisor
     }
 
     /// Reports this limiter's decisions to `events`, each with its tag: `check` and
@@ -1004,7 +1069,7 @@ where
             .collect();
         let mut first_error = None;
         for (tag, window, increment) in due {
-            let (_counters, result) = self.sync(&tag, window, increment).await;
+            let (_counters, result) = self.sync(&tag, window, increment, 0).await;
             if let Err(e) = result {
                 first_error.get_or_insert(e);
             }
@@ -1030,7 +1095,10 @@ where
         let mut counters = self.counters.lock();
         let counter = counters.get_mut(tag)?;
         // As in `decide`: a counter already in a newer window decides there.
-        if counter.window >= index && (counter.syncing || now < counter.next_sync) {
+        if counter.window >= index
+            && (counter.syncing || now < counter.next_sync)
+            && self.within_allowance(counter, n, take)
+        {
             return Some(Ok(self.decide_on(counter, n, take, now)));
         }
         None
@@ -1079,8 +1147,14 @@ where
                 if counter.window < index {
                     *counter = Counter::fresh(index, now);
                 }
-                if counter.syncing || now < counter.next_sync {
-                    return Ok(self.decide_on(counter, n, take, now));
+                if self.within_allowance(counter, n, take) {
+                    if counter.syncing || now < counter.next_sync {
+                        return Ok(self.decide_on(counter, n, take, now));
+                    }
+                } else if counter.syncing {
+                    // Its share spent, the node waits for the sync under way to read
+                    // what remains: not now.
+                    return Ok(Err(Limited::new(NOT_NOW, self.limit, 0, NOT_NOW).into()));
                 }
                 Next::Sync(counter.window, counter.start_sync())
             }
@@ -1092,14 +1166,33 @@ where
                 return self.decide_in_redis(tag, n, call, index, now, end).await;
             }
         };
-        let (mut counters, result) = self.sync(tag, window, increment).await;
-        result?;
+        // With an allowance, the request that syncs takes its permits in Redis, in the
+        // same call, on the count with every sync so far: exact once the allowance is 0.
+        let take_now = if self.divisor.is_some() && take { n } else { 0 };
+        let (mut counters, result) = self.sync(tag, window, increment, take_now).await;
+        let taken = result?;
         let now = self.now().max(now);
+        if take_now > 0 {
+            let reset_after = self.end_of(window).saturating_since(now);
+            let total = counters.get_mut(tag).map_or(self.limit, |c| c.total());
+            let remaining = self.limit.saturating_sub(total);
+            return Ok(if taken {
+                Ok(Admitted::new(self.limit, remaining, reset_after))
+            } else {
+                Err(Limited::new(reset_after, self.limit, remaining, reset_after).into())
+            });
+        }
         Ok(match counters.get_mut(tag) {
             Some(counter) => self.decide_on(counter, n, take, now),
             // Never: a key under way is not forgotten. Decide on a fresh count.
             None => self.decide_on(&mut Counter::fresh(window, now), n, take, now),
         })
+    }
+
+    /// Whether `n` more fit in what this node may admit before its next sync; a look
+    /// always does, and every request without a divisor.
+    fn within_allowance(&self, counter: &Counter, n: u64, take: bool) -> bool {
+        self.divisor.is_none() || !take || n == 0 || n <= counter.allowance
     }
 
     /// Decides `n` on `counter`, counting them if taken.
@@ -1109,6 +1202,7 @@ where
         if total.saturating_add(n) <= self.limit {
             if take {
                 counter.pending += n;
+                counter.allowance = counter.allowance.saturating_sub(n);
             }
             let used = if take { total + n } else { total };
             Ok(Admitted::new(self.limit, self.limit - used, reset_after))
@@ -1123,14 +1217,16 @@ where
         }
     }
 
-    /// Sends `increment` for `tag` in window `index`, and records the global count
-    /// read back. Returns the table, locked, with the result.
+    /// Sends `increment` for `tag` in window `index`, then takes `take` more if they
+    /// fit, and records the global count read back. Returns the table, locked, with
+    /// whether `take` were taken.
     async fn sync(
         &self,
         tag: &str,
         index: u64,
         increment: u64,
-    ) -> (MutexGuard<'_, Counters>, Result<(), StoreError>) {
+        take: u64,
+    ) -> (MutexGuard<'_, Counters>, Result<bool, StoreError>) {
         let mut guard = AbortSyncOnDrop {
             counters: &self.counters,
             tag,
@@ -1139,8 +1235,9 @@ where
         };
         let now = self.now();
         let end = self.end_of(index);
+        let call = if take > 0 { Call::AddTake } else { Call::Add };
         let result = self
-            .call(tag, Call::Add, increment, index, now, end)
+            .call(tag, call, increment, take, index, now, end)
             .await
             .map_err(from_redis);
         guard.armed = false;
@@ -1152,12 +1249,17 @@ where
                     counter.global = counter.global.max(*count);
                     counter.in_flight = 0;
                     counter.syncing = false;
+                    // A share of what remains, less what was admitted meanwhile.
+                    if let Some(divisor) = self.divisor {
+                        let remaining = self.limit.saturating_sub(counter.total());
+                        counter.allowance = (remaining / divisor).saturating_sub(counter.pending);
+                    }
                 }
                 Err(_) => counter.abort_sync(),
             }
             counter.next_sync = after + self.sync_interval;
         }
-        (counters, result.map(|_| ()))
+        (counters, result.map(|(taken, _)| taken))
     }
 
     /// Decides in Redis, exactly, a key the full table cannot count.
@@ -1171,7 +1273,7 @@ where
         end: Nanos,
     ) -> Result<Decision, StoreError> {
         let (admitted, count) = self
-            .call(tag, call, n, index, now, end)
+            .call(tag, call, n, 0, index, now, end)
             .await
             .map_err(from_redis)?;
         let reset_after = end.saturating_since(now);
@@ -1193,11 +1295,13 @@ where
         })
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn call(
         &self,
         tag: &str,
         call: Call,
         n: u64,
+        take: u64,
         index: u64,
         now: Nanos,
         end: Nanos,
@@ -1214,6 +1318,7 @@ where
             .arg(n)
             .arg(ttl_ms)
             .arg(self.limit)
+            .arg(take)
             .invoke_async(&mut connection)
             .await?;
         Ok((admitted == 1, u64::try_from(count).unwrap_or(0)))
