@@ -86,6 +86,21 @@ fn runs(binary: &str) -> bool {
 struct Options {
     password: Option<String>,
     cluster: bool,
+    /// Further `redis-server` arguments.
+    args: Vec<String>,
+}
+
+/// The arguments every server gets from the environment: with
+/// `TOLLGATE_TEST_REDIS_FUNCTIONS=off`, `FUNCTION` and `FCALL` renamed away, as on
+/// Redis 6, so that a run of the Redis tests takes the stores' `EVALSHA` path.
+fn environment_args() -> Vec<String> {
+    let off = std::env::var("TOLLGATE_TEST_REDIS_FUNCTIONS").is_ok_and(|v| v == "off");
+    if !off {
+        return Vec::new();
+    }
+    ["--rename-command", "FUNCTION", "", "--rename-command", "FCALL", ""]
+        .map(String::from)
+        .to_vec()
 }
 
 /// A `redis-server` child process on `127.0.0.1` with no persistence, killed and its
@@ -106,7 +121,23 @@ impl RedisServer {
     /// If `redis-server` cannot be spawned, or no server is ready within 10 s after
     /// [`START_ATTEMPTS`] ports (the message carries the server's log).
     pub fn start() -> RedisServer {
-        Self::launch(Options::default())
+        Self::launch(Options {
+            args: environment_args(),
+            ..Options::default()
+        })
+    }
+
+    /// Starts a server with `args` added to its command line (and not those of the
+    /// environment), e.g. `["--rename-command", "FCALL", ""]`.
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](Self::start).
+    pub fn start_with_args(args: &[&str]) -> RedisServer {
+        Self::launch(Options {
+            args: args.iter().map(|&a| a.to_owned()).collect(),
+            ..Options::default()
+        })
     }
 
     /// Starts a server that requires `password` (`requirepass`); [`url`](Self::url)
@@ -119,6 +150,7 @@ impl RedisServer {
         Self::launch(Options {
             password: Some(password.to_owned()),
             cluster: false,
+            args: environment_args(),
         })
     }
 
@@ -232,6 +264,7 @@ impl RedisServer {
                 "nodes.conf",
             ]);
         }
+        command.args(&self.options.args);
         // Not a port race, so not worth retrying.
         let child = command.spawn().unwrap_or_else(|e| {
             panic!("cannot run redis-server: {e}; install it (apt-get install -y redis-server)")
@@ -339,6 +372,7 @@ impl RedisCluster {
                 RedisServer::launch(Options {
                     password: None,
                     cluster: true,
+                    args: environment_args(),
                 })
             })
             .collect();

@@ -1,4 +1,4 @@
--- tollgate: the GCRA acquire of one key, decided before anything is defined.
+-- tollgate: the GCRA acquire of one key, decided before anything else runs.
 --
 -- Redis runs the whole script on every EVALSHA, and every function the rest of the
 -- script defines (prelude, algorithms, driver) is a new closure on every call: that
@@ -9,6 +9,10 @@
 -- does not handle (another op or kind, several keys, n of 0 or above the burst, a
 -- count that is not one digit, a state it cannot read, a conflict) falls through to
 -- the general code below before reading TIME, having only read the key.
+--
+-- The library of Redis Functions defines nothing per call, but keeps this path, the
+-- cheapest: it wraps this block in a function of KEYS and ARGV, which returns the
+-- verdict or, falling through, nothing.
 do
   local argv = ARGV
   if argv[1] == 'acquire' and argv[5] == 'gcra' and argv[6] == '3' and #KEYS == 1 then
