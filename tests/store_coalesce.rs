@@ -78,8 +78,8 @@ async fn settle() {
 }
 
 /// A coalescing store on its own connection, and a second connection to steer the
-/// server with. The scripts of the rules used here are loaded (a call runs the script
-/// of its requests' kinds), so that every call counted is a decision.
+/// server with. The scripts of the rules used here and the library are loaded (a call
+/// runs the script of its requests' kinds), so that every call counted is a decision.
 async fn stores(
     server: &RedisServer,
     prefix: &str,
@@ -104,6 +104,13 @@ async fn stores(
             .await
             .unwrap();
     }
+    // And the library, where the server has Functions.
+    let _: redis::RedisResult<String> = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg("REPLACE")
+        .arg(RedisStore::<MultiplexedConnection>::library_source())
+        .query_async(&mut control)
+        .await;
     (store, control)
 }
 

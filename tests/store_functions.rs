@@ -537,7 +537,7 @@ async fn a_coalescing_store_sends_its_batches_by_fcall() {
 #[tokio::test]
 async fn on_a_cluster_the_library_is_on_every_primary_and_loaded_again_after_function_flush() {
     let Some(()) = require_redis() else { return };
-    let cluster = RedisCluster::start(3);
+    let cluster = RedisCluster::start_with_args(3, &[]);
     let urls = cluster.urls();
     let seeds: Vec<&str> = urls.iter().map(String::as_str).collect();
     let store: RedisStore<ClusterConnection> =

@@ -366,13 +366,28 @@ impl RedisCluster {
     /// If `masters < 3` (the least Redis accepts), if a server does not start, or if the
     /// cluster is not ok within 20 s.
     pub fn start(masters: usize) -> RedisCluster {
+        Self::launch(masters, &environment_args())
+    }
+
+    /// As [`start`](Self::start), each server with `args` added to its command line
+    /// (and not those of the environment).
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](Self::start).
+    pub fn start_with_args(masters: usize, args: &[&str]) -> RedisCluster {
+        let args: Vec<String> = args.iter().map(|&a| a.to_owned()).collect();
+        Self::launch(masters, &args)
+    }
+
+    fn launch(masters: usize, args: &[String]) -> RedisCluster {
         assert!(masters >= 3, "a Redis Cluster needs at least 3 masters");
         let nodes: Vec<RedisServer> = (0..masters)
             .map(|_| {
                 RedisServer::launch(Options {
                     password: None,
                     cluster: true,
-                    args: environment_args(),
+                    args: args.to_vec(),
                 })
             })
             .collect();
