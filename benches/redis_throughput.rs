@@ -60,7 +60,9 @@
 //! `--tasks 16,64,256`, `--connections 1,4`, `--workers 2`, `--limiter-only`,
 //! `--execute-only`, `--paths fcall,evalsha`, `--peers minimal,fcall,evalsha` (the
 //! first is the ratio's base), `--no-ceiling`, `--batches 64,256` (coalesced runs'
-//! B), `--coalesced-only`, `--ceiling-only`.
+//! B), `--no-coalesced`, `--coalesced-only`, `--ceiling-only`, `--extra-script NAME=FILE` and
+//! `--extra-library NAME=FILE` (more ceiling cases, e.g. another version's script or
+//! library, each also with n as `01`).
 
 #[cfg(not(feature = "redis"))]
 fn main() {
@@ -243,6 +245,9 @@ mod bench {
         paths: Vec<Path>,
         peers: Vec<Peer>,
         ceiling: bool,
+        /// More ceiling cases: (name, script or library source), e.g. another
+        /// version's, to compare in the same run.
+        extra: Vec<(String, Extra)>,
         batches: Vec<usize>,
         uncoalesced: bool,
     }
@@ -262,6 +267,7 @@ mod bench {
                 Peer::Store(Path::Evalsha),
             ],
             ceiling: true,
+            extra: Vec::new(),
             batches: vec![64, 256],
             uncoalesced: true,
         };
@@ -307,7 +313,20 @@ mod bench {
                         .collect();
                 }
                 "--no-ceiling" => settings.ceiling = false,
+                "--extra-script" | "--extra-library" => {
+                    let usage = "--extra-script NAME=FILE, --extra-library NAME=FILE";
+                    let spec = args.next().expect(usage);
+                    let (name, file) = spec.split_once('=').expect(usage);
+                    let source = std::fs::read_to_string(file).expect("a readable file");
+                    let extra = if arg == "--extra-script" {
+                        Extra::Script(source)
+                    } else {
+                        Extra::Library(source)
+                    };
+                    settings.extra.push((name.to_owned(), extra));
+                }
                 "--batches" => settings.batches = list(args.next(), "--batches 64,256"),
+                "--no-coalesced" => settings.batches.clear(),
                 "--coalesced-only" => {
                     settings.uncoalesced = false;
                     settings.ceiling = false;
@@ -444,7 +463,13 @@ mod bench {
             runtime.block_on(coalesced(&settings, &server, &rule, &mut monitor));
         }
         if settings.ceiling {
-            runtime.block_on(ceiling(&mut monitor, server.port(), &args, settings.repeat));
+            runtime.block_on(ceiling(
+                &mut monitor,
+                server.port(),
+                &args,
+                &settings.extra,
+                settings.repeat,
+            ));
         }
         println!();
         println!("load average at the end: {}", load_average());
@@ -626,7 +651,13 @@ mod bench {
     /// and on both with n written `01` (which the inline GCRA acquire leaves to the
     /// general driver), with the server's time per call (`INFO commandstats`), in
     /// `repeat` rounds taking turns.
-    async fn ceiling(monitor: &mut MultiplexedConnection, port: u16, args: &[String], repeat: usize) {
+    async fn ceiling(
+        monitor: &mut MultiplexedConnection,
+        port: u16,
+        args: &[String],
+        extra: &[(String, Extra)],
+        repeat: usize,
+    ) {
         let store = RedisStore::<ConnectionManager>::script_source_for(&[RuleKind::Gcra]);
         // The store's script with its driver cut off: the cost of defining what it
         // defines, which each call pays before deciding anything.
@@ -654,36 +685,60 @@ mod bench {
             .query_async(monitor)
             .await
             .unwrap();
-        let mut cases = vec![
-            ("EVALSHA `return 1`", Code::Script("return 1".to_owned()), args),
-            ("FCALL `return 1`", Code::Function(one), args),
-            (MINIMAL_NAME, Code::Script(MINIMAL_GCRA.to_owned()), args),
+        let mut cases: Vec<(String, Code, &[String])> = vec![
+            ("EVALSHA `return 1`".into(), Code::Script("return 1".to_owned()), args),
+            ("FCALL `return 1`".into(), Code::Function(one.into()), args),
+            (MINIMAL_NAME.into(), Code::Script(MINIMAL_GCRA.to_owned()), args),
         ];
         if let Some(definitions) = definitions {
             cases.push((
-                "the store's script, definitions only",
+                "the store's script, definitions only".into(),
                 Code::Script(definitions),
                 args,
             ));
         }
-        cases.push((STORE_NAME, Code::Script(store.to_owned()), args));
-        cases.push((LIBRARY_NAME, Code::Function(function_name()), args));
+        let library = Code::Function(function_name().into());
+        cases.push((STORE_NAME.into(), Code::Script(store.to_owned()), args));
+        cases.push((LIBRARY_NAME.into(), library.clone(), args));
         cases.push((
-            "the store's script, general path (n as `01`)",
+            "the store's script, general path (n as `01`)".into(),
             Code::Script(store.to_owned()),
             &general[..],
         ));
         cases.push((
-            "the store's library, general path (n as `01`)",
-            Code::Function(function_name()),
+            "the store's library, general path (n as `01`)".into(),
+            library,
             &general[..],
         ));
         cases.push((
-            "the script of every kind",
+            "the script of every kind".into(),
             Code::Script(RedisStore::<ConnectionManager>::script_source().to_owned()),
             args,
         ));
-        let mut runs: Vec<(Vec<f64>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); cases.len()];
+        for (name, extra) in extra {
+            let code = match extra {
+                Extra::Script(source) => Code::Script(source.clone()),
+                Extra::Library(source) => {
+                    let _: String = redis::cmd("FUNCTION")
+                        .arg("LOAD")
+                        .arg("REPLACE")
+                        .arg(source)
+                        .query_async(monitor)
+                        .await
+                        .unwrap();
+                    // A library of tollgate's registers a function named as itself.
+                    let first = source.lines().next().unwrap_or_default();
+                    let library = first.strip_prefix("#!lua name=").expect("a shebang");
+                    Code::Function(library.trim().to_owned())
+                }
+            };
+            cases.push((name.clone(), code.clone(), args));
+            cases.push((format!("{name}, general path (n as `01`)"), code, &general[..]));
+        }
+        // Per case: decisions/s, the server's µs per call, and of those the µs in the
+        // commands the Lua calls (`TIME`, `GET`, `SET`, `DEL`, timed on their own).
+        let mut runs: Vec<(Vec<f64>, Vec<f64>, Vec<f64>)> =
+            vec![(Vec::new(), Vec::new(), Vec::new()); cases.len()];
         for _ in 0..repeat {
             for (i, (_, code, args)) in cases.iter().enumerate() {
                 let mut call = match code {
@@ -696,7 +751,7 @@ mod bench {
                             .unwrap();
                         vec!["EVALSHA".to_owned(), hash]
                     }
-                    Code::Function(name) => vec!["FCALL".to_owned(), (*name).to_owned()],
+                    Code::Function(name) => vec!["FCALL".to_owned(), name.clone()],
                 };
                 call.extend(args.iter().cloned());
                 flush(monitor).await;
@@ -707,8 +762,14 @@ mod bench {
                     .unwrap();
                 let f = redis_benchmark(monitor, port, &call, (1, 64), 200_000).await;
                 let per_call = command_stat(monitor, &call[0], "usec_per_call").await;
+                let calls = command_stat(monitor, &call[0], "calls").await;
+                let mut inner = 0.0;
+                for command in ["time", "get", "set", "del"] {
+                    inner += command_stat(monitor, command, "usec").await;
+                }
                 runs[i].0.push(f.per_second);
                 runs[i].1.push(per_call);
+                runs[i].2.push(inner / calls.max(1.0));
             }
         }
         let middle = |v: &[f64]| {
@@ -722,14 +783,18 @@ mod bench {
              and functions; median of {repeat} rounds taking turns"
         );
         println!();
-        println!("| script or function | decisions/s | server time per call (`usec_per_call`) | rounds |");
-        println!("|---|---:|---:|---|");
-        for ((name, ..), (per_second, per_call)) in cases.iter().zip(&runs) {
+        println!(
+            "| script or function | decisions/s | server time per call (`usec_per_call`) \
+             | of which in TIME, GET, SET, DEL | rounds |"
+        );
+        println!("|---|---:|---:|---:|---|");
+        for ((name, ..), (per_second, per_call, inner)) in cases.iter().zip(&runs) {
             let rounds: Vec<String> = per_call.iter().map(|us| format!("{us:.2}")).collect();
             println!(
-                "| {name} | {:.0} | {:.2} µs | {} |",
+                "| {name} | {:.0} | {:.2} µs | {:.2} µs | {} |",
                 middle(per_second),
                 middle(per_call),
+                middle(inner),
                 rounds.join(", ")
             );
         }
@@ -753,11 +818,20 @@ mod bench {
     }
 
     /// What a ceiling case calls.
+    #[derive(Clone)]
     enum Code {
         /// A script, by `EVALSHA` once loaded.
         Script(String),
         /// A loaded function, by `FCALL`.
-        Function(&'static str),
+        Function(String),
+    }
+
+    /// A ceiling case from a file.
+    enum Extra {
+        /// A script's source.
+        Script(String),
+        /// A library's source, whose function is named as the library.
+        Library(String),
     }
 
     const MINIMAL_NAME: &str = "minimal GCRA: TIME, GET, SET PX (EVALSHA)";

@@ -102,10 +102,12 @@ pub(crate) fn library() -> &'static Library {
     static LIBRARY: OnceLock<Library> = OnceLock::new();
     LIBRARY.get_or_init(|| {
         let mut code = String::with_capacity(96 * 1024);
-        // The inline GCRA acquire as a function: the verdict, or nothing to fall
-        // through.
+        // The inline GCRA acquire as a function (the verdict, or nothing to fall
+        // through), after the locals it reads, run once.
+        let (locals, block) = inline_acquire();
+        code.push_str(locals);
         code.push_str("local function gcra_fast(KEYS, ARGV)\n");
-        code.push_str(GCRA_FAST);
+        code.push_str(block);
         code.push_str("end\n");
         define(ALL_KINDS, &mut code);
         // Named after its code (a SHA1, as `EVALSHA` names a script): tollgate
@@ -119,6 +121,13 @@ pub(crate) fn library() -> &'static Library {
         );
         Library { name, source }
     })
+}
+
+/// `gcra_fast.lua` cut before its block: its comments and line of locals, then the
+/// block.
+fn inline_acquire() -> (&'static str, &'static str) {
+    let at = GCRA_FAST.find("\ndo\n").expect("gcra_fast.lua's block") + 1;
+    GCRA_FAST.split_at(at)
 }
 
 /// The prelude, each distinct source of `kinds` in a block of its own (its locals stay
@@ -211,7 +220,11 @@ mod tests {
         assert!(hash.bytes().all(|b| b.is_ascii_hexdigit()), "{hash}");
         let (first, code) = library.source.split_once('\n').unwrap();
         assert_eq!(first, format!("#!lua name={}", library.name));
-        assert!(code.contains(PRELUDE) && code.contains(DRIVER) && code.contains(GCRA_FAST));
+        assert!(code.contains(PRELUDE) && code.contains(DRIVER));
+        // The inline acquire's locals once, before its function; its block in it.
+        let (locals, block) = inline_acquire();
+        assert!(locals.trim_end().ends_with("ceil") && block.starts_with("do\n"));
+        assert!(code.starts_with(&format!("{locals}local function gcra_fast(KEYS, ARGV)\n{block}end\n")));
         for &kind in RuleKind::ALL {
             assert!(code.contains(kind.script()), "{kind}");
         }

@@ -153,7 +153,8 @@ local function decide_request(keys, argv, first_key, key_count, at)
     if stored == false then
       stored = nil
     elseif type(stored) == 'string' and string.byte(stored, #kind + 1) == 58
-        and string.sub(stored, 1, #kind) == kind then
+        and string.find(stored, kind, 1, true) == 1 then
+      -- (`find` rather than comparing a prefix cut out: one string fewer per check.)
       stored = string.sub(stored, #kind + 2)
     else
       -- Another rule's state, something tollgate never wrote, or not a string.
