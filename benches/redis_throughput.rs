@@ -457,7 +457,15 @@ mod bench {
                 .unwrap();
         }
         if settings.uncoalesced {
-            uncoalesced(&settings, &runtime, &server, &stores, &mut monitor, &rule, &args);
+            uncoalesced(
+                &settings,
+                &runtime,
+                &server,
+                &stores,
+                &mut monitor,
+                &rule,
+                &args,
+            );
         }
         if !settings.batches.is_empty() {
             runtime.block_on(coalesced(&settings, &server, &rule, &mut monitor));
@@ -686,9 +694,17 @@ mod bench {
             .await
             .unwrap();
         let mut cases: Vec<(String, Code, &[String])> = vec![
-            ("EVALSHA `return 1`".into(), Code::Script("return 1".to_owned()), args),
+            (
+                "EVALSHA `return 1`".into(),
+                Code::Script("return 1".to_owned()),
+                args,
+            ),
             ("FCALL `return 1`".into(), Code::Function(one.into()), args),
-            (MINIMAL_NAME.into(), Code::Script(MINIMAL_GCRA.to_owned()), args),
+            (
+                MINIMAL_NAME.into(),
+                Code::Script(MINIMAL_GCRA.to_owned()),
+                args,
+            ),
         ];
         if let Some(definitions) = definitions {
             cases.push((
@@ -733,7 +749,11 @@ mod bench {
                 }
             };
             cases.push((name.clone(), code.clone(), args));
-            cases.push((format!("{name}, general path (n as `01`)"), code, &general[..]));
+            cases.push((
+                format!("{name}, general path (n as `01`)"),
+                code,
+                &general[..],
+            ));
         }
         // Per case: decisions/s, the server's µs per call, and of those the µs in the
         // commands the Lua calls (`TIME`, `GET`, `SET`, `DEL`, timed on their own).
@@ -1103,7 +1123,11 @@ mod bench {
     }
 
     /// `field` of `command` in `INFO commandstats` (0 before its first call).
-    async fn command_stat(connection: &mut MultiplexedConnection, command: &str, field: &str) -> f64 {
+    async fn command_stat(
+        connection: &mut MultiplexedConnection,
+        command: &str,
+        field: &str,
+    ) -> f64 {
         let info: String = redis::cmd("INFO")
             .arg("commandstats")
             .query_async(connection)

@@ -20,8 +20,8 @@ use redis::aio::MultiplexedConnection;
 use redis::cluster_async::ClusterConnection;
 use tollgate::Quota;
 use tollgate::algorithm::{
-    Concurrency, FixedWindow, Gcra, LeakyBucket, Leased, RefreshPeriod, SlidingCounter,
-    SlidingLog, SmoothBursty, SmoothWarmingUp,
+    Concurrency, FixedWindow, Gcra, LeakyBucket, Leased, RefreshPeriod, SlidingCounter, SlidingLog,
+    SmoothBursty, SmoothWarmingUp,
 };
 use tollgate::store::{
     Check, Op, RedisStore, Reply, Request, Rule, RuleKind, SharedLimiter, Store, StoreError,
@@ -408,19 +408,28 @@ async fn unknown_commands(connection: &mut MultiplexedConnection) -> u64 {
 }
 
 #[tokio::test]
-async fn an_acl_user_who_may_not_load_functions_gets_evalsha_until_an_administrator_loads_them()
-{
+async fn an_acl_user_who_may_not_load_functions_gets_evalsha_until_an_administrator_loads_them() {
     let Some(()) = require_redis() else { return };
     let server = RedisServer::start_with_args(&[
-        "--user", "app", "on", ">app-pass", "~*", "&*", "+@all", "-function",
-        "--user", "plain", "on", ">plain-pass", "~*", "&*", "+@all", "-function", "-fcall",
+        "--user",
+        "app",
+        "on",
+        ">app-pass",
+        "~*",
+        "&*",
+        "+@all",
+        "-function",
+        "--user",
+        "plain",
+        "on",
+        ">plain-pass",
+        "~*",
+        "&*",
+        "+@all",
+        "-function",
+        "-fcall",
     ]);
-    let url = |user: &str| {
-        format!(
-            "redis://{user}:{user}-pass@127.0.0.1:{}/",
-            server.port()
-        )
-    };
+    let url = |user: &str| format!("redis://{user}:{user}-pass@127.0.0.1:{}/", server.port());
     let mut control = connect(&server.url()).await;
     let rule = gcra(Duration::from_secs(60), 5);
 
@@ -623,8 +632,17 @@ async fn the_librarys_inline_gcra_acquire_decides_as_its_general_code_and_the_sc
                 call.arg(script.get_hash());
                 call
             };
-            call.arg(1).arg(key).arg("acquire").arg(&n_text).arg(0).arg(now);
-            call.arg("gcra").arg(3).arg(interval).arg(interval * burst).arg(burst);
+            call.arg(1)
+                .arg(key)
+                .arg("acquire")
+                .arg(&n_text)
+                .arg(0)
+                .arg(now);
+            call.arg("gcra")
+                .arg(3)
+                .arg(interval)
+                .arg(interval * burst)
+                .arg(burst);
             if !fcall && step == 0 {
                 let _: String = script.load_async(&mut connection).await.unwrap();
             }

@@ -98,9 +98,16 @@ fn environment_args() -> Vec<String> {
     if !off {
         return Vec::new();
     }
-    ["--rename-command", "FUNCTION", "", "--rename-command", "FCALL", ""]
-        .map(String::from)
-        .to_vec()
+    [
+        "--rename-command",
+        "FUNCTION",
+        "",
+        "--rename-command",
+        "FCALL",
+        "",
+    ]
+    .map(String::from)
+    .to_vec()
 }
 
 /// A `redis-server` child process on `127.0.0.1` with no persistence, killed and its

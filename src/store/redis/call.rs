@@ -38,7 +38,9 @@ impl Functions {
         if self.on() {
             command.arg("FCALL").arg(&script::library().name);
         } else {
-            command.arg("EVALSHA").arg(script::for_kinds(kinds).get_hash());
+            command
+                .arg("EVALSHA")
+                .arg(script::for_kinds(kinds).get_hash());
         }
         command
     }
@@ -186,8 +188,7 @@ mod tests {
             evalsha.get_packed_command()
         );
         assert!(
-            String::from_utf8_lossy(&fcall.get_packed_command())
-                .contains(&script::library().name)
+            String::from_utf8_lossy(&fcall.get_packed_command()).contains(&script::library().name)
         );
     }
 

@@ -224,7 +224,9 @@ mod tests {
         // The inline acquire's locals once, before its function; its block in it.
         let (locals, block) = inline_acquire();
         assert!(locals.trim_end().ends_with("ceil") && block.starts_with("do\n"));
-        assert!(code.starts_with(&format!("{locals}local function gcra_fast(KEYS, ARGV)\n{block}end\n")));
+        assert!(code.starts_with(&format!(
+            "{locals}local function gcra_fast(KEYS, ARGV)\n{block}end\n"
+        )));
         for &kind in RuleKind::ALL {
             assert!(code.contains(kind.script()), "{kind}");
         }
