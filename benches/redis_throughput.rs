@@ -56,7 +56,7 @@
 //! the minimal script.
 //!
 //! Run `cargo bench -p tollgate-benches --features redis --bench redis_throughput`
-//! (about 6 min). Options after `--`: `--secs S` per run (default 2), `--repeat R`,
+//! (about 10 min on 2 cores). Options after `--`: `--secs S` per run (default 2), `--repeat R`,
 //! `--tasks 16,64,256`, `--connections 1,4`, `--workers 2`, `--limiter-only`,
 //! `--execute-only`, `--paths fcall,evalsha`, `--peers minimal,fcall,evalsha` (the
 //! first is the ratio's base), `--no-ceiling`, `--batches 64,256` (coalesced runs'
