@@ -142,6 +142,13 @@ async fn a_store_decides_by_fcall_where_the_server_has_functions() {
     );
     assert_eq!(calls(&mut control, "fcall").await, (3, 0));
     assert_eq!(calls(&mut control, "evalsha").await, (0, 0));
+    // Another store connecting finds it there, named after its code, and does not
+    // compile it again (`FUNCTION LOAD` refuses an existing name at once).
+    assert_eq!(calls(&mut control, "function|load").await, (1, 0));
+    let again = RedisStore::connect(&server.url(), "f").await.unwrap();
+    assert_eq!(calls(&mut control, "function|load").await, (2, 1));
+    assert_eq!(acquire(&again, "u", &rule, 1).await, [None]);
+    assert_eq!(calls(&mut control, "fcall").await, (4, 0));
 
     // A store made by `new` loads it at its first call, when the server lacks it.
     let () = redis::cmd("FUNCTION")

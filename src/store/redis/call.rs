@@ -104,25 +104,38 @@ impl Functions {
     }
 }
 
-/// Loads the library (`FUNCTION LOAD REPLACE`; on every primary of a cluster): true
-/// when the server holds it, false when the server cannot load one (no `FUNCTION`,
-/// or not for this user). Other errors, such as a lost connection, a replica's
-/// `READONLY` or `OOM`, are the caller's.
+/// Loads the library (`FUNCTION LOAD`; on every primary of a cluster): true when the
+/// server holds it, false when the server cannot load one (no `FUNCTION`, or not for
+/// this user). Other errors, such as a lost connection, a replica's `READONLY` or
+/// `OOM`, are the caller's.
+///
+/// Not `REPLACE`: a library of this name already there is this one (it is named after
+/// its code), and loading it again would compile it again, which blocks the server
+/// for about a millisecond (against 15 µs to be told it exists), on every connect and
+/// for every request in flight after a `FUNCTION FLUSH`.
 pub(super) async fn load_library<C>(connection: &mut C) -> RedisResult<bool>
 where
     C: ConnectionLike + Send,
 {
     let load = redis::cmd("FUNCTION")
         .arg("LOAD")
-        .arg("REPLACE")
         .arg(&script::library().source)
         .query_async::<redis::Value>(connection)
         .await;
     match load {
         Ok(_) => Ok(true),
+        Err(e) if already_loaded(&e) => Ok(true),
         Err(e) if refuses_functions(&e) => Ok(false),
         Err(e) => Err(e),
     }
+}
+
+/// `FUNCTION LOAD` found a library of this name.
+fn already_loaded(error: &RedisError) -> bool {
+    error.code() == Some("ERR")
+        && error
+            .detail()
+            .is_some_and(|d| d.starts_with("Library '") && d.ends_with("already exists"))
 }
 
 /// The server knows `FCALL` but not the library's function.
@@ -215,5 +228,8 @@ mod tests {
             assert!(!refuses_functions(&server_error(text)), "{text}");
         }
         assert!(function_missing(&server_error("ERR Function not found")));
+        let exists = server_error("ERR Library 'tollgate_0a1b' already exists");
+        assert!(already_loaded(&exists) && !refuses_functions(&exists));
+        assert!(!already_loaded(&server_error("ERR Function not found")));
     }
 }

@@ -42,8 +42,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// the key's state may be forgotten.
 ///
 /// Where the server has Redis Functions (Redis 7 and later), the call is an `FCALL` of
-/// a library that [`connect`](RedisStore::connect) loads (`FUNCTION LOAD REPLACE`, on
-/// every primary of a cluster), which defines everything once; it is named after its
+/// a library that [`connect`](RedisStore::connect) loads (`FUNCTION LOAD`, on every
+/// primary of a cluster), which defines everything once; it is named after its
 /// code ([`function_name`](RedisStore::function_name)), so that tollgate versions
 /// sharing a server keep libraries of their own. Elsewhere (Redis 6, or `FUNCTION` or
 /// `FCALL` refused by an ACL or renamed away) the store falls back, for good, to an
@@ -375,8 +375,8 @@ where
     }
 
     /// The source of the library of Redis Functions, as the store loads it
-    /// (`FUNCTION LOAD REPLACE`): for an administrator to load where the
-    /// application's ACL user may `FCALL` but not `FUNCTION LOAD`.
+    /// (`FUNCTION LOAD`): for an administrator to load where the application's ACL
+    /// user may `FCALL` but not `FUNCTION LOAD`.
     ///
     /// # Examples
     ///
