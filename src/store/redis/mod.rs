@@ -263,7 +263,8 @@ where
     /// The same store, calling its scripts by `EVALSHA` even where the server has
     /// Redis Functions: the path of Redis 6, for comparisons and tests. It decides
     /// alike. Clones made from it do the same; the store it was made from does not
-    /// change.
+    /// change. (A [`coalescing`](RedisStore::coalescing) queue stays shared with that
+    /// store: a batch goes by the path of the request that sends it.)
     ///
     /// # Examples
     ///
