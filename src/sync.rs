@@ -74,6 +74,16 @@ impl<T> Mutex<T> {
     pub(crate) fn lock_briefly(&self) -> MutexGuard<'_, T> {
         self.lock()
     }
+
+    /// The lock if it is free now, shrugging off poisoning.
+    #[inline]
+    pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+        match self.0.try_lock() {
+            Ok(guard) => Some(guard),
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
 }
 
 /// std's primitives whatever the cfg, for code that runs on a real thread outside any
@@ -165,10 +175,11 @@ pub(crate) mod unmodeled {
             self.try_lock().unwrap_or_else(|| self.lock())
         }
 
-        /// `try_lock`, shrugging off poisoning as [`lock`](Self::lock) does.
+        /// The lock if it is free now, shrugging off poisoning as
+        /// [`lock`](Self::lock) does.
         #[cfg_attr(loom, allow(dead_code))]
         #[inline]
-        fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+        pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
             match self.0.try_lock() {
                 Ok(guard) => Some(guard),
                 Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),

@@ -464,6 +464,7 @@ impl<S: Store> ConfigLimiter<S> {
     /// [`check`](Self::check) without a future, as far as the store decides without
     /// waiting ([`Store::try_execute_now`]): the same requests, the shadow one only
     /// when the enforced limits admit.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP layer's
     pub(crate) fn try_check_now(&self, descriptors: &[Descriptor], cost: u64) -> CheckNow {
         let matched = self.rules.limits_for(descriptors);
         let enforced: Vec<&MatchedLimit<'_>> = matched.enforced().collect();
@@ -486,6 +487,7 @@ impl<S: Store> ConfigLimiter<S> {
     }
 
     /// The rest of a [`CheckNow::ShadowLater`]: the shadow request, awaited.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP layer's
     pub(crate) async fn check_shadow(
         &self,
         descriptors: &[Descriptor],
@@ -523,6 +525,7 @@ impl<S: Store> ConfigLimiter<S> {
 
     /// [`execute`](Self::execute) at the store's time, if the store decides without
     /// waiting; `None`, having done nothing, if it cannot.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP layer's
     fn execute_now(
         &self,
         limits: &[&MatchedLimit<'_>],
@@ -542,6 +545,7 @@ impl<S: Store> ConfigLimiter<S> {
 }
 
 /// How far [`ConfigLimiter::try_check_now`] got.
+#[cfg_attr(not(feature = "http"), allow(dead_code))] // the HTTP layer's
 pub(crate) enum CheckNow {
     /// Decided, both requests.
     Decided(Result<ConfigDecision, StoreError>),

@@ -22,10 +22,16 @@ use crate::units::duration_to_nanos;
 ///
 /// Keys are forgotten once their state is idle (a fresh state would decide the same),
 /// as Redis forgets them by their TTL. At most `max_keys` keys are held, in the same
-/// table as [`KeyedLimiter`](crate::KeyedLimiter)'s: once a shard is full of keys that
-/// are not idle, [`KeyedConfig::when_full`] decides what happens to a request for a
-/// new key (by default the key whose forgetting gives back the fewest permits makes
-/// room; see [`WhenFull::EvictNearestIdle`](crate::WhenFull::EvictNearestIdle)).
+/// table as [`KeyedLimiter`](crate::KeyedLimiter)'s. A request's keys share its hash
+/// tag, and all the keys of one tag live in one shard (decided under one lock, as Redis
+/// Cluster decides a slot's keys on one node); so the shards share the bound rather
+/// than split it, and one tag may hold all `max_keys` keys. (Threads inserting into
+/// different shards at the same instant may each add their key: the table then holds
+/// at most one key more per such thread.) Once the bound is full of keys that are not
+/// idle, in this shard or any other, [`KeyedConfig::when_full`] decides what happens to
+/// a request for a new key (by default the key of its shard whose forgetting gives back
+/// the fewest permits makes room; see
+/// [`WhenFull::EvictNearestIdle`](crate::WhenFull::EvictNearestIdle)).
 ///
 /// Time is Unix time read from the clock (`unix_origin + now`), or the request's
 /// explicit time.
@@ -300,7 +306,7 @@ impl<C: Clock> MemoryStore<C> {
         Ok(MemoryStore {
             clock,
             prefix: prefix.to_owned(),
-            table: Table::new(&config, || Stored)?,
+            table: Table::with_shared_bound(&config, || Stored)?,
             max_key_len: DEFAULT_MAX_KEY_LEN,
         })
     }
@@ -581,7 +587,12 @@ impl<C: Clock> MemoryStore<C> {
             _ => return request.answer(verdict),
         };
         let hasher = self.table.hasher();
-        match shard.make_room(hasher, now, 1, hash, true, |_| false) {
+        let mut room = shard.make_room(hasher, now, 1, hash, true, |_| false);
+        // The bound is shared: idle keys held by other shards may make the room.
+        if room != Room::Free && self.table.sweep_others(now) > 0 {
+            room = shard.make_room(hasher, now, 1, hash, true, |_| false);
+        }
+        match room {
             Room::Free => {
                 let mut entry = Entry {
                     name: name.spell(),
@@ -692,7 +703,12 @@ impl<C: Clock> MemoryStore<C> {
             if new_keys > 0 {
                 let hasher = self.table.hasher();
                 let own = |e: &Entry| names.iter().any(|n| n.matches(&e.name));
-                match shard.make_room(hasher, now, new_keys, hashes[0], true, own) {
+                let mut room = shard.make_room(hasher, now, new_keys, hashes[0], true, own);
+                // The bound is shared: idle keys held by other shards may make room.
+                if room != Room::Free && self.table.sweep_others(now) > 0 {
+                    room = shard.make_room(hasher, now, new_keys, hashes[0], true, own);
+                }
+                match room {
                     Room::Free => {}
                     Room::Full(until) => return Ok(Many::Full(self.full(request, now, until))),
                     Room::Overflow(until) => {
@@ -738,6 +754,8 @@ impl<C: Clock> MemoryStore<C> {
     /// The denial at `now` for a request that needs a new key in a full shard: there
     /// may be room from `until` on.
     fn full(&self, request: &Request<'_>, now: Nanos, until: Nanos) -> Reply {
+        // Room may come from another shard's idle keys first (the bound is shared).
+        let until = until.min(self.table.next_idle_of_others());
         let capacity = request
             .checks
             .iter()
@@ -803,6 +821,53 @@ mod tests {
     fn acquire(store: &MemoryStore<ManualClock>, tag: &str, checks: &[Check<'_>], at: u64) -> bool {
         let request = Request::new(tag, checks, Op::Acquire(1)).at(SECOND * at as u32);
         store.execute_now(&request).unwrap().is_admitted()
+    }
+
+    /// A request's keys share its tag, and a tag's keys share a shard (one lock per
+    /// request): the bound is the whole table's, not a shard's share of it, or a tag
+    /// of many keys lost live counts (found by tollgate-sim: a key over its limit
+    /// admitted again within its window).
+    #[test]
+    fn one_tag_may_hold_the_whole_bound_and_no_count_is_lost() {
+        let config = KeyedConfig::new(4_096).shards(64);
+        let store = MemoryStore::with_clock(config, "p", ManualClock::new()).unwrap();
+        let rule = Rule::from(FixedWindow::new(1, Duration::from_secs(60)).unwrap());
+        let keys: Vec<String> = (0..4_096).map(|k| format!("user{k}")).collect();
+        for round in 0..2 {
+            for key in &keys {
+                let admitted = acquire(&store, "domain", &[Check::new(key, &rule)], 0);
+                assert_eq!(admitted, round == 0, "{key}, round {round}");
+            }
+        }
+        assert_eq!(store.len(), 4_096);
+    }
+
+    /// Shards that may each hold the whole bound still hold no more than it together.
+    #[test]
+    fn the_bound_holds_across_tags() {
+        let config = KeyedConfig::new(64).shards(8).when_full(WhenFull::Deny);
+        let store = MemoryStore::with_clock(config, "p", ManualClock::new()).unwrap();
+        let rule = Rule::from(FixedWindow::new(1, Duration::from_secs(60)).unwrap());
+        for k in 0..64 {
+            let tag = format!("tag{k}");
+            assert!(acquire(&store, &tag, &[Check::new("", &rule)], 0), "{tag}");
+        }
+        assert_eq!(store.len(), 64);
+        for k in 64..200 {
+            let tag = format!("tag{k}");
+            assert!(
+                !acquire(&store, &tag, &[Check::new("", &rule)], 0),
+                "{tag}: full"
+            );
+        }
+        assert_eq!(store.len(), 64);
+        // A minute on, every key is idle: whichever shard a new key lands in, the
+        // idle keys of the others make room for it.
+        for k in 1_000..1_064 {
+            let tag = format!("tag{k}");
+            assert!(acquire(&store, &tag, &[Check::new("", &rule)], 60), "{tag}");
+        }
+        assert_eq!(store.len(), 64);
     }
 
     #[test]

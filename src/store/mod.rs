@@ -344,9 +344,11 @@ mod rule;
 mod share;
 
 #[cfg(feature = "redis")]
-pub use self::redis::RedisStore;
-#[cfg(feature = "redis")]
 pub(crate) use self::redis::from_redis;
+#[cfg(feature = "redis-tls")]
+pub use self::redis::install_tls_provider;
+#[cfg(feature = "redis")]
+pub use self::redis::{RedisConnectOptions, RedisStore, SentinelConnection};
 pub use crate::algorithm::{Rule, RuleKind};
 pub use error::StoreError;
 #[cfg(feature = "redis")]

@@ -20,7 +20,7 @@ use crate::sync::Mutex;
 use crate::time::Nanos;
 
 pub use config::{KeyedConfig, MAX_SHARDS, WhenFull};
-pub(crate) use shard::{Entries, Rehash, Room, Shard, is_idle};
+pub(crate) use shard::{Entries, Rehash, Room, Shard, SharedBound, is_idle};
 pub(crate) use states::PerKey;
 
 /// Shards of entries under their own locks, bounded together by `max_keys`.
@@ -30,6 +30,8 @@ pub(crate) struct Table<X: Entries> {
     max_keys: usize,
     /// [`WhenFull::Overflow`]'s shared limit.
     overflow: Option<Overflow>,
+    /// Whether the shards share one bound ([`Table::with_shared_bound`]).
+    shared_bound: bool,
 }
 
 /// A shard under its lock, on cache lines of its own so that threads working on
@@ -64,7 +66,50 @@ impl<X: Entries> Table<X> {
                 )))
             })
             .collect();
-        let overflow = match config.when_full {
+        Ok(Table {
+            shards,
+            hasher: RandomState::new(),
+            max_keys: config.max_keys,
+            overflow: Table::<X>::overflow_of(config),
+            shared_bound: false,
+        })
+    }
+
+    /// A table as `config` says whose keys the caller places in shards by hashes of
+    /// its own choosing, not by each key's: each shard may hold up to `max_keys`, and
+    /// one count keeps all the shards together under it (the memory store, which
+    /// keeps a hash tag's keys in one shard).
+    ///
+    /// # Errors
+    ///
+    /// As [`KeyedConfig::validate`].
+    pub(crate) fn with_shared_bound(
+        config: &KeyedConfig,
+        mut entries: impl FnMut() -> X,
+    ) -> Result<Table<X>, ConfigError> {
+        let count = config.shard_count()?;
+        let shared = crate::sync::Arc::new(SharedBound::new(config.max_keys));
+        let shards = (0..count)
+            .map(|_| {
+                Padded(Mutex::new(Shard::sharing(
+                    entries(),
+                    config.max_keys,
+                    config.when_full,
+                    shared.clone(),
+                )))
+            })
+            .collect();
+        Ok(Table {
+            shards,
+            overflow: Table::<X>::overflow_of(config),
+            hasher: RandomState::new(),
+            max_keys: config.max_keys,
+            shared_bound: true,
+        })
+    }
+
+    fn overflow_of(config: &KeyedConfig) -> Option<Overflow> {
+        match config.when_full {
             WhenFull::Overflow(quota) => {
                 let gcra = Gcra::new(quota);
                 Some(Overflow {
@@ -73,13 +118,7 @@ impl<X: Entries> Table<X> {
                 })
             }
             WhenFull::EvictNearestIdle | WhenFull::Deny => None,
-        };
-        Ok(Table {
-            shards,
-            hasher: RandomState::new(),
-            max_keys: config.max_keys,
-            overflow,
-        })
+        }
     }
 
     /// The hasher every hash given to the table comes from.
@@ -153,6 +192,36 @@ impl<X: Entries> Table<X> {
 }
 
 impl<X: Rehash> Table<X> {
+    /// Under a shared bound, the idle keys of every shard not locked right now: room
+    /// that a full shard cannot make from its own keys may be held by others. Never
+    /// waits for a lock, so a caller holding its own shard's (which it skips) cannot
+    /// deadlock; a shard with nothing idle costs a lock and a comparison. Returns how
+    /// many keys went (0 without a shared bound).
+    pub(crate) fn sweep_others(&self, now: Nanos) -> usize {
+        if !self.shared_bound {
+            return 0;
+        }
+        self.shards
+            .iter()
+            .filter_map(|shard| shard.0.try_lock())
+            .map(|mut shard| shard.sweep_if_due(&self.hasher, now))
+            .sum()
+    }
+
+    /// Under a shared bound, the earliest time a key of a shard not locked right now
+    /// may be idle (a lower bound): when a key that found no room may find some.
+    /// [`Nanos::MAX`] without a shared bound.
+    pub(crate) fn next_idle_of_others(&self) -> Nanos {
+        if !self.shared_bound {
+            return Nanos::MAX;
+        }
+        self.shards
+            .iter()
+            .filter_map(|shard| shard.0.try_lock().map(|shard| shard.next_idle()))
+            .min()
+            .unwrap_or(Nanos::MAX)
+    }
+
     /// Evicts every idle key, one shard at a time; returns how many.
     pub(crate) fn sweep(&self, now: Nanos) -> usize {
         self.shards

@@ -7,6 +7,7 @@ use std::hash::RandomState;
 use hashbrown::HashTable;
 
 use super::config::WhenFull;
+use crate::sync::{Arc, AtomicU64, Ordering};
 use crate::time::Nanos;
 
 /// Below this many keys a shard never sweeps on its own: too small to be worth it.
@@ -75,6 +76,42 @@ pub(crate) enum Room {
     Overflow(Nanos),
 }
 
+/// The bound on the keys of every shard together, for a table whose keys are not
+/// spread over its shards by their own hashes: the memory store keeps all the keys
+/// of one hash tag in one shard (a request's keys are decided under one lock), so a
+/// shard's share of the bound would cap one tag at a fraction of it. Each shard of
+/// such a table may hold up to the whole bound, and this count keeps them all under
+/// it.
+#[derive(Debug)]
+pub(crate) struct SharedBound {
+    len: AtomicU64,
+    max: u64,
+}
+
+impl SharedBound {
+    pub(crate) fn new(max: usize) -> SharedBound {
+        SharedBound {
+            len: AtomicU64::new(0),
+            max: max as u64,
+        }
+    }
+
+    /// Keys over the bound if `new_keys` more were added.
+    fn missing(&self, new_keys: usize) -> usize {
+        let len = self.len.load(Ordering::Relaxed);
+        usize::try_from(len.saturating_add(new_keys as u64).saturating_sub(self.max))
+            .unwrap_or(usize::MAX)
+    }
+
+    fn added(&self, n: usize) {
+        self.len.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    fn removed(&self, n: usize) {
+        self.len.fetch_sub(n as u64, Ordering::Relaxed);
+    }
+}
+
 pub(crate) struct Shard<X: Entries> {
     /// The shard's context: what [`Entries`] needs to tell about an entry.
     pub(crate) entries: X,
@@ -92,6 +129,8 @@ pub(crate) struct Shard<X: Entries> {
     /// older must not start that key afresh at its older time: an evicted state may
     /// only be forgotten from this time on.
     evicted_at: Nanos,
+    /// The bound shared with the table's other shards, if the table has one.
+    shared: Option<Arc<SharedBound>>,
 }
 
 impl<X: Entries> Shard<X> {
@@ -104,6 +143,39 @@ impl<X: Entries> Shard<X> {
             sweep_at: Nanos::MAX,
             sweep_len: MIN_SWEEP_LEN,
             evicted_at: Nanos::ZERO,
+            shared: None,
+        }
+    }
+
+    /// A shard that may hold up to `capacity` keys, as long as `shared` (counting
+    /// every shard of its table) allows.
+    pub(crate) fn sharing(
+        entries: X,
+        capacity: usize,
+        when_full: WhenFull,
+        shared: Arc<SharedBound>,
+    ) -> Shard<X> {
+        Shard {
+            shared: Some(shared),
+            ..Shard::new(entries, capacity, when_full)
+        }
+    }
+
+    /// Keys over this shard's capacity, or over the shared bound, if `new_keys` more
+    /// were added.
+    fn missing(&self, new_keys: usize) -> usize {
+        let own = self
+            .table
+            .len()
+            .saturating_add(new_keys)
+            .saturating_sub(self.capacity);
+        let shared = self.shared.as_ref().map_or(0, |s| s.missing(new_keys));
+        own.max(shared)
+    }
+
+    fn counted_out(&self, n: usize) {
+        if let Some(shared) = &self.shared {
+            shared.removed(n);
         }
     }
 
@@ -140,6 +212,7 @@ impl<X: Entries> Shard<X> {
     pub(crate) fn remove(&mut self, hash: u64, eq: impl FnMut(&X::Entry) -> bool) {
         if let Ok(found) = self.table.find_entry(hash, eq) {
             found.remove();
+            self.counted_out(1);
         }
     }
 
@@ -185,15 +258,13 @@ impl<X: Rehash> Shard<X> {
         spare: impl Fn(&X::Entry) -> bool,
     ) -> Room {
         let len = self.table.len();
-        let over = len.saturating_add(new_keys) > self.capacity;
+        let over = self.missing(new_keys) > 0;
         if is_idle(self.sweep_at, now) && (over || len >= self.sweep_len) {
             self.sweep(hasher, now);
         }
-        let missing = self
-            .table
-            .len()
-            .saturating_add(new_keys)
-            .saturating_sub(self.capacity);
+        // Under a shared bound, the keys missing may be held by other shards: only
+        // this shard's own can be evicted here, and beyond them the key finds no room.
+        let missing = self.missing(new_keys);
         if missing == 0 {
             return Room::Free;
         }
@@ -220,6 +291,7 @@ impl<X: Rehash> Shard<X> {
                         Ok(index) => {
                             if let Ok(victim) = self.table.get_bucket_entry(index) {
                                 victim.remove();
+                                self.counted_out(1);
                             }
                             self.evicted_at = self.evicted_at.max(now);
                         }
@@ -291,6 +363,23 @@ impl<X: Rehash> Shard<X> {
         let entries = &self.entries;
         self.table
             .insert_unique(hash, entry, |e| entries.hash(hasher, e));
+        if let Some(shared) = &self.shared {
+            shared.added(1);
+        }
+    }
+
+    /// No key of the shard is idle before this time (a lower bound).
+    pub(crate) fn next_idle(&self) -> Nanos {
+        self.sweep_at
+    }
+
+    /// [`sweep`](Shard::sweep)s if a key may be idle at `now`; returns how many went.
+    pub(crate) fn sweep_if_due(&mut self, hasher: &RandomState, now: Nanos) -> usize {
+        if is_idle(self.sweep_at, now) {
+            self.sweep(hasher, now)
+        } else {
+            0
+        }
     }
 
     /// Evicts every key idle at `now`; returns how many.
@@ -309,6 +398,7 @@ impl<X: Rehash> Shard<X> {
         let kept = self.table.len();
         if kept < before {
             self.evicted_at = self.evicted_at.max(now);
+            self.counted_out(before - kept);
         }
         self.sweep_at = earliest;
         self.sweep_len = kept.saturating_mul(2).max(MIN_SWEEP_LEN);

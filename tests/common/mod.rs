@@ -12,6 +12,8 @@ pub mod http;
 pub mod redis;
 #[cfg(feature = "redis")]
 pub mod store;
+#[cfg(feature = "redis-tls")]
+pub mod tls;
 
 use std::time::Duration;
 

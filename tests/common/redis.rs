@@ -13,6 +13,9 @@
 //! server.restart(); // same port, empty data set
 //! ```
 //!
+//! Also a TLS-only server with an ACL user ([`RedisServer::start_tls`]), and a master with
+//! a replica watched by Sentinels ([`RedisSentinels`]), for failovers.
+//!
 //! The methods block (they poll the server over plain TCP), so in an async test call them
 //! from `#[tokio::test(flavor = "multi_thread")]` or `spawn_blocking` when requests are in
 //! flight. The harness speaks RESP itself, needing no client crate and no runtime.
@@ -34,6 +37,13 @@ const CLUSTER_TIMEOUT: Duration = Duration::from_secs(20);
 const POLL_INTERVAL: Duration = Duration::from_millis(5);
 /// Fresh ports tried before giving up, should another process take ours first.
 const START_ATTEMPTS: usize = 10;
+/// How long a Sentinel waits on a silent master before it calls it down.
+const SENTINEL_DOWN_AFTER_MS: u64 = 1_000;
+/// How long a Sentinel's failover may take (generous: a promotion takes about 1 s, and
+/// CI machines are busy).
+const SENTINEL_FAILOVER_TIMEOUT_MS: u64 = 3_000;
+/// How long a new replica and new Sentinels may take to find each other.
+const SENTINEL_TIMEOUT: Duration = Duration::from_secs(20);
 /// Distinguishes the data directories of the servers of one test process.
 static NEXT_DIR: AtomicU32 = AtomicU32::new(0);
 
@@ -86,8 +96,34 @@ fn runs(binary: &str) -> bool {
 struct Options {
     password: Option<String>,
     cluster: bool,
-    /// Further `redis-server` arguments.
-    args: Vec<String>,
+    /// More `--name value` arguments, e.g. `--replicaof`.
+    extra: Vec<String>,
+    /// TLS only (`--port 0`): the port is the TLS port.
+    tls: Option<TlsFiles>,
+    /// An ACL user, with the default user turned off.
+    user: Option<(String, String)>,
+    /// A Sentinel rather than a server.
+    sentinel: Option<SentinelConf>,
+}
+
+/// The PEM files of a TLS server: its certificate, its key, and the CA it trusts.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub ca: PathBuf,
+}
+
+/// What a Sentinel monitors, and how fast it gives up on a master.
+#[derive(Debug, Clone)]
+struct SentinelConf {
+    master_name: String,
+    master_port: u16,
+    quorum: usize,
+    /// The master speaks TLS only: the Sentinel reaches it with these files.
+    tls: Option<TlsFiles>,
+    /// The master's ACL user.
+    user: Option<(String, String)>,
 }
 
 /// The arguments every server gets from the environment: with
@@ -129,20 +165,7 @@ impl RedisServer {
     /// [`START_ATTEMPTS`] ports (the message carries the server's log).
     pub fn start() -> RedisServer {
         Self::launch(Options {
-            args: environment_args(),
-            ..Options::default()
-        })
-    }
-
-    /// Starts a server with `args` added to its command line (and not those of the
-    /// environment), e.g. `["--rename-command", "FCALL", ""]`.
-    ///
-    /// # Panics
-    ///
-    /// As [`start`](Self::start).
-    pub fn start_with_args(args: &[&str]) -> RedisServer {
-        Self::launch(Options {
-            args: args.iter().map(|&a| a.to_owned()).collect(),
+            extra: environment_args(),
             ..Options::default()
         })
     }
@@ -156,8 +179,39 @@ impl RedisServer {
     pub fn start_with_password(password: &str) -> RedisServer {
         Self::launch(Options {
             password: Some(password.to_owned()),
-            cluster: false,
-            args: environment_args(),
+            extra: environment_args(),
+            ..Options::default()
+        })
+    }
+
+    /// Starts a TLS-only server (`--port 0 --tls-port …`) with the certificate and key
+    /// of `tls`, not asking clients for certificates (`--tls-auth-clients no`), and,
+    /// with `user`, that ACL user allowed everything and the default user turned off.
+    /// [`url`](Self::url) is `rediss://[user:password@]127.0.0.1:port/`. It is ready
+    /// when its log says so (the harness's probes speak plain TCP).
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](Self::start).
+    pub fn start_tls(tls: &TlsFiles, user: Option<(&str, &str)>) -> RedisServer {
+        Self::launch(Options {
+            tls: Some(tls.clone()),
+            user: user.map(|(u, p)| (u.to_owned(), p.to_owned())),
+            extra: environment_args(),
+            ..Options::default()
+        })
+    }
+
+    /// Starts a server with more arguments (`["--replicaof", "127.0.0.1", "6379"]`),
+    /// and not those of the environment.
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](Self::start).
+    pub fn start_with_args(args: &[&str]) -> RedisServer {
+        Self::launch(Options {
+            extra: args.iter().map(|a| (*a).to_owned()).collect(),
+            ..Options::default()
         })
     }
 
@@ -192,8 +246,20 @@ impl RedisServer {
         );
     }
 
-    /// The URL to connect with, `redis://[:password@]127.0.0.1:port/`.
+    /// The URL to connect with, `redis://[:password@]127.0.0.1:port/`
+    /// (`rediss://[user:password@]…` for [`start_tls`](Self::start_tls)).
     pub fn url(&self) -> String {
+        if self.options.tls.is_some() {
+            return match &self.options.user {
+                Some((user, password)) => format!(
+                    "rediss://{}:{}@127.0.0.1:{}/",
+                    percent_encode(user),
+                    percent_encode(password),
+                    self.port
+                ),
+                None => format!("rediss://127.0.0.1:{}/", self.port),
+            };
+        }
         match &self.options.password {
             Some(password) => format!(
                 "redis://:{}@127.0.0.1:{}/",
@@ -250,28 +316,96 @@ impl RedisServer {
             .open(&log_path)
             .map_err(|e| format!("cannot open {}: {e}", log_path.display()))?;
         let log_err = log.try_clone().map_err(|e| e.to_string())?;
+        // The log is appended to across restarts: only a new line says ready.
+        let ready_line = "Ready to accept connections";
+        let readies = |path: &PathBuf| {
+            fs::read_to_string(path)
+                .unwrap_or_default()
+                .matches(ready_line)
+                .count()
+        };
+        let readies_before = readies(&log_path);
         let mut command = Command::new("redis-server");
-        command
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-            .arg("--dir")
-            .arg(&self.dir)
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log_err);
-        if let Some(password) = &self.options.password {
-            command.args(["--requirepass", password]);
+        if let Some(sentinel) = &self.options.sentinel {
+            // A Sentinel rewrites its configuration file, so it gets one of its own.
+            let conf = self.dir.join("sentinel.conf");
+            let name = &sentinel.master_name;
+            let text = format!(
+                "port {port}\nbind 127.0.0.1\ndir {dir}\n\
+                 sentinel monitor {name} 127.0.0.1 {master} {quorum}\n\
+                 sentinel down-after-milliseconds {name} {SENTINEL_DOWN_AFTER_MS}\n\
+                 sentinel failover-timeout {name} {SENTINEL_FAILOVER_TIMEOUT_MS}\n",
+                port = self.port,
+                dir = self.dir.display(),
+                master = sentinel.master_port,
+                quorum = sentinel.quorum,
+            );
+            let mut text = text;
+            if let Some(tls) = &sentinel.tls {
+                text.push_str(&format!(
+                    "tls-cert-file {}\ntls-key-file {}\ntls-ca-cert-file {}\ntls-replication yes\n",
+                    tls.cert.display(),
+                    tls.key.display(),
+                    tls.ca.display()
+                ));
+            }
+            if let Some((user, password)) = &sentinel.user {
+                text.push_str(&format!(
+                    "sentinel auth-user {name} {user}\nsentinel auth-pass {name} \"{password}\"\n"
+                ));
+            }
+            fs::write(&conf, text).map_err(|e| format!("cannot write {}: {e}", conf.display()))?;
+            command.arg(&conf).arg("--sentinel");
+        } else {
+            match &self.options.tls {
+                None => {
+                    command.args(["--port", &self.port.to_string()]);
+                }
+                Some(tls) => {
+                    command
+                        .args(["--port", "0", "--tls-port", &self.port.to_string()])
+                        .arg("--tls-cert-file")
+                        .arg(&tls.cert)
+                        .arg("--tls-key-file")
+                        .arg(&tls.key)
+                        .arg("--tls-ca-cert-file")
+                        .arg(&tls.ca)
+                        .args(["--tls-auth-clients", "no"]);
+                }
+            }
+            command
+                .args(["--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+                .arg("--dir")
+                .arg(&self.dir);
+            if let Some((user, password)) = &self.options.user {
+                command
+                    .args([
+                        "--user",
+                        user,
+                        "on",
+                        &format!(">{password}"),
+                        "~*",
+                        "&*",
+                        "+@all",
+                    ])
+                    .args(["--user", "default", "off"]);
+            }
+            if let Some(password) = &self.options.password {
+                command.args(["--requirepass", password]);
+            }
+            if self.options.cluster {
+                // The cluster bus listens on port + 10000 (see `free_port`).
+                command.args([
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                ]);
+            }
+            command.args(&self.options.extra);
         }
-        if self.options.cluster {
-            // The cluster bus listens on port + 10000 (see `free_port`).
-            command.args([
-                "--cluster-enabled",
-                "yes",
-                "--cluster-config-file",
-                "nodes.conf",
-            ]);
-        }
-        command.args(&self.options.args);
+        command.stdin(Stdio::null()).stdout(log).stderr(log_err);
         // Not a port race, so not worth retrying.
         let child = command.spawn().unwrap_or_else(|e| {
             panic!("cannot run redis-server: {e}; install it (apt-get install -y redis-server)")
@@ -285,12 +419,20 @@ impl RedisServer {
                 self.child = None;
                 return Err(self.failure(&format!("exited with {status}")));
             }
-            // Probe for our own process: a server of another test may have won the port.
-            if self.query(&["PING"]).is_ok_and(|reply| reply == "PONG") {
-                let info = self.query(&["INFO", "server"]).unwrap_or_default();
-                if info.contains(&format!("process_id:{pid}\r")) {
-                    return Ok(());
-                }
+            let ready = if self.options.tls.is_some() {
+                // A TLS-only server cannot be probed in plain TCP: its log tells.
+                readies(&log_path) > readies_before
+            } else {
+                // Probe for our own process: a server of another test may have won the
+                // port.
+                self.query(&["PING"]).is_ok_and(|reply| reply == "PONG")
+                    && self
+                        .query(&["INFO", "server"])
+                        .unwrap_or_default()
+                        .contains(&format!("process_id:{pid}\r"))
+            };
+            if ready {
+                return Ok(());
             }
             if Instant::now() >= deadline {
                 self.kill();
@@ -392,9 +534,9 @@ impl RedisCluster {
         let nodes: Vec<RedisServer> = (0..masters)
             .map(|_| {
                 RedisServer::launch(Options {
-                    password: None,
                     cluster: true,
-                    args: args.to_vec(),
+                    extra: args.to_vec(),
+                    ..Options::default()
                 })
             })
             .collect();
@@ -462,6 +604,216 @@ impl RedisCluster {
     }
 }
 
+/// A master, one replica and Sentinels watching them, each a [`RedisServer`] on a free
+/// loopback port; dropping it kills them all, the Sentinels first.
+///
+/// Started in order, so that the first failover has a candidate at once: the master
+/// (with `repl-diskless-sync-delay 0`), the replica, which syncs within a second, then
+/// the Sentinels (quorum: a majority of them), once they all know the replica and each
+/// other. A Sentinel calls the master down after 1 s of silence.
+#[derive(Debug)]
+pub struct RedisSentinels {
+    sentinels: Vec<RedisServer>,
+    master: RedisServer,
+    replica: Option<RedisServer>,
+    master_name: String,
+}
+
+impl RedisSentinels {
+    /// Starts the master, its replica and `sentinels` Sentinels watching it under
+    /// `master_name`, and waits until every Sentinel knows the replica and the other
+    /// Sentinels (about 2 s: they introduce themselves every 2 s).
+    ///
+    /// # Panics
+    ///
+    /// If `sentinels` is 0, a server does not start, or the group is not ready within
+    /// 20 s.
+    pub fn start(master_name: &str, sentinels: usize) -> RedisSentinels {
+        assert!(sentinels > 0, "at least one Sentinel");
+        let master = RedisServer::start_with_args(&["--repl-diskless-sync-delay", "0"]);
+        let replica =
+            RedisServer::start_with_args(&["--replicaof", "127.0.0.1", &master.port.to_string()]);
+        let deadline = Instant::now() + SENTINEL_TIMEOUT;
+        wait_for(deadline, "the replica to sync", || {
+            replica
+                .query(&["INFO", "replication"])
+                .is_ok_and(|info| info.contains("master_link_status:up"))
+        });
+        let conf = SentinelConf {
+            master_name: master_name.to_owned(),
+            master_port: master.port,
+            quorum: sentinels / 2 + 1,
+            tls: None,
+            user: None,
+        };
+        let sentinels: Vec<RedisServer> = (0..sentinels)
+            .map(|_| {
+                RedisServer::launch(Options {
+                    sentinel: Some(conf.clone()),
+                    ..Options::default()
+                })
+            })
+            .collect();
+        let known = format!("slaves=1,sentinels={}", sentinels.len());
+        for sentinel in &sentinels {
+            wait_for(
+                deadline,
+                "the Sentinels to know the replica and each other",
+                || {
+                    sentinel
+                        .query(&["INFO", "sentinel"])
+                        .is_ok_and(|info| info.contains(&known))
+                },
+            );
+        }
+        RedisSentinels {
+            sentinels,
+            master,
+            replica: Some(replica),
+            master_name: master_name.to_owned(),
+        }
+    }
+
+    /// Starts a TLS-only master with the ACL user `user` (as
+    /// [`RedisServer::start_tls`]), without a replica, and one Sentinel (itself in
+    /// plain TCP) that reaches the master over TLS as that user; waits until the
+    /// Sentinel has heard the master report its role.
+    ///
+    /// # Panics
+    ///
+    /// If a server does not start, or the Sentinel does not reach the master within
+    /// 20 s.
+    pub fn start_tls(master_name: &str, tls: &TlsFiles, user: (&str, &str)) -> RedisSentinels {
+        let master = RedisServer::start_tls(tls, Some(user));
+        let sentinel = RedisServer::launch(Options {
+            sentinel: Some(SentinelConf {
+                master_name: master_name.to_owned(),
+                master_port: master.port,
+                quorum: 1,
+                tls: Some(tls.clone()),
+                user: Some((user.0.to_owned(), user.1.to_owned())),
+            }),
+            ..Options::default()
+        });
+        let deadline = Instant::now() + SENTINEL_TIMEOUT;
+        wait_for(deadline, "the Sentinel to reach the master", || {
+            sentinel
+                .query(&["SENTINEL", "MASTER", master_name])
+                .is_ok_and(|reply| reply.contains("role-reported master"))
+        });
+        RedisSentinels {
+            sentinels: vec![sentinel],
+            master,
+            replica: None,
+            master_name: master_name.to_owned(),
+        }
+    }
+
+    /// The URL of every Sentinel.
+    pub fn sentinel_urls(&self) -> Vec<String> {
+        self.sentinels.iter().map(RedisServer::url).collect()
+    }
+
+    /// The name the Sentinels know the master by.
+    pub fn master_name(&self) -> &str {
+        &self.master_name
+    }
+
+    /// The first master.
+    pub fn master_mut(&mut self) -> &mut RedisServer {
+        &mut self.master
+    }
+
+    /// Its replica (the master after a failover).
+    ///
+    /// # Panics
+    ///
+    /// For a group started without one ([`start_tls`](Self::start_tls)).
+    pub fn replica(&self) -> &RedisServer {
+        self.replica.as_ref().expect("a group with a replica")
+    }
+
+    /// The Sentinels, e.g. to [`kill`](RedisServer::kill) one.
+    pub fn sentinels_mut(&mut self) -> &mut [RedisServer] {
+        &mut self.sentinels
+    }
+
+    /// Asks the first running Sentinel for a failover now (`SENTINEL FAILOVER`), as an
+    /// operator would: no agreement needed, and the old master stays up.
+    ///
+    /// # Panics
+    ///
+    /// If no Sentinel accepts it.
+    pub fn failover(&mut self) {
+        let name = self.master_name.clone();
+        let accepted = self
+            .sentinels
+            .iter_mut()
+            .any(|s| s.is_running() && s.query(&["SENTINEL", "FAILOVER", &name]).is_ok());
+        assert!(accepted, "no Sentinel accepted SENTINEL FAILOVER {name}");
+    }
+
+    /// The port of the master the first running Sentinel names.
+    pub fn master_port(&mut self) -> Option<u16> {
+        let name = self.master_name.clone();
+        self.sentinels
+            .iter_mut()
+            .find_map(|s| {
+                s.is_running()
+                    .then(|| {
+                        s.query(&["SENTINEL", "GET-MASTER-ADDR-BY-NAME", &name])
+                            .ok()
+                    })
+                    .flatten()
+            })
+            .and_then(|reply| reply.split(' ').nth(1)?.parse().ok())
+    }
+
+    /// Waits until every running Sentinel names the master on `port`, and that server
+    /// says it is a master.
+    ///
+    /// # Panics
+    ///
+    /// If that is not so within `within`.
+    pub fn wait_for_master(&mut self, port: u16, within: Duration) {
+        let deadline = Instant::now() + within;
+        let name = self.master_name.clone();
+        let address = format!("127.0.0.1 {port}");
+        for sentinel in &mut self.sentinels {
+            if !sentinel.is_running() {
+                continue;
+            }
+            wait_for(deadline, "the Sentinels to name the new master", || {
+                sentinel
+                    .query(&["SENTINEL", "GET-MASTER-ADDR-BY-NAME", &name])
+                    .is_ok_and(|reply| reply == address)
+            });
+        }
+        let server = [Some(&self.master), self.replica.as_ref()]
+            .into_iter()
+            .flatten()
+            .find(|s| s.port == port)
+            .expect("the master or the replica");
+        wait_for(deadline, "the new master to take writes", || {
+            server
+                .query(&["ROLE"])
+                .is_ok_and(|role| role.starts_with("master"))
+        });
+    }
+}
+
+/// Polls `ready` until it holds.
+///
+/// # Panics
+///
+/// If it does not by `deadline`, naming `what`.
+fn wait_for(deadline: Instant, what: &str, mut ready: impl FnMut() -> bool) {
+    while !ready() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        thread::sleep(POLL_INTERVAL * 10);
+    }
+}
+
 /// A free loopback port, found by binding port 0 and releasing it. For a cluster node,
 /// also `port + 10000`, the default cluster bus port (older servers cannot set it).
 fn free_port(cluster: bool) -> u16 {
@@ -509,6 +861,16 @@ fn read_reply(reader: &mut impl BufRead) -> io::Result<String> {
             reader.read_exact(&mut body)?;
             body.truncate(len);
             String::from_utf8(body).map_err(io::Error::other)
+        }
+        "*" => {
+            // An array, its items joined by spaces (nil as "").
+            let Ok(len) = usize::try_from(rest.parse::<i64>().map_err(io::Error::other)?) else {
+                return Ok(String::new());
+            };
+            let items = (0..len)
+                .map(|_| read_reply(reader))
+                .collect::<io::Result<Vec<_>>>()?;
+            Ok(items.join(" "))
         }
         _ => Err(io::Error::other(format!("unexpected reply {line:?}"))),
     }

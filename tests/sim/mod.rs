@@ -512,7 +512,7 @@ impl Sim {
         if self.waiting.is_empty() {
             return;
         }
-        let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+        let mut cx = Context::from_waker(std::task::Waker::noop());
         let waiting = std::mem::take(&mut self.waiting);
         for (arrived, mut future) in waiting {
             match future.as_mut().poll(&mut cx) {

@@ -9,6 +9,8 @@
 //! | [`StoreKind::Memory`] | [`MemoryStore`] (one process) | — |
 //! | [`StoreKind::Redis`] | [`RedisStore`] over one server | `REDIS_TYPE=single`, `REDIS_URL` |
 //! | [`StoreKind::RedisCluster`] | [`RedisStore`] over a Cluster | `REDIS_TYPE=cluster`, `REDIS_URL` (comma-separated) |
+//! | [`StoreKind::RedisSentinel`] | [`RedisStore`] over the master Sentinels name, followed across failovers | `REDIS_TYPE=sentinel`, `REDIS_URL` (`mymaster,host:26379,…`) |
+//! | [`BackendOptions::redis_tls`] | the CA and client certificate of `rediss://` connections | `REDIS_TLS_CACERT`, `REDIS_TLS_CLIENT_CERT`, `REDIS_TLS_CLIENT_KEY` |
 //! | [`BackendOptions::per_second`] | a second store for per-second limits | `REDIS_PERSECOND*` |
 //! | [`BackendOptions::key_prefix`] | the store's key prefix | `CACHE_KEY_PREFIX` |
 //! | [`FailureMode`] | the store as is, or under [`Resilient`] failing open | — |
@@ -43,13 +45,16 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
 use tollgate::ConfigError;
 use tollgate::KeyedConfig;
-use tollgate::store::{FailurePolicy, MemoryStore, RedisStore, Resilient, Store, StoreError};
+use tollgate::store::{
+    FailurePolicy, MemoryStore, RedisConnectOptions, RedisStore, Resilient, Store, StoreError,
+};
 use tollgate::time::{Clock, MonotonicClock};
 
 use crate::verdict::{VerdictError, unit_seconds, window_start};
@@ -79,6 +84,48 @@ pub enum StoreKind {
         /// Node URLs.
         urls: Vec<String>,
     },
+    /// The master that Sentinels name, followed across failovers
+    /// ([`SentinelConnection`](tollgate::store::SentinelConnection)).
+    RedisSentinel {
+        /// The master's name, as the sentinels know it.
+        master_name: String,
+        /// The sentinels' URLs (`redis://host:26379`).
+        sentinels: Vec<String>,
+        /// The master's ACL user, if any.
+        username: Option<String>,
+        /// The master's password, if any.
+        password: Option<String>,
+        /// Whether the master speaks TLS.
+        tls: bool,
+    },
+}
+
+/// PEM files for TLS to Redis (`REDIS_TLS_CACERT`, `REDIS_TLS_CLIENT_CERT`,
+/// `REDIS_TLS_CLIENT_KEY`), read when the service connects. Not used for a Cluster,
+/// whose `rediss://` nodes are checked against the system's roots.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RedisTlsFiles {
+    /// The CA(s) to check Redis's certificates against, instead of the system's roots.
+    pub ca_cert: Option<PathBuf>,
+    /// A client certificate and its key.
+    pub client: Option<(PathBuf, PathBuf)>,
+}
+
+impl RedisTlsFiles {
+    /// The CA file `ca_cert`, and the client certificate and key, if any.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate_rls::backend::RedisTlsFiles;
+    ///
+    /// let files = RedisTlsFiles::new(Some("/etc/redis/ca.pem".into()), None);
+    /// assert!(files.client.is_none());
+    /// ```
+    pub fn new(ca_cert: Option<PathBuf>, client: Option<(PathBuf, PathBuf)>) -> Self {
+        RedisTlsFiles { ca_cert, client }
+    }
 }
 
 /// What a store failure does to a call.
@@ -121,6 +168,8 @@ pub struct BackendOptions {
     pub deadline: Duration,
     /// The bound of the local over-limit cache in bytes; 0 for none.
     pub local_cache_bytes: usize,
+    /// The CA and client certificate of TLS connections to Redis.
+    pub redis_tls: RedisTlsFiles,
 }
 
 impl BackendOptions {
@@ -151,6 +200,7 @@ impl BackendOptions {
             failure_mode: FailureMode::Error,
             deadline: DEFAULT_DEADLINE,
             local_cache_bytes: 0,
+            redis_tls: RedisTlsFiles::default(),
         }
     }
 }
@@ -202,7 +252,9 @@ impl Backend {
     /// # Errors
     ///
     /// - [`StoreError::Config`] for a prefix with a brace, a memory bound of 0, a
-    ///   Cluster without URLs, or a zero deadline under [`FailureMode::Allow`];
+    ///   Cluster or Sentinel without URLs, or a zero deadline under
+    ///   [`FailureMode::Allow`];
+    /// - [`StoreError::InvalidUrl`] for a TLS file that cannot be read;
     /// - [`StoreError::InvalidUrl`], [`StoreError::Authentication`] or
     ///   [`StoreError::Connection`] when Redis cannot be reached, whatever the failure
     ///   mode: a service that starts without its Redis is misconfigured.
@@ -394,6 +446,7 @@ fn describe(kind: &StoreKind, mode: FailureMode) -> String {
         StoreKind::Memory { .. } => return "memory".into(),
         StoreKind::Redis { .. } => "redis",
         StoreKind::RedisCluster { .. } => "redis cluster",
+        StoreKind::RedisSentinel { .. } => "redis sentinel",
     };
     match mode {
         FailureMode::Error => format!("{store}, failing calls on errors"),
@@ -418,7 +471,27 @@ async fn build(kind: &StoreKind, options: &BackendOptions) -> Result<Arc<dyn Sto
             MonotonicClock::new(),
         )?)),
         StoreKind::Redis { url } => {
-            let store = RedisStore::connect(url, prefix).await?;
+            let connect = connect_options(&options.redis_tls)?;
+            let store = RedisStore::connect_with(url, prefix, &connect).await?;
+            wrap(store, options)
+        }
+        StoreKind::RedisSentinel {
+            master_name,
+            sentinels,
+            username,
+            password,
+            tls,
+        } => {
+            let mut connect = connect_options(&options.redis_tls)?.tls(*tls);
+            connect = match (username, password) {
+                (Some(username), Some(password)) => connect.user(username, password),
+                (_, Some(password)) => connect.password(password),
+                _ => connect,
+            };
+            let sentinels: Vec<&str> = sentinels.iter().map(String::as_str).collect();
+            let store =
+                RedisStore::connect_sentinel_with(&sentinels, master_name, prefix, &connect)
+                    .await?;
             wrap(store, options)
         }
         StoreKind::RedisCluster { urls } => {
@@ -433,6 +506,23 @@ async fn build(kind: &StoreKind, options: &BackendOptions) -> Result<Arc<dyn Sto
             wrap(store, options)
         }
     }
+}
+
+/// The connection options with the TLS files' contents.
+fn connect_options(files: &RedisTlsFiles) -> Result<RedisConnectOptions, StoreError> {
+    let read = |path: &Path| {
+        std::fs::read(path).map_err(|e| {
+            StoreError::InvalidUrl(format!("cannot read {}: {e}", path.display()).into())
+        })
+    };
+    let mut options = RedisConnectOptions::new();
+    if let Some(ca_cert) = &files.ca_cert {
+        options = options.root_certificate_pem(read(ca_cert)?);
+    }
+    if let Some((cert, key)) = &files.client {
+        options = options.client_certificate_pem(read(cert)?, read(key)?);
+    }
+    Ok(options)
 }
 
 fn wrap<S: Store + 'static>(

@@ -61,7 +61,15 @@
 //!   and labels Go's Prometheus mapping gives; `over_limit_with_local_cache` and
 //!   `domain_not_found` are families of their own (see [`stats`]).
 //! - **Not served**: configuration over xDS (`CONFIG_TYPE=GRPC_XDS_SOTW`), memcached,
-//!   TLS on the gRPC listener, the debug port's endpoints, and Redis Sentinel.
+//!   TLS on the gRPC listener, the debug port's endpoints,
+//!   `REDIS_TLS_SKIP_HOSTNAME_VERIFICATION`, and a private CA for a Redis Cluster (its
+//!   `rediss://` nodes are checked against the system's roots).
+//! - **Redis through Sentinel** (`REDIS_TYPE=SENTINEL`): the sentinels are reached in
+//!   plain TCP, `REDIS_AUTH` and `REDIS_TLS` being the master's, as in Go (a sentinel
+//!   given as a URL, `redis://:password@host:26379`, is reached as it says); the master
+//!   is followed across failovers (see
+//!   [`SentinelConnection`](tollgate::store::SentinelConnection) for what a failover
+//!   can over-admit).
 //!
 //! Modules, one concern each:
 //! - [`settings`]: command-line flags and the Go service's environment variables.
@@ -70,9 +78,13 @@
 //! - [`health`]: the health the HTTP and gRPC health checks report.
 //! - [`engine`]: `ShouldRateLimit`'s semantics, as the Go service decides.
 //! - [`verdict`]: the Go service's decision arithmetic, pure: statuses, stats, response.
-//! - [`backend`]: where counts live: memory, Redis, Redis Cluster.
+//! - [`backend`]: where counts live: memory, Redis, Redis Cluster, Redis through
+//!   Sentinel.
 //! - [`stats`]: the Go service's stats, exposed as Prometheus metrics.
-//! - [`grpc`], [`http`], [`json`]: the transports.
+//! - [`grpc`], [`http`], [`json`]: the transports; [`hot_path`]: `ShouldRateLimit`
+//!   answered inside tonic's server without its router and codec.
+//! - [`quota`]: Envoy's Rate Limit Quota Service (RLQS), quotas assigned to each Envoy
+//!   from the same domain files.
 //! - [`server`]: starting, serving and draining.
 
 pub mod backend;
@@ -83,6 +95,7 @@ pub mod health;
 pub mod hot_path;
 pub mod http;
 pub mod json;
+pub mod quota;
 pub mod reload;
 pub mod server;
 pub mod settings;

@@ -37,6 +37,7 @@ use crate::grpc::RateLimitGrpc;
 use crate::health::Health;
 use crate::hot_path::HotPathLayer;
 use crate::http::{MetricsText, metrics_router, router};
+use crate::quota::{QuotaGrpc, QuotaOptions};
 use crate::reload::{LoadOutcome, OnLoad, Reloader};
 use crate::settings::{
     Args, BackendKind, LogFormat, LogLevel, RedisKind, RedisOptions, Settings, SocketType,
@@ -280,11 +281,22 @@ pub async fn serve(
     let (reporter, health_service) = tonic_health::server::health_reporter();
     let health_task = tokio::spawn(report_health(health.subscribe(), reporter));
 
+    // The quota service's shares live in this process: with a shared store, other
+    // replicas would hand out the same quota again.
+    let quota = match backend_options(&settings).store {
+        StoreKind::Memory { .. } => QuotaGrpc::new(engine.clone(), QuotaOptions::default()),
+        _ => QuotaGrpc::refusing(
+            engine.clone(),
+            "the rate limit quota service keeps its shares in this process: it serves with \
+             BACKEND_TYPE=memory only",
+        ),
+    };
     let grpc_stop = stopped(stop_rx.clone());
     let grpc = tonic::transport::Server::builder()
         .layer(HotPathLayer::new(engine.clone()))
         .add_service(health_service)
         .add_service(RateLimitGrpc::new(engine.clone()).into_server())
+        .add_service(quota.into_server())
         .serve_with_incoming_shutdown(
             tonic::transport::server::TcpIncoming::from(grpc_listener).with_nodelay(Some(true)),
             grpc_stop,
@@ -425,10 +437,34 @@ fn backend_options(settings: &Settings) -> BackendOptions {
     };
     options.deadline = backend.redis.timeout;
     options.local_cache_bytes = backend.local_cache_size_in_bytes;
+    options.redis_tls = backend.redis.tls_files.clone();
     options
 }
 
 fn redis_store(redis: &RedisOptions) -> StoreKind {
+    if let RedisKind::Sentinel = redis.kind {
+        // Go's form: the master's name, then the sentinels, reached in plain TCP
+        // without credentials; REDIS_AUTH and REDIS_TLS are the master's.
+        let (username, password) = split_auth(redis.auth.as_deref());
+        let mut parts = redis.urls.iter();
+        let master_name = parts.next().cloned().unwrap_or_default();
+        let sentinels = parts
+            .map(|address| {
+                if address.contains("://") {
+                    address.clone()
+                } else {
+                    format!("redis://{address}")
+                }
+            })
+            .collect();
+        return StoreKind::RedisSentinel {
+            master_name,
+            sentinels,
+            username: (!username.is_empty()).then(|| username.to_owned()),
+            password: (!password.is_empty()).then(|| password.to_owned()),
+            tls: redis.tls,
+        };
+    }
     let urls: Vec<String> = redis.urls.iter().map(|u| redis_url(u, redis)).collect();
     match redis.kind {
         RedisKind::Cluster => StoreKind::RedisCluster { urls },
@@ -438,21 +474,24 @@ fn redis_store(redis: &RedisOptions) -> StoreKind {
     }
 }
 
+/// `REDIS_AUTH`'s user and password: `password` or `user:password`.
+fn split_auth(auth: Option<&str>) -> (&str, &str) {
+    match auth {
+        Some(auth) => auth.split_once(':').unwrap_or(("", auth)),
+        None => ("", ""),
+    }
+}
+
 /// A redis-rs URL from the Go service's forms: `host:port` over TCP, a socket path
 /// (`REDIS_SOCKET_TYPE=unix`, or any address starting with `/`), with `REDIS_AUTH`
-/// (`password` or `user:password`) and `REDIS_TLS`. A URL with a scheme is taken as
-/// it is.
+/// (`password` or `user:password`, percent-encoded: a password may hold `@`, `/`,
+/// `:` or `#`) and `REDIS_TLS`. A URL with a scheme is taken as it is.
 fn redis_url(address: &str, redis: &RedisOptions) -> String {
     if address.contains("://") {
         return address.to_owned();
     }
-    let (user, password) = match redis.auth.as_deref() {
-        Some(auth) => match auth.split_once(':') {
-            Some((user, password)) => (user, password),
-            None => ("", auth),
-        },
-        None => ("", ""),
-    };
+    let (user, password) = split_auth(redis.auth.as_deref());
+    let (user, password) = (percent_encode(user), percent_encode(password));
     let socket = address.starts_with('/')
         || (matches!(redis.socket_type, SocketType::Unix) && !address.contains(':'));
     if socket {
@@ -467,5 +506,82 @@ fn redis_url(address: &str, redis: &RedisOptions) -> String {
         format!("{scheme}://{address}")
     } else {
         format!("{scheme}://{user}:{password}@{address}")
+    }
+}
+
+/// Escapes everything but unreserved URL characters.
+fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                char::from(b).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::Args;
+
+    fn redis(args: &[&str]) -> RedisOptions {
+        let mut all = vec!["tollgate-rls", "--backend-type", "redis"];
+        all.extend_from_slice(args);
+        Args::parse_from_iter(all)
+            .unwrap()
+            .into_settings()
+            .unwrap()
+            .backend
+            .redis
+    }
+
+    #[test]
+    fn credentials_are_percent_encoded() {
+        let options = redis(&[
+            "--redis-socket-type",
+            "tcp",
+            "--redis-url",
+            "h:6379",
+            "--redis-auth",
+            "bob:p@ss:w/rd#1",
+            "--redis-tls",
+        ]);
+        assert_eq!(
+            redis_url("h:6379", &options),
+            "rediss://bob:p%40ss%3Aw%2Frd%231@h:6379"
+        );
+        let url = redis_url("/tmp/r.sock", &options);
+        assert_eq!(
+            url,
+            "redis+unix:///tmp/r.sock?user=bob&pass=p%40ss%3Aw%2Frd%231"
+        );
+    }
+
+    #[test]
+    fn sentinel_is_a_master_name_then_sentinels() {
+        let options = redis(&[
+            "--redis-type",
+            "SENTINEL",
+            "--redis-url",
+            "mymaster,10.0.0.1:26379,redis://10.0.0.2:26379",
+            "--redis-auth",
+            "s3cret",
+            "--redis-tls",
+        ]);
+        assert_eq!(
+            redis_store(&options),
+            StoreKind::RedisSentinel {
+                master_name: "mymaster".into(),
+                sentinels: vec![
+                    "redis://10.0.0.1:26379".into(),
+                    "redis://10.0.0.2:26379".into()
+                ],
+                username: None,
+                password: Some("s3cret".into()),
+                tls: true,
+            }
+        );
     }
 }

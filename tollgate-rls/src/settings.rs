@@ -29,6 +29,8 @@ use std::time::Duration;
 
 use clap::Parser;
 
+pub use crate::backend::RedisTlsFiles;
+
 /// The command line and the environment, as given.
 ///
 /// Each field's flag is `--` and its name in kebab case; its environment variable is
@@ -119,27 +121,40 @@ pub struct Args {
     /// Where counts live: `memory` or `redis`.
     #[arg(long, env = "BACKEND_TYPE", default_value = "memory")]
     pub backend_type: String,
-    /// `SINGLE` or `CLUSTER`.
+    /// `SINGLE`, `CLUSTER` or `SENTINEL`.
     #[arg(long, env = "REDIS_TYPE", default_value = "SINGLE")]
     pub redis_type: String,
     /// `tcp` or `unix`.
     #[arg(long, env = "REDIS_SOCKET_TYPE", default_value = "unix")]
     pub redis_socket_type: String,
-    /// The Redis address: `host:port`, a socket path, or for a cluster a
-    /// comma-separated list.
+    /// The Redis address: `host:port`, a socket path, for a cluster a comma-separated
+    /// list, and for Sentinel the master's name then the sentinels,
+    /// `mymaster,host1:26379,host2:26379`.
     #[arg(
         long,
         env = "REDIS_URL",
         default_value = "/var/run/nutcracker/ratelimit.sock"
     )]
     pub redis_url: String,
-    /// `password` or `user:password`.
+    /// `password` or `user:password` (through Sentinel: the master's).
     #[arg(long, env = "REDIS_AUTH", default_value = "", hide_env_values = true)]
     pub redis_auth: String,
-    /// Connect to Redis over TLS.
+    /// Connect to Redis over TLS (through Sentinel: to the master; the sentinels are
+    /// reached in plain TCP, as the Go service reaches them).
     #[arg(long, env = "REDIS_TLS", value_parser = parse_go_bool, default_value = "false",
           num_args = 0..=1, default_missing_value = "true")]
     pub redis_tls: bool,
+    /// A PEM file of the CA(s) that Redis's certificates are checked against, rather
+    /// than the system's roots (both Redis connections).
+    #[arg(long, env = "REDIS_TLS_CACERT", default_value = "")]
+    pub redis_tls_cacert: String,
+    /// A PEM client certificate for Redis servers that ask for one (with
+    /// REDIS_TLS_CLIENT_KEY).
+    #[arg(long, env = "REDIS_TLS_CLIENT_CERT", default_value = "")]
+    pub redis_tls_client_cert: String,
+    /// The PEM private key of REDIS_TLS_CLIENT_CERT.
+    #[arg(long, env = "REDIS_TLS_CLIENT_KEY", default_value = "")]
+    pub redis_tls_client_key: String,
     /// Connections to Redis.
     #[arg(long, env = "REDIS_POOL_SIZE", default_value_t = 10)]
     pub redis_pool_size: usize,
@@ -150,9 +165,21 @@ pub struct Args {
     #[arg(long, env = "REDIS_PERSECOND", value_parser = parse_go_bool, default_value = "false",
           num_args = 0..=1, default_missing_value = "true")]
     pub redis_persecond: bool,
-    /// `SINGLE` or `CLUSTER`, for the per-second Redis.
+    /// `SINGLE`, `CLUSTER` or `SENTINEL`, for the per-second Redis.
     #[arg(long, env = "REDIS_PERSECOND_TYPE", default_value = "SINGLE")]
     pub redis_persecond_type: String,
+    /// As REDIS_AUTH, for the per-second Redis.
+    #[arg(
+        long,
+        env = "REDIS_PERSECOND_AUTH",
+        default_value = "",
+        hide_env_values = true
+    )]
+    pub redis_persecond_auth: String,
+    /// As REDIS_TLS, for the per-second Redis.
+    #[arg(long, env = "REDIS_PERSECOND_TLS", value_parser = parse_go_bool,
+          default_value = "false", num_args = 0..=1, default_missing_value = "true")]
+    pub redis_persecond_tls: bool,
     /// The per-second Redis's address, as `REDIS_URL`.
     #[arg(
         long,
@@ -320,6 +347,22 @@ impl Args {
         };
         let main_kind = redis_kind("REDIS_TYPE", &self.redis_type)?;
         let persecond_kind = redis_kind("REDIS_PERSECOND_TYPE", &self.redis_persecond_type)?;
+        let main_urls = split_urls(&self.redis_url);
+        let persecond_urls = split_urls(&self.redis_persecond_url);
+        check_sentinel_urls("REDIS_URL", main_kind, &main_urls, &self.redis_url)?;
+        if self.redis_persecond {
+            check_sentinel_urls(
+                "REDIS_PERSECOND_URL",
+                persecond_kind,
+                &persecond_urls,
+                &self.redis_persecond_url,
+            )?;
+        }
+        let redis_tls_files = redis_tls_files(
+            self.redis_tls_cacert,
+            self.redis_tls_client_cert,
+            self.redis_tls_client_key,
+        )?;
         let redis_socket = match self.redis_socket_type.to_ascii_lowercase().as_str() {
             "tcp" => SocketType::Tcp,
             "unix" => SocketType::Unix,
@@ -417,18 +460,21 @@ impl Args {
                 redis: RedisOptions {
                     kind: main_kind,
                     socket_type: redis_socket,
-                    urls: split_urls(&self.redis_url),
-                    auth: (!self.redis_auth.is_empty()).then_some(self.redis_auth.clone()),
+                    urls: main_urls,
+                    auth: (!self.redis_auth.is_empty()).then_some(self.redis_auth),
                     tls: self.redis_tls,
+                    tls_files: redis_tls_files.clone(),
                     pool_size: self.redis_pool_size,
                     timeout: self.redis_timeout,
                 },
                 per_second: self.redis_persecond.then(|| RedisOptions {
                     kind: persecond_kind,
                     socket_type: redis_socket,
-                    urls: split_urls(&self.redis_persecond_url),
-                    auth: (!self.redis_auth.is_empty()).then_some(self.redis_auth),
-                    tls: self.redis_tls,
+                    urls: persecond_urls,
+                    auth: (!self.redis_persecond_auth.is_empty())
+                        .then_some(self.redis_persecond_auth),
+                    tls: self.redis_persecond_tls,
+                    tls_files: redis_tls_files,
                     pool_size: self.redis_pool_size,
                     timeout: self.redis_timeout,
                 }),
@@ -656,7 +702,8 @@ pub struct BackendOptions {
     /// Bytes of the local over-limit cache, 0 for none (`LOCAL_CACHE_SIZE_IN_BYTES`).
     pub local_cache_size_in_bytes: usize,
     /// A Redis of its own for limits of a second (`REDIS_PERSECOND`, with
-    /// `REDIS_PERSECOND_URL` and `REDIS_PERSECOND_TYPE`; the rest as the main one's).
+    /// `REDIS_PERSECOND_URL`, `REDIS_PERSECOND_TYPE`, `REDIS_PERSECOND_AUTH` and
+    /// `REDIS_PERSECOND_TLS`; the rest as the main one's).
     pub per_second: Option<RedisOptions>,
 }
 
@@ -674,23 +721,26 @@ pub enum BackendKind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RedisOptions {
-    /// One server or a cluster (`REDIS_TYPE`).
+    /// One server, a cluster, or a master behind Sentinel (`REDIS_TYPE`).
     pub kind: RedisKind,
     /// TCP or a Unix socket (`REDIS_SOCKET_TYPE`).
     pub socket_type: SocketType,
-    /// `REDIS_URL` split at commas: `host:port`, a socket path, or `redis://` URLs.
+    /// `REDIS_URL` split at commas: `host:port`, a socket path, or `redis://` URLs;
+    /// for Sentinel, the master's name then the sentinels' addresses.
     pub urls: Vec<String>,
     /// `REDIS_AUTH`: `password` or `user:password`.
     pub auth: Option<String>,
     /// Connect over TLS (`REDIS_TLS`).
     pub tls: bool,
+    /// The CA and client certificate files for TLS.
+    pub tls_files: RedisTlsFiles,
     /// Connections (`REDIS_POOL_SIZE`).
     pub pool_size: usize,
     /// The bound on one connection or call (`REDIS_TIMEOUT`).
     pub timeout: Duration,
 }
 
-/// One Redis server or a cluster.
+/// One Redis server, a cluster, or a master behind Sentinel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RedisKind {
@@ -698,6 +748,8 @@ pub enum RedisKind {
     Single,
     /// A Redis Cluster.
     Cluster,
+    /// The master a group of Sentinels names, followed across failovers.
+    Sentinel,
 }
 
 /// How Redis is reached.
@@ -908,13 +960,66 @@ fn listen_addr(addr: &str) -> String {
     }
 }
 
-/// `SINGLE` or `CLUSTER`, any case.
+/// `SINGLE`, `CLUSTER` or `SENTINEL`, any case.
 fn redis_kind(variable: &'static str, value: &str) -> Result<RedisKind, SettingsError> {
     match value.to_ascii_lowercase().as_str() {
         "single" => Ok(RedisKind::Single),
         "cluster" => Ok(RedisKind::Cluster),
-        _ => Err(SettingsError::new(variable, value, "SINGLE or CLUSTER")),
+        "sentinel" => Ok(RedisKind::Sentinel),
+        _ => Err(SettingsError::new(
+            variable,
+            value,
+            "SINGLE, CLUSTER or SENTINEL",
+        )),
     }
+}
+
+/// For Sentinel, a master's name and at least one sentinel, as Go requires.
+fn check_sentinel_urls(
+    variable: &'static str,
+    kind: RedisKind,
+    urls: &[String],
+    value: &str,
+) -> Result<(), SettingsError> {
+    if kind == RedisKind::Sentinel && urls.len() < 2 {
+        return Err(SettingsError::new(
+            variable,
+            value,
+            "the master's name, then the sentinels: mymaster,host1:26379,host2:26379",
+        ));
+    }
+    Ok(())
+}
+
+/// The TLS files, a client certificate only with its key.
+fn redis_tls_files(
+    ca_cert: String,
+    client_cert: String,
+    client_key: String,
+) -> Result<RedisTlsFiles, SettingsError> {
+    let path = |p: String| (!p.is_empty()).then(|| PathBuf::from(p));
+    let client = match (path(client_cert), path(client_key)) {
+        (Some(cert), Some(key)) => Some((cert, key)),
+        (None, None) => None,
+        (Some(_), None) => {
+            return Err(SettingsError::new(
+                "REDIS_TLS_CLIENT_KEY",
+                "",
+                "a key file, with REDIS_TLS_CLIENT_CERT",
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(SettingsError::new(
+                "REDIS_TLS_CLIENT_CERT",
+                "",
+                "a certificate file, with REDIS_TLS_CLIENT_KEY",
+            ));
+        }
+    };
+    Ok(RedisTlsFiles {
+        ca_cert: path(ca_cert),
+        client,
+    })
 }
 
 /// A comma-separated list of addresses.
@@ -1032,7 +1137,15 @@ mod tests {
     fn bad_values_name_the_setting() {
         for (args, name) in [
             (&["--backend-type", "memcache"][..], "BACKEND_TYPE"),
-            (&["--redis-type", "SENTINEL"][..], "REDIS_TYPE"),
+            (&["--redis-type", "REPLICA"][..], "REDIS_TYPE"),
+            (
+                &["--redis-type", "SENTINEL", "--redis-url", "mymaster"][..],
+                "REDIS_URL",
+            ),
+            (
+                &["--redis-tls-client-cert", "/c.pem"][..],
+                "REDIS_TLS_CLIENT_KEY",
+            ),
             (&["--log-format", "xml"][..], "LOG_FORMAT"),
             (&["--log-level", "loud"][..], "LOG_LEVEL"),
             (&["--near-limit-ratio", "1.5"][..], "NEAR_LIMIT_RATIO"),
@@ -1070,6 +1183,7 @@ mod tests {
         assert_eq!(s.backend.redis.kind, RedisKind::Cluster);
         assert_eq!(s.backend.redis.urls, ["a:1", "b:2"]);
         assert_eq!(s.backend.redis.auth.as_deref(), Some("pw"));
+        assert_eq!(s.backend.redis.tls_files, RedisTlsFiles::default());
         assert_eq!(
             s.engine.response_headers.unwrap().remaining,
             "RateLimit-Remaining"
@@ -1077,5 +1191,44 @@ mod tests {
         assert_eq!(s.prometheus.unwrap().addr, "0.0.0.0:9090");
         assert_eq!(s.engine.counting, Counting::Each);
         assert!(s.grpc_addr.starts_with("[::1]:"));
+    }
+
+    #[test]
+    fn sentinel_takes_a_master_name_then_sentinels() {
+        let s = settings(&[
+            "--backend-type",
+            "redis",
+            "--redis-type",
+            "sentinel",
+            "--redis-url",
+            "mymaster,a:26379,b:26379",
+            "--redis-tls",
+            "--redis-tls-cacert",
+            "/ca.pem",
+            "--redis-persecond",
+            "--redis-persecond-type",
+            "SENTINEL",
+            "--redis-persecond-url",
+            "fast,c:26379",
+            "--redis-persecond-auth",
+            "u:p",
+        ])
+        .unwrap();
+        assert_eq!(s.backend.redis.kind, RedisKind::Sentinel);
+        assert_eq!(s.backend.redis.urls, ["mymaster", "a:26379", "b:26379"]);
+        assert!(s.backend.redis.tls);
+        assert_eq!(
+            s.backend.redis.tls_files.ca_cert.as_deref(),
+            Some(std::path::Path::new("/ca.pem"))
+        );
+        let per_second = s.backend.per_second.unwrap();
+        assert_eq!(per_second.kind, RedisKind::Sentinel);
+        assert_eq!(per_second.auth.as_deref(), Some("u:p"));
+        assert!(!per_second.tls);
+        assert!(
+            settings(&["--redis-persecond", "--redis-persecond-type", "sentinel"])
+                .unwrap_err()
+                .contains("REDIS_PERSECOND_URL")
+        );
     }
 }

@@ -1456,3 +1456,41 @@ async fn a_redis_failure_is_a_redis_error() {
         0
     );
 }
+
+/// Every key of a domain shares the domain's hash tag, and the memory store keeps a
+/// tag's keys in one shard: with the bound split over shards, a domain of more keys
+/// than one shard's share lost live counts (a key over its limit was admitted again).
+/// Found by the simulator; the backend's memory store now has one shard.
+#[tokio::test]
+async fn a_domain_of_many_keys_keeps_every_count() {
+    const RULES: &str = "
+domain: many
+descriptors:
+  - key: user
+    rate_limit: { unit: minute, requests_per_unit: 1 }
+";
+    for counting in BOTH {
+        let f = Fixture::at(T0, &[RULES], options(counting), 0);
+        let users = 5_000;
+        for round in 0..2 {
+            for u in 0..users {
+                let answer = f
+                    .ask(&request(
+                        "many",
+                        vec![descriptor(&[("user", &format!("u{u}"))])],
+                        1,
+                    ))
+                    .await;
+                let expected = if round == 0 {
+                    Code::Ok
+                } else {
+                    Code::OverLimit
+                };
+                assert_eq!(
+                    answer.overall_code, expected as i32,
+                    "{counting:?}: user {u}, round {round}"
+                );
+            }
+        }
+    }
+}

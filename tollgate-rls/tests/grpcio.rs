@@ -1,6 +1,7 @@
 //! The running binary as a client tollgate did not write sees it: Python's `grpcio`,
 //! with the Envoy stubs the gRPC project generates from Envoy's protos (`xds-protos`),
-//! runs tests/python/rls_grpcio_test.py against it.
+//! runs tests/python/rls_grpcio_test.py against it: `ShouldRateLimit`, and the rate
+//! limit quota service's streams.
 //!
 //! Needs `python3 -m pip install grpcio xds-protos` (`.ci/run` installs both). Without
 //! them the test says so and passes, except with `CI=true`, where it fails.
@@ -11,7 +12,11 @@ use std::process::Command;
 fn a_python_grpcio_client_gets_the_go_services_answers() {
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
     let ready = Command::new(&python)
-        .args(["-c", "import grpc, envoy.service.ratelimit.v3.rls_pb2_grpc"])
+        .args([
+            "-c",
+            "import grpc, envoy.service.ratelimit.v3.rls_pb2_grpc, \
+             envoy.service.rate_limit_quota.v3.rlqs_pb2_grpc",
+        ])
         .output();
     if !ready.is_ok_and(|o| o.status.success()) {
         let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");

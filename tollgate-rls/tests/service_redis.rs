@@ -277,3 +277,43 @@ async fn per_second_limits_count_in_their_own_redis() {
         "{in_per_second:?}"
     );
 }
+
+/// The quota service keeps its shares in its process: over Redis, where other
+/// replicas would hand out the same quota again, its streams are refused, saying why.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_quota_service_refuses_streams_over_redis() {
+    use envoy_types::pb::envoy::service::rate_limit_quota::v3::RateLimitQuotaUsageReports;
+    use envoy_types::pb::envoy::service::rate_limit_quota::v3::rate_limit_quota_service_client::RateLimitQuotaServiceClient;
+
+    let Some(()) = require_redis() else { return };
+    let redis = RedisServer::start();
+    let config = config();
+    let rls = start(
+        &config,
+        &[
+            ("BACKEND_TYPE", "redis".to_owned()),
+            ("REDIS_URL", format!("127.0.0.1:{}", redis.port())),
+        ],
+    );
+    let mut quota = RateLimitQuotaServiceClient::connect(rls.grpc_url())
+        .await
+        .unwrap();
+    let reports = futures_util::stream::iter(vec![RateLimitQuotaUsageReports {
+        domain: "shop".into(),
+        ..Default::default()
+    }]);
+    let status = quota.stream_rate_limit_quotas(reports).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::FailedPrecondition);
+    assert!(
+        status.message().contains("BACKEND_TYPE=memory"),
+        "{status:?}"
+    );
+    // ShouldRateLimit is served all the same.
+    let answer = client(&rls)
+        .await
+        .should_rate_limit(request("zed"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(answer.overall_code, Code::Ok as i32);
+}

@@ -5,12 +5,10 @@ use std::fmt;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use redis::aio::{
-    ConnectionLike, ConnectionManager, ConnectionManagerConfig, MultiplexedConnection,
-};
+use redis::aio::{ConnectionLike, ConnectionManager, MultiplexedConnection};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{Client, Cmd, ErrorKind, RedisError};
+use redis::{Cmd, ErrorKind, RedisError};
 
 use super::request::{Answers, Reply, Request};
 use super::rule::{RuleOutcome, Step};
@@ -23,7 +21,16 @@ use crate::units::duration_to_nanos;
 
 mod call;
 mod coalesce;
+mod connect;
 mod script;
+mod sentinel;
+#[cfg(feature = "redis-tls")]
+mod tls;
+
+pub use connect::RedisConnectOptions;
+pub use sentinel::SentinelConnection;
+#[cfg(feature = "redis-tls")]
+pub use tls::install_tls_provider;
 
 /// How long a cluster connection waits for a reply (a managed connection keeps
 /// redis-rs's 500 ms): a call that outlives it fails as a `Connection` error rather
@@ -105,38 +112,30 @@ impl<C> fmt::Debug for RedisStore<C> {
 }
 
 impl RedisStore<ConnectionManager> {
-    /// Connects to the Redis at `url` (`redis://[:password@]host:port/db`) through a
-    /// [`ConnectionManager`], which reconnects by itself after the connection drops,
-    /// and keeps keys under `prefix`.
+    /// Connects to the Redis at `url` (`redis://[[user]:password@]host:port/db`, or
+    /// `rediss://` with the feature `redis-tls`) through a [`ConnectionManager`],
+    /// which reconnects by itself after the connection drops, and keeps keys under
+    /// `prefix`.
     ///
     /// A connection attempt times out after 1 s and is retried once, so that a down
     /// Redis fails fast, and the new connection is checked with a `PING`, so that a
-    /// missing password fails here rather than at the first request; for other
-    /// settings, build the manager and use [`new`](Self::new).
+    /// missing password fails here rather than at the first request. For other
+    /// credentials, certificates or timeouts, use [`connect_with`](Self::connect_with);
+    /// for other settings, build the manager and use [`new`](Self::new).
     ///
     /// # Errors
     ///
     /// - [`StoreError::Config`] for a prefix with a brace;
     /// - [`StoreError::InvalidUrl`] for a malformed URL;
     /// - [`StoreError::Authentication`] if Redis refuses the password;
-    /// - [`StoreError::Connection`] if Redis cannot be reached.
+    /// - [`StoreError::Connection`] if Redis cannot be reached, or its TLS
+    ///   certificate does not verify.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future drops the connection made so far.
     pub async fn connect(url: &str, prefix: &str) -> Result<Self, StoreError> {
-        validate_prefix(prefix)?;
-        let client = Client::open(url).map_err(invalid_url)?;
-        let config = ConnectionManagerConfig::new()
-            .set_number_of_retries(1)
-            .set_max_delay(Duration::from_millis(100))
-            .set_connection_timeout(Some(CONNECT_TIMEOUT));
-        let mut connection = ConnectionManager::new_with_config(client, config)
-            .await
-            .map_err(from_redis)?;
-        // A connection without the password that a server requires opens fine: only
-        // its first command is refused, which should happen here rather than later.
-        redis::cmd("PING")
-            .query_async::<()>(&mut connection)
-            .await
-            .map_err(from_redis)?;
-        RedisStore::new(connection, prefix)?.preloaded().await
+        Self::connect_with(url, prefix, &RedisConnectOptions::new()).await
     }
 
     /// The same store, deciding concurrent requests up to `max_batch` per call
@@ -795,7 +794,16 @@ pub(crate) fn from_redis(error: RedisError) -> StoreError {
         || error.is_unrecoverable_error()
     {
         StoreError::Connection(Box::new(error))
-    } else if error.kind() == ErrorKind::InvalidClientConfig {
+    } else if matches!(
+        error.kind(),
+        ErrorKind::MasterNameNotFoundBySentinel | ErrorKind::NoValidReplicasFoundBySentinel
+    ) {
+        // No master yet: unknown to the sentinels, or a failover under way.
+        StoreError::Connection(Box::new(error))
+    } else if matches!(
+        error.kind(),
+        ErrorKind::InvalidClientConfig | ErrorKind::EmptySentinelList
+    ) {
         invalid_url(error)
     } else if error.code() == Some("TOLLGATE_CONFLICT") {
         // The script names the key: "TOLLGATE_CONFLICT <key>".

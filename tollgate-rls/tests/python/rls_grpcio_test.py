@@ -19,6 +19,7 @@ import unittest
 import grpc
 from envoy.extensions.common.ratelimit.v3 import ratelimit_pb2
 from envoy.service.ratelimit.v3 import rls_pb2, rls_pb2_grpc
+from envoy.service.rate_limit_quota.v3 import rlqs_pb2, rlqs_pb2_grpc
 
 BINARY = None
 
@@ -177,6 +178,65 @@ class Headers(unittest.TestCase):
             self.assertEqual(headers.get("RateLimit-Limit"), "20")
             self.assertEqual(headers.get("RateLimit-Remaining"), "15")
             self.assertIn("RateLimit-Reset", headers)
+        finally:
+            server.stop()
+
+
+class RateLimitQuota(unittest.TestCase):
+    """StreamRateLimitQuotas: a report per bucket, an assignment back, shares moving
+    between two streams as Envoys sharing a bucket see them."""
+
+    @staticmethod
+    def report(user, allowed=1, seconds=0):
+        usage = rlqs_pb2.RateLimitQuotaUsageReports.BucketQuotaUsage(
+            bucket_id=rlqs_pb2.BucketId(bucket={"user": user}),
+            num_requests_allowed=allowed,
+        )
+        usage.time_elapsed.seconds = seconds
+        return rlqs_pb2.RateLimitQuotaUsageReports(domain="python", bucket_quota_usages=[usage])
+
+    @staticmethod
+    def tokens(response):
+        self_actions = response.bucket_action
+        assert len(self_actions) == 1, response
+        action = self_actions[0].quota_assignment_action
+        bucket = action.rate_limit_strategy.token_bucket
+        return (
+            bucket.max_tokens,
+            bucket.tokens_per_fill.value,
+            bucket.fill_interval.seconds,
+            action.assignment_time_to_live.seconds,
+        )
+
+    def test_two_streams_share_a_bucket(self):
+        server = Server()
+        try:
+            stub = rlqs_pb2_grpc.RateLimitQuotaServiceStub(server.channel)
+            import queue
+
+            first, second = queue.Queue(), queue.Queue()
+            a = stub.StreamRateLimitQuotas(iter(first.get, None), timeout=30)
+            first.put(self.report("alice"))
+            self.assertEqual(self.tokens(next(a)), (20, 20, 60, 15))
+            b = stub.StreamRateLimitQuotas(iter(second.get, None), timeout=30)
+            second.put(self.report("alice"))
+            self.assertEqual(self.tokens(next(b)), (10, 10, 60, 15))
+            self.assertEqual(self.tokens(next(a)), (10, 10, 60, 15))
+            second.put(None)  # the second Envoy closes its side
+            self.assertEqual(self.tokens(next(a)), (20, 20, 60, 15))
+            first.put(None)
+        finally:
+            server.stop()
+
+    def test_a_report_without_a_domain_is_invalid(self):
+        server = Server()
+        try:
+            stub = rlqs_pb2_grpc.RateLimitQuotaServiceStub(server.channel)
+            bad = self.report("alice")
+            bad.domain = ""
+            with self.assertRaises(grpc.RpcError) as caught:
+                next(stub.StreamRateLimitQuotas(iter([bad]), timeout=30))
+            self.assertEqual(caught.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
         finally:
             server.stop()
 

@@ -1,0 +1,333 @@
+//! The buckets Envoys report, who reports each, and what each is assigned: the state
+//! of the quota service, without gRPC.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use super::share::split;
+
+/// A bucket: the domain and the bucket id's pairs, sorted by key.
+pub type BucketKey = (String, Vec<(String, String)>);
+
+/// What the domain files say of a bucket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BucketLimit {
+    /// No limit matches (or the limit is in shadow mode): every request passes.
+    None,
+    /// `unlimited: true`.
+    Unlimited,
+    /// `tokens` per `unit`, shared by every Envoy reporting the bucket.
+    Limited {
+        /// `requests_per_unit`.
+        tokens: u64,
+        /// The unit's length.
+        unit: Duration,
+    },
+}
+
+/// What one Envoy is told to do with a bucket's requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Assignment {
+    /// Admit every request.
+    AllowAll,
+    /// Refuse every request: no share of the limit, or a limit of 0.
+    DenyAll,
+    /// A token bucket of `tokens`, refilled with `tokens` every `unit`.
+    Tokens {
+        /// The share of the limit.
+        tokens: u64,
+        /// The limit's unit.
+        unit: Duration,
+    },
+}
+
+/// What one Envoy reported of one bucket.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Requests it admitted since its last report.
+    pub allowed: u64,
+    /// Requests it refused since its last report.
+    pub denied: u64,
+    /// The time since its last report (0 in the first).
+    pub elapsed: Duration,
+}
+
+/// A message for one stream about one bucket.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Update {
+    /// The stream it goes to.
+    pub stream: u64,
+    /// The bucket.
+    pub key: BucketKey,
+    /// `None`: abandon the bucket (forget it and its usage).
+    pub assignment: Option<Assignment>,
+}
+
+#[derive(Debug, Default)]
+struct Reporter {
+    /// Tokens per unit it asked for, from its last report of at least a second.
+    demand: Option<f64>,
+    /// Reports in a row without a request.
+    idle: u32,
+    assigned: Option<Assignment>,
+}
+
+#[derive(Debug)]
+struct Bucket {
+    limit: BucketLimit,
+    reporters: BTreeMap<u64, Reporter>,
+}
+
+/// Every bucket reported, and each one's reporters.
+#[derive(Debug)]
+pub struct Buckets {
+    buckets: HashMap<BucketKey, Bucket>,
+    abandon_after: u32,
+}
+
+impl Buckets {
+    /// No buckets; a reporter that reports a bucket idle `abandon_after` times in a row
+    /// is told to abandon it (0: never).
+    pub fn new(abandon_after: u32) -> Buckets {
+        Buckets {
+            buckets: HashMap::new(),
+            abandon_after,
+        }
+    }
+
+    /// `stream` reports `usage` of the bucket `key`, whose limit is now `limit`: the
+    /// updates to send. The reporter always gets its own (which renews its
+    /// assignment's time to live); others of the bucket get one when their share
+    /// changed.
+    pub fn report(
+        &mut self,
+        stream: u64,
+        key: &BucketKey,
+        limit: BucketLimit,
+        usage: Usage,
+    ) -> Vec<Update> {
+        let bucket = self.buckets.entry(key.clone()).or_insert_with(|| Bucket {
+            limit,
+            reporters: BTreeMap::new(),
+        });
+        bucket.limit = limit;
+        let reporter = bucket.reporters.entry(stream).or_default();
+        let requests = usage.allowed.saturating_add(usage.denied);
+        if let BucketLimit::Limited { unit, .. } = limit
+            && usage.elapsed >= Duration::from_secs(1)
+        {
+            let per_second = requests as f64 / usage.elapsed.as_secs_f64();
+            reporter.demand = Some(per_second * unit.as_secs_f64());
+        }
+        reporter.idle = if requests == 0 {
+            reporter.idle.saturating_add(1)
+        } else {
+            0
+        };
+        if self.abandon_after > 0 && reporter.idle >= self.abandon_after {
+            bucket.reporters.remove(&stream);
+            let mut updates = vec![Update {
+                stream,
+                key: key.clone(),
+                assignment: None,
+            }];
+            updates.extend(self.rebalance(key, None));
+            return updates;
+        }
+        self.rebalance(key, Some(stream))
+    }
+
+    /// `stream` is gone: the updates for the reporters left in its buckets.
+    pub fn leave(&mut self, stream: u64) -> Vec<Update> {
+        let keys: Vec<BucketKey> = self
+            .buckets
+            .iter()
+            .filter(|(_, b)| b.reporters.contains_key(&stream))
+            .map(|(k, _)| k.clone())
+            .collect();
+        let mut updates = Vec::new();
+        for key in keys {
+            if let Some(bucket) = self.buckets.get_mut(&key) {
+                bucket.reporters.remove(&stream);
+            }
+            updates.extend(self.rebalance(&key, None));
+        }
+        updates
+    }
+
+    /// Buckets with at least one reporter.
+    pub fn len(&self) -> usize {
+        self.buckets.len()
+    }
+
+    /// No bucket has a reporter.
+    pub fn is_empty(&self) -> bool {
+        self.buckets.is_empty()
+    }
+
+    /// The assignments of `key`'s reporters, from their demands: those that changed,
+    /// and `always`'s whatever it is. A bucket without reporters is forgotten.
+    fn rebalance(&mut self, key: &BucketKey, always: Option<u64>) -> Vec<Update> {
+        let Some(bucket) = self.buckets.get_mut(key) else {
+            return Vec::new();
+        };
+        if bucket.reporters.is_empty() {
+            self.buckets.remove(key);
+            return Vec::new();
+        }
+        let assignments: Vec<Assignment> = match bucket.limit {
+            BucketLimit::None | BucketLimit::Unlimited => {
+                vec![Assignment::AllowAll; bucket.reporters.len()]
+            }
+            BucketLimit::Limited { tokens, unit } => {
+                let demands: Vec<Option<f64>> =
+                    bucket.reporters.values().map(|r| r.demand).collect();
+                split(tokens, &demands)
+                    .into_iter()
+                    .map(|share| {
+                        if share == 0 {
+                            Assignment::DenyAll
+                        } else {
+                            Assignment::Tokens {
+                                tokens: share,
+                                unit,
+                            }
+                        }
+                    })
+                    .collect()
+            }
+        };
+        let mut updates = Vec::new();
+        for ((&stream, reporter), assignment) in bucket.reporters.iter_mut().zip(assignments) {
+            if reporter.assigned != Some(assignment) || always == Some(stream) {
+                reporter.assigned = Some(assignment);
+                updates.push(Update {
+                    stream,
+                    key: key.clone(),
+                    assignment: Some(assignment),
+                });
+            }
+        }
+        updates
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINUTE: Duration = Duration::from_secs(60);
+    const LIMIT: BucketLimit = BucketLimit::Limited {
+        tokens: 100,
+        unit: MINUTE,
+    };
+
+    fn key(user: &str) -> BucketKey {
+        ("test".into(), vec![("user".into(), user.into())])
+    }
+
+    fn tokens(n: u64) -> Option<Assignment> {
+        Some(Assignment::Tokens {
+            tokens: n,
+            unit: MINUTE,
+        })
+    }
+
+    /// Envoy's first report of a bucket: sent on its first request, no time elapsed.
+    fn first() -> Usage {
+        Usage {
+            allowed: 1,
+            ..Usage::default()
+        }
+    }
+
+    fn used(allowed: u64, seconds: u64) -> Usage {
+        Usage {
+            allowed,
+            denied: 0,
+            elapsed: Duration::from_secs(seconds),
+        }
+    }
+
+    #[test]
+    fn one_envoy_gets_the_whole_limit_two_share_it_and_it_comes_back() {
+        let mut buckets = Buckets::new(0);
+        let alice = key("alice");
+        let updates = buckets.report(1, &alice, LIMIT, first());
+        assert_eq!(updates.len(), 1);
+        assert_eq!(updates[0].assignment, tokens(100));
+
+        // A second Envoy: both halves, the first told without asking.
+        let updates = buckets.report(2, &alice, LIMIT, first());
+        let by_stream: Vec<(u64, Option<Assignment>)> =
+            updates.iter().map(|u| (u.stream, u.assignment)).collect();
+        assert_eq!(by_stream, vec![(1, tokens(50)), (2, tokens(50))]);
+
+        // The second leaves: the first has it all again.
+        let updates = buckets.leave(2);
+        assert_eq!(updates.len(), 1);
+        assert_eq!((updates[0].stream, updates[0].assignment), (1, tokens(100)));
+    }
+
+    #[test]
+    fn shares_follow_demand() {
+        let mut buckets = Buckets::new(0);
+        let alice = key("alice");
+        buckets.report(1, &alice, LIMIT, first());
+        buckets.report(2, &alice, LIMIT, first());
+        // Stream 1 used 5 in 5 s: 60 a minute, 90 with headroom; stream 2 unknown.
+        let updates = buckets.report(1, &alice, LIMIT, used(5, 5));
+        let shares: Vec<(u64, Option<Assignment>)> =
+            updates.iter().map(|u| (u.stream, u.assignment)).collect();
+        // 90 is more than half of 100: each is held to an equal share, so only the
+        // reporter hears (its assignment renewed).
+        assert_eq!(shares, vec![(1, tokens(50))]);
+        // Stream 1 slows to 1 in 5 s (12 a minute): 18, and the rest to stream 2.
+        let updates = buckets.report(1, &alice, LIMIT, used(1, 5));
+        let shares: Vec<(u64, Option<Assignment>)> =
+            updates.iter().map(|u| (u.stream, u.assignment)).collect();
+        assert_eq!(shares, vec![(1, tokens(18)), (2, tokens(82))]);
+    }
+
+    #[test]
+    fn unlimited_unmatched_and_zero_limits() {
+        let mut buckets = Buckets::new(0);
+        let u = buckets.report(1, &key("a"), BucketLimit::Unlimited, first());
+        assert_eq!(u[0].assignment, Some(Assignment::AllowAll));
+        let u = buckets.report(1, &key("b"), BucketLimit::None, first());
+        assert_eq!(u[0].assignment, Some(Assignment::AllowAll));
+        let zero = BucketLimit::Limited {
+            tokens: 0,
+            unit: MINUTE,
+        };
+        let u = buckets.report(1, &key("c"), zero, first());
+        assert_eq!(u[0].assignment, Some(Assignment::DenyAll));
+        // More Envoys than tokens: the last is refused until shares move.
+        let one = BucketLimit::Limited {
+            tokens: 1,
+            unit: MINUTE,
+        };
+        buckets.report(1, &key("d"), one, first());
+        let u = buckets.report(2, &key("d"), one, first());
+        assert_eq!(u.last().unwrap().assignment, Some(Assignment::DenyAll));
+    }
+
+    #[test]
+    fn an_idle_bucket_is_abandoned_and_its_share_goes_to_the_others() {
+        let mut buckets = Buckets::new(3);
+        let alice = key("alice");
+        buckets.report(1, &alice, LIMIT, first());
+        buckets.report(2, &alice, LIMIT, used(10, 5));
+        for _ in 0..2 {
+            let u = buckets.report(1, &alice, LIMIT, used(0, 5));
+            assert!(u.iter().all(|u| u.assignment.is_some()));
+        }
+        let u = buckets.report(1, &alice, LIMIT, used(0, 5));
+        assert_eq!(u[0].stream, 1);
+        assert_eq!(u[0].assignment, None, "abandoned");
+        assert_eq!((u[1].stream, u[1].assignment), (2, tokens(100)));
+        // The last reporter gone, the bucket is forgotten.
+        buckets.leave(2);
+        assert!(buckets.is_empty());
+    }
+}
