@@ -329,7 +329,7 @@ mod bench {
         CLOCK.get_or_init(MonotonicClock::new)
     }
 
-    /// Script calls the server has run so far.
+    /// Script and function calls the server has run so far.
     async fn script_calls(connection: &MultiplexedConnection) -> u64 {
         let mut connection = connection.clone();
         let info: String = redis::cmd("INFO")
@@ -338,7 +338,11 @@ mod bench {
             .await
             .expect("INFO");
         info.lines()
-            .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+            .filter(|l| {
+                l.starts_with("cmdstat_evalsha:")
+                    || l.starts_with("cmdstat_eval:")
+                    || l.starts_with("cmdstat_fcall:")
+            })
             .filter_map(|l| {
                 l.split("calls=")
                     .nth(1)?

@@ -1,7 +1,8 @@
 //! Decisions per second through Redis: C concurrent tokio tasks, each looping on one
 //! GCRA decision for a random key, pipelined over one shared connection (or a few),
-//! next to `redis-benchmark` running the same `EVALSHA` at the same concurrency and
-//! pipelining.
+//! by `FCALL` of the store's library and by `EVALSHA` of its script, next to
+//! `redis-benchmark` running a minimal GCRA script and the store's own calls at the
+//! same concurrency and pipelining.
 //!
 //! Starts its own `redis-server` on a free port (never the one on 6379). For each
 //! concurrency C (16, 64, 256) and connection count k (1, 4):
@@ -11,15 +12,20 @@
 //!   `ConnectionManager`, as `RedisStore::connect` builds it; task i uses store i % k);
 //! - `execute`: the same with `Store::execute` on a `Request` the task builds (without
 //!   the `Vec` of checks that `SharedLimiter` builds per call);
+//! - each by both paths: `FCALL` (the store as `connect` makes it, on a server with
+//!   Functions) and `EVALSHA` (the same stores, `without_functions`): before and after
+//!   Functions, in one run;
 //! - `redis-benchmark -c k -P C/k`: k connections, each sending a batch of C/k
 //!   requests and waiting for all their replies, so at most C are in flight, as with
-//!   C tasks on k multiplexed connections. It runs the very `EVALSHA` the store sends
-//!   (`RedisStore::script_call`), with the key's tag replaced by `__rand_int__`.
+//!   C tasks on k multiplexed connections. It runs, with the store's arguments
+//!   (`RedisStore::script_call`, the key's tag replaced by `__rand_int__`), the
+//!   minimal GCRA script (`MINIMAL_GCRA`: `TIME`, `GET`, `SET PX`; the ratio column's
+//!   base), then the very `FCALL` and `EVALSHA` the store sends.
 //!
 //! Keys are `bench:{NNNNNNNNNNNN}`, 12 digits drawn uniformly from 100,000 by both
 //! clients. The rule is 1,000 per second with a burst of 1,000 per key, so at these
 //! rates every decision is admitted and writes its key (`SET ... PX`). The server is
-//! emptied (`FLUSHALL`, scripts kept) before every run.
+//! emptied (`FLUSHALL`, scripts and functions kept) before every run.
 //!
 //! Every call's latency (from building the request to the decision, `Instant`) is kept
 //! and sorted for p50/p99; `redis-benchmark` reports its own, from sending a batch to
@@ -30,27 +36,33 @@
 //!
 //! Each configuration runs `--repeat` times (default 3), ours and redis-benchmark in
 //! turn, and the run with the median decisions/s of each client is shown; the ratio
-//! is of the medians.
+//! is of the medians, to the first peer (`--peers`, the minimal script by default).
 //!
-//! Then coalesced (`RedisStore::coalescing(B)`, one connection): C tasks on
-//! `Store::execute` over one store whose concurrent requests go up to B per `EVALSHA`,
+//! Then coalesced (`RedisStore::coalescing(B)`, one connection), by each path: C tasks
+//! on `Store::execute` over one store whose concurrent requests go up to B per call,
 //! with the mean requests per call (`INFO commandstats`), next to `redis-benchmark
 //! -c 1 -P 1` running the store's batch call of R requests (`batch_script_call`, R
-//! the mean per call of our run rounded, each key `__rand_int__`), its calls/s times R.
+//! the mean per call of our run rounded, each key `__rand_int__`) by the same path,
+//! its calls/s times R.
 //!
 //! Last, the server's ceiling: redis-benchmark alone (one connection, 64 pipelined)
-//! with the same arguments on `return 1`, on a minimal GCRA script, on the store's
-//! script without its driver (what every call defines), on the store's script (the
-//! one it sends GCRA requests to) and on the script of every kind, with the server's
-//! time per call (`CONFIG RESETSTAT`, then `INFO commandstats`' `usec_per_call`). The
-//! scripts take turns, `--repeat` rounds; the median of each is shown, and the ratio
-//! of the store's script to the minimal one.
+//! with the same arguments on `return 1` (a script and a function), on the minimal
+//! GCRA script, on the store's script without its driver (what every call defines),
+//! on the store's script (the one it sends GCRA requests to) and its library, on both
+//! with n written `01` (the general driver rather than the inline GCRA acquire), and
+//! on the script of every kind, with the server's time per call (`CONFIG RESETSTAT`,
+//! then `INFO commandstats`' `usec_per_call`). They take turns, `--repeat` rounds;
+//! the median of each is shown, and the ratios of the store's script and library to
+//! the minimal script.
 //!
 //! Run `cargo bench -p tollgate-benches --features redis --bench redis_throughput`
-//! (about 2.5 min). Options after `--`: `--secs S` per run (default 2), `--repeat R`,
+//! (about 10 min on 2 cores). Options after `--`: `--secs S` per run (default 2), `--repeat R`,
 //! `--tasks 16,64,256`, `--connections 1,4`, `--workers 2`, `--limiter-only`,
-//! `--no-ceiling`, `--batches 64,256` (coalesced runs' B), `--coalesced-only`,
-//! `--ceiling-only`.
+//! `--execute-only`, `--paths fcall,evalsha`, `--peers minimal,fcall,evalsha` (the
+//! first is the ratio's base), `--no-ceiling`, `--batches 64,256` (coalesced runs'
+//! B), `--no-coalesced`, `--coalesced-only`, `--ceiling-only`, `--extra-script NAME=FILE` and
+//! `--extra-library NAME=FILE` (more ceiling cases, e.g. another version's script or
+//! library, each also with n as `01`).
 
 #[cfg(not(feature = "redis"))]
 fn main() {
@@ -150,6 +162,61 @@ mod bench {
         }
     }
 
+    /// How the store calls its Lua: the library by `FCALL` (the default where the
+    /// server has Functions), or the scripts by `EVALSHA` (`without_functions`, the
+    /// path before Functions and on Redis 6).
+    #[derive(Clone, Copy, PartialEq)]
+    enum Path {
+        Fcall,
+        Evalsha,
+    }
+
+    impl Path {
+        fn name(self) -> &'static str {
+            match self {
+                Path::Fcall => "FCALL",
+                Path::Evalsha => "EVALSHA",
+            }
+        }
+
+        fn store(self, store: &RedisStore<ConnectionManager>) -> RedisStore<ConnectionManager> {
+            match self {
+                Path::Fcall => store.clone(),
+                Path::Evalsha => store.clone().without_functions(),
+            }
+        }
+
+        /// The command redis-benchmark sends for the store's call: `FCALL` of the
+        /// function or `EVALSHA` of the script, then `args`.
+        fn command(self, args: &[String]) -> Vec<String> {
+            let mut command = match self {
+                Path::Fcall => vec!["FCALL".to_owned(), function_name().to_owned()],
+                Path::Evalsha => vec!["EVALSHA".to_owned(), gcra_script_hash().to_owned()],
+            };
+            command.extend(args.iter().cloned());
+            command
+        }
+    }
+
+    /// What redis-benchmark runs next to our clients, at the same concurrency.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Peer {
+        /// The minimal GCRA script (`MINIMAL_GCRA`): the issue's target.
+        Minimal,
+        /// The very call the store sends, by either path.
+        Store(Path),
+    }
+
+    impl Peer {
+        fn name(self) -> &'static str {
+            match self {
+                Peer::Minimal => "minimal GCRA script",
+                Peer::Store(Path::Fcall) => "the store's FCALL",
+                Peer::Store(Path::Evalsha) => "the store's EVALSHA",
+            }
+        }
+    }
+
     /// One run's figures.
     #[derive(Clone)]
     struct Figures {
@@ -164,7 +231,7 @@ mod bench {
         server_cpu: Duration,
         /// Heap allocations of this process per decision (not redis-benchmark's).
         allocations: Option<f64>,
-        /// Decisions per `EVALSHA`, for our runs.
+        /// Decisions per call (`FCALL` or `EVALSHA`), for our runs.
         per_call: Option<f64>,
     }
 
@@ -175,7 +242,12 @@ mod bench {
         connections: Vec<usize>,
         workers: usize,
         apis: Vec<Api>,
+        paths: Vec<Path>,
+        peers: Vec<Peer>,
         ceiling: bool,
+        /// More ceiling cases: (name, script or library source), e.g. another
+        /// version's, to compare in the same run.
+        extra: Vec<(String, Extra)>,
         batches: Vec<usize>,
         uncoalesced: bool,
     }
@@ -188,7 +260,14 @@ mod bench {
             connections: vec![1, 4],
             workers: 2,
             apis: vec![Api::Limiter, Api::Execute],
+            paths: vec![Path::Fcall, Path::Evalsha],
+            peers: vec![
+                Peer::Minimal,
+                Peer::Store(Path::Fcall),
+                Peer::Store(Path::Evalsha),
+            ],
             ceiling: true,
+            extra: Vec::new(),
             batches: vec![64, 256],
             uncoalesced: true,
         };
@@ -209,8 +288,45 @@ mod bench {
                 "--connections" => settings.connections = list(args.next(), "--connections 1,4"),
                 "--workers" => settings.workers = list(args.next(), "--workers N")[0],
                 "--limiter-only" => settings.apis = vec![Api::Limiter],
+                "--execute-only" => settings.apis = vec![Api::Execute],
+                "--paths" => {
+                    let text = args.next().unwrap_or_default();
+                    settings.paths = text
+                        .split(',')
+                        .map(|p| match p.trim() {
+                            "fcall" => Path::Fcall,
+                            "evalsha" => Path::Evalsha,
+                            _ => panic!("--paths fcall,evalsha"),
+                        })
+                        .collect();
+                }
+                "--peers" => {
+                    let text = args.next().unwrap_or_default();
+                    settings.peers = text
+                        .split(',')
+                        .map(|p| match p.trim() {
+                            "minimal" => Peer::Minimal,
+                            "fcall" => Peer::Store(Path::Fcall),
+                            "evalsha" => Peer::Store(Path::Evalsha),
+                            _ => panic!("--peers minimal,fcall,evalsha"),
+                        })
+                        .collect();
+                }
                 "--no-ceiling" => settings.ceiling = false,
+                "--extra-script" | "--extra-library" => {
+                    let usage = "--extra-script NAME=FILE, --extra-library NAME=FILE";
+                    let spec = args.next().expect(usage);
+                    let (name, file) = spec.split_once('=').expect(usage);
+                    let source = std::fs::read_to_string(file).expect("a readable file");
+                    let extra = if arg == "--extra-script" {
+                        Extra::Script(source)
+                    } else {
+                        Extra::Library(source)
+                    };
+                    settings.extra.push((name.to_owned(), extra));
+                }
                 "--batches" => settings.batches = list(args.next(), "--batches 64,256"),
+                "--no-coalesced" => settings.batches.clear(),
                 "--coalesced-only" => {
                     settings.uncoalesced = false;
                     settings.ceiling = false;
@@ -229,6 +345,16 @@ mod bench {
     /// The hash of the script the store sends a GCRA request to.
     fn gcra_script_hash() -> &'static str {
         RedisStore::<ConnectionManager>::script_hash_for(&[RuleKind::Gcra])
+    }
+
+    /// The function the store calls where the server has Functions.
+    fn function_name() -> &'static str {
+        RedisStore::<ConnectionManager>::function_name()
+    }
+
+    /// The SHA1 of `MINIMAL_GCRA`.
+    fn minimal_hash() -> String {
+        redis::Script::new(MINIMAL_GCRA).get_hash().to_owned()
     }
 
     fn rule() -> Rule {
@@ -283,13 +409,13 @@ mod bench {
             )
         });
         let rule = rule();
-        let command = {
+        // The arguments after the function or script, the tag `__rand_int__`.
+        let args = {
             let checks = [Check::new("", &rule)];
             let request = Request::new("__rand_int__", &checks, Op::Acquire(1));
-            let mut args = vec!["EVALSHA".to_owned(), gcra_script_hash().to_owned()];
-            args.extend(stores[0].script_call(&request).unwrap());
-            args
+            stores[0].script_call(&request).unwrap()
         };
+        let command = Path::Evalsha.command(&args);
         let version = Command::new("redis-server")
             .arg("--version")
             .output()
@@ -310,17 +436,26 @@ mod bench {
             settings.repeat
         );
         println!("redis-benchmark runs: {}", shell_words(&command));
-        // The script the store sends GCRA requests to, which redis-benchmark runs too.
-        let _: String = runtime
-            .block_on(
-                redis::cmd("SCRIPT")
-                    .arg("LOAD")
-                    .arg(RedisStore::<ConnectionManager>::script_source_for(&[
-                        RuleKind::Gcra,
-                    ]))
-                    .query_async(&mut monitor),
-            )
-            .unwrap();
+        println!(
+            "  and the same arguments on FCALL {} and on EVALSHA {} (the minimal script)",
+            function_name(),
+            minimal_hash()
+        );
+        // The script the store sends GCRA requests to, and the minimal one, which
+        // redis-benchmark runs too (the library is loaded by `connect`).
+        for source in [
+            RedisStore::<ConnectionManager>::script_source_for(&[RuleKind::Gcra]),
+            MINIMAL_GCRA,
+        ] {
+            let _: String = runtime
+                .block_on(
+                    redis::cmd("SCRIPT")
+                        .arg("LOAD")
+                        .arg(source)
+                        .query_async(&mut monitor),
+                )
+                .unwrap();
+        }
         if settings.uncoalesced {
             uncoalesced(
                 &settings,
@@ -329,7 +464,7 @@ mod bench {
                 &stores,
                 &mut monitor,
                 &rule,
-                &command,
+                &args,
             );
         }
         if !settings.batches.is_empty() {
@@ -339,7 +474,8 @@ mod bench {
             runtime.block_on(ceiling(
                 &mut monitor,
                 server.port(),
-                &command,
+                &args,
+                &settings.extra,
                 settings.repeat,
             ));
         }
@@ -355,51 +491,74 @@ mod bench {
         stores: &[RedisStore<ConnectionManager>],
         monitor: &mut MultiplexedConnection,
         rule: &Rule,
-        command: &[String],
+        args: &[String],
     ) {
+        let base = settings.peers.first().copied().unwrap_or(Peer::Minimal);
         println!();
         println!(
             "| tasks C | connections k | client | decisions/s | p50 | p99 | denied \
              | client CPU/decision | client allocations/decision | server CPU/decision \
-             | ratio to redis-benchmark |"
+             | ratio to redis-benchmark, {} |",
+            base.name()
         );
         println!("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
         let length = Duration::from_secs_f64(settings.secs);
+        let clients: Vec<(Api, Path)> = settings
+            .apis
+            .iter()
+            .flat_map(|&api| settings.paths.iter().map(move |&path| (api, path)))
+            .collect();
+        let minimal = {
+            let mut command = vec!["EVALSHA".to_owned(), minimal_hash()];
+            command.extend(args.iter().cloned());
+            command
+        };
         for &tasks in &settings.tasks {
             for &k in &settings.connections {
                 if tasks % k != 0 {
                     continue;
                 }
-                let mut ours: Vec<Vec<Figures>> = vec![Vec::new(); settings.apis.len()];
-                let mut peer = Vec::new();
+                let mut ours: Vec<Vec<Figures>> = vec![Vec::new(); clients.len()];
+                let mut peers: Vec<Vec<Figures>> = vec![Vec::new(); settings.peers.len()];
                 for _ in 0..settings.repeat {
                     let mut fastest: f64 = 0.0;
-                    for (i, &api) in settings.apis.iter().enumerate() {
+                    for (i, &(api, path)) in clients.iter().enumerate() {
+                        let stores: Vec<_> = stores[..k].iter().map(|s| path.store(s)).collect();
                         runtime.block_on(flush(monitor));
-                        let f =
-                            runtime.block_on(run(&stores[..k], rule, api, tasks, length, monitor));
+                        let f = runtime.block_on(run(&stores, rule, api, tasks, length, monitor));
                         fastest = fastest.max(f.per_second);
                         ours[i].push(f);
                     }
-                    runtime.block_on(flush(monitor));
                     // About as long as our runs.
                     let requests = ((fastest * settings.secs) as u64).max(20_000);
-                    peer.push(runtime.block_on(redis_benchmark(
-                        monitor,
-                        server.port(),
-                        command,
-                        (k, tasks / k),
-                        requests,
-                    )));
+                    for (i, &peer) in settings.peers.iter().enumerate() {
+                        let command = match peer {
+                            Peer::Minimal => minimal.clone(),
+                            Peer::Store(path) => path.command(args),
+                        };
+                        runtime.block_on(flush(monitor));
+                        peers[i].push(runtime.block_on(redis_benchmark(
+                            monitor,
+                            server.port(),
+                            &command,
+                            (k, tasks / k),
+                            requests,
+                        )));
+                    }
                 }
-                let peer = median(peer);
-                for (api, figures) in settings.apis.iter().zip(ours) {
+                let peers: Vec<Figures> = peers.into_iter().map(median).collect();
+                let base = peers.first().map_or(f64::NAN, |p| p.per_second);
+                for (&(api, path), figures) in clients.iter().zip(ours) {
                     let f = median(figures);
-                    let ratio = format!("**{:.2}**", f.per_second / peer.per_second);
-                    row(tasks, k, api.name(), &f, &ratio);
+                    let ratio = format!("**{:.2}**", f.per_second / base);
+                    let name = format!("{}, {}", api.name(), path.name());
+                    row(tasks, k, &name, &f, &ratio);
                 }
-                let name = format!("redis-benchmark -c {k} -P {}", tasks / k);
-                row(tasks, k, &name, &peer, "1.00");
+                for (peer, f) in settings.peers.iter().zip(&peers) {
+                    let name = format!("redis-benchmark -c {k} -P {}, {}", tasks / k, peer.name());
+                    let ratio = format!("{:.2}", f.per_second / base);
+                    row(tasks, k, &name, f, &ratio);
+                }
             }
         }
     }
@@ -426,11 +585,13 @@ mod bench {
         let length = Duration::from_secs_f64(settings.secs);
         let checks = [Check::new("", rule)];
         for &tasks in &settings.tasks {
-            for &batch in &settings.batches {
-                let store = RedisStore::connect(&server.url(), PREFIX)
-                    .await
-                    .unwrap()
-                    .coalescing(batch);
+            for (&batch, &path) in settings
+                .batches
+                .iter()
+                .flat_map(|b| settings.paths.iter().map(move |p| (b, p)))
+            {
+                let connected = RedisStore::connect(&server.url(), PREFIX).await.unwrap();
+                let store = path.store(&connected).coalescing(batch);
                 let mut ours = Vec::new();
                 let mut peer = Vec::new();
                 for _ in 0..settings.repeat {
@@ -441,8 +602,7 @@ mod bench {
                     let requests: Vec<Request<'_>> = (0..per_call)
                         .map(|_| Request::new("__rand_int__", &checks, Op::Acquire(1)))
                         .collect();
-                    let mut call = vec!["EVALSHA".to_owned(), gcra_script_hash().to_owned()];
-                    call.extend(store.batch_script_call(&requests).unwrap());
+                    let call = path.command(&store.batch_script_call(&requests).unwrap());
                     let calls =
                         ((f.per_second * settings.secs) as u64 / per_call as u64).max(2_000);
                     ours.push(f);
@@ -456,8 +616,10 @@ mod bench {
                 }
                 let (f, p) = (median(ours), median(peer));
                 let ratio = format!("**{:.2}**", f.per_second / p.per_second);
-                coalesced_row(tasks, batch, "tollgate execute", &f, &ratio);
-                coalesced_row(tasks, batch, "redis-benchmark -c 1 -P 1", &p, "1.00");
+                let name = format!("tollgate execute, {}", path.name());
+                coalesced_row(tasks, batch, &name, &f, &ratio);
+                let name = format!("redis-benchmark -c 1 -P 1, {}", path.name());
+                coalesced_row(tasks, batch, &name, &p, "1.00");
             }
         }
     }
@@ -492,13 +654,16 @@ mod bench {
         return {1, tonumber(ARGV[9]), 0, tat - now, 0}";
 
     /// What the server alone can do, with a client that costs nearly nothing
-    /// (redis-benchmark, one connection, 64 pipelined): the same call on scripts
-    /// that do less than the store's, and the server's time per call
-    /// (`INFO commandstats`), in `repeat` rounds taking turns.
+    /// (redis-benchmark, one connection, 64 pipelined): the same call on scripts and
+    /// functions that do less than the store's, on the store's library and scripts,
+    /// and on both with n written `01` (which the inline GCRA acquire leaves to the
+    /// general driver), with the server's time per call (`INFO commandstats`), in
+    /// `repeat` rounds taking turns.
     async fn ceiling(
         monitor: &mut MultiplexedConnection,
         port: u16,
-        command: &[String],
+        args: &[String],
+        extra: &[(String, Extra)],
         repeat: usize,
     ) {
         let store = RedisStore::<ConnectionManager>::script_source_for(&[RuleKind::Gcra]);
@@ -509,29 +674,106 @@ mod bench {
         let definitions = store
             .find("-- The driver:")
             .map(|at| format!("{}\nreturn {{1, 1, 1, 1, 1}}\n", &store[start..at]));
-        let mut scripts = vec![
-            ("`return 1`", "return 1".to_owned()),
-            (MINIMAL_NAME, MINIMAL_GCRA.to_owned()),
+        // The general driver's path: n as "01", not one digit.
+        let mut general = args.to_vec();
+        let n = general
+            .iter()
+            .position(|a| a == "acquire")
+            .expect("an acquire")
+            + 1;
+        general[n] = format!("0{}", general[n]);
+        // A function that returns 1: what an FCALL costs before any work.
+        let one = "tollgate_bench_return_1";
+        let _: String = redis::cmd("FUNCTION")
+            .arg("LOAD")
+            .arg("REPLACE")
+            .arg(format!(
+                "#!lua name={one}\nredis.register_function('{one}', function() return 1 end)\n"
+            ))
+            .query_async(monitor)
+            .await
+            .unwrap();
+        let mut cases: Vec<(String, Code, &[String])> = vec![
+            (
+                "EVALSHA `return 1`".into(),
+                Code::Script("return 1".to_owned()),
+                args,
+            ),
+            ("FCALL `return 1`".into(), Code::Function(one.into()), args),
+            (
+                MINIMAL_NAME.into(),
+                Code::Script(MINIMAL_GCRA.to_owned()),
+                args,
+            ),
         ];
         if let Some(definitions) = definitions {
-            scripts.push(("the store's script, definitions only", definitions));
+            cases.push((
+                "the store's script, definitions only".into(),
+                Code::Script(definitions),
+                args,
+            ));
         }
-        scripts.push((STORE_NAME, store.to_owned()));
-        scripts.push((
-            "the script of every kind",
-            RedisStore::<ConnectionManager>::script_source().to_owned(),
+        let library = Code::Function(function_name().into());
+        cases.push((STORE_NAME.into(), Code::Script(store.to_owned()), args));
+        cases.push((LIBRARY_NAME.into(), library.clone(), args));
+        cases.push((
+            "the store's script, general path (n as `01`)".into(),
+            Code::Script(store.to_owned()),
+            &general[..],
         ));
-        let mut runs: Vec<(Vec<f64>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); scripts.len()];
+        cases.push((
+            "the store's library, general path (n as `01`)".into(),
+            library,
+            &general[..],
+        ));
+        cases.push((
+            "the script of every kind".into(),
+            Code::Script(RedisStore::<ConnectionManager>::script_source().to_owned()),
+            args,
+        ));
+        for (name, extra) in extra {
+            let code = match extra {
+                Extra::Script(source) => Code::Script(source.clone()),
+                Extra::Library(source) => {
+                    let _: String = redis::cmd("FUNCTION")
+                        .arg("LOAD")
+                        .arg("REPLACE")
+                        .arg(source)
+                        .query_async(monitor)
+                        .await
+                        .unwrap();
+                    // A library of tollgate's registers a function named as itself.
+                    let first = source.lines().next().unwrap_or_default();
+                    let library = first.strip_prefix("#!lua name=").expect("a shebang");
+                    Code::Function(library.trim().to_owned())
+                }
+            };
+            cases.push((name.clone(), code.clone(), args));
+            cases.push((
+                format!("{name}, general path (n as `01`)"),
+                code,
+                &general[..],
+            ));
+        }
+        // Per case: decisions/s, the server's µs per call, and of those the µs in the
+        // commands the Lua calls (`TIME`, `GET`, `SET`, `DEL`, timed on their own).
+        let mut runs: Vec<(Vec<f64>, Vec<f64>, Vec<f64>)> =
+            vec![(Vec::new(), Vec::new(), Vec::new()); cases.len()];
         for _ in 0..repeat {
-            for (i, (_, script)) in scripts.iter().enumerate() {
-                let hash: String = redis::cmd("SCRIPT")
-                    .arg("LOAD")
-                    .arg(script)
-                    .query_async(monitor)
-                    .await
-                    .unwrap();
-                let mut call = command.to_vec();
-                call[1] = hash;
+            for (i, (_, code, args)) in cases.iter().enumerate() {
+                let mut call = match code {
+                    Code::Script(script) => {
+                        let hash: String = redis::cmd("SCRIPT")
+                            .arg("LOAD")
+                            .arg(script)
+                            .query_async(monitor)
+                            .await
+                            .unwrap();
+                        vec!["EVALSHA".to_owned(), hash]
+                    }
+                    Code::Function(name) => vec!["FCALL".to_owned(), name.clone()],
+                };
+                call.extend(args.iter().cloned());
                 flush(monitor).await;
                 let () = redis::cmd("CONFIG")
                     .arg("RESETSTAT")
@@ -539,22 +781,15 @@ mod bench {
                     .await
                     .unwrap();
                 let f = redis_benchmark(monitor, port, &call, (1, 64), 200_000).await;
-                let info: String = redis::cmd("INFO")
-                    .arg("commandstats")
-                    .query_async(monitor)
-                    .await
-                    .unwrap();
-                let per_call = info
-                    .lines()
-                    .find_map(|l| l.strip_prefix("cmdstat_evalsha:"))
-                    .and_then(|l| {
-                        l.split(',')
-                            .find_map(|kv| kv.strip_prefix("usec_per_call="))
-                    })
-                    .and_then(|v| v.parse::<f64>().ok())
-                    .unwrap_or(f64::NAN);
+                let per_call = command_stat(monitor, &call[0], "usec_per_call").await;
+                let calls = command_stat(monitor, &call[0], "calls").await;
+                let mut inner = 0.0;
+                for command in ["time", "get", "set", "del"] {
+                    inner += command_stat(monitor, command, "usec").await;
+                }
                 runs[i].0.push(f.per_second);
                 runs[i].1.push(per_call);
+                runs[i].2.push(inner / calls.max(1.0));
             }
         }
         let middle = |v: &[f64]| {
@@ -564,46 +799,64 @@ mod bench {
         };
         println!();
         println!(
-            "Server ceiling: redis-benchmark -c 1 -P 64, the same arguments, other scripts; \
-             median of {repeat} rounds taking turns"
+            "Server ceiling: redis-benchmark -c 1 -P 64, the same arguments, other scripts \
+             and functions; median of {repeat} rounds taking turns"
         );
         println!();
-        println!("| script | decisions/s | server time per call (`usec_per_call`) | rounds |");
-        println!("|---|---:|---:|---|");
-        let mut medians = Vec::new();
-        for ((name, _), (per_second, per_call)) in scripts.iter().zip(&runs) {
+        println!(
+            "| script or function | decisions/s | server time per call (`usec_per_call`) \
+             | of which in TIME, GET, SET, DEL | rounds |"
+        );
+        println!("|---|---:|---:|---:|---|");
+        for ((name, ..), (per_second, per_call, inner)) in cases.iter().zip(&runs) {
             let rounds: Vec<String> = per_call.iter().map(|us| format!("{us:.2}")).collect();
-            medians.push((*name, middle(per_call)));
             println!(
-                "| {name} | {:.0} | {:.2} µs | {} |",
+                "| {name} | {:.0} | {:.2} µs | {:.2} µs | {} |",
                 middle(per_second),
                 middle(per_call),
+                middle(inner),
                 rounds.join(", ")
             );
         }
-        let of = |name: &str| {
-            medians
+        let rounds_of = |name: &str| &runs[cases.iter().position(|c| c.0 == name).unwrap()].1;
+        let minimal = rounds_of(MINIMAL_NAME);
+        for (name, target) in [(STORE_NAME, "≤ 1.25×"), (LIBRARY_NAME, "≤ 1.00×")] {
+            let rounds = rounds_of(name);
+            let ratios: Vec<String> = rounds
                 .iter()
-                .find(|(n, _)| *n == name)
-                .map_or(f64::NAN, |m| m.1)
-        };
-        let ratios: Vec<String> = runs[scripts.iter().position(|s| s.0 == STORE_NAME).unwrap()]
-            .1
-            .iter()
-            .zip(&runs[1].1)
-            .map(|(store, minimal)| format!("{:.2}", store / minimal))
-            .collect();
-        println!();
-        println!(
-            "server time per decision, the store's script over the minimal one: **{:.2}×** \
-             (medians; per round {}; target ≤ 1.25×)",
-            of(STORE_NAME) / of(MINIMAL_NAME),
-            ratios.join(", ")
-        );
+                .zip(minimal)
+                .map(|(ours, minimal)| format!("{:.2}", ours / minimal))
+                .collect();
+            println!();
+            println!(
+                "server time per decision, {name} over the minimal script: **{:.2}×** \
+                 (medians; per round {}; target {target})",
+                middle(rounds) / middle(minimal),
+                ratios.join(", ")
+            );
+        }
     }
 
-    const MINIMAL_NAME: &str = "minimal GCRA: TIME, GET, SET PX";
-    const STORE_NAME: &str = "the store's script (GCRA's)";
+    /// What a ceiling case calls.
+    #[derive(Clone)]
+    enum Code {
+        /// A script, by `EVALSHA` once loaded.
+        Script(String),
+        /// A loaded function, by `FCALL`.
+        Function(String),
+    }
+
+    /// A ceiling case from a file.
+    enum Extra {
+        /// A script's source.
+        Script(String),
+        /// A library's source, whose function is named as the library.
+        Library(String),
+    }
+
+    const MINIMAL_NAME: &str = "minimal GCRA: TIME, GET, SET PX (EVALSHA)";
+    const STORE_NAME: &str = "the store's script (GCRA's, EVALSHA)";
+    const LIBRARY_NAME: &str = "the store's library (FCALL)";
 
     /// The run with the median decisions/s.
     fn median(mut runs: Vec<Figures>) -> Figures {
@@ -755,12 +1008,12 @@ mod bench {
         }
         tokio::time::sleep_until(measure_from.into()).await;
         let (client_from, server_from) = (cpu_time(false), server_cpu(monitor).await);
-        let (calls_from, _) = evalsha_stats(monitor).await;
+        let calls_from = script_calls(monitor).await;
         let allocations_from = allocations();
         tokio::time::sleep_until(end.into()).await;
         let allocations_to = allocations();
         let (client_to, server_to) = (cpu_time(false), server_cpu(monitor).await);
-        let (calls_to, _) = evalsha_stats(monitor).await;
+        let calls_to = script_calls(monitor).await;
         let mut all = Vec::new();
         let mut denied = 0;
         for handle in handles {
@@ -789,7 +1042,7 @@ mod bench {
 
     /// Runs `redis-benchmark` with `command` on `clients` connections each pipelining
     /// `pipeline` requests, and reads its CSV line; checks with `INFO commandstats`
-    /// that every `EVALSHA` it sent succeeded.
+    /// that every call it sent succeeded.
     async fn redis_benchmark(
         monitor: &mut MultiplexedConnection,
         port: u16,
@@ -799,7 +1052,9 @@ mod bench {
     ) -> Figures {
         let mut failures = String::new();
         for _ in 0..PEER_ATTEMPTS {
-            let (calls_from, failed_from) = evalsha_stats(monitor).await;
+            let name = command[0].to_lowercase();
+            let calls_from = command_stat(monitor, &name, "calls").await;
+            let failed_from = command_stat(monitor, &name, "failed_calls").await;
             let (client_from, server_from) = (cpu_time(true), server_cpu(monitor).await);
             // Blocks the thread in `block_on`, not a worker: the monitor's connection
             // keeps running.
@@ -812,7 +1067,8 @@ mod bench {
                 .output()
                 .expect("redis-benchmark runs");
             let (client_to, server_to) = (cpu_time(true), server_cpu(monitor).await);
-            let (calls_to, failed_to) = evalsha_stats(monitor).await;
+            let calls_to = command_stat(monitor, &name, "calls").await;
+            let failed_to = command_stat(monitor, &name, "failed_calls").await;
             let stdout = String::from_utf8_lossy(&output.stdout);
             if !output.status.success() {
                 let stderr = String::from_utf8_lossy(&output.stderr);
@@ -821,10 +1077,10 @@ mod bench {
             }
             assert_eq!(
                 failed_to, failed_from,
-                "redis-benchmark's EVALSHA failed: {stdout}"
+                "redis-benchmark's {name} failed: {stdout}"
             );
             assert!(
-                calls_to - calls_from >= requests,
+                calls_to - calls_from >= requests as f64,
                 "redis-benchmark sent too few"
             );
             // "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms",
@@ -859,23 +1115,32 @@ mod bench {
         );
     }
 
-    /// `EVALSHA` calls and failed calls so far.
-    async fn evalsha_stats(connection: &mut MultiplexedConnection) -> (u64, u64) {
+    /// `EVALSHA` and `FCALL` calls so far.
+    async fn script_calls(connection: &mut MultiplexedConnection) -> u64 {
+        let evalsha = command_stat(connection, "evalsha", "calls").await;
+        let fcall = command_stat(connection, "fcall", "calls").await;
+        (evalsha + fcall) as u64
+    }
+
+    /// `field` of `command` in `INFO commandstats` (0 before its first call).
+    async fn command_stat(
+        connection: &mut MultiplexedConnection,
+        command: &str,
+        field: &str,
+    ) -> f64 {
         let info: String = redis::cmd("INFO")
             .arg("commandstats")
             .query_async(connection)
             .await
             .unwrap();
+        let prefix = format!("cmdstat_{}:", command.to_lowercase());
         let line = info
             .lines()
-            .find(|l| l.starts_with("cmdstat_evalsha:"))
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
             .unwrap_or("");
-        let field = |name: &str| -> u64 {
-            line.split([':', ','])
-                .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0)
-        };
-        (field("calls"), field("failed_calls"))
+        line.split(',')
+            .find_map(|kv| kv.strip_prefix(field)?.strip_prefix('='))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0)
     }
 }

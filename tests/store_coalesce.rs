@@ -37,16 +37,19 @@ fn at(micros: u64) -> Duration {
     Duration::from_micros(EPOCH_MICROS + micros)
 }
 
-/// How many `EVALSHA`s the server has run.
+/// How many calls (`EVALSHA`, or `FCALL` where the server has Functions) the server
+/// has run.
 async fn evalsha_calls(connection: &mut MultiplexedConnection) -> u64 {
     let info: String = redis::cmd("INFO")
         .arg("commandstats")
         .query_async(connection)
         .await
         .unwrap();
-    info.lines()
-        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
-        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+    ["cmdstat_evalsha:calls=", "cmdstat_fcall:calls="]
+        .iter()
+        .filter_map(|prefix| info.lines().find_map(|line| line.strip_prefix(prefix)))
+        .map(|rest| rest.split(',').next().unwrap().parse::<u64>().unwrap())
+        .sum()
 }
 
 async fn pause_writes(control: &mut MultiplexedConnection) {
@@ -75,8 +78,8 @@ async fn settle() {
 }
 
 /// A coalescing store on its own connection, and a second connection to steer the
-/// server with. The scripts of the rules used here are loaded (a call runs the script
-/// of its requests' kinds), so that every call counted is a decision.
+/// server with. The scripts of the rules used here and the library are loaded (a call
+/// runs the script of its requests' kinds), so that every call counted is a decision.
 async fn stores(
     server: &RedisServer,
     prefix: &str,
@@ -101,6 +104,13 @@ async fn stores(
             .await
             .unwrap();
     }
+    // And the library, where the server has Functions.
+    let _: redis::RedisResult<String> = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg("REPLACE")
+        .arg(RedisStore::<MultiplexedConnection>::library_source())
+        .query_async(&mut control)
+        .await;
     (store, control)
 }
 
@@ -312,6 +322,8 @@ async fn a_call_after_script_flush_loads_the_script_again() {
     let Some(()) = require_redis() else { return };
     let server = RedisServer::start();
     let (store, mut control) = stores(&server, "flush", 64).await;
+    // The scripts' path: the library has no cache that `SCRIPT FLUSH` empties.
+    let store = store.without_functions();
     let rule = gcra(1_000_000, 5);
     assert!(
         join(spawn(&store, "k", &rule, Op::Acquire(1), None))

@@ -112,10 +112,12 @@
 //!   exact only below 2^53). A differential proptest runs random requests through the
 //!   [`MemoryStore`] (the Rust algorithms) and a real `redis-server` and requires equal
 //!   decisions; the GCRA's replies carry redis-cell's `CL.THROTTLE` fields.
-//! - **One round trip, all-or-nothing.** All rules of a request run in one `EVALSHA`
-//!   of one script, on the server's `TIME`, so application clocks never matter. The
-//!   script writes only if every rule admits, and gives every key it writes a TTL. It
-//!   is reloaded after `NOSCRIPT` (restart, failover, `SCRIPT FLUSH`).
+//! - **One round trip, all-or-nothing.** All rules of a request run in one call, on
+//!   the server's `TIME`, so application clocks never matter: an `FCALL` of a library
+//!   of Redis Functions loaded once (Redis 7 and later), else an `EVALSHA` of one
+//!   script. It writes only if every rule admits, and gives every key it writes a
+//!   TTL. Library and scripts are reloaded when the server lacks them (restart,
+//!   failover, `FUNCTION FLUSH`, `SCRIPT FLUSH`).
 //! - **Cluster-ready keys.** A limiter's keys are `prefix:{key}:rule`
 //!   (`partner:{acct-17}:day` above): the braces make the limited key the Cluster hash
 //!   tag, so one request's keys share a slot, and `RedisStore::connect_cluster` works
@@ -123,7 +125,7 @@
 //!   its kind of rule, so a key written by one rule is a typed conflict for any other.
 //! - **Pipelined.** Concurrent decisions share one multiplexed connection (clone the
 //!   store); `RedisStore::coalescing(n)` also packs up to `n` concurrent requests into
-//!   one `EVALSHA`, each still decided atomically on its own.
+//!   one call, each still decided atomically on its own.
 //! - **Same API, same waiting.** [`SharedLimiter`] offers, per key over any store
 //!   (`RedisStore`, or [`MemoryStore`] in one process): `check(key, n).await` (one
 //!   round trip, never waits for permits), `try_acquire` (at once, for a store that

@@ -126,6 +126,26 @@ struct SentinelConf {
     user: Option<(String, String)>,
 }
 
+/// The arguments every server gets from the environment: with
+/// `TOLLGATE_TEST_REDIS_FUNCTIONS=off`, `FUNCTION` and `FCALL` renamed away, as on
+/// Redis 6, so that a run of the Redis tests takes the stores' `EVALSHA` path.
+fn environment_args() -> Vec<String> {
+    let off = std::env::var("TOLLGATE_TEST_REDIS_FUNCTIONS").is_ok_and(|v| v == "off");
+    if !off {
+        return Vec::new();
+    }
+    [
+        "--rename-command",
+        "FUNCTION",
+        "",
+        "--rename-command",
+        "FCALL",
+        "",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
 /// A `redis-server` child process on `127.0.0.1` with no persistence, killed and its
 /// data directory removed on drop.
 #[derive(Debug)]
@@ -144,7 +164,10 @@ impl RedisServer {
     /// If `redis-server` cannot be spawned, or no server is ready within 10 s after
     /// [`START_ATTEMPTS`] ports (the message carries the server's log).
     pub fn start() -> RedisServer {
-        Self::launch(Options::default())
+        Self::launch(Options {
+            extra: environment_args(),
+            ..Options::default()
+        })
     }
 
     /// Starts a server that requires `password` (`requirepass`); [`url`](Self::url)
@@ -156,6 +179,7 @@ impl RedisServer {
     pub fn start_with_password(password: &str) -> RedisServer {
         Self::launch(Options {
             password: Some(password.to_owned()),
+            extra: environment_args(),
             ..Options::default()
         })
     }
@@ -173,11 +197,13 @@ impl RedisServer {
         Self::launch(Options {
             tls: Some(tls.clone()),
             user: user.map(|(u, p)| (u.to_owned(), p.to_owned())),
+            extra: environment_args(),
             ..Options::default()
         })
     }
 
-    /// Starts a server with more arguments (`["--replicaof", "127.0.0.1", "6379"]`).
+    /// Starts a server with more arguments (`["--replicaof", "127.0.0.1", "6379"]`),
+    /// and not those of the environment.
     ///
     /// # Panics
     ///
@@ -489,11 +515,27 @@ impl RedisCluster {
     /// If `masters < 3` (the least Redis accepts), if a server does not start, or if the
     /// cluster is not ok within 20 s.
     pub fn start(masters: usize) -> RedisCluster {
+        Self::launch(masters, &environment_args())
+    }
+
+    /// As [`start`](Self::start), each server with `args` added to its command line
+    /// (and not those of the environment).
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](Self::start).
+    pub fn start_with_args(masters: usize, args: &[&str]) -> RedisCluster {
+        let args: Vec<String> = args.iter().map(|&a| a.to_owned()).collect();
+        Self::launch(masters, &args)
+    }
+
+    fn launch(masters: usize, args: &[String]) -> RedisCluster {
         assert!(masters >= 3, "a Redis Cluster needs at least 3 masters");
         let nodes: Vec<RedisServer> = (0..masters)
             .map(|_| {
                 RedisServer::launch(Options {
                     cluster: true,
+                    extra: args.to_vec(),
                     ..Options::default()
                 })
             })

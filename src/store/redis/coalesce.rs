@@ -1,5 +1,6 @@
 //! Request coalescing: concurrent requests on clones of one store go to Redis as one
-//! batch `EVALSHA`, so that the server's cost per call is shared among them.
+//! batch call (`FCALL` or `EVALSHA`), so that the server's cost per call is shared
+//! among them.
 //!
 //! There is no background task. One batch is in flight at a time; the caller that
 //! sends it (the leader) hands every reply out, then hands the lead, with the next
@@ -13,10 +14,11 @@
 use std::collections::VecDeque;
 
 use redis::aio::ConnectionLike;
-use redis::{Cmd, RedisError, Value};
+use redis::{RedisError, Value};
 use tokio::sync::oneshot;
 
-use super::{StoreError, from_redis, invoke};
+use super::call::Functions;
+use super::{StoreError, from_redis};
 use crate::sync::Mutex;
 
 /// The queue of one store and its clones.
@@ -78,6 +80,7 @@ impl Coalescer {
     pub(super) async fn execute<C>(
         &self,
         connection: &C,
+        functions: &Functions,
         entry: Entry,
     ) -> Result<Vec<i64>, StoreError>
     where
@@ -124,7 +127,7 @@ impl Coalescer {
             coalescer: self,
             batch,
         };
-        let replies = send(connection, &leading.batch).await;
+        let replies = send(connection, functions, &leading.batch).await;
         leading.finish(replies)
     }
 
@@ -200,17 +203,16 @@ impl BatchError {
 
 type Replies = Result<Vec<Result<Vec<i64>, StoreError>>, BatchError>;
 
-/// One batch `EVALSHA`: each request's integers, or its own error.
-async fn send<C>(connection: &C, batch: &[Queued]) -> Replies
+/// One batch call: each request's integers, or its own error.
+async fn send<C>(connection: &C, functions: &Functions, batch: &[Queued]) -> Replies
 where
     C: ConnectionLike + Clone + Send + Sync,
 {
     let keys: usize = batch.iter().map(|q| q.entry.keys.len()).sum();
     let args: usize = batch.iter().map(|q| 1 + q.entry.args.len()).sum();
     let kinds = batch.iter().fold(0, |set, q| set | q.entry.kinds);
-    let script = super::script::for_kinds(kinds);
-    let mut command = Cmd::with_capacity(5 + keys + args, 128 + 96 * (keys + args));
-    command.arg("EVALSHA").arg(script.get_hash()).arg(keys);
+    let mut command = functions.command(kinds, 3 + keys + args, 64 + 96 * (keys + args));
+    command.arg(keys);
     for q in batch {
         for key in &q.entry.keys {
             command.arg(key);
@@ -224,7 +226,8 @@ where
         }
     }
     let mut connection = connection.clone();
-    let reply: Value = invoke(script, &mut connection, &command)
+    let reply: Value = functions
+        .invoke(kinds, &mut connection, &command)
         .await
         .map_err(BatchError::Redis)?;
     let protocol = |what: &str| StoreError::Protocol(format!("batch reply: {what}"));

@@ -1,5 +1,5 @@
-//! The Redis store: every rule as a Lua script, all rules of a request in one
-//! `EVALSHA`, on the server's clock.
+//! The Redis store: every rule in Lua, all rules of a request in one `FCALL` (or
+//! `EVALSHA`), on the server's clock.
 
 use std::fmt;
 use std::time::Duration;
@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use redis::aio::{ConnectionLike, ConnectionManager, MultiplexedConnection};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult, Script, ServerErrorKind};
+use redis::{Cmd, ErrorKind, RedisError};
 
 use super::request::{Answers, Reply, Request};
 use super::rule::{RuleOutcome, Step};
@@ -19,6 +19,7 @@ use crate::decision::{Admitted, InsufficientCapacity, Limited, Reservation};
 use crate::sync::Arc;
 use crate::units::duration_to_nanos;
 
+mod call;
 mod coalesce;
 mod connect;
 mod script;
@@ -41,13 +42,23 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// A [`Store`] in Redis or Redis Cluster, shared by every process that uses it.
 ///
-/// Each [`Request`] is one `EVALSHA` of one script: a driver plus the algorithms of the
-/// request's rules (one script per set of kinds, loaded as requests first use it), each
-/// the same state machine as its Rust twin, in microseconds. The script reads the
-/// server's `TIME` (so the application servers' clocks never matter), decides every
+/// Each [`Request`] is one call of Lua: a driver plus the algorithms of the request's
+/// rules, each the same state machine as its Rust twin, in microseconds. The Lua reads
+/// the server's `TIME` (so the application servers' clocks never matter), decides every
 /// rule, writes only if all admit, and gives every key it writes a TTL that ends when
-/// the key's state may be forgotten. It is reloaded automatically after `NOSCRIPT` (a
-/// restart, a failover or `SCRIPT FLUSH`).
+/// the key's state may be forgotten.
+///
+/// Where the server has Redis Functions (Redis 7 and later), the call is an `FCALL` of
+/// a library that [`connect`](RedisStore::connect) loads (`FUNCTION LOAD`, on every
+/// primary of a cluster), which defines everything once; it is named after its
+/// code ([`function_name`](RedisStore::function_name)), so that tollgate versions
+/// sharing a server keep libraries of their own. Elsewhere (Redis 6, or `FUNCTION` or
+/// `FCALL` refused by an ACL or renamed away) the store falls back, for good, to an
+/// `EVALSHA` of the script of the request's kinds (one script per set of kinds, loaded
+/// as requests first use it), which decides alike but defines what it uses on every
+/// call; [`without_functions`](RedisStore::without_functions) forces it. Either is
+/// reloaded automatically when the server lacks it (`FUNCTION FLUSH` or `SCRIPT FLUSH`,
+/// a restart, a failover to a server without it) and the call sent again, once.
 ///
 /// A request at an explicit time ([`Request::at`](super::Request::at)) must be at most
 /// 2^52 µs after the Unix epoch (the year 2112), so that the script's doubles hold it
@@ -57,7 +68,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// Concurrent requests over one store share its connection and are pipelined on it:
 /// clone the store (cheap) rather than connecting again. With
 /// [`coalescing`](RedisStore::coalescing), concurrent requests are also decided
-/// several per `EVALSHA`, which is what lifts the server's ceiling.
+/// several per call, which is what lifts the server's ceiling.
 ///
 /// # Examples
 ///
@@ -82,6 +93,8 @@ pub struct RedisStore<C = ConnectionManager> {
     max_key_len: usize,
     /// Shared by clones: their concurrent requests batch together.
     coalescer: Option<Arc<coalesce::Coalescer>>,
+    /// Shared by clones: whether they call the library or the scripts.
+    functions: Arc<call::Functions>,
 }
 
 impl<C> fmt::Debug for RedisStore<C> {
@@ -93,6 +106,7 @@ impl<C> fmt::Debug for RedisStore<C> {
                 "coalescing",
                 &self.coalescer.as_ref().map(|c| c.max_batch()),
             )
+            .field("functions", &self.functions.on())
             .finish_non_exhaustive()
     }
 }
@@ -124,8 +138,8 @@ impl RedisStore<ConnectionManager> {
         Self::connect_with(url, prefix, &RedisConnectOptions::new()).await
     }
 
-    /// The same store, deciding concurrent requests up to `max_batch` per `EVALSHA`
-    /// (a `max_batch` of 0 counts as 1). Off by default.
+    /// The same store, deciding concurrent requests up to `max_batch` per call
+    /// (`FCALL` or `EVALSHA`; a `max_batch` of 0 counts as 1). Off by default.
     ///
     /// Redis spends most of a call on the call itself rather than on the decision,
     /// and runs one script at a time: one decision per call caps a server at some
@@ -167,7 +181,7 @@ impl RedisStore<ConnectionManager> {
 
 impl RedisStore<MultiplexedConnection> {
     /// As [`RedisStore::<ConnectionManager>::coalescing`](RedisStore::coalescing):
-    /// concurrent requests decided up to `max_batch` per `EVALSHA`.
+    /// concurrent requests decided up to `max_batch` per call.
     ///
     /// # Examples
     ///
@@ -241,7 +255,32 @@ where
             prefix: prefix.into(),
             max_key_len: DEFAULT_MAX_KEY_LEN,
             coalescer: None,
+            functions: Arc::new(call::Functions::new(true)),
         })
+    }
+
+    /// The same store, calling its scripts by `EVALSHA` even where the server has
+    /// Redis Functions: the path of Redis 6, for comparisons and tests. It decides
+    /// alike. Clones made from it do the same; the store it was made from does not
+    /// change. (A [`coalescing`](RedisStore::coalescing) queue stays shared with that
+    /// store: a batch goes by the path of the request that sends it.)
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use tollgate::store::RedisStore;
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = RedisStore::connect("redis://127.0.0.1/", "api")
+    ///     .await?
+    ///     .without_functions();
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn without_functions(self) -> Self {
+        RedisStore {
+            functions: Arc::new(call::Functions::new(false)),
+            ..self
+        }
     }
 
     fn with_coalescer(self, max_batch: usize) -> Self {
@@ -261,14 +300,17 @@ where
     }
 
     /// Loads the script of every kind (on every master of a cluster), which checks the
-    /// connection and serves tools that name [`script_hash`](Self::script_hash); each
-    /// request's own script is loaded on its first `NOSCRIPT`.
+    /// connection and serves tools that name [`script_hash`](Self::script_hash), then
+    /// the library (what goes wrong there, such as a server without Functions, is
+    /// left for the first call to find); each request's own script is loaded on its
+    /// first `NOSCRIPT`.
     async fn preloaded(self) -> Result<Self, StoreError> {
         let mut connection = self.connection.clone();
         script::for_kinds(script::ALL_KINDS)
             .load_async(&mut connection)
             .await
             .map_err(from_redis)?;
+        self.functions.preload(&mut connection).await;
         Ok(self)
     }
 
@@ -313,6 +355,52 @@ where
         script::source()
     }
 
+    /// The name of the function that decides any request, and of its library, as
+    /// `FCALL` names it: `tollgate_` and the SHA1 of the library's code. It takes the
+    /// arguments of [`script_call`](Self::script_call), as `EVALSHA` does.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redis::aio::MultiplexedConnection;
+    /// use tollgate::store::RedisStore;
+    ///
+    /// type Store = RedisStore<MultiplexedConnection>;
+    /// let name = Store::function_name();
+    /// assert!(name.starts_with("tollgate_"));
+    /// assert!(Store::library_source().starts_with(&format!("#!lua name={name}\n")));
+    /// ```
+    pub fn function_name() -> &'static str {
+        &script::library().name
+    }
+
+    /// The source of the library of Redis Functions, as the store loads it
+    /// (`FUNCTION LOAD`): for an administrator to load where the application's ACL
+    /// user may `FCALL` but not `FUNCTION LOAD`.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use redis::aio::MultiplexedConnection;
+    /// use tollgate::store::RedisStore;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// // As an administrator, once per version of tollgate:
+    /// let client = redis::Client::open("redis://admin:secret@127.0.0.1/")?;
+    /// let mut admin = client.get_multiplexed_async_connection().await?;
+    /// let _: String = redis::cmd("FUNCTION")
+    ///     .arg("LOAD")
+    ///     .arg("REPLACE")
+    ///     .arg(RedisStore::<MultiplexedConnection>::library_source())
+    ///     .query_async(&mut admin)
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn library_source() -> &'static str {
+        &script::library().source
+    }
+
     /// The SHA1 of the script that the store sends a request whose rules are of
     /// `kinds` (in any order, repeats allowed) to, as `EVALSHA` names it.
     ///
@@ -338,8 +426,9 @@ where
         script::source_for(script::kinds_of(kinds))
     }
 
-    /// The arguments of `EVALSHA` after the script hash for `request`: the key count,
-    /// the keys, then the arguments. For tools that replay a request.
+    /// The arguments of `EVALSHA` after the script hash (or of `FCALL` after the
+    /// [`function_name`](Self::function_name)) for `request`: the key count, the keys,
+    /// then the arguments. For tools that replay a request.
     ///
     /// # Errors
     ///
@@ -350,8 +439,9 @@ where
         Ok(out)
     }
 
-    /// The arguments of `EVALSHA` after the script hash for `requests` decided in
-    /// one call, as a coalescing store sends them: the key count, every request's
+    /// The arguments of `EVALSHA` after the script hash (or of `FCALL` after the
+    /// function's name) for `requests` decided in one call, as a coalescing store
+    /// sends them: the key count, every request's
     /// keys, then `batch`, the request count and each request's key count and
     /// arguments. For tools that replay a batch.
     ///
@@ -394,8 +484,8 @@ where
         })
     }
 
-    /// Writes the arguments of `EVALSHA` after the script hash into `out`, once
-    /// everything is checked: the key count, the keys, then the arguments.
+    /// Writes the arguments of `FCALL` or `EVALSHA` after the function or script into
+    /// `out`, once everything is checked: the key count, the keys, then the arguments.
     fn encode(&self, request: &Request<'_>, out: &mut impl ScriptArgs) -> Result<(), StoreError> {
         let step = request.op.step(request.checks.len());
         let (op, n, max_wait) = match step {
@@ -458,17 +548,22 @@ where
     async fn decide(&self, request: &Request<'_>) -> Result<Vec<RuleOutcome>, StoreError> {
         if let Some(coalescer) = &self.coalescer {
             let entry = self.entry(request)?;
-            let reply = coalescer.execute(&self.connection, entry).await?;
+            let reply = coalescer
+                .execute(&self.connection, &self.functions, entry)
+                .await?;
             return self.verdicts(request, &reply);
         }
         // Written straight into the command, not through a string per argument.
         let checks = request.checks.len();
-        let script = script::for_kinds(kinds(request));
-        let mut command = Cmd::with_capacity(7 + 12 * checks, 128 + 96 * checks);
-        command.arg("EVALSHA").arg(script.get_hash());
+        let kinds = kinds(request);
+        let mut command = self
+            .functions
+            .command(kinds, 5 + 12 * checks, 64 + 96 * checks);
         self.encode(request, &mut command)?;
         let mut connection = self.connection.clone();
-        let reply: Vec<i64> = invoke(script, &mut connection, &command)
+        let reply: Vec<i64> = self
+            .functions
+            .invoke(kinds, &mut connection, &command)
             .await
             .map_err(from_redis)?;
         self.verdicts(request, &reply)
@@ -672,23 +767,6 @@ impl ScriptArgs for Cmd {
 
     fn int(&mut self, value: u64) {
         self.arg(value);
-    }
-}
-
-/// Sends `command`, an `EVALSHA` of `script`. As `ScriptInvocation::invoke_async`:
-/// loads the script after `NOSCRIPT` (a restart, a failover, `SCRIPT FLUSH`) and sends
-/// the call again.
-async fn invoke<T, C>(script: &Script, connection: &mut C, command: &Cmd) -> RedisResult<T>
-where
-    T: FromRedisValue,
-    C: ConnectionLike + Send,
-{
-    match command.query_async(connection).await {
-        Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-            script.load_async(connection).await?;
-            command.query_async(connection).await
-        }
-        reply => reply,
     }
 }
 

@@ -1,6 +1,8 @@
-//! The Lua scripts of the Redis store, assembled from the registry: the prelude, the
-//! sources of some kinds ([`RuleKind::script`]), and the driver. A request runs the
-//! script of the kinds its rules use, and nothing else.
+//! The Lua of the Redis store, assembled from the registry: the prelude, the sources
+//! of some kinds ([`RuleKind::script`]), and the driver. As scripts, for `EVALSHA`: a
+//! request runs the script of the kinds its rules use, and nothing else. As the
+//! library of Redis Functions, for `FCALL`: every kind, defined once when it is
+//! loaded.
 
 use std::time::Duration;
 
@@ -72,14 +74,66 @@ pub(crate) fn source() -> &'static str {
     source_for(ALL_KINDS)
 }
 
-/// With GCRA, its inline acquire first; the prelude, each distinct source of `kinds` in
-/// a block of its own (its locals stay in it: sources that share one, as a leaky
-/// bucket's includes GCRA's, each have theirs), then the driver.
+/// With GCRA, its inline acquire first; then the definitions of `kinds` and the call
+/// of the driver.
 fn assemble(kinds: Kinds) -> String {
     let mut script = String::with_capacity(64 * 1024);
     if kinds & bit(RuleKind::Gcra) != 0 {
         script.push_str(GCRA_FAST);
     }
+    define(kinds, &mut script);
+    script.push_str(RUN);
+    script
+}
+
+/// How a script calls the driver, which a library registers instead.
+const RUN: &str = "return run(KEYS, ARGV)\n";
+
+/// The library of Redis Functions: every kind's algorithms and the driver, defined
+/// when it is loaded (`FUNCTION LOAD`), and one function, named as the library, that
+/// takes the keys and arguments a script takes and decides any request.
+pub(crate) struct Library {
+    pub(crate) name: String,
+    pub(crate) source: String,
+}
+
+/// The library, assembled on first use.
+pub(crate) fn library() -> &'static Library {
+    static LIBRARY: OnceLock<Library> = OnceLock::new();
+    LIBRARY.get_or_init(|| {
+        let mut code = String::with_capacity(96 * 1024);
+        // The inline GCRA acquire as a function (the verdict, or nothing to fall
+        // through), after the locals it reads, run once.
+        let (locals, block) = inline_acquire();
+        code.push_str(locals);
+        code.push_str("local function gcra_fast(KEYS, ARGV)\n");
+        code.push_str(block);
+        code.push_str("end\n");
+        define(ALL_KINDS, &mut code);
+        // Named after its code (a SHA1, as `EVALSHA` names a script): tollgate
+        // versions sharing a server load libraries of their own side by side, where
+        // one name for all would have each `FUNCTION LOAD REPLACE` swap the others'
+        // code; processes of one version share one.
+        let name = format!("tollgate_{}", Script::new(&code).get_hash());
+        let source = format!(
+            "#!lua name={name}\n{code}\nredis.register_function('{name}', function(keys, args)\n  \
+             return gcra_fast(keys, args) or run(keys, args)\nend)\n"
+        );
+        Library { name, source }
+    })
+}
+
+/// `gcra_fast.lua` cut before its block: its comments and line of locals, then the
+/// block.
+fn inline_acquire() -> (&'static str, &'static str) {
+    let at = GCRA_FAST.find("\ndo\n").expect("gcra_fast.lua's block") + 1;
+    GCRA_FAST.split_at(at)
+}
+
+/// The prelude, each distinct source of `kinds` in a block of its own (its locals stay
+/// in it: sources that share one, as a leaky bucket's includes GCRA's, each have
+/// theirs), then the driver's definitions.
+fn define(kinds: Kinds, script: &mut String) {
     script.push_str(PRELUDE);
     script.push_str("\n-- The algorithms of this script's kinds.\n");
     let mut sources: Vec<&str> = Vec::new();
@@ -95,7 +149,6 @@ fn assemble(kinds: Kinds) -> String {
     }
     script.push('\n');
     script.push_str(DRIVER);
-    script
 }
 
 /// An explicit decision time, µs since the Unix epoch: at most 2^52 µs (the year
@@ -118,7 +171,7 @@ mod tests {
             let rest = code.strip_prefix(GCRA_FAST).unwrap_or(code);
             assert_eq!(rest.len() < code.len(), kind == RuleKind::Gcra, "{kind}");
             assert!(rest.starts_with(PRELUDE), "{kind}");
-            assert!(code.ends_with(DRIVER), "{kind}");
+            assert!(code.ends_with(&format!("{DRIVER}{RUN}")), "{kind}");
             assert!(code.contains(kind.script()), "{kind}");
             for &other in RuleKind::ALL {
                 let registers = format!("ALGORITHMS.{} =", other.name());
@@ -148,6 +201,68 @@ mod tests {
         for &kind in RuleKind::ALL {
             assert!(code.contains(kind.script()), "{kind}");
         }
+    }
+
+    /// `source` without its comments.
+    fn code_of(source: &str) -> String {
+        source
+            .lines()
+            .map(|line| line.split("--").next().unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    #[test]
+    fn the_library_defines_every_kind_and_registers_one_function_named_as_itself() {
+        let library = library();
+        let hash = library.name.strip_prefix("tollgate_").unwrap();
+        assert_eq!(hash.len(), 40);
+        assert!(hash.bytes().all(|b| b.is_ascii_hexdigit()), "{hash}");
+        let (first, code) = library.source.split_once('\n').unwrap();
+        assert_eq!(first, format!("#!lua name={}", library.name));
+        assert!(code.contains(PRELUDE) && code.contains(DRIVER));
+        // The inline acquire's locals once, before its function; its block in it.
+        let (locals, block) = inline_acquire();
+        assert!(locals.trim_end().ends_with("ceil") && block.starts_with("do\n"));
+        assert!(code.starts_with(&format!(
+            "{locals}local function gcra_fast(KEYS, ARGV)\n{block}end\n"
+        )));
+        for &kind in RuleKind::ALL {
+            assert!(code.contains(kind.script()), "{kind}");
+        }
+        assert_eq!(code.matches("redis.register_function(").count(), 1);
+        assert!(code.contains(&format!("redis.register_function('{}',", library.name)));
+        assert!(std::ptr::eq(library, super::library()));
+    }
+
+    #[test]
+    fn only_the_inline_acquire_reads_keys_and_argv_which_a_function_is_passed() {
+        // A Redis Function has no KEYS or ARGV globals (reading one is an error): the
+        // library passes them to the inline acquire as parameters of those names, and
+        // to the driver's `run`.
+        let mut sources = vec![PRELUDE, DRIVER];
+        sources.extend(RuleKind::ALL.iter().map(|kind| kind.script()));
+        for source in sources {
+            let code = code_of(source);
+            assert!(!code.contains("KEYS") && !code.contains("ARGV"), "{code}");
+        }
+    }
+
+    #[test]
+    fn the_library_is_named_after_its_code() {
+        let library = library();
+        let code = library
+            .source
+            .split_once('\n')
+            .unwrap()
+            .1
+            .rsplit_once("\nredis.register_function(")
+            .unwrap()
+            .0;
+        assert_eq!(
+            library.name,
+            format!("tollgate_{}", Script::new(code).get_hash())
+        );
     }
 
     #[test]

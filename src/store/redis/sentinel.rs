@@ -80,7 +80,9 @@ const HOLD_LIMIT: Duration = Duration::from_secs(10);
 /// lost is unknown. It fails with [`StoreError::Connection`], and calls made until the
 /// new connection is in place fail the same way; under
 /// [`Resilient`](crate::store::Resilient), the [`FailurePolicy`](crate::store::FailurePolicy)
-/// decides them. Scripts are loaded again on the new master at its first `NOSCRIPT`.
+/// decides them. The library of Redis Functions is replicated with the data, so the new
+/// master has it; scripts (and the library, on a master without it) are loaded again
+/// at the first call that finds them missing.
 ///
 /// # Failover and over-admission
 ///
@@ -743,7 +745,7 @@ impl RedisStore<SentinelConnection> {
     }
 
     /// As [`RedisStore::<ConnectionManager>::coalescing`](RedisStore::coalescing):
-    /// concurrent requests decided up to `max_batch` per `EVALSHA`.
+    /// concurrent requests decided up to `max_batch` per call.
     ///
     /// # Examples
     ///

@@ -30,11 +30,16 @@
 -- longer changes nothing, while expiring it early would), and a state that may
 -- already be forgotten is deleted.
 --
--- Redis runs all of this on every call, so it is written to allocate little: no
--- closure per request, one table per check only when a request has several.
+-- Everything is passed `keys` and `argv` (KEYS and ARGV) rather than reading the
+-- globals, which a Redis Function does not have: the library registers `run` itself,
+-- and a script ends with `return run(KEYS, ARGV)`. Redis runs all of a script on
+-- every call (a library's definitions only when it is loaded), so it is written to
+-- allocate little: no closure per request, one table per check only when a request
+-- has several.
 
 local EXPIRY_SLACK_MS = 1000
 
+-- A library's locals outlive the call: `run` clears this one first.
 local server_now
 -- The server's TIME in µs, read once per call.
 local function time_now()
@@ -101,17 +106,17 @@ local function commit(a, key, kind, p, stored, stale, state, expires_at, now)
   end
 end
 
--- Decides one request: its keys are KEYS[first_key .. first_key + key_count - 1],
--- its arguments ARGV[at ..] as single mode's ARGV[1 ..]. Returns the reply, or nil
+-- Decides one request: its keys are keys[first_key .. first_key + key_count - 1],
+-- its arguments argv[at ..] as single mode's ARGV[1 ..]. Returns the reply, or nil
 -- and an error message; raises what it cannot name.
-local function decide_request(first_key, key_count, at)
-  local op = ARGV[at]
-  local n = count_of(ARGV[at + 1])
+local function decide_request(keys, argv, first_key, key_count, at)
+  local op = argv[at]
+  local n = count_of(argv[at + 1])
   local max_wait = 0
   if op == 'reserve' then
-    max_wait = tonumber(ARGV[at + 2])
+    max_wait = tonumber(argv[at + 2])
   end
-  local now = ARGV[at + 3]
+  local now = argv[at + 3]
   if now == '' then
     now = time_now()
   else
@@ -125,19 +130,19 @@ local function decide_request(first_key, key_count, at)
   end
   local arg = at + 4
   for i = 1, key_count do
-    local key = KEYS[first_key + i - 1]
-    local kind = ARGV[arg]
+    local key = keys[first_key + i - 1]
+    local kind = argv[arg]
     -- '#': the check's own count, instead of n.
     local own = n
     if string.byte(kind, 1) == 35 then
       own = count_of(string.sub(kind, 2))
       arg = arg + 1
-      kind = ARGV[arg]
+      kind = argv[arg]
     end
-    local count = count_of(ARGV[arg + 1])
+    local count = count_of(argv[arg + 1])
     local p = {}
     for j = 1, count do
-      p[j] = tonumber(ARGV[arg + 1 + j])
+      p[j] = tonumber(argv[arg + 1 + j])
     end
     arg = arg + 2 + count
     local a = ALGORITHMS[kind]
@@ -148,7 +153,8 @@ local function decide_request(first_key, key_count, at)
     if stored == false then
       stored = nil
     elseif type(stored) == 'string' and string.byte(stored, #kind + 1) == 58
-        and string.sub(stored, 1, #kind) == kind then
+        and string.find(stored, kind, 1, true) == 1 then
+      -- (`find` rather than comparing a prefix cut out: one string fewer per check.)
       stored = string.sub(stored, #kind + 2)
     else
       -- Another rule's state, something tollgate never wrote, or not a string.
@@ -195,44 +201,48 @@ local function decide_request(first_key, key_count, at)
   return reply or {}
 end
 
-if ARGV[1] ~= 'batch' then
-  local reply, message = decide_request(1, #KEYS, 1)
-  if reply == nil then
-    return redis.error_reply(message)
+-- Decides one call, in single or batch mode.
+local function run(keys, argv)
+  server_now = nil
+  if argv[1] ~= 'batch' then
+    local reply, message = decide_request(keys, argv, 1, #keys, 1)
+    if reply == nil then
+      return redis.error_reply(message)
+    end
+    return reply
   end
-  return reply
-end
 
-local replies = {}
-local first_key = 1
-local at = 3
-for r = 1, tonumber(ARGV[2]) do
-  local key_count = tonumber(ARGV[at])
-  -- The end of this request's block: four fields, then per check [#count,] kind, c,
-  -- c numbers.
-  local next_at = at + 5
-  for _ = 1, key_count do
-    if string.byte(ARGV[next_at], 1) == 35 then
-      next_at = next_at + 1
+  local replies = {}
+  local first_key = 1
+  local at = 3
+  for r = 1, tonumber(argv[2]) do
+    local key_count = tonumber(argv[at])
+    -- The end of this request's block: four fields, then per check [#count,] kind, c,
+    -- c numbers.
+    local next_at = at + 5
+    for _ = 1, key_count do
+      if string.byte(argv[next_at], 1) == 35 then
+        next_at = next_at + 1
+      end
+      next_at = next_at + 2 + tonumber(argv[next_at + 1])
     end
-    next_at = next_at + 2 + tonumber(ARGV[next_at + 1])
-  end
-  local ok, reply, message = pcall(decide_request, first_key, key_count, at + 1)
-  if not ok then
-    -- An error the request could not name: its text, for this request only.
-    if type(reply) == 'table' then
-      message = reply.err
+    local ok, reply, message = pcall(decide_request, keys, argv, first_key, key_count, at + 1)
+    if not ok then
+      -- An error the request could not name: its text, for this request only.
+      if type(reply) == 'table' then
+        message = reply.err
+      else
+        message = reply
+      end
+      reply = nil
+    end
+    if reply == nil then
+      replies[r] = tostring(message)
     else
-      message = reply
+      replies[r] = reply
     end
-    reply = nil
+    first_key = first_key + key_count
+    at = next_at
   end
-  if reply == nil then
-    replies[r] = tostring(message)
-  else
-    replies[r] = reply
-  end
-  first_key = first_key + key_count
-  at = next_at
+  return replies
 end
-return replies

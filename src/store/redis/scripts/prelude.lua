@@ -4,7 +4,8 @@
 -- that the request's rules use (each in a block of its own) and driver.lua, assembled
 -- by src/store/redis/script.rs from the registry in src/store/rule.rs; a script with
 -- GCRA starts with gcra_fast.lua, which decides a one-key GCRA acquire before any of
--- this is defined. Each algorithm
+-- this is defined. The library of Redis Functions is the same files, every
+-- algorithm's, defined once when it is loaded. Each algorithm
 -- file registers itself in ALGORITHMS under its kind (everything is local: Redis
 -- forbids scripts to create globals) and is the same state machine as its Rust twin
 -- in src/algorithm/, which names the file, in microseconds: Lua
