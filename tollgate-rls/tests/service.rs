@@ -483,7 +483,9 @@ async fn raw_call(
         request = request.header(*k, *v);
     }
     let (response, mut stream) = send.send_request(request.body(()).unwrap(), false).unwrap();
-    stream.send_data(body.into(), true).unwrap();
+    // The service may answer from the headers alone (an unsupported encoding) and
+    // close the stream before the message goes: its answer is what is checked.
+    let _ = stream.send_data(body.into(), true);
     let response = response.await.unwrap();
     assert_eq!(response.status(), 200);
     let head = response.headers().clone();
