@@ -61,34 +61,27 @@ pub fn load_dir(dir: &Path, domain: Option<&str>) -> Result<RuleSet, SimError> {
         }
         loaded.push((path, rules));
     }
-    let names = || {
-        loaded
-            .iter()
-            .map(|(_, r)| r.domain())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    let names = loaded
+        .iter()
+        .map(|(_, r)| r.domain())
+        .collect::<Vec<_>>()
+        .join(", ");
     match domain {
-        Some(name) => loaded
-            .iter()
-            .position(|(_, r)| r.domain() == name)
-            .map(|i| loaded.swap_remove(i).1)
-            .ok_or_else(|| {
-                SimError::Domains(format!(
-                    "no domain {name:?} in {} (it holds: {})",
-                    dir.display(),
-                    names()
-                ))
-            }),
+        Some(name) => match loaded.iter().position(|(_, r)| r.domain() == name) {
+            Some(i) => Ok(loaded.swap_remove(i).1),
+            None => Err(SimError::Domains(format!(
+                "no domain {name:?} in {} (it holds: {names})",
+                dir.display()
+            ))),
+        },
         None if loaded.len() == 1 => Ok(loaded.remove(0).1),
         None if loaded.is_empty() => Err(SimError::Domains(format!(
             "{} holds no domain file",
             dir.display()
         ))),
         None => Err(SimError::Domains(format!(
-            "{} holds several domains ({}): choose one with --domain",
-            dir.display(),
-            names()
+            "{} holds several domains ({names}): choose one with --domain",
+            dir.display()
         ))),
     }
 }

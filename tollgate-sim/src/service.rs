@@ -69,7 +69,9 @@ pub const KNEE_SERVICE: Service = Service {
 ///
 /// let clock = ManualClock::new();
 /// assert!(adaptive_algorithm("gradient2", &KNEE_SERVICE, &clock, 1).is_ok());
-/// let err = adaptive_algorithm("bbr", &KNEE_SERVICE, &clock, 1).unwrap_err();
+/// let Err(err) = adaptive_algorithm("bbr", &KNEE_SERVICE, &clock, 1) else {
+///     panic!("bbr is not one of them");
+/// };
 /// assert!(err.to_string().starts_with("no adaptive algorithm \"bbr\""));
 /// ```
 pub fn adaptive_algorithm(
@@ -634,7 +636,9 @@ impl Sim<'_> {
             (Slot::Adaptive(permit), false) => permit.success(),
             (Slot::Adaptive(permit), true) => permit.dropped(),
             // A shedder's slot is given back when dropped.
-            (Slot::None | Slot::Fleet(_) | Slot::Utilisation(_), _) => {}
+            (Slot::Fleet(slot), _) => drop(slot),
+            (Slot::Utilisation(slot), _) => drop(slot),
+            (Slot::None, _) => {}
         }
     }
 }

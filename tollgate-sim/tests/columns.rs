@@ -35,20 +35,18 @@ fn adaptive_limits_report_their_limit_in_flight_and_latencies() {
     for s in &outcome.series {
         let (offered, admitted, denied) = totals(s);
         assert_eq!(offered, admitted + denied, "{}", s.name);
-        let mut highest = 0;
-        let mut over = 0;
         for step in &s.steps {
             let (limit, in_flight) = (step.limit.unwrap(), step.in_flight.unwrap());
-            highest = highest.max(limit);
-            // The limiter admits only below its limit: more in flight than the
-            // limit only while requests admitted under a higher one finish.
-            assert!(in_flight <= highest, "{}: {step:?}", s.name);
-            over += u64::from(in_flight > limit);
+            // The limiter admits only below its limit, which never passes 200 here.
+            // (At a step's end more can be in flight than the limit: after a cut,
+            // requests admitted under the higher limit are still finishing, and the
+            // limit can rise and fall within a step. `surge` holds the strict form.)
+            assert!((1..=200).contains(&limit), "{}: {step:?}", s.name);
+            assert!(in_flight <= 200, "{}: {step:?}", s.name);
             assert!(percentiles_ordered(step), "{}: {step:?}", s.name);
             // Failing fast: nothing waits, so no queue and no wait.
             assert_eq!((step.queued, step.wait_p50_us), (None, None));
         }
-        assert!(over * 10 <= s.steps.len() as u64, "{}: over the limit in {over} steps", s.name);
         // The service answers in 10 ms at best.
         let late = &s.steps[5..25];
         assert!(late.iter().all(|s| s.latency_p50_us.unwrap() >= 10_000), "{}", s.name);
