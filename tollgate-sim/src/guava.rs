@@ -125,7 +125,10 @@ mod tests {
             let shape = WarmingUpShape::new(rate, Duration::from_millis(warmup_ms), cold);
             let waits = shape.intervals(published.len());
             for (k, (w, p)) in waits.iter().zip(published).enumerate() {
-                assert!((w - p).abs() <= 0.005 + 1e-9, "{rate}/s, permit {k}: {w} vs {p}");
+                assert!(
+                    (w - p).abs() <= 0.005 + 1e-9,
+                    "{rate}/s, permit {k}: {w} vs {p}"
+                );
             }
         }
     }

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{ArgGroup, Parser, Subcommand, ValueEnum};
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 
 /// `println!` that shrugs off a closed stdout (`tollgate-sim list | head`).
 macro_rules! say {
@@ -22,8 +22,7 @@ use tollgate_sim::domains;
 use tollgate_sim::replay::{RulesLimiter, Series, replay};
 use tollgate_sim::scenarios::{SCENARIOS, run};
 use tollgate_sim::service::{
-    Gate, KNEE_SERVICE, Setup, adaptive_algorithm, draw_classes, parse_mix, parse_service,
-    simulate,
+    Gate, KNEE_SERVICE, Setup, adaptive_algorithm, draw_classes, parse_mix, parse_service, simulate,
 };
 
 #[derive(Parser)]
@@ -31,7 +30,7 @@ use tollgate_sim::service::{
     name = "tollgate-sim",
     about = "See what a limit does to your traffic before deploying it."
 )]
-struct Args {
+struct Cli {
     #[command(subcommand)]
     command: Command,
 }
@@ -64,90 +63,94 @@ enum Command {
     },
     /// Replays traffic against a limit: the rate limit service's domain file or
     /// directory, or an adaptive limiter or a shedder in front of the service model.
-    #[command(group(ArgGroup::new("limit").args(["rules", "config", "adaptive", "shed"])))]
-    Run {
-        /// A domain file of the rate limit service (every algorithm).
-        #[arg(long)]
-        rules: Option<PathBuf>,
-        /// A directory of domain files, read as `tollgate-rls --config DIR` reads it.
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// With `--config`: the domain, when the directory holds several.
-        #[arg(long, requires = "config")]
-        domain: Option<String>,
-        /// A descriptor each request carries, for `--rules` or `--config` (repeat for
-        /// several): `KEY` (its value is the request's key) or `KEY=VALUE`, joined by
-        /// commas for a nested one (`header_match=api,method=POST`). Default: `user`.
-        #[arg(long = "descriptor")]
-        descriptors: Vec<String>,
-        /// An adaptive concurrency limit in front of the service model: `aimd`,
-        /// `vegas`, `gradient2` or `envoy-gradient`.
-        #[arg(long)]
-        adaptive: Option<String>,
-        /// With `--adaptive`: what a request does when every permit is held.
-        #[arg(long, value_enum, default_value = "fail-fast", requires = "adaptive")]
-        when_limited: WhenLimitedName,
-        /// With `--when-limited fifo` or `lifo`: the longest wait, in milliseconds.
-        #[arg(long, default_value_t = 500)]
-        wait_ms: u64,
-        /// With `--when-limited lifo`: the most requests waiting.
-        #[arg(long, default_value_t = 100)]
-        backlog: usize,
-        /// A load shedder in front of the service model: `fleet` or `utilisation`.
-        #[arg(long)]
-        shed: Option<String>,
-        /// With `--shed`: the requests in flight the service runs.
-        #[arg(long, default_value_t = 100, requires = "shed")]
-        capacity: u64,
-        /// With `--shed fleet`: the share of the capacity kept for critical work.
-        #[arg(long, default_value_t = 0.2, requires = "shed")]
-        reserve: f64,
-        /// The classes of pattern traffic, drawn with the seed: `critical=1,sheddable=4`
-        /// (Google's classes; a trace's come from its class column).
-        #[arg(long)]
-        mix: Option<String>,
-        /// The service model: `base_ms=10,knee=10,growth=0.2,max_in_flight=40,jitter=0.1`
-        /// (the defaults), any of them, and `hang_ms=N` for a service that hangs past
-        /// `max_in_flight` rather than refusing. Alone: the service unprotected.
-        #[arg(long, conflicts_with_all = ["rules", "config"])]
-        service: Option<String>,
-        /// A recorded traffic (`timestamp,key,cost,class` lines) instead of a pattern.
-        #[arg(long)]
-        trace: Option<PathBuf>,
-        /// The arrival pattern.
-        #[arg(long, value_enum, default_value = "poisson")]
-        pattern: PatternName,
-        /// Requests a second (the top rate for `ramp`, from 0).
-        #[arg(long, default_value_t = 10.0)]
-        rate: f64,
-        /// Seconds of traffic.
-        #[arg(long, default_value_t = 60.0)]
-        duration: f64,
-        /// For `on-off`: seconds on, then seconds off.
-        #[arg(long, default_value_t = 1.0)]
-        on: f64,
-        #[arg(long, default_value_t = 4.0)]
-        off: f64,
-        /// Distinct keys, drawn with a Zipf popularity.
-        #[arg(long, default_value_t = 1)]
-        keys: u32,
-        /// The Zipf exponent (0: uniform).
-        #[arg(long, default_value_t = 1.0)]
-        zipf: f64,
-        /// Permits each request asks for (a request to the service model is one in
-        /// flight whatever its cost).
-        #[arg(long, default_value_t = 1)]
-        cost: u64,
-        /// The seed of the traffic (and of the service's jitter).
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-        /// Milliseconds per step of the series.
-        #[arg(long, default_value_t = 1000)]
-        step_ms: u64,
-        /// A directory for the series, as CSV and JSON, and its plot.
-        #[arg(long)]
-        out: Option<PathBuf>,
-    },
+    Run(Box<RunArgs>),
+}
+
+/// `run`'s flags.
+#[derive(Args)]
+#[command(group(ArgGroup::new("limit").args(["rules", "config", "adaptive", "shed"])))]
+struct RunArgs {
+    /// A domain file of the rate limit service (every algorithm).
+    #[arg(long)]
+    rules: Option<PathBuf>,
+    /// A directory of domain files, read as `tollgate-rls --config DIR` reads it.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// With `--config`: the domain, when the directory holds several.
+    #[arg(long, requires = "config")]
+    domain: Option<String>,
+    /// A descriptor each request carries, for `--rules` or `--config` (repeat for
+    /// several): `KEY` (its value is the request's key) or `KEY=VALUE`, joined by
+    /// commas for a nested one (`header_match=api,method=POST`). Default: `user`.
+    #[arg(long = "descriptor")]
+    descriptors: Vec<String>,
+    /// An adaptive concurrency limit in front of the service model: `aimd`,
+    /// `vegas`, `gradient2` or `envoy-gradient`.
+    #[arg(long)]
+    adaptive: Option<String>,
+    /// With `--adaptive`: what a request does when every permit is held.
+    #[arg(long, value_enum, default_value = "fail-fast", requires = "adaptive")]
+    when_limited: WhenLimitedName,
+    /// With `--when-limited fifo` or `lifo`: the longest wait, in milliseconds.
+    #[arg(long, default_value_t = 500)]
+    wait_ms: u64,
+    /// With `--when-limited lifo`: the most requests waiting.
+    #[arg(long, default_value_t = 100)]
+    backlog: usize,
+    /// A load shedder in front of the service model: `fleet` or `utilisation`.
+    #[arg(long)]
+    shed: Option<String>,
+    /// With `--shed`: the requests in flight the service runs.
+    #[arg(long, default_value_t = 100, requires = "shed")]
+    capacity: u64,
+    /// With `--shed fleet`: the share of the capacity kept for critical work.
+    #[arg(long, default_value_t = 0.2, requires = "shed")]
+    reserve: f64,
+    /// The classes of pattern traffic, drawn with the seed: `critical=1,sheddable=4`
+    /// (Google's classes; a trace's come from its class column).
+    #[arg(long)]
+    mix: Option<String>,
+    /// The service model: `base_ms=10,knee=10,growth=0.2,max_in_flight=40,jitter=0.1`
+    /// (the defaults), any of them, and `hang_ms=N` for a service that hangs past
+    /// `max_in_flight` rather than refusing. Alone: the service unprotected.
+    #[arg(long, conflicts_with_all = ["rules", "config"])]
+    service: Option<String>,
+    /// A recorded traffic (`timestamp,key,cost,class` lines) instead of a pattern.
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// The arrival pattern.
+    #[arg(long, value_enum, default_value = "poisson")]
+    pattern: PatternName,
+    /// Requests a second (the top rate for `ramp`, from 0).
+    #[arg(long, default_value_t = 10.0)]
+    rate: f64,
+    /// Seconds of traffic.
+    #[arg(long, default_value_t = 60.0)]
+    duration: f64,
+    /// For `on-off`: seconds on, then seconds off.
+    #[arg(long, default_value_t = 1.0)]
+    on: f64,
+    #[arg(long, default_value_t = 4.0)]
+    off: f64,
+    /// Distinct keys, drawn with a Zipf popularity.
+    #[arg(long, default_value_t = 1)]
+    keys: u32,
+    /// The Zipf exponent (0: uniform).
+    #[arg(long, default_value_t = 1.0)]
+    zipf: f64,
+    /// Permits each request asks for (a request to the service model is one in
+    /// flight whatever its cost).
+    #[arg(long, default_value_t = 1)]
+    cost: u64,
+    /// The seed of the traffic (and of the service's jitter).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Milliseconds per step of the series.
+    #[arg(long, default_value_t = 1000)]
+    step_ms: u64,
+    /// A directory for the series, as CSV and JSON, and its plot.
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -166,7 +169,7 @@ enum PatternName {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = Cli::parse();
     match execute(args.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -239,39 +242,42 @@ fn execute(command: Command) -> Result<(), Box<dyn std::error::Error>> {
                 say!("wrote {}", path.display());
             }
         }
-        Command::Run {
-            rules,
-            config,
-            domain,
-            descriptors,
-            adaptive,
-            when_limited,
-            wait_ms,
-            backlog,
-            shed,
-            capacity,
-            reserve,
-            mix,
-            service,
-            trace,
-            pattern,
-            rate,
-            duration,
-            on,
-            off,
-            keys,
-            zipf,
-            cost,
-            seed,
-            step_ms,
-            out,
-        } => {
+        Command::Run(args) => {
+            let RunArgs {
+                rules,
+                config,
+                domain,
+                descriptors,
+                adaptive,
+                when_limited,
+                wait_ms,
+                backlog,
+                shed,
+                capacity,
+                reserve,
+                mix,
+                service,
+                trace,
+                pattern,
+                rate,
+                duration,
+                on,
+                off,
+                keys,
+                zipf,
+                cost,
+                seed,
+                step_ms,
+                out,
+            } = *args;
             let step = Duration::from_millis(step_ms);
             if !descriptors.is_empty() && rules.is_none() && config.is_none() {
                 return Err("--descriptor is for --rules or --config".into());
             }
             if mix.is_some() && trace.is_some() {
-                return Err("--mix is for pattern traffic: a trace's classes are its class column".into());
+                return Err(
+                    "--mix is for pattern traffic: a trace's classes are its class column".into(),
+                );
             }
             // The traffic: a trace, or a pattern (with classes drawn from `--mix`).
             let (arrivals, key_names, class_names) = match &trace {
@@ -309,7 +315,10 @@ fn execute(command: Command) -> Result<(), Box<dyn std::error::Error>> {
                 };
                 let mut limiter = RulesLimiter::with_rules(rule_set, descriptors)?;
                 let name = if trace.is_some() { "trace" } else { "run" };
-                (name, vec![replay(name, &arrivals, &key_name, &mut limiter, step)?])
+                (
+                    name,
+                    vec![replay(name, &arrivals, &key_name, &mut limiter, step)?],
+                )
             } else if adaptive.is_some() || shed.is_some() || service.is_some() {
                 let model = match &service {
                     Some(spec) => parse_service(spec)?,

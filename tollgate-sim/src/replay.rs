@@ -240,8 +240,11 @@ impl Step {
 
     /// Sets the latency percentiles from `latencies` (those of the step's ends).
     pub fn set_latencies(&mut self, latencies: &mut [Duration]) {
-        [self.latency_p50_us, self.latency_p90_us, self.latency_p99_us] =
-            percentiles(latencies);
+        [
+            self.latency_p50_us,
+            self.latency_p90_us,
+            self.latency_p99_us,
+        ] = percentiles(latencies);
     }
 }
 

@@ -13,9 +13,7 @@ use crate::error::SimError;
 use crate::guava::WarmingUpShape;
 use crate::plot::Measure;
 use crate::replay::{AlgorithmLimiter, Decide, RulesLimiter, Series, Step, replay};
-use crate::service::{
-    Gate, KNEE_SERVICE, Overload, Service, Setup, adaptive_algorithm, simulate,
-};
+use crate::service::{Gate, KNEE_SERVICE, Overload, Service, Setup, adaptive_algorithm, simulate};
 
 /// A scenario: what it shows, and how to run it.
 #[derive(Debug, Clone, Copy)]
@@ -238,13 +236,12 @@ fn warmup(seed: u64) -> Result<Outcome, SimError> {
     )?;
     // Guava's `acquire()`: each permit taken as soon as it is due.
     let waited = waiting_caller(warming, length)?;
-    series.insert(1, counted("SmoothWarmingUp, a caller that waits", &waited, step));
-    let shape = WarmingUpShape::new(rate, period, 3.0);
-    let reference = counted(
-        "Guava's documented shape",
-        &shape.grant_times(length),
-        step,
+    series.insert(
+        1,
+        counted("SmoothWarmingUp, a caller that waits", &waited, step),
     );
+    let shape = WarmingUpShape::new(rate, period, 3.0);
+    let reference = counted("Guava's documented shape", &shape.grant_times(length), step);
     Ok(Outcome {
         name: "warmup",
         series,
@@ -444,7 +441,11 @@ fn surge(seed: u64) -> Result<Outcome, SimError> {
     let (critical_class, sheddable_class) = (google.parse("critical"), google.parse("sheddable"));
     let arrivals: Vec<Arrival> = requests
         .iter()
-        .map(|&(at, _)| Arrival { at, key: 0, cost: 1 })
+        .map(|&(at, _)| Arrival {
+            at,
+            key: 0,
+            cost: 1,
+        })
         .collect();
     let classes: Vec<_> = requests
         .iter()
@@ -589,7 +590,10 @@ mod tests {
     fn a_waiting_caller_warms_up_along_guavas_documented_shape() {
         let outcome = run("warmup", 0).unwrap();
         let (simulated, reference) = (&outcome.series[1], outcome.reference.as_ref().unwrap());
-        assert_eq!(simulated.admitted_at_us.len(), reference.admitted_at_us.len());
+        assert_eq!(
+            simulated.admitted_at_us.len(),
+            reference.admitted_at_us.len()
+        );
         assert!(simulated.admitted_at_us.len() > 200);
         for (k, (s, r)) in simulated
             .admitted_at_us
@@ -597,13 +601,23 @@ mod tests {
             .zip(&reference.admitted_at_us)
             .enumerate()
         {
-            assert!(s.abs_diff(*r) <= 1, "permit {k}: {s} µs simulated, {r} µs analytic");
+            assert!(
+                s.abs_diff(*r) <= 1,
+                "permit {k}: {s} µs simulated, {r} µs analytic"
+            );
         }
         // Cold: the second permit 298 ms after the first (3 × 100 ms, less the slope
         // over half a permit); warm after the 10 s warm-up: 100 ms apart.
-        let gaps: Vec<u64> = simulated.admitted_at_us.windows(2).map(|w| w[1] - w[0]).collect();
+        let gaps: Vec<u64> = simulated
+            .admitted_at_us
+            .windows(2)
+            .map(|w| w[1] - w[0])
+            .collect();
         assert!(gaps[0].abs_diff(298_000) <= 1, "{}", gaps[0]);
-        assert!(gaps[50..].iter().all(|&g| g.abs_diff(100_000) <= 1), "{gaps:?}");
+        assert!(
+            gaps[50..].iter().all(|&g| g.abs_diff(100_000) <= 1),
+            "{gaps:?}"
+        );
     }
 
     #[test]

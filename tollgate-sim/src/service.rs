@@ -456,7 +456,8 @@ impl Sim<'_> {
         let mut next_tick = ticking.then_some(self.start);
         let mut next = 0;
         loop {
-            let busy = next < arrivals.len() || !self.payloads.is_empty() || !self.waiting.is_empty();
+            let busy =
+                next < arrivals.len() || !self.payloads.is_empty() || !self.waiting.is_empty();
             if !busy {
                 break;
             }
@@ -551,7 +552,11 @@ impl Sim<'_> {
                     return;
                 }
             }
-            Gate::Fleet(fleet) => fleet.decide(&class_or_default).into_slot().ok().map(Slot::Fleet),
+            Gate::Fleet(fleet) => fleet
+                .decide(&class_or_default)
+                .into_slot()
+                .ok()
+                .map(Slot::Fleet),
             Gate::Utilisation(shedder) => shedder
                 .decide(&class_or_default)
                 .into_slot()
@@ -604,7 +609,9 @@ impl Sim<'_> {
             // The model's latency (its `latency` is private to it): the level's,
             // plus an exponential jitter drawn only when there is one.
             let jitter = if self.service.jitter > 0.0 {
-                self.service.base.mul_f64(self.service.jitter * self.rng.exp())
+                self.service
+                    .base
+                    .mul_f64(self.service.jitter * self.rng.exp())
             } else {
                 Duration::ZERO
             };

@@ -82,7 +82,11 @@ fn a_fixed_window_never_admits_more_than_its_limit_in_a_window() {
     let csv = std::fs::read_to_string(out.join("run.csv")).unwrap();
     let mut windows = 0;
     for line in csv.lines().skip(1) {
-        let fields: Vec<u64> = line.split(',').take(4).map(|f| f.parse().unwrap()).collect();
+        let fields: Vec<u64> = line
+            .split(',')
+            .take(4)
+            .map(|f| f.parse().unwrap())
+            .collect();
         let (offered, admitted, denied) = (fields[1], fields[2], fields[3]);
         assert!(admitted <= 5, "{line}");
         assert_eq!(offered, admitted + denied);
@@ -341,7 +345,11 @@ fn a_domain_directory_is_read_as_the_service_reads_it() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config");
     std::fs::create_dir_all(config.join("nested")).unwrap();
-    std::fs::write(config.join("api.yaml"), RULES.replace("domain: sim", "domain: api")).unwrap();
+    std::fs::write(
+        config.join("api.yaml"),
+        RULES.replace("domain: sim", "domain: api"),
+    )
+    .unwrap();
     std::fs::write(
         config.join("nested").join("web"),
         "domain: web\ndescriptors:\n  - key: site\n    value: shop\n    descriptors:\n      - key: user\n        rate_limit: { unit: second, requests_per_unit: 2 }\n",
@@ -376,28 +384,58 @@ fn a_domain_directory_is_read_as_the_service_reads_it() {
     assert!(output.status.success(), "{}", text(&output.stderr));
     let (header, rows) = columns(&std::fs::read_to_string(out.join("run.csv")).unwrap());
     for row in &rows {
-        assert!(cell(&header, row, "admitted").parse::<u64>().unwrap() <= 2, "{row:?}");
+        assert!(
+            cell(&header, row, "admitted").parse::<u64>().unwrap() <= 2,
+            "{row:?}"
+        );
     }
     let output = run(&["--domain", "nope"]);
-    assert!(text(&output.stderr).contains("no domain \"nope\""), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stderr).contains("no domain \"nope\""),
+        "{}",
+        text(&output.stderr)
+    );
 }
 
 #[test]
 fn bad_limits_and_services_are_named() {
     let cases: [(&[&str], &str); 6] = [
-        (&["run", "--adaptive", "bbr"], "no adaptive algorithm \"bbr\" (known: aimd, vegas, gradient2, envoy-gradient)"),
-        (&["run", "--shed", "random"], "no shedder \"random\" (known: fleet, utilisation)"),
+        (
+            &["run", "--adaptive", "bbr"],
+            "no adaptive algorithm \"bbr\" (known: aimd, vegas, gradient2, envoy-gradient)",
+        ),
+        (
+            &["run", "--shed", "random"],
+            "no shedder \"random\" (known: fleet, utilisation)",
+        ),
         (&["run", "--shed", "fleet", "--capacity", "0"], "limiter:"),
-        (&["run", "--adaptive", "aimd", "--service", "knee=0"], "service: knee must be"),
-        (&["run", "--service", "knee=10,max_in_flight=5"], "service: max_in_flight must be at least the knee"),
-        (&["run", "--adaptive", "aimd", "--rate", "0"], "rate must be a positive"),
+        (
+            &["run", "--adaptive", "aimd", "--service", "knee=0"],
+            "service: knee must be",
+        ),
+        (
+            &["run", "--service", "knee=10,max_in_flight=5"],
+            "service: max_in_flight must be at least the knee",
+        ),
+        (
+            &["run", "--adaptive", "aimd", "--rate", "0"],
+            "rate must be a positive",
+        ),
     ];
     for (args, message) in cases {
         let output = sim(args);
         assert_eq!(output.status.code(), Some(2), "{args:?}");
-        assert!(text(&output.stderr).contains(message), "{args:?}: {}", text(&output.stderr));
+        assert!(
+            text(&output.stderr).contains(message),
+            "{args:?}: {}",
+            text(&output.stderr)
+        );
     }
     let none = sim(&["run", "--rate", "5"]);
     assert_eq!(none.status.code(), Some(2));
-    assert!(text(&none.stderr).contains("run needs a limit"), "{}", text(&none.stderr));
+    assert!(
+        text(&none.stderr).contains("run needs a limit"),
+        "{}",
+        text(&none.stderr)
+    );
 }

@@ -49,7 +49,11 @@ fn adaptive_limits_report_their_limit_in_flight_and_latencies() {
         }
         // The service answers in 10 ms at best.
         let late = &s.steps[5..25];
-        assert!(late.iter().all(|s| s.latency_p50_us.unwrap() >= 10_000), "{}", s.name);
+        assert!(
+            late.iter().all(|s| s.latency_p50_us.unwrap() >= 10_000),
+            "{}",
+            s.name
+        );
     }
 }
 
@@ -77,14 +81,21 @@ fn an_adaptive_limiter_that_waits_reports_its_queue_and_waits() {
     let (offered, admitted, denied) = totals(s);
     assert_eq!(offered, arrivals.len() as u64);
     assert_eq!(offered, admitted + denied);
-    assert!(denied > 0, "offered twice the service's capacity, some time out");
+    assert!(
+        denied > 0,
+        "offered twice the service's capacity, some time out"
+    );
     assert!(s.steps.iter().any(|s| s.queued.unwrap() > 0));
     for step in &s.steps {
         assert!(percentiles_ordered(step), "{step:?}");
         // Nobody waits longer than the timeout.
         assert!(step.wait_p99_us.is_none_or(|w| w <= 50_000), "{step:?}");
     }
-    assert_eq!(s.steps.last().unwrap().queued, Some(0), "every waiter resolved");
+    assert_eq!(
+        s.steps.last().unwrap().queued,
+        Some(0),
+        "every waiter resolved"
+    );
 }
 
 #[test]
@@ -99,7 +110,10 @@ fn the_leaky_queue_reports_its_queue_and_waits_only() {
         // 50 waiting at 10 a second: no wait above 5 s.
         assert!(step.wait_p99_us.is_none_or(|w| w <= 5_000_000), "{step:?}");
         // No service model, no concurrency limit.
-        assert_eq!((step.in_flight, step.limit, step.latency_p50_us), (None, None, None));
+        assert_eq!(
+            (step.in_flight, step.limit, step.latency_p50_us),
+            (None, None, None)
+        );
     }
     assert!(s.steps.iter().any(|s| s.queued.unwrap() > 20));
     assert_eq!(s.steps.last().unwrap().queued, Some(0));
@@ -122,7 +136,10 @@ fn the_fleet_shedder_keeps_each_class_under_its_limit() {
         }
     }
     let busiest = sheddable.steps[21..40].iter().map(|s| s.in_flight.unwrap());
-    assert!(busiest.max().unwrap() >= 70, "the surge fills the shared slots");
+    assert!(
+        busiest.max().unwrap() >= 70,
+        "the surge fills the shared slots"
+    );
 }
 
 #[test]
