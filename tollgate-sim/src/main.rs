@@ -88,24 +88,27 @@ struct RunArgs {
     /// `vegas`, `gradient2` or `envoy-gradient`.
     #[arg(long)]
     adaptive: Option<String>,
-    /// With `--adaptive`: what a request does when every permit is held.
-    #[arg(long, value_enum, default_value = "fail-fast", requires = "adaptive")]
-    when_limited: WhenLimitedName,
-    /// With `--when-limited fifo` or `lifo`: the longest wait, in milliseconds.
-    #[arg(long, default_value_t = 500)]
-    wait_ms: u64,
-    /// With `--when-limited lifo`: the most requests waiting.
-    #[arg(long, default_value_t = 100)]
-    backlog: usize,
+    /// With `--adaptive`: what a request does when every permit is held
+    /// [default: fail-fast].
+    #[arg(long, value_enum)]
+    when_limited: Option<WhenLimitedName>,
+    /// With `--when-limited fifo` or `lifo`: the longest wait, in milliseconds
+    /// [default: 500].
+    #[arg(long)]
+    wait_ms: Option<u64>,
+    /// With `--when-limited lifo`: the most requests waiting [default: 100].
+    #[arg(long)]
+    backlog: Option<usize>,
     /// A load shedder in front of the service model: `fleet` or `utilisation`.
     #[arg(long)]
     shed: Option<String>,
-    /// With `--shed`: the requests in flight the service runs.
-    #[arg(long, default_value_t = 100, requires = "shed")]
-    capacity: u64,
-    /// With `--shed fleet`: the share of the capacity kept for critical work.
-    #[arg(long, default_value_t = 0.2, requires = "shed")]
-    reserve: f64,
+    /// With `--shed`: the requests in flight the service runs [default: 100].
+    #[arg(long)]
+    capacity: Option<u64>,
+    /// With `--shed fleet`: the share of the capacity kept for critical work
+    /// [default: 0.2].
+    #[arg(long)]
+    reserve: Option<f64>,
     /// The classes of pattern traffic, drawn with the seed: `critical=1,sheddable=4`
     /// (Google's classes; a trace's come from its class column).
     #[arg(long)]
@@ -271,6 +274,33 @@ fn execute(command: Command) -> Result<(), Box<dyn std::error::Error>> {
                 out,
             } = *args;
             let step = Duration::from_millis(step_ms);
+            // A flag given where it does nothing is refused, not ignored.
+            let mode = when_limited.unwrap_or(WhenLimitedName::FailFast);
+            let misplaced = [
+                (
+                    when_limited.is_some() && adaptive.is_none(),
+                    "--when-limited is for --adaptive",
+                ),
+                (
+                    wait_ms.is_some() && mode == WhenLimitedName::FailFast,
+                    "--wait-ms is for --when-limited fifo or lifo",
+                ),
+                (
+                    backlog.is_some() && mode != WhenLimitedName::Lifo,
+                    "--backlog is for --when-limited lifo",
+                ),
+                (
+                    capacity.is_some() && shed.is_none(),
+                    "--capacity is for --shed",
+                ),
+                (
+                    reserve.is_some() && shed.as_deref() != Some("fleet"),
+                    "--reserve is for --shed fleet",
+                ),
+            ];
+            if let Some((_, message)) = misplaced.iter().find(|(wrong, _)| *wrong) {
+                return Err((*message).into());
+            }
             if !descriptors.is_empty() && rules.is_none() && config.is_none() {
                 return Err("--descriptor is for --rules or --config".into());
             }
@@ -305,6 +335,7 @@ fn execute(command: Command) -> Result<(), Box<dyn std::error::Error>> {
                 return Err("--mix is for --adaptive, --shed or --service".into());
             }
             let (name, series) = if let Some(rule_set) = rule_set {
+                let descriptors_given = descriptors.clone();
                 let descriptors = if descriptors.is_empty() {
                     vec![vec![("user".to_owned(), None)]]
                 } else {
@@ -313,12 +344,23 @@ fn execute(command: Command) -> Result<(), Box<dyn std::error::Error>> {
                         .map(|d| domains::parse_descriptor(d))
                         .collect::<Result<_, _>>()?
                 };
+                let domain_name = rule_set.domain().to_owned();
                 let mut limiter = RulesLimiter::with_rules(rule_set, descriptors)?;
                 let name = if trace.is_some() { "trace" } else { "run" };
-                (
-                    name,
-                    vec![replay(name, &arrivals, &key_name, &mut limiter, step)?],
-                )
+                let series = replay(name, &arrivals, &key_name, &mut limiter, step)?;
+                if limiter.unmatched() > 0 {
+                    let given = if descriptors_given.is_empty() {
+                        "user".to_owned()
+                    } else {
+                        descriptors_given.join(" ")
+                    };
+                    eprintln!(
+                        "tollgate-sim: note: {} requests matched no limit of domain {domain_name:?} \
+                         (descriptors: {given}): admitted, as the service admits them",
+                        limiter.unmatched()
+                    );
+                }
+                (name, vec![series])
             } else if adaptive.is_some() || shed.is_some() || service.is_some() {
                 let model = match &service {
                     Some(spec) => parse_service(spec)?,
@@ -328,17 +370,24 @@ fn execute(command: Command) -> Result<(), Box<dyn std::error::Error>> {
                 let gate = match (&adaptive, &shed) {
                     (Some(name), _) => {
                         let algorithm = adaptive_algorithm(name, &model, &clock, seed)?;
-                        let wait = Duration::from_millis(wait_ms);
-                        let mode = match when_limited {
+                        let wait = Duration::from_millis(wait_ms.unwrap_or(500));
+                        let mode = match mode {
                             WhenLimitedName::FailFast => WhenLimited::FailFast,
                             WhenLimitedName::Fifo => WhenLimited::fifo(wait)
                                 .map_err(|e| SimError::Limiter(e.to_string()))?,
-                            WhenLimitedName::Lifo => WhenLimited::lifo(backlog, wait)
-                                .map_err(|e| SimError::Limiter(e.to_string()))?,
+                            WhenLimitedName::Lifo => {
+                                WhenLimited::lifo(backlog.unwrap_or(100), wait)
+                                    .map_err(|e| SimError::Limiter(e.to_string()))?
+                            }
                         };
                         Gate::adaptive(algorithm, mode, &clock)?
                     }
-                    (_, Some(name)) => Gate::shedder(name, capacity, reserve, &clock)?,
+                    (_, Some(name)) => Gate::shedder(
+                        name,
+                        capacity.unwrap_or(100),
+                        reserve.unwrap_or(0.2),
+                        &clock,
+                    )?,
                     _ => Gate::Unlimited,
                 };
                 let google = Classes::google();

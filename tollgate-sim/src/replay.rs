@@ -40,6 +40,9 @@ pub struct RulesLimiter {
     /// seed replays exactly.
     clock: ManualClock,
     descriptors: Vec<Vec<Entry>>,
+    /// Requests whose descriptors matched no limit (admitted, as the service
+    /// admits them).
+    unmatched: u64,
 }
 
 impl RulesLimiter {
@@ -110,7 +113,16 @@ impl RulesLimiter {
             limiter,
             clock,
             descriptors,
+            unmatched: 0,
         })
+    }
+}
+
+impl RulesLimiter {
+    /// How many requests so far matched no limit of the rules: admitted, as the
+    /// service admits them, which is most likely a descriptor the rules do not name.
+    pub fn unmatched(&self) -> u64 {
+        self.unmatched
     }
 }
 
@@ -135,6 +147,7 @@ impl Decide for RulesLimiter {
             .now_or_never()
             .ok_or_else(|| SimError::Rules("the memory store did not answer at once".into()))?
             .map_err(|e| SimError::Rules(e.to_string()))?;
+        self.unmatched += u64::from(decided.applied().is_empty());
         Ok(decided.is_admitted())
     }
 }

@@ -431,11 +431,60 @@ fn bad_limits_and_services_are_named() {
             text(&output.stderr)
         );
     }
+    let misplaced: [(&[&str], &str); 3] = [
+        (
+            &["run", "--adaptive", "aimd", "--capacity", "5"],
+            "--capacity is for --shed",
+        ),
+        (
+            &["run", "--adaptive", "aimd", "--wait-ms", "5"],
+            "--wait-ms is for --when-limited fifo or lifo",
+        ),
+        (
+            &["run", "--shed", "utilisation", "--reserve", "0.5"],
+            "--reserve is for --shed fleet",
+        ),
+    ];
+    for (args, message) in misplaced {
+        let output = sim(args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        assert!(
+            text(&output.stderr).contains(message),
+            "{args:?}: {}",
+            text(&output.stderr)
+        );
+    }
     let none = sim(&["run", "--rate", "5"]);
     assert_eq!(none.status.code(), Some(2));
     assert!(
         text(&none.stderr).contains("run needs a limit"),
         "{}",
         text(&none.stderr)
+    );
+}
+
+#[test]
+fn descriptors_that_match_no_limit_are_pointed_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("rules.yaml");
+    std::fs::write(&rules, RULES).unwrap();
+    let output = sim(&[
+        "run",
+        "--rules",
+        rules.to_str().unwrap(),
+        "--descriptor",
+        "client",
+    ]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stderr).contains("matched no limit of domain \"sim\" (descriptors: client)"),
+        "{}",
+        text(&output.stderr)
+    );
+    let output = sim(&["run", "--rules", rules.to_str().unwrap()]);
+    assert!(
+        !text(&output.stderr).contains("matched no limit"),
+        "{}",
+        text(&output.stderr)
     );
 }
