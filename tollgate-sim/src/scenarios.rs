@@ -61,9 +61,11 @@ pub const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "warmup",
         shows: "Guava's SmoothWarmingUp at 10 a second with 10 s of warm-up, cold at the \
-                start, asked 20 a second by a caller that never waits: a third of the rate \
-                at first (Guava's cold factor 3), rising to the full rate; SmoothBursty \
-                grants the full rate at once",
+                start: a caller that waits for each permit (Guava's acquire) gets them \
+                on Guava's documented shape (dashed: from 3x the stable interval down \
+                to it over the warm-up), to the microsecond; a caller asking 20 a second \
+                that never waits warms it more slowly; SmoothBursty grants the full rate \
+                at once",
     },
 ];
 
