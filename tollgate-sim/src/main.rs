@@ -326,6 +326,8 @@ fn execute(command: Command) -> Result<(), Box<dyn std::error::Error>> {
                 Keys::Named(names) => names[k as usize].clone(),
                 Keys::Pattern(traffic) => traffic.key_name(k),
             };
+            // The service's knee, for an adaptive limit's picture.
+            let mut knee = None;
             let rule_set = match (&rules, &config) {
                 (Some(file), _) => Some(domains::load_file(file)?),
                 (None, Some(dir)) => Some(domains::load_dir(dir, domain.as_deref())?),
@@ -407,6 +409,9 @@ fn execute(command: Command) -> Result<(), Box<dyn std::error::Error>> {
                     seed,
                 };
                 let served = simulate("run", &setup, &arrivals, &classes, &gate, &clock)?;
+                if adaptive.is_some() {
+                    knee = Some(model.knee);
+                }
                 let mut series = vec![served.total];
                 series.extend(served.by_class);
                 ("run", series)
@@ -437,6 +442,17 @@ fn execute(command: Command) -> Result<(), Box<dyn std::error::Error>> {
                 )?;
                 std::fs::write(dir.join(format!("{name}.svg")), picture)?;
                 say!("wrote {}/{name}.svg", dir.display());
+                // An adaptive limit's own picture: where it settles against the knee.
+                if let Some(knee) = knee {
+                    let picture = tollgate_sim::plot::svg(
+                        "run: the limit",
+                        &series[..1],
+                        tollgate_sim::plot::Measure::Limit { knee },
+                        None,
+                    )?;
+                    std::fs::write(dir.join(format!("{name}-limit.svg")), picture)?;
+                    say!("wrote {}/{name}-limit.svg", dir.display());
+                }
             }
         }
     }

@@ -230,6 +230,7 @@ fn an_adaptive_limit_runs_on_the_users_traffic_in_front_of_the_service() {
         assert!(output.status.success(), "{}", text(&output.stderr));
         outputs.push(std::fs::read_to_string(out.join("run.csv")).unwrap());
         assert!(out.join("run.json").exists() && out.join("run.svg").exists());
+        assert!(out.join("run-limit.svg").exists());
     }
     assert_eq!(outputs[0], outputs[1], "the same seed, the same bytes");
     let (header, rows) = columns(&outputs[0]);
