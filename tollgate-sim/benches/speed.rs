@@ -5,16 +5,19 @@
 //! best of five runs; the simulated requests are Poisson arrivals over 1,000 keys
 //! (Zipf, exponent 1) decided by a rules file over a memory store at their virtual
 //! times, counted per second; the loop is `Limiter::try_acquire(1)` on one GCRA
-//! limiter, on a manual clock.
+//! limiter, on a manual clock. The same arrivals are also sent through Gradient2 (fail
+//! fast) to the service model, event by event, with every column of the series.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use tollgate::adaptive::WhenLimited;
 use tollgate::algorithm::Gcra;
 use tollgate::time::ManualClock;
 use tollgate::{Limiter, Quota};
 use tollgate_sim::arrivals::{Keys, Pattern, Traffic};
 use tollgate_sim::replay::{RulesLimiter, replay};
+use tollgate_sim::service::{self, Gate, KNEE_SERVICE, Setup, adaptive_algorithm};
 
 const REQUESTS: usize = 1_000_000;
 
@@ -61,6 +64,22 @@ fn main() {
         .expect("replay");
         series.admitted()
     });
+    let (served, served_admitted) = best_of(5, || {
+        let clock = ManualClock::new();
+        let algorithm =
+            adaptive_algorithm("gradient2", &KNEE_SERVICE, &clock, 1).expect("algorithm");
+        let gate = Gate::adaptive(algorithm, WhenLimited::FailFast, &clock).expect("gate");
+        let setup = Setup {
+            service: KNEE_SERVICE,
+            step: Duration::from_secs(1),
+            tick: Duration::from_millis(10),
+            seed: 1,
+        };
+        service::simulate("speed", &setup, &arrivals, &[], &gate, &clock)
+            .expect("simulate")
+            .total
+            .admitted()
+    });
     let quota = Quota::per_second(50).expect("quota");
     let (plain, plain_admitted) = best_of(5, || {
         let clock = ManualClock::new();
@@ -85,6 +104,11 @@ fn main() {
         "  simulation: {n} requests replayed through a rules file in {:.3} s ({:.0} ns each, {admitted} admitted)",
         simulate.as_secs_f64(),
         per(simulate, n)
+    );
+    println!(
+        "  service model: {n} requests through Gradient2 to the service in {:.3} s ({:.0} ns each, {served_admitted} admitted)",
+        served.as_secs_f64(),
+        per(served, n)
     );
     println!(
         "  plain Limiter::try_acquire loop: {REQUESTS} calls in {:.3} s ({:.1} ns each, {plain_admitted} admitted)",

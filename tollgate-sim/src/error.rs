@@ -26,6 +26,27 @@ pub enum SimError {
     Rules(String),
     /// A plot could not be drawn.
     Plot(String),
+    /// An adaptive algorithm or a shedder the simulator does not have.
+    UnknownAlgorithm {
+        /// What was asked for: `adaptive algorithm` or `shedder`.
+        kind: &'static str,
+        /// The name given.
+        name: String,
+        /// The names it has.
+        known: &'static [&'static str],
+    },
+    /// A field of the service model out of its range: `parameter`, and what it must
+    /// be.
+    Service {
+        /// The field, as `--service` names it.
+        parameter: &'static str,
+        /// The range it must be in.
+        expected: &'static str,
+    },
+    /// An adaptive limiter or a shedder refused its settings.
+    Limiter(String),
+    /// A domain directory, or the domain asked for in it, that does not load.
+    Domains(String),
 }
 
 impl fmt::Display for SimError {
@@ -41,6 +62,15 @@ impl fmt::Display for SimError {
             }
             SimError::Rules(message) => write!(f, "rules: {message}"),
             SimError::Plot(message) => write!(f, "plot: {message}"),
+            SimError::UnknownAlgorithm { kind, name, known } => {
+                write!(f, "no {kind} {name:?} (known: {})", known.join(", "))
+            }
+            SimError::Service {
+                parameter,
+                expected,
+            } => write!(f, "service: {parameter} must be {expected}"),
+            SimError::Limiter(message) => write!(f, "limiter: {message}"),
+            SimError::Domains(message) => write!(f, "domains: {message}"),
         }
     }
 }

@@ -1,6 +1,8 @@
 //! Series drawn as SVG: what each limit admitted per step, over what was offered.
 
+use plotters::element::DashedPathElement;
 use plotters::prelude::*;
+use plotters::series::DashedLineSeries;
 
 use crate::error::SimError;
 use crate::replay::Series;
@@ -16,8 +18,8 @@ pub enum Measure {
     /// Requests in the span before each step's end: a limit of so many per span
     /// shows as a line it keeps under.
     Rolling(std::time::Duration),
-    /// Each series' `admitted` read as a concurrency limit at each step's end, beside
-    /// the service's knee: where an adaptive limit settles.
+    /// Each series' `limit` at each step's end, beside the service's knee: where an
+    /// adaptive limit settles.
     Limit {
         /// The service's knee, drawn as a grey line.
         knee: u64,
@@ -26,7 +28,9 @@ pub enum Measure {
 
 /// An SVG of `series` (the same traffic against several limits): the requests
 /// offered in grey, and each limit's admitted in a colour of its own, counted as
-/// `measure` says, with a legend. Text is SVG text, so no font is needed to draw it.
+/// `measure` says, with a legend; `reference` (a curve computed rather than
+/// simulated) dashed in black over them. Text is SVG text, so no font is needed to
+/// draw it.
 ///
 /// # Errors
 ///
@@ -39,12 +43,17 @@ pub enum Measure {
 /// use tollgate_sim::scenarios::run;
 ///
 /// let outcome = run("boundary", 1)?;
-/// let picture = svg("boundary", &outcome.series, Measure::Rolling(outcome.span))?;
+/// let picture = svg("boundary", &outcome.series, Measure::Rolling(outcome.span), None)?;
 /// assert!(picture.starts_with("<svg"));
 /// assert!(picture.contains("fixed_window"));
 /// # Ok::<(), tollgate_sim::SimError>(())
 /// ```
-pub fn svg(title: &str, series: &[Series], measure: Measure) -> Result<String, SimError> {
+pub fn svg(
+    title: &str,
+    series: &[Series],
+    measure: Measure,
+    reference: Option<&Series>,
+) -> Result<String, SimError> {
     let first = series
         .iter()
         .find(|s| !s.steps.is_empty())
@@ -61,15 +70,16 @@ pub fn svg(title: &str, series: &[Series], measure: Measure) -> Result<String, S
         // The grey line is the knee.
         Measure::Limit { knee } => vec![knee; first.steps.len()],
     };
-    let admitted: Vec<Vec<u64>> = series
-        .iter()
-        .map(|s| match measure {
-            Measure::PerStep | Measure::Limit { .. } => {
-                s.steps.iter().map(|s| s.admitted).collect()
-            }
+    let count = |s: &Series| -> Vec<u64> {
+        match measure {
+            Measure::PerStep => s.steps.iter().map(|s| s.admitted).collect(),
+            // Only adaptive series are drawn so, and each of their steps has a limit.
+            Measure::Limit { .. } => s.steps.iter().map(|s| s.limit.unwrap_or(0)).collect(),
             Measure::Rolling(span) => s.rolling(span),
-        })
-        .collect();
+        }
+    };
+    let admitted: Vec<Vec<u64>> = series.iter().map(&count).collect();
+    let reference = reference.map(|r| (r, count(r)));
     let shift = match measure {
         Measure::PerStep => 0.0,
         Measure::Rolling(_) | Measure::Limit { .. } => step_s,
@@ -82,6 +92,7 @@ pub fn svg(title: &str, series: &[Series], measure: Measure) -> Result<String, S
     let y_max = offered
         .iter()
         .chain(admitted.iter().flatten())
+        .chain(reference.iter().flat_map(|(_, counts)| counts))
         .copied()
         .max()
         .unwrap_or(1)
@@ -136,6 +147,20 @@ pub fn svg(title: &str, series: &[Series], measure: Measure) -> Result<String, S
                 .label(format!("{}{line_label}", s.name))
                 .legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
+                });
+        }
+        if let Some((r, counts)) = &reference {
+            chart
+                .draw_series(DashedLineSeries::new(
+                    points(r, counts, shift).collect::<Vec<_>>(),
+                    6,
+                    4,
+                    BLACK.stroke_width(2),
+                ))
+                .map_err(|e| plot(&e))?
+                .label(r.name.clone())
+                .legend(|(x, y)| {
+                    DashedPathElement::new(vec![(x, y), (x + 20, y)], 6, 4, BLACK.stroke_width(2))
                 });
         }
         chart

@@ -11,6 +11,7 @@ use tollgate::time::{ManualClock, Nanos};
 use tollgate::{KeyedConfig, Limiter};
 
 use crate::arrivals::Arrival;
+use crate::domains::Entry;
 use crate::error::SimError;
 
 /// The simulation's time zero, as Unix time: 2023-11-14 00:00 UTC, a whole day, so
@@ -28,16 +29,20 @@ pub trait Decide {
     fn decide(&mut self, at: Duration, key: &str, cost: u64) -> Result<bool, SimError>;
 }
 
-/// A rules file (every algorithm tollgate's rules take) over a memory store, each
-/// request one descriptor of one entry, `descriptor_key` = the request's key:
-/// [`ConfigLimiter`] with the request's time given, as in production with a store.
+/// A rules file (every algorithm tollgate's rules take: the rate limit service's
+/// domain file) over a memory store: [`ConfigLimiter`] with the request's time
+/// given, as in production with a store. Each request carries the same descriptors,
+/// an entry without a value taking the request's key.
 pub struct RulesLimiter {
     limiter: ConfigLimiter<MemoryStore<ManualClock>>,
     /// The store's clock, set to each request's time: the store's housekeeping (which
     /// keys are idle, what a full table forgets) then runs on virtual time too, so a
     /// seed replays exactly.
     clock: ManualClock,
-    descriptor_key: String,
+    descriptors: Vec<Vec<Entry>>,
+    /// Requests whose descriptors matched no limit (admitted, as the service
+    /// admits them).
+    unmatched: u64,
 }
 
 impl RulesLimiter {
@@ -64,6 +69,40 @@ impl RulesLimiter {
     /// ```
     pub fn new(yaml: &str, descriptor_key: &str) -> Result<RulesLimiter, SimError> {
         let rules = RuleSet::from_yaml(yaml).map_err(|e| SimError::Rules(e.to_string()))?;
+        RulesLimiter::with_rules(rules, vec![vec![(descriptor_key.to_owned(), None)]])
+    }
+
+    /// The limiter of `rules`, each request carrying `descriptors` (an entry without
+    /// a value takes the request's key).
+    ///
+    /// # Errors
+    ///
+    /// [`SimError::Rules`] for rules the limiter refuses, or no descriptor.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::config::RuleSet;
+    /// use tollgate_sim::domains::parse_descriptor;
+    /// use tollgate_sim::replay::{Decide, RulesLimiter};
+    ///
+    /// let rules = RuleSet::from_yaml(
+    ///     "domain: sim\ndescriptors:\n  - key: api\n    value: v1\n    descriptors:\n      - key: user\n        rate_limit: { unit: second, requests_per_unit: 1 }\n",
+    /// )?;
+    /// let mut limiter = RulesLimiter::with_rules(rules, vec![parse_descriptor("api=v1,user")?])?;
+    /// assert!(limiter.decide(Duration::ZERO, "alice", 1)?);
+    /// assert!(!limiter.decide(Duration::ZERO, "alice", 1)?);
+    /// assert!(limiter.decide(Duration::ZERO, "bob", 1)?);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_rules(
+        rules: RuleSet,
+        descriptors: Vec<Vec<Entry>>,
+    ) -> Result<RulesLimiter, SimError> {
+        if descriptors.is_empty() {
+            return Err(SimError::Rules("a request needs a descriptor".into()));
+        }
         let clock = ManualClock::new();
         clock.set(Nanos::new(duration_to_nanos(EPOCH)));
         let store = MemoryStore::with_clock(KeyedConfig::new(1_000_000), "sim", clock.clone())
@@ -73,8 +112,17 @@ impl RulesLimiter {
         Ok(RulesLimiter {
             limiter,
             clock,
-            descriptor_key: descriptor_key.to_owned(),
+            descriptors,
+            unmatched: 0,
         })
+    }
+}
+
+impl RulesLimiter {
+    /// How many requests so far matched no limit of the rules: admitted, as the
+    /// service admits them, which is most likely a descriptor the rules do not name.
+    pub fn unmatched(&self) -> u64 {
+        self.unmatched
     }
 }
 
@@ -83,13 +131,27 @@ impl Decide for RulesLimiter {
         let now = EPOCH + at;
         // Times only go forward in a replay; an earlier one leaves the clock where it is.
         self.clock.set(Nanos::new(duration_to_nanos(now)));
-        let descriptors = [Descriptor::new().entry(self.descriptor_key.as_str(), key)];
-        let decided = self
-            .limiter
-            .check_at(&descriptors, cost, now)
-            .now_or_never()
+        let descriptor = |entries: &[Entry]| -> Descriptor {
+            entries
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_deref().unwrap_or(key)))
+                .collect()
+        };
+        // One descriptor (the usual case) on the stack: a million requests a second.
+        let decision = match self.descriptors.as_slice() {
+            [one] => self
+                .limiter
+                .check_at(&[descriptor(one)], cost, now)
+                .now_or_never(),
+            many => {
+                let all: Vec<Descriptor> = many.iter().map(|d| descriptor(d)).collect();
+                self.limiter.check_at(&all, cost, now).now_or_never()
+            }
+        };
+        let decided = decision
             .ok_or_else(|| SimError::Rules("the memory store did not answer at once".into()))?
             .map_err(|e| SimError::Rules(e.to_string()))?;
+        self.unmatched += u64::from(decided.applied().is_empty());
         Ok(decided.is_admitted())
     }
 }
@@ -138,6 +200,15 @@ impl<A: Algorithm> Decide for AlgorithmLimiter<A> {
 }
 
 /// One step of a series: what happened from `t` for one step.
+///
+/// The first four columns every limiter has. The others only where they mean
+/// something, and `None` (an empty CSV cell, a JSON `null`) elsewhere, never a made-up
+/// 0: `queued` where requests wait (the leaky queue, an adaptive limiter that waits);
+/// `in_flight` and the latencies where requests go to the service model (adaptive
+/// limiters, shedders, `run --service`); `limit` where a concurrency limit holds
+/// (adaptive limiters, the fleet shedder); the waits where requests wait. A
+/// percentile is also `None` in a step where no request ended (latency) or was
+/// admitted after waiting (wait).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Step {
     /// The step's start, in milliseconds from the run's start.
@@ -148,6 +219,67 @@ pub struct Step {
     pub admitted: u64,
     /// Requests denied.
     pub denied: u64,
+    /// Requests waiting at the step's end.
+    pub queued: Option<u64>,
+    /// Requests at the service (sent, not yet answered) at the step's end.
+    pub in_flight: Option<u64>,
+    /// The concurrency limit in force at the step's end.
+    pub limit: Option<u64>,
+    /// Wait from arrival to admission of the requests admitted in the step, in
+    /// microseconds: median, 90th and 99th percentiles (nearest rank).
+    pub wait_p50_us: Option<u64>,
+    /// See [`wait_p50_us`](Step::wait_p50_us).
+    pub wait_p90_us: Option<u64>,
+    /// See [`wait_p50_us`](Step::wait_p50_us).
+    pub wait_p99_us: Option<u64>,
+    /// Latency as the client sees it (wait and service, or the service's refusal) of
+    /// the requests that ended in the step, in microseconds.
+    pub latency_p50_us: Option<u64>,
+    /// See [`latency_p50_us`](Step::latency_p50_us).
+    pub latency_p90_us: Option<u64>,
+    /// See [`latency_p50_us`](Step::latency_p50_us).
+    pub latency_p99_us: Option<u64>,
+}
+
+impl Step {
+    /// An empty step starting at `t_ms`.
+    pub fn at(t_ms: u64) -> Step {
+        Step {
+            t_ms,
+            ..Step::default()
+        }
+    }
+
+    /// Sets the wait percentiles from `waits` (those of the step's admissions).
+    pub fn set_waits(&mut self, waits: &mut [Duration]) {
+        [self.wait_p50_us, self.wait_p90_us, self.wait_p99_us] = percentiles(waits);
+    }
+
+    /// Sets the latency percentiles from `latencies` (those of the step's ends).
+    pub fn set_latencies(&mut self, latencies: &mut [Duration]) {
+        [
+            self.latency_p50_us,
+            self.latency_p90_us,
+            self.latency_p99_us,
+        ] = percentiles(latencies);
+    }
+}
+
+/// The CSV columns of a [`Step`], in order.
+pub const CSV_HEADER: &str = "t_ms,offered,admitted,denied,queued,in_flight,limit,\
+wait_p50_us,wait_p90_us,wait_p99_us,latency_p50_us,latency_p90_us,latency_p99_us";
+
+/// The 50th, 90th and 99th percentiles of `values` (nearest rank) in microseconds,
+/// `None` for none.
+fn percentiles(values: &mut [Duration]) -> [Option<u64>; 3] {
+    if values.is_empty() {
+        return [None; 3];
+    }
+    values.sort_unstable();
+    [0.5, 0.9, 0.99].map(|q| {
+        let rank = ((values.len() as f64 * q).ceil() as usize).clamp(1, values.len());
+        Some(u64::try_from(values[rank - 1].as_micros()).unwrap_or(u64::MAX))
+    })
 }
 
 /// What a limiter did with a traffic: per step, and each admission's time.
@@ -216,26 +348,41 @@ impl Series {
         self.steps.iter().map(|s| s.admitted).sum()
     }
 
-    /// The steps as CSV: `t_ms,offered,admitted,denied`.
+    /// The steps as CSV, with the columns of [`CSV_HEADER`]; a column without
+    /// meaning for this limiter (see [`Step`]) is an empty cell.
     pub fn to_csv(&self) -> String {
-        let mut out = String::from("t_ms,offered,admitted,denied\n");
+        let cell = |v: Option<u64>| v.map_or(String::new(), |v| v.to_string());
+        let mut out = format!("{CSV_HEADER}\n");
         for s in &self.steps {
             out.push_str(&format!(
-                "{},{},{},{}\n",
-                s.t_ms, s.offered, s.admitted, s.denied
+                "{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                s.t_ms,
+                s.offered,
+                s.admitted,
+                s.denied,
+                cell(s.queued),
+                cell(s.in_flight),
+                cell(s.limit),
+                cell(s.wait_p50_us),
+                cell(s.wait_p90_us),
+                cell(s.wait_p99_us),
+                cell(s.latency_p50_us),
+                cell(s.latency_p90_us),
+                cell(s.latency_p99_us),
             ));
         }
         out
     }
 
-    /// The series as JSON.
+    /// The series as JSON: its name, step and steps, each with every column of
+    /// [`Step`] (`null` where it has no meaning).
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).unwrap_or_default()
     }
 }
 
-/// The most steps a series holds: a bound on memory, about 300 MB.
-pub const MAX_STEPS: usize = 10_000_000;
+/// The most steps a series holds: a bound on memory, about 150 MB.
+pub const MAX_STEPS: usize = 1_000_000;
 
 /// Replays `arrivals` (in time order; `key_name` names their keys) against
 /// `limiter`, counting per `step`.
@@ -277,15 +424,14 @@ pub fn replay(
         if index >= MAX_STEPS {
             return Err(SimError::Traffic {
                 parameter: "step",
-                expected: "long enough for at most 10,000,000 steps over the run",
+                expected: "long enough for at most 1,000,000 steps over the run",
             });
         }
         if series.steps.len() <= index {
             let from = series.steps.len();
-            series.steps.extend((from..=index).map(|i| Step {
-                t_ms: i as u64 * step_us / 1_000,
-                ..Step::default()
-            }));
+            series
+                .steps
+                .extend((from..=index).map(|i| Step::at(i as u64 * step_us / 1_000)));
         }
         let s = &mut series.steps[index];
         s.offered += 1;

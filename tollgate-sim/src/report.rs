@@ -44,7 +44,12 @@ pub fn html(outcomes: &[Outcome]) -> Result<String, SimError> {
             escape(outcome.name),
             escape(shows)
         ));
-        page.push_str(&svg(outcome.name, &outcome.series, outcome.measure)?);
+        page.push_str(&svg(
+            outcome.name,
+            &outcome.series,
+            outcome.measure,
+            outcome.reference.as_ref(),
+        )?);
         page.push_str(&format!(
             "\n<table>\n<tr><th>limit</th><th>offered</th><th>admitted</th><th>most admitted in any {:?}</th></tr>\n",
             outcome.span

@@ -38,7 +38,13 @@ fn every_scenario_draws_a_plot_with_lines() {
     for scenario in SCENARIOS {
         let outcome = run(scenario.name, 1).unwrap();
         for measure in [outcome.measure, Measure::PerStep] {
-            let picture = svg(scenario.name, &outcome.series, measure).unwrap();
+            let picture = svg(
+                scenario.name,
+                &outcome.series,
+                measure,
+                outcome.reference.as_ref(),
+            )
+            .unwrap();
             let inked = inked_plot_pixels(&picture);
             assert!(
                 inked > 1_000,
@@ -51,7 +57,7 @@ fn every_scenario_draws_a_plot_with_lines() {
 
 #[test]
 fn a_plot_of_nothing_is_an_error_not_an_empty_picture() {
-    let err = svg("empty", &[], Measure::PerStep).unwrap_err();
+    let err = svg("empty", &[], Measure::PerStep, None).unwrap_err();
     assert_eq!(err.to_string(), "plot: no series has a step");
 }
 
@@ -61,7 +67,13 @@ fn a_plot_of_nothing_is_an_error_not_an_empty_picture() {
 fn the_readme_pictures_are_current() {
     for scenario in SCENARIOS {
         let outcome = run(scenario.name, 1).unwrap();
-        let picture = svg(scenario.name, &outcome.series, outcome.measure).unwrap();
+        let picture = svg(
+            scenario.name,
+            &outcome.series,
+            outcome.measure,
+            outcome.reference.as_ref(),
+        )
+        .unwrap();
         let path = format!(
             "{}/../docs/sim/{}.svg",
             env!("CARGO_MANIFEST_DIR"),
@@ -75,4 +87,18 @@ fn the_readme_pictures_are_current() {
             scenario.name
         );
     }
+}
+
+#[test]
+fn the_warmup_plot_draws_guavas_documented_shape_over_the_simulation() {
+    let outcome = run("warmup", 1).unwrap();
+    let picture = svg(
+        "warmup",
+        &outcome.series,
+        outcome.measure,
+        outcome.reference.as_ref(),
+    )
+    .unwrap();
+    assert!(picture.contains("documented shape"));
+    assert!(picture.contains("SmoothWarmingUp, a caller that waits"));
 }
