@@ -381,6 +381,8 @@ mod share;
 
 #[cfg(feature = "redis")]
 pub(crate) use self::redis::from_redis;
+#[cfg(feature = "redis")]
+pub use lease_id::lease_id;
 #[cfg(feature = "redis-tls")]
 pub use self::redis::install_tls_provider;
 #[cfg(feature = "redis")]
