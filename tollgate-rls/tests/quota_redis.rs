@@ -100,7 +100,10 @@ async fn until_granted(envoy: &mut Envoy, want: u32) {
 /// Two replicas over one Redis (`env`), an Envoy on each: their assignments never add
 /// up to more than the limit, follow the demands, and the whole limit goes to the
 /// replica left when the other's Envoy leaves, or when the other drains on SIGTERM.
-async fn two_replicas_share_a_bucket(env: Vec<(&'static str, String)>) {
+/// The replica left and its Envoy, still live.
+async fn two_replicas_share_a_bucket(
+    env: Vec<(&'static str, String)>,
+) -> (tempfile::TempDir, Rls, Envoy) {
     let config = config();
     let (mut a, b) = (replica(&config, &env, &[]), replica(&config, &env, &[]));
     let mut ea = Envoy::connect(a.grpc_url()).await.unwrap();
@@ -139,13 +142,14 @@ async fn two_replicas_share_a_bucket(env: Vec<(&'static str, String)>) {
         .unwrap();
     assert!(exit.success(), "{exit:?}");
     until_granted(&mut eb, 20).await;
+    (config, b, eb)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_share_a_bucket_through_redis() {
     let Some(()) = require_redis() else { return };
     let redis = RedisServer::start();
-    two_replicas_share_a_bucket(single(&redis)).await;
+    let _left = two_replicas_share_a_bucket(single(&redis)).await;
     // One ledger, B's record alone in it, and a time to live on the key (the
     // assignment's, 15 s).
     let mut conn = connection(redis.url()).await;
@@ -186,7 +190,8 @@ async fn two_replicas_share_a_bucket_on_a_redis_cluster() {
         ("REDIS_TYPE", "CLUSTER".to_owned()),
         ("REDIS_URL", urls),
     ];
-    two_replicas_share_a_bucket(env).await;
+    let left = two_replicas_share_a_bucket(env).await;
+    drop(left);
     drop(cluster);
 }
 

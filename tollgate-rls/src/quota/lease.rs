@@ -495,11 +495,16 @@ mod tests {
             ledger_key("rl", &key("a", &[("b", "1:c=d")]))
         );
         assert_eq!(lease_field(1), "0000000000000001");
-        assert!(!wants_differ(Want::Tokens(100), Want::Tokens(120)));
-        assert!(wants_differ(Want::Tokens(100), Want::Tokens(130)));
+        assert!(lease_field(u64::MAX) > lease_field(u64::MAX - 1));
+    }
+
+    #[test]
+    fn a_want_moving_by_more_than_a_quarter_calls_before_the_interval() {
+        assert!(!wants_differ(Want::Tokens(100), Want::Tokens(125)));
+        assert!(wants_differ(Want::Tokens(100), Want::Tokens(140)));
+        assert!(wants_differ(Want::Tokens(140), Want::Tokens(100)));
         assert!(wants_differ(Want::Tokens(0), Want::Tokens(1)));
         assert!(wants_differ(Want::Tokens(5), Want::Unbounded));
         assert!(!wants_differ(Want::Unbounded, Want::Unbounded));
-        assert!(lease_field(u64::MAX) > lease_field(u64::MAX - 1));
     }
 }
