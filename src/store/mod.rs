@@ -381,8 +381,6 @@ mod share;
 
 #[cfg(feature = "redis")]
 pub(crate) use self::redis::from_redis;
-#[cfg(feature = "redis")]
-pub use lease_id::lease_id;
 #[cfg(feature = "redis-tls")]
 pub use self::redis::install_tls_provider;
 #[cfg(feature = "redis")]
@@ -397,6 +395,8 @@ pub use hybrid::LeaseLimiter;
 #[cfg(loom)]
 #[doc(hidden)]
 pub use hybrid::LoomSlice;
+#[cfg(feature = "redis")]
+pub use lease_id::lease_id;
 pub use limiter::SharedLimiter;
 pub use memory::MemoryStore;
 pub use request::{Answers, Check, Op, Reply, Request};

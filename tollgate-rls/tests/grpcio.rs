@@ -42,9 +42,7 @@ fn a_python_grpcio_client_gets_the_go_services_answers() {
         "/tests/python/rls_grpcio_test.py"
     );
     let mut command = Command::new(&python);
-    command
-        .arg(script)
-        .arg(env!("CARGO_BIN_EXE_tollgate-rls"));
+    command.arg(script).arg(env!("CARGO_BIN_EXE_tollgate-rls"));
     match &redis {
         Some(redis) => command.env("TOLLGATE_TEST_REDIS", format!("127.0.0.1:{}", redis.port())),
         None => command.env_remove("TOLLGATE_TEST_REDIS"),
@@ -55,7 +53,8 @@ fn a_python_grpcio_client_gets_the_go_services_answers() {
     assert!(report.contains("OK"), "{report}");
     if redis.is_some() {
         assert!(
-            report.contains("test_two_replicas_share_a_bucket_through_redis") && !report.contains("skipped"),
+            report.contains("test_two_replicas_share_a_bucket_through_redis")
+                && !report.contains("skipped"),
             "{report}"
         );
     }

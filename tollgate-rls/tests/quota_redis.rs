@@ -243,7 +243,11 @@ async fn a_dead_redis_keeps_the_share_or_allows_all_under_store_failure_allow() 
     .unwrap();
     assert_eq!(envoy.ask("quota", ALICE, 1, 5).await, Some(20));
     assert_eq!(envoy.ask("quota", &[("user", "bob")], 1, 0).await, None);
-    assert!(rls.stderr().contains("every request passes"), "{}", rls.stderr());
+    assert!(
+        rls.stderr().contains("every request passes"),
+        "{}",
+        rls.stderr()
+    );
 }
 
 /// The service in this process on a manual clock: a replica asks Redis again only
@@ -403,7 +407,10 @@ async fn the_lease_script_decides_as_the_rust_ledger() {
             .query_async(&mut conn)
             .await
             .unwrap();
-        assert!(model.entries.is_empty() || (0 < ttl && ttl <= TTL as i64), "{ttl}");
+        assert!(
+            model.entries.is_empty() || (0 < ttl && ttl <= TTL as i64),
+            "{ttl}"
+        );
     }
 
     // An expired record and one that is not a record go; their grants free.

@@ -272,7 +272,10 @@ mod tests {
         assert_eq!(ledger.entries[&1].granted, 100);
         assert_eq!(ledger.sync(1, 1, false, 100, ALL, TTL).unwrap().granted, 25);
         for id in 2..=4 {
-            assert_eq!(ledger.sync(1, id, false, 100, ALL, TTL).unwrap().granted, 25);
+            assert_eq!(
+                ledger.sync(1, id, false, 100, ALL, TTL).unwrap().granted,
+                25
+            );
         }
         // Replica 1 wants 10: it keeps 10, and the others share the rest once they call.
         assert_eq!(
