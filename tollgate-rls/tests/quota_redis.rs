@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::rlqs::Envoy;
+use common::rlqs::{Envoy, granted};
 use common::{Rls, STARTUP, command};
 use redis::aio::MultiplexedConnection;
 use redis_harness::{RedisCluster, RedisServer, require_redis};
@@ -225,8 +225,8 @@ async fn a_dead_redis_ends_the_stream_under_store_failure_error() {
 }
 
 /// `--store-failure allow`: a bucket keeps the share granted while its lease lives
-/// in Redis; a bucket never granted is ALLOW_ALL. (After the lease's time to live the
-/// share turns ALLOW_ALL too: `a_failing_lease_is_kept_for_its_time_to_live`.)
+/// in Redis; a bucket never granted is ALLOW_ALL. (After the record's time to live
+/// the share turns ALLOW_ALL too: `a_failing_lease_is_kept_for_its_time_to_live`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_redis_keeps_the_share_or_allows_all_under_store_failure_allow() {
     let Some(()) = require_redis() else { return };
@@ -307,17 +307,27 @@ async fn a_failing_lease_is_kept_for_its_time_to_live() {
     assert_eq!(envoy.ask("quota", ALICE, 2, 5).await, Some(20));
     assert!(exists(conn).await);
 
-    // Redis dies: the share is kept for the lease's time to live, then ALLOW_ALL.
+    // Redis dies: the share is kept while its record lives (the assignment's 15 s
+    // and the sync interval's 1 s from the last call), each assignment living only
+    // what is left of the record's life; then ALLOW_ALL.
     redis = tokio::task::spawn_blocking(move || {
         redis.kill();
         redis
     })
     .await
     .unwrap();
-    clock.advance(Duration::from_secs(14));
-    assert_eq!(envoy.ask("quota", ALICE, 2, 5).await, Some(20));
-    clock.advance(Duration::from_secs(1));
-    assert_eq!(envoy.ask("quota", ALICE, 2, 5).await, None);
+    let mut kept = async |advance: u64| {
+        clock.advance(Duration::from_secs(advance));
+        envoy.report("quota", ALICE, 2, 5);
+        let (strategy, ttl) = envoy.assignment().await;
+        (granted(&strategy), ttl)
+    };
+    // Within the sync interval, no call: the assignment's whole time to live.
+    assert_eq!(kept(0).await, (Some(20), 15));
+    // 13 s after the last call, 3 s are left of the record's 16 s.
+    assert_eq!(kept(13).await, (Some(20), 3));
+    assert_eq!(kept(2).await, (Some(20), 1));
+    assert_eq!(kept(1).await, (None, 15));
 
     // Redis is back (empty): the lease is taken again at the next report.
     let _redis = tokio::task::spawn_blocking(move || {

@@ -59,6 +59,15 @@ pub enum Share {
     /// This many tokens per unit: the whole limit for one process, or the grant of
     /// its lease when replicas share the limit.
     Tokens(u64),
+    /// A grant the lease could not renew, kept while its record surely lives in
+    /// Redis (`--store-failure allow`): assignments made from it live `ttl`, what
+    /// remains of the record's life, not the service's time to live.
+    Kept {
+        /// The grant.
+        tokens: u64,
+        /// Whole seconds, at least one.
+        ttl: Duration,
+    },
     /// Every request passes: the lease could not be renewed and the store fails
     /// open (`--store-failure allow`).
     AllowAll,
@@ -73,6 +82,9 @@ pub struct Update {
     pub key: BucketKey,
     /// `None`: abandon the bucket (forget it and its usage).
     pub assignment: Option<Assignment>,
+    /// A time to live shorter than the service's, for an assignment of a
+    /// [`Share::Kept`].
+    pub ttl: Option<Duration>,
 }
 
 #[derive(Debug, Default)]
@@ -174,6 +186,7 @@ impl Buckets {
                 stream,
                 key: key.clone(),
                 assignment: None,
+                ttl: None,
             }];
             updates.extend(self.rebalance(key, None));
             return Some(updates);
@@ -280,7 +293,12 @@ impl Buckets {
             }
             BucketLimit::Limited { tokens, unit } => {
                 let tokens = match share {
-                    Some(Share::Tokens(granted)) => granted.min(tokens),
+                    Some(
+                        Share::Tokens(granted)
+                        | Share::Kept {
+                            tokens: granted, ..
+                        },
+                    ) => granted.min(tokens),
                     _ => tokens,
                 };
                 let demands: Vec<Option<f64>> =
@@ -300,6 +318,10 @@ impl Buckets {
                     .collect()
             }
         };
+        let ttl = match share {
+            Some(Share::Kept { ttl, .. }) => Some(ttl),
+            _ => None,
+        };
         let mut updates = Vec::new();
         for ((&stream, reporter), assignment) in bucket.reporters.iter_mut().zip(assignments) {
             if reporter.assigned != Some(assignment) || always == Some(stream) {
@@ -308,6 +330,7 @@ impl Buckets {
                     stream,
                     key: key.clone(),
                     assignment: Some(assignment),
+                    ttl,
                 });
             }
         }
@@ -437,8 +460,24 @@ mod tests {
             .map(|u| u.assignment)
             .collect();
         assert_eq!(shares, vec![tokens(50), tokens(50)]);
+        // A kept grant: its assignments live only what is left of its record.
+        let three = Duration::from_secs(3);
+        buckets.set_share(
+            &alice,
+            4,
+            Share::Kept {
+                tokens: 40,
+                ttl: three,
+            },
+        );
+        let u = buckets.rebalance(&alice, Some(1));
+        assert_eq!(u.len(), 2, "both shares moved: {u:?}");
+        assert!(
+            u.iter()
+                .all(|u| u.assignment == tokens(20) && u.ttl == Some(three))
+        );
         // Failing open: every Envoy of the bucket allows all.
-        buckets.set_share(&alice, 4, Share::AllowAll);
+        buckets.set_share(&alice, 5, Share::AllowAll);
         let u = buckets.rebalance(&alice, None);
         assert!(u.iter().all(|u| u.assignment == Some(Assignment::AllowAll)));
         // A limit of 0 needs no share.

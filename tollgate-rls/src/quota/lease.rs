@@ -12,9 +12,10 @@
 //! replica's want or the limit changed, when it was granted less than its fair share
 //! (it waits for others to give theirs up), or when its last call is
 //! [`QuotaOptions::sync_interval`] old; otherwise the report is answered from the
-//! grant held. Each call renews the record for [`QuotaOptions::assignment_ttl`]: the
-//! time an Envoy keeps an assignment after losing the service, so a dead replica's
-//! share stays counted while its Envoys may still spend it, and is forgotten after.
+//! grant held. Each call renews the record for [`QuotaOptions::assignment_ttl`] plus
+//! the sync interval: every assignment answered from the grant (within the interval
+//! after the call) runs out before the record does, so a dead replica's share stays
+//! counted while its Envoys may still spend it, and is forgotten after.
 //!
 //! **Giving back.** When the last of this replica's Envoys leaves a bucket (its
 //! stream ends, or it abandons the bucket) the record is deleted;
@@ -25,10 +26,12 @@
 //! - `error`: the call fails ([`LeaseError::Store`]); the quota service ends the
 //!   reporting stream with `UNAVAILABLE`, and its Envoy keeps its assignments until
 //!   their time to live, then follows its `expired_assignment_behavior`.
-//! - `allow`: the grant held is kept while its record is surely live in Redis (less
-//!   than the record's time to live since the call that granted it began), so the
-//!   limit still holds; after that, and for a bucket never granted, the share is
-//!   [`Share::AllowAll`]. Each failure is logged as a warning.
+//! - `allow`: the grant held is kept while its record surely lives in Redis (its
+//!   time to live counted from when the call that granted it began), as a
+//!   [`Share::Kept`] whose assignments live only what remains of the record's life
+//!   (whole seconds), so that none outlives it and the limit still holds; after
+//!   that, and for a bucket never granted, the share is [`Share::AllowAll`]. Each
+//!   failure is logged as a warning.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -117,6 +120,9 @@ type Cell = Arc<tokio::sync::Mutex<Held>>;
 /// ```
 pub struct Leases {
     link: RedisLink,
+    /// An assignment's time to live.
+    assignment_ttl: Duration,
+    /// A record's: the assignment's plus the sync interval.
     ttl: Duration,
     sync_interval: Duration,
     now: Arc<dyn Fn() -> Nanos + Send + Sync>,
@@ -129,6 +135,7 @@ impl fmt::Debug for Leases {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Leases")
             .field("link", &self.link)
+            .field("assignment_ttl", &self.assignment_ttl)
             .field("ttl", &self.ttl)
             .field("sync_interval", &self.sync_interval)
             .field("buckets", &self.lock().len())
@@ -142,7 +149,11 @@ impl Leases {
     pub fn new(link: RedisLink, options: &QuotaOptions) -> Leases {
         Leases {
             link,
-            ttl: options.assignment_ttl.max(Duration::from_millis(1)),
+            assignment_ttl: options.assignment_ttl,
+            ttl: options
+                .assignment_ttl
+                .saturating_add(options.sync_interval)
+                .max(Duration::from_millis(1)),
             sync_interval: options.sync_interval,
             now: clock_fn(MonotonicClock::new()),
             held: Mutex::new(HashMap::new()),
@@ -209,20 +220,28 @@ impl Leases {
             Ok(()) => Ok((self.next_seq(), Share::Tokens(held.granted))),
             Err(e) => match self.link.failure_mode() {
                 FailureMode::Allow => {
-                    let live = held
-                        .synced_at
-                        .is_some_and(|at| now.saturating_since(at) < self.ttl);
-                    let share = if live {
-                        Share::Tokens(held.granted)
-                    } else {
-                        Share::AllowAll
+                    // Whole seconds of the record's life left, as Envoy reads a
+                    // time to live.
+                    let left = held.synced_at.map_or(0, |at| {
+                        self.ttl
+                            .saturating_sub(now.saturating_since(at))
+                            .min(self.assignment_ttl)
+                            .as_secs()
+                    });
+                    let share = match left {
+                        0 => Share::AllowAll,
+                        left => Share::Kept {
+                            tokens: held.granted,
+                            ttl: Duration::from_secs(left),
+                        },
                     };
                     tracing::warn!(
                         bucket = %self.ledger_key(key),
                         "quota lease not renewed ({e}); --store-failure allow: {}",
                         match share {
-                            Share::AllowAll => "every request passes".to_owned(),
-                            Share::Tokens(n) => format!("keeping the {n} tokens granted"),
+                            Share::Kept { tokens, ttl } =>
+                                format!("keeping the {tokens} tokens granted for {ttl:?}"),
+                            _ => "every request passes".to_owned(),
                         }
                     );
                     Ok((self.next_seq(), share))

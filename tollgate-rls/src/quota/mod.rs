@@ -67,15 +67,17 @@
 //!   SIGTERM the service ends every quota stream with `UNAVAILABLE` (its Envoys
 //!   reconnect, through the load balancer, to a replica still serving) and deletes
 //!   all its records ([`QuotaGrpc::drain`]). A replica that dies is forgotten after
-//!   [`QuotaOptions::assignment_ttl`], the time its Envoys keep their assignments:
-//!   until then its share stays counted. Every record lives that long unless
-//!   renewed, and the ledger's key as long as its longest-lived record.
+//!   [`QuotaOptions::assignment_ttl`] plus the sync interval, when the last
+//!   assignment it answered from its grant has run out in its Envoys: until then
+//!   its share stays counted. Every record lives that long unless renewed, and the
+//!   ledger's key as long as its longest-lived record.
 //! - *Redis fails.* Under `--store-failure error` the report's stream ends with
 //!   `UNAVAILABLE`: the Envoy keeps its assignments until their time to live, then
 //!   follows its `expired_assignment_behavior`. Under `allow` a replica keeps the
-//!   share granted while its record surely lives in Redis (the time to live), then
-//!   assigns `ALLOW_ALL` until Redis answers again (also for a bucket it never had
-//!   a share of), logging a warning for each failure.
+//!   share granted while its record surely lives in Redis, in assignments that live
+//!   only what is left of the record's life (so none outlives it), then assigns
+//!   `ALLOW_ALL` until Redis answers again (also for a bucket it never had a share
+//!   of), logging a warning for each failure.
 //! - *Keys and Cluster.* A bucket's ledger is one hash,
 //!   `{prefix}:rlqs:{domain and pairs}` ([`lease::ledger_key`]): one key, so one
 //!   slot of a Cluster. The limit in each call is the caller's: while a reload
@@ -411,8 +413,10 @@ impl QuotaGrpc {
             Some(assignment) => {
                 bucket_action::BucketAction::QuotaAssignmentAction(QuotaAssignmentAction {
                     assignment_time_to_live: Some(PbDuration {
-                        seconds: i64::try_from(self.options.assignment_ttl.as_secs())
-                            .unwrap_or(i64::MAX),
+                        seconds: i64::try_from(
+                            update.ttl.unwrap_or(self.options.assignment_ttl).as_secs(),
+                        )
+                        .unwrap_or(i64::MAX),
                         nanos: 0,
                     }),
                     rate_limit_strategy: Some(strategy(assignment)),
