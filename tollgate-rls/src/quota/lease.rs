@@ -192,7 +192,9 @@ impl Leases {
     /// # Cancel safety
     ///
     /// Cancelling during the call to Redis leaves the lease as Redis recorded it or
-    /// as it was; the next call renews it either way.
+    /// as it was; the next call renews it either way. A take cancelled after Redis
+    /// ran it leaves a record this replica does not know of: it counts against the
+    /// others until its time to live (less admitted, never more).
     pub async fn share(
         &self,
         key: &BucketKey,
