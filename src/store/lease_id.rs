@@ -20,7 +20,18 @@ pub(crate) const TAKE_ATTEMPTS: usize = 3;
 /// A new lease id: splitmix64 over a count from a random start, so distinct for
 /// every lease of this process (the mix is a bijection), random across processes;
 /// the process id keeps a forked child off its parent's sequence.
-pub(crate) fn lease_id() -> u64 {
+///
+/// Public for leases kept outside the crate by the same rules (the rate limit
+/// service's quota leases): never counted in Redis, so an id survives a Redis restart
+/// without being reused.
+///
+/// # Examples
+///
+/// ```
+/// let (a, b) = (tollgate::store::lease_id(), tollgate::store::lease_id());
+/// assert_ne!(a, b);
+/// ```
+pub fn lease_id() -> u64 {
     static SEED: OnceLock<u64> = OnceLock::new();
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let seed = *SEED.get_or_init(|| {

@@ -395,6 +395,8 @@ pub use hybrid::LeaseLimiter;
 #[cfg(loom)]
 #[doc(hidden)]
 pub use hybrid::LoomSlice;
+#[cfg(feature = "redis")]
+pub use lease_id::lease_id;
 pub use limiter::SharedLimiter;
 pub use memory::MemoryStore;
 pub use request::{Answers, Check, Op, Reply, Request};

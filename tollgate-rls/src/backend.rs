@@ -57,6 +57,7 @@ use tollgate::store::{
 };
 use tollgate::time::{Clock, MonotonicClock};
 
+use crate::redis_link::{RedisConnection, RedisLink};
 use crate::verdict::{VerdictError, unit_seconds, window_start};
 
 /// The default bound of the memory store, in keys.
@@ -233,6 +234,7 @@ pub struct Backend {
     store: Arc<dyn Store>,
     per_second: Option<Arc<dyn Store>>,
     local_cache: Option<Arc<OverLimitCache>>,
+    redis: Option<RedisLink>,
     description: String,
 }
 
@@ -242,6 +244,7 @@ impl fmt::Debug for Backend {
             .field("store", &self.description)
             .field("per_second", &self.per_second.is_some())
             .field("local_cache", &self.local_cache)
+            .field("redis", &self.redis)
             .finish()
     }
 }
@@ -263,12 +266,21 @@ impl Backend {
     ///
     /// Dropping the future drops any connection made so far.
     pub async fn connect(options: &BackendOptions) -> Result<Backend, StoreError> {
-        let store = build(&options.store, options).await?;
+        let (store, connection) = build(&options.store, options).await?;
         let per_second = match &options.per_second {
-            Some(kind) => Some(build(kind, options).await?),
+            Some(kind) => Some(build(kind, options).await?.0),
             None => None,
         };
-        Backend::assemble(store, per_second, options)
+        let mut backend = Backend::assemble(store, per_second, options)?;
+        backend.redis = connection.map(|connection| {
+            RedisLink::new(
+                connection,
+                &options.key_prefix,
+                options.failure_mode,
+                options.deadline,
+            )
+        });
+        Ok(backend)
     }
 
     /// The memory store of `options` on `clock` (a
@@ -323,6 +335,7 @@ impl Backend {
             store,
             per_second,
             local_cache: OverLimitCache::new(local_cache_bytes).ok().map(Arc::new),
+            redis: None,
             description: "custom".into(),
         }
     }
@@ -340,6 +353,7 @@ impl Backend {
             store,
             per_second,
             local_cache,
+            redis: None,
             description: describe(&options.store, options.failure_mode),
         })
     }
@@ -375,6 +389,23 @@ impl Backend {
             (Some(per_second), Unit::Second) => per_second,
             _ => &self.store,
         }
+    }
+
+    /// The main store's Redis connection, with the backend's prefix, failure mode
+    /// and deadline; `None` for the memory store and stores built elsewhere.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::time::ManualClock;
+    /// use tollgate_rls::backend::{Backend, BackendOptions};
+    ///
+    /// let backend = Backend::memory_with_clock(&BackendOptions::memory(), ManualClock::new())?;
+    /// assert!(backend.redis().is_none());
+    /// # Ok::<(), tollgate::store::StoreError>(())
+    /// ```
+    pub fn redis(&self) -> Option<&RedisLink> {
+        self.redis.as_ref()
     }
 
     /// The local over-limit cache, if enabled.
@@ -462,18 +493,22 @@ fn memory_store<C: Clock>(
     MemoryStore::with_clock(KeyedConfig::new(max_keys), prefix, clock)
 }
 
-async fn build(kind: &StoreKind, options: &BackendOptions) -> Result<Arc<dyn Store>, StoreError> {
+/// The store of `kind`, and its Redis connection if it has one.
+async fn build(
+    kind: &StoreKind,
+    options: &BackendOptions,
+) -> Result<(Arc<dyn Store>, Option<RedisConnection>), StoreError> {
     let prefix = options.key_prefix.as_str();
     match kind {
-        StoreKind::Memory { max_keys } => Ok(Arc::new(memory_store(
-            *max_keys,
-            prefix,
-            MonotonicClock::new(),
-        )?)),
+        StoreKind::Memory { max_keys } => Ok((
+            Arc::new(memory_store(*max_keys, prefix, MonotonicClock::new())?),
+            None,
+        )),
         StoreKind::Redis { url } => {
             let connect = connect_options(&options.redis_tls)?;
             let store = RedisStore::connect_with(url, prefix, &connect).await?;
-            wrap(store, options)
+            let connection = RedisConnection::Single(store.connection().clone());
+            Ok((wrap(store, options)?, Some(connection)))
         }
         StoreKind::RedisSentinel {
             master_name,
@@ -492,7 +527,8 @@ async fn build(kind: &StoreKind, options: &BackendOptions) -> Result<Arc<dyn Sto
             let store =
                 RedisStore::connect_sentinel_with(&sentinels, master_name, prefix, &connect)
                     .await?;
-            wrap(store, options)
+            let connection = RedisConnection::Sentinel(store.connection().clone());
+            Ok((wrap(store, options)?, Some(connection)))
         }
         StoreKind::RedisCluster { urls } => {
             if urls.is_empty() {
@@ -503,7 +539,8 @@ async fn build(kind: &StoreKind, options: &BackendOptions) -> Result<Arc<dyn Sto
             }
             let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
             let store = RedisStore::connect_cluster(&urls, prefix).await?;
-            wrap(store, options)
+            let connection = RedisConnection::Cluster(store.connection().clone());
+            Ok((wrap(store, options)?, Some(connection)))
         }
     }
 }

@@ -79,12 +79,12 @@
 //! - [`engine`]: `ShouldRateLimit`'s semantics, as the Go service decides.
 //! - [`verdict`]: the Go service's decision arithmetic, pure: statuses, stats, response.
 //! - [`backend`]: where counts live: memory, Redis, Redis Cluster, Redis through
-//!   Sentinel.
+//!   Sentinel; [`redis_link`]: its Redis connection, shared with the quota leases.
 //! - [`stats`]: the Go service's stats, exposed as Prometheus metrics.
 //! - [`grpc`], [`http`], [`json`]: the transports; [`hot_path`]: `ShouldRateLimit`
 //!   answered inside tonic's server without its router and codec.
 //! - [`quota`]: Envoy's Rate Limit Quota Service (RLQS), quotas assigned to each Envoy
-//!   from the same domain files.
+//!   from the same domain files, shared by the replicas through leases in Redis.
 //! - [`server`]: starting, serving and draining.
 
 pub mod backend;
@@ -96,6 +96,7 @@ pub mod hot_path;
 pub mod http;
 pub mod json;
 pub mod quota;
+pub mod redis_link;
 pub mod reload;
 pub mod server;
 pub mod settings;

@@ -281,16 +281,15 @@ pub async fn serve(
     let (reporter, health_service) = tonic_health::server::health_reporter();
     let health_task = tokio::spawn(report_health(health.subscribe(), reporter));
 
-    // The quota service's shares live in this process: with a shared store, other
-    // replicas would hand out the same quota again.
-    let quota = match backend_options(&settings).store {
-        StoreKind::Memory { .. } => QuotaGrpc::new(engine.clone(), QuotaOptions::default()),
-        _ => QuotaGrpc::refusing(
-            engine.clone(),
-            "the rate limit quota service keeps its shares in this process: it serves with \
-             BACKEND_TYPE=memory only",
-        ),
-    };
+    // With Redis, the replicas share each bucket's limit through leases there.
+    let quota = QuotaGrpc::new(
+        engine.clone(),
+        QuotaOptions {
+            sync_interval: settings.quota_sync_interval,
+            ..QuotaOptions::default()
+        },
+    );
+    let quota_drain = quota.clone();
     let grpc_stop = stopped(stop_rx.clone());
     let grpc = tonic::transport::Server::builder()
         .layer(HotPathLayer::new(engine.clone()))
@@ -355,6 +354,14 @@ pub async fn serve(
     };
     health.start_draining();
     let _ = stop_tx.send(true);
+    // Quota streams never end on their own: end them (their Envoys reconnect to a
+    // replica still serving) and give the leases back, for the others to take.
+    if tokio::time::timeout(settings.drain_timeout, quota_drain.drain())
+        .await
+        .is_err()
+    {
+        tracing::warn!("quota leases not all given back within the drain timeout");
+    }
 
     let drained = tokio::time::timeout(settings.drain_timeout, async {
         for wait in waits {

@@ -246,6 +246,11 @@ pub struct Args {
     /// On SIGTERM or SIGINT, how long requests in flight may take to finish.
     #[arg(long, value_parser = parse_go_duration, default_value = "10s")]
     pub drain_timeout: Duration,
+    /// With Redis, the longest the quota service (RLQS) answers a bucket's reports
+    /// from the share its replica holds before asking Redis again; 0 asks on every
+    /// report.
+    #[arg(long, value_parser = parse_go_duration, default_value = "1s")]
+    pub quota_sync_interval: Duration,
     /// Threads that serve requests; the cores when unset. `1` serves on one thread
     /// with tokio's current-thread runtime, which answers about twice the calls per
     /// CPU second: every call woken is run before a connection writes, so one write
@@ -437,6 +442,7 @@ impl Args {
             force_start_without_initial_config: self.force_start_without_initial_config,
             healthy_with_at_least_one_config_loaded: self.healthy_with_at_least_one_config_loaded,
             drain_timeout: self.drain_timeout,
+            quota_sync_interval: self.quota_sync_interval,
             worker_threads: self.worker_threads,
             engine: EngineOptions {
                 counting,
@@ -512,6 +518,9 @@ pub struct Settings {
     pub healthy_with_at_least_one_config_loaded: bool,
     /// The bound on finishing requests in flight at shutdown.
     pub drain_timeout: Duration,
+    /// With Redis, the longest the quota service answers from the share held
+    /// (`--quota-sync-interval`, 1 s).
+    pub quota_sync_interval: Duration,
     /// Threads that serve requests (`--worker-threads`); `None` is one per core, and
     /// `Some(1)` tokio's current-thread runtime.
     pub worker_threads: Option<usize>,

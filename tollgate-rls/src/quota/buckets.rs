@@ -1,10 +1,11 @@
 //! The buckets Envoys report, who reports each, and what each is assigned: the state
-//! of the quota service, without gRPC.
+//! of the quota service, without gRPC or Redis.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use super::share::split;
+use super::fleet::{MAX_TOKENS, Want};
+use super::share::{HEADROOM, split};
 
 /// A bucket: the domain and the bucket id's pairs, sorted by key.
 pub type BucketKey = (String, Vec<(String, String)>);
@@ -52,6 +53,26 @@ pub struct Usage {
     pub elapsed: Duration,
 }
 
+/// What this process hands out of a bucket's limit to its Envoys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Share {
+    /// This many tokens per unit: the whole limit for one process, or the grant of
+    /// its lease when replicas share the limit.
+    Tokens(u64),
+    /// A grant the lease could not renew, kept while its record surely lives in
+    /// Redis (`--store-failure allow`): assignments made from it live `ttl`, what
+    /// remains of the record's life, not the service's time to live.
+    Kept {
+        /// The grant.
+        tokens: u64,
+        /// Whole seconds, at least one.
+        ttl: Duration,
+    },
+    /// Every request passes: the lease could not be renewed and the store fails
+    /// open (`--store-failure allow`).
+    AllowAll,
+}
+
 /// A message for one stream about one bucket.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Update {
@@ -61,6 +82,9 @@ pub struct Update {
     pub key: BucketKey,
     /// `None`: abandon the bucket (forget it and its usage).
     pub assignment: Option<Assignment>,
+    /// A time to live shorter than the service's, for an assignment of a
+    /// [`Share::Kept`].
+    pub ttl: Option<Duration>,
 }
 
 #[derive(Debug, Default)]
@@ -75,6 +99,8 @@ struct Reporter {
 #[derive(Debug)]
 struct Bucket {
     limit: BucketLimit,
+    /// The share set last and its sequence number; `None`: the whole limit.
+    share: Option<(u64, Share)>,
     reporters: BTreeMap<u64, Reporter>,
 }
 
@@ -83,6 +109,8 @@ struct Bucket {
 pub struct Buckets {
     buckets: HashMap<BucketKey, Bucket>,
     abandon_after: u32,
+    /// Limited buckets wait for a share before any assignment.
+    leased: bool,
 }
 
 impl Buckets {
@@ -92,6 +120,17 @@ impl Buckets {
         Buckets {
             buckets: HashMap::new(),
             abandon_after,
+            leased: false,
+        }
+    }
+
+    /// The same, for replicas sharing the limits: a limited bucket is assigned only
+    /// once its share is set ([`set_share`](Buckets::set_share)), never the whole
+    /// limit by default.
+    pub fn leased(self) -> Buckets {
+        Buckets {
+            leased: true,
+            ..self
         }
     }
 
@@ -106,8 +145,25 @@ impl Buckets {
         limit: BucketLimit,
         usage: Usage,
     ) -> Vec<Update> {
+        match self.record(stream, key, limit, usage) {
+            Some(abandoned) => abandoned,
+            None => self.rebalance(key, Some(stream)),
+        }
+    }
+
+    /// [`report`](Buckets::report) without the rebalance: `None` when the reporter
+    /// keeps the bucket (then [`rebalance`](Buckets::rebalance) it, once its share
+    /// is known), or the updates when it abandons it.
+    pub fn record(
+        &mut self,
+        stream: u64,
+        key: &BucketKey,
+        limit: BucketLimit,
+        usage: Usage,
+    ) -> Option<Vec<Update>> {
         let bucket = self.buckets.entry(key.clone()).or_insert_with(|| Bucket {
             limit,
+            share: None,
             reporters: BTreeMap::new(),
         });
         bucket.limit = limit;
@@ -130,11 +186,55 @@ impl Buckets {
                 stream,
                 key: key.clone(),
                 assignment: None,
+                ttl: None,
             }];
             updates.extend(self.rebalance(key, None));
-            return updates;
+            return Some(updates);
         }
-        self.rebalance(key, Some(stream))
+        None
+    }
+
+    /// What this process's reporters of `key` ask for together (`None` for a bucket
+    /// nobody reports): their demands with [`HEADROOM`], at least a token each, or
+    /// [`Want::Unbounded`] while one is not yet measured.
+    pub fn want(&self, key: &BucketKey) -> Option<Want> {
+        let bucket = self.buckets.get(key)?;
+        let mut total = 0.0;
+        for reporter in bucket.reporters.values() {
+            match reporter.demand {
+                Some(d) if d.is_finite() && d >= 0.0 => total += (d * HEADROOM).max(1.0),
+                _ => return Some(Want::Unbounded),
+            }
+        }
+        // Saturating: a float above 2^52 is counted as 2^52.
+        Some(Want::Tokens((total.ceil() as u64).min(MAX_TOKENS)))
+    }
+
+    /// Sets the share of `key` this process hands out, unless a later one (by `seq`)
+    /// is already set: whether it was set. Call [`rebalance`](Buckets::rebalance)
+    /// then.
+    pub fn set_share(&mut self, key: &BucketKey, seq: u64, share: Share) -> bool {
+        match self.buckets.get_mut(key) {
+            Some(bucket) if bucket.share.is_none_or(|(set, _)| set <= seq) => {
+                bucket.share = Some((seq, share));
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether `key` has a reporter in this process.
+    pub fn contains(&self, key: &BucketKey) -> bool {
+        self.buckets.contains_key(key)
+    }
+
+    /// The buckets `stream` reports.
+    pub fn keys_of(&self, stream: u64) -> Vec<BucketKey> {
+        self.buckets
+            .iter()
+            .filter(|(_, b)| b.reporters.contains_key(&stream))
+            .map(|(k, _)| k.clone())
+            .collect()
     }
 
     /// `stream` is gone: the updates for the reporters left in its buckets.
@@ -165,9 +265,10 @@ impl Buckets {
         self.buckets.is_empty()
     }
 
-    /// The assignments of `key`'s reporters, from their demands: those that changed,
-    /// and `always`'s whatever it is. A bucket without reporters is forgotten.
-    fn rebalance(&mut self, key: &BucketKey, always: Option<u64>) -> Vec<Update> {
+    /// The assignments of `key`'s reporters, from their demands and the bucket's
+    /// share: those that changed, and `always`'s whatever it is. A bucket without
+    /// reporters is forgotten.
+    pub fn rebalance(&mut self, key: &BucketKey, always: Option<u64>) -> Vec<Update> {
         let Some(bucket) = self.buckets.get_mut(key) else {
             return Vec::new();
         };
@@ -175,11 +276,31 @@ impl Buckets {
             self.buckets.remove(key);
             return Vec::new();
         }
+        let share = bucket.share.map(|(_, share)| share);
+        // A limit of 0 needs no lease: it denies everything.
+        if self.leased
+            && share.is_none()
+            && matches!(bucket.limit, BucketLimit::Limited { tokens, .. } if tokens > 0)
+        {
+            return Vec::new();
+        }
         let assignments: Vec<Assignment> = match bucket.limit {
             BucketLimit::None | BucketLimit::Unlimited => {
                 vec![Assignment::AllowAll; bucket.reporters.len()]
             }
+            BucketLimit::Limited { .. } if share == Some(Share::AllowAll) => {
+                vec![Assignment::AllowAll; bucket.reporters.len()]
+            }
             BucketLimit::Limited { tokens, unit } => {
+                let tokens = match share {
+                    Some(
+                        Share::Tokens(granted)
+                        | Share::Kept {
+                            tokens: granted, ..
+                        },
+                    ) => granted.min(tokens),
+                    _ => tokens,
+                };
                 let demands: Vec<Option<f64>> =
                     bucket.reporters.values().map(|r| r.demand).collect();
                 split(tokens, &demands)
@@ -197,6 +318,10 @@ impl Buckets {
                     .collect()
             }
         };
+        let ttl = match share {
+            Some(Share::Kept { ttl, .. }) => Some(ttl),
+            _ => None,
+        };
         let mut updates = Vec::new();
         for ((&stream, reporter), assignment) in bucket.reporters.iter_mut().zip(assignments) {
             if reporter.assigned != Some(assignment) || always == Some(stream) {
@@ -205,6 +330,7 @@ impl Buckets {
                     stream,
                     key: key.clone(),
                     assignment: Some(assignment),
+                    ttl,
                 });
             }
         }
@@ -310,6 +436,84 @@ mod tests {
         buckets.report(1, &key("d"), one, first());
         let u = buckets.report(2, &key("d"), one, first());
         assert_eq!(u.last().unwrap().assignment, Some(Assignment::DenyAll));
+    }
+
+    #[test]
+    fn a_leased_bucket_splits_its_share_and_waits_for_one() {
+        let mut buckets = Buckets::new(0).leased();
+        let alice = key("alice");
+        // No share yet: nothing is assigned (never the whole limit by default).
+        assert_eq!(buckets.record(1, &alice, LIMIT, first()), None);
+        assert!(buckets.rebalance(&alice, Some(1)).is_empty());
+        assert_eq!(buckets.want(&alice), Some(Want::Unbounded));
+        assert!(buckets.set_share(&alice, 2, Share::Tokens(30)));
+        let u = buckets.rebalance(&alice, Some(1));
+        assert_eq!(u[0].assignment, tokens(30));
+        // An older share does not replace a newer one.
+        assert!(!buckets.set_share(&alice, 1, Share::Tokens(5)));
+        // Two Envoys split the share; a share above the limit is cut to it.
+        buckets.record(2, &alice, LIMIT, first());
+        assert!(buckets.set_share(&alice, 3, Share::Tokens(500)));
+        let shares: Vec<Option<Assignment>> = buckets
+            .rebalance(&alice, Some(2))
+            .iter()
+            .map(|u| u.assignment)
+            .collect();
+        assert_eq!(shares, vec![tokens(50), tokens(50)]);
+        // A kept grant: its assignments live only what is left of its record.
+        let three = Duration::from_secs(3);
+        buckets.set_share(
+            &alice,
+            4,
+            Share::Kept {
+                tokens: 40,
+                ttl: three,
+            },
+        );
+        let u = buckets.rebalance(&alice, Some(1));
+        assert_eq!(u.len(), 2, "both shares moved: {u:?}");
+        assert!(
+            u.iter()
+                .all(|u| u.assignment == tokens(20) && u.ttl == Some(three))
+        );
+        // Failing open: every Envoy of the bucket allows all.
+        buckets.set_share(&alice, 5, Share::AllowAll);
+        let u = buckets.rebalance(&alice, None);
+        assert!(u.iter().all(|u| u.assignment == Some(Assignment::AllowAll)));
+        // A limit of 0 needs no share.
+        let zero = BucketLimit::Limited {
+            tokens: 0,
+            unit: MINUTE,
+        };
+        assert_eq!(
+            buckets.report(1, &key("z"), zero, first())[0].assignment,
+            Some(Assignment::DenyAll)
+        );
+        assert_eq!(buckets.keys_of(2), vec![alice.clone()]);
+        assert!(buckets.contains(&alice) && !buckets.contains(&key("nobody")));
+    }
+
+    #[test]
+    fn a_want_adds_the_demands_with_headroom() {
+        let mut buckets = Buckets::new(0);
+        let alice = key("alice");
+        assert_eq!(buckets.want(&alice), None);
+        // 5 in 5 s is 60 a minute: 90 with headroom.
+        buckets.report(1, &alice, LIMIT, used(5, 5));
+        assert_eq!(buckets.want(&alice), Some(Want::Tokens(90)));
+        // A quiet Envoy still wants a token.
+        buckets.report(2, &alice, LIMIT, used(0, 5));
+        assert_eq!(buckets.want(&alice), Some(Want::Tokens(91)));
+        // One not yet measured wants everything.
+        buckets.report(3, &alice, LIMIT, first());
+        assert_eq!(buckets.want(&alice), Some(Want::Unbounded));
+        // Counted up to 2^52.
+        let huge = BucketLimit::Limited {
+            tokens: 1,
+            unit: Duration::from_secs(u32::MAX.into()),
+        };
+        buckets.report(1, &key("b"), huge, used(u64::MAX, 1));
+        assert_eq!(buckets.want(&key("b")), Some(Want::Tokens(MAX_TOKENS)));
     }
 
     #[test]

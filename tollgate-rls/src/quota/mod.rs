@@ -34,10 +34,58 @@
 //! in a row is abandoned (Envoy forgets it until its next request), and its share
 //! goes to the others; so does the share of an Envoy whose stream ends.
 //!
-//! **One service.** The shares are kept in this process: several replicas behind
-//! one load balancer would each hand out the whole limit. The service is served
-//! with the memory backend only; with Redis, a stream is refused with
-//! `FAILED_PRECONDITION`, saying why.
+//! **Replicas.** With the memory backend the shares are kept in this process:
+//! run one replica (several behind one load balancer would each hand out the whole
+//! limit). With Redis (one server, a Cluster, or the master behind Sentinel) the
+//! replicas share each bucket's limit through leases in Redis ([`lease`]): per
+//! bucket, each replica holds a lease on a share of the limit, and its Envoys are
+//! split that share, not the limit. One script call, on the backend's own
+//! connection, records the replica's want (its Envoys' demands with headroom, or
+//! everything while one is not yet measured) under its lease id, drops the records
+//! of replicas gone silent, and grants the replica its max-min fair share of the
+//! limit on every live lease's want ([`fleet::targets`]), **cut to what the other
+//! live leases hold**: the grants of live leases never add up to more than the limit
+//! ([`fleet::Ledger`] is the Rust reference of the script).
+//!
+//! - *Shares move as replicas call.* A replica calls on a report of the bucket when
+//!   its lease is new, when its want moved (an Envoy joined, or a demand moved by a
+//!   quarter), while it was granted less than its fair share, and otherwise at most
+//!   every [`QuotaOptions::sync_interval`] (1 s; `--quota-sync-interval`). A
+//!   replica whose share shrinks gives it up at its next call and pushes the
+//!   smaller assignments to its Envoys at once; a growing one gets the tokens freed
+//!   at its own next call. So a new replica (or one whose Envoys want more) starts
+//!   with what the others leave, possibly nothing (`DENY_ALL`), and has its fair
+//!   share within one report of each other replica of the bucket and one of its
+//!   own: strict where a free-for-all would over-admit.
+//! - *What a move can over-admit.* The grants recorded never exceed the limit. A
+//!   shrinking replica's tokens are free in Redis a network hop before its Envoys
+//!   hear of their smaller buckets, and Envoy keeps the fill level of an old bucket
+//!   under a new assignment; so, as in one process, the unit in which shares move
+//!   may admit up to the shrinking replicas' old shares more (at most one limit).
+//! - *Replicas that stop.* When the last of a replica's Envoys leaves a bucket (its
+//!   stream ends, or it abandons the bucket) the replica deletes its record; on
+//!   SIGTERM the service ends every quota stream with `UNAVAILABLE` (its Envoys
+//!   reconnect, through the load balancer, to a replica still serving) and deletes
+//!   all its records ([`QuotaGrpc::drain`]). A replica that dies is forgotten after
+//!   [`QuotaOptions::assignment_ttl`] plus the sync interval, when the last
+//!   assignment it answered from its grant has run out in its Envoys: until then
+//!   its share stays counted. Every record lives that long unless renewed, and the
+//!   ledger's key as long as its longest-lived record.
+//! - *Redis fails.* Under `--store-failure error` the report's stream ends with
+//!   `UNAVAILABLE`: the Envoy keeps its assignments until their time to live, then
+//!   follows its `expired_assignment_behavior`. Under `allow` a replica keeps the
+//!   share granted while its record surely lives in Redis, in assignments that live
+//!   only what is left of the record's life (so none outlives it), then assigns
+//!   `ALLOW_ALL` until Redis answers again (also for a bucket it never had a share
+//!   of), logging a warning for each failure.
+//! - *Keys and Cluster.* A bucket's ledger is one hash,
+//!   `{prefix}:rlqs:{domain and pairs}` ([`lease::ledger_key`]): one key, so one
+//!   slot of a Cluster. The limit in each call is the caller's: while a reload
+//!   reaches the replicas one by one, each grants against the limit it reads.
+//!
+//! **Draining** ([`QuotaGrpc::drain`], on SIGTERM, with either backend): every
+//! quota stream ends with `UNAVAILABLE`, new ones are refused, and the leases are
+//! given back.
 //!
 //! A report without a domain is of the domain the stream last named (Envoy names it
 //! in the first report, and in practice in every one).
@@ -47,11 +95,13 @@
 //! naming what is wrong.
 
 pub mod buckets;
+pub mod fleet;
+pub mod lease;
 pub mod share;
 
 use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -71,10 +121,13 @@ use envoy_types::pb::google::protobuf::{Duration as PbDuration, UInt32Value};
 use futures_util::Stream;
 use tokio::sync::mpsc;
 use tollgate::config::{Descriptor, DescriptorMatch};
+use tollgate::time::Clock;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::engine::Engine;
 use buckets::{Assignment, BucketKey, BucketLimit, Buckets, Update, Usage};
+use fleet::Want;
+use lease::Leases;
 
 /// How the quota service assigns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,14 +137,19 @@ pub struct QuotaOptions {
     pub assignment_ttl: Duration,
     /// Idle reports in a row after which a bucket is abandoned (0: never).
     pub abandon_after: u32,
+    /// With Redis: the longest a replica answers a bucket's reports from the share
+    /// it holds before asking Redis again (0: every report asks).
+    pub sync_interval: Duration,
 }
 
 impl Default for QuotaOptions {
-    /// 15 s (three of Envoy's report periods) and 12 idle reports (a minute).
+    /// 15 s (three of Envoy's report periods), 12 idle reports (a minute), and a
+    /// sync at most every second per bucket.
     fn default() -> QuotaOptions {
         QuotaOptions {
             assignment_ttl: Duration::from_secs(15),
             abandon_after: 12,
+            sync_interval: Duration::from_secs(1),
         }
     }
 }
@@ -105,7 +163,8 @@ struct Shared {
     streams: HashMap<u64, Outbox>,
 }
 
-/// The quota service over an [`Engine`]'s domain files.
+/// The quota service over an [`Engine`]'s domain files: alone with the memory
+/// backend, sharing each limit with the other replicas through leases with Redis.
 ///
 /// # Examples
 ///
@@ -129,29 +188,83 @@ pub struct QuotaGrpc {
     options: QuotaOptions,
     shared: Arc<Mutex<Shared>>,
     next_stream: Arc<AtomicU64>,
-    refusal: Option<&'static str>,
+    leases: Option<Arc<Leases>>,
+    draining: Arc<AtomicBool>,
 }
 
 impl QuotaGrpc {
-    /// The service, assigning the limits of `engine`'s domain files.
+    /// The service, assigning the limits of `engine`'s domain files: through leases
+    /// on the backend's Redis when it has one ([`Backend::redis`](crate::backend::Backend::redis)).
     pub fn new(engine: Arc<Engine>, options: QuotaOptions) -> QuotaGrpc {
+        let leases = engine
+            .backend()
+            .redis()
+            .map(|link| Arc::new(Leases::new(link.clone(), &options)));
+        let mut buckets = Buckets::new(options.abandon_after);
+        if leases.is_some() {
+            buckets = buckets.leased();
+        }
         QuotaGrpc {
             engine,
             shared: Arc::new(Mutex::new(Shared {
-                buckets: Buckets::new(options.abandon_after),
+                buckets,
                 streams: HashMap::new(),
             })),
             options,
             next_stream: Arc::new(AtomicU64::new(1)),
-            refusal: None,
+            leases,
+            draining: Arc::new(AtomicBool::new(false)),
         }
     }
 
-    /// The service refusing every stream with `FAILED_PRECONDITION` and `why`.
-    pub fn refusing(engine: Arc<Engine>, why: &'static str) -> QuotaGrpc {
-        QuotaGrpc {
-            refusal: Some(why),
-            ..QuotaGrpc::new(engine, QuotaOptions::default())
+    /// The same service, its leases deciding when to call Redis on `clock` (a
+    /// [`ManualClock`](tollgate::time::ManualClock) in tests). Call it before serving.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::time::ManualClock;
+    /// use tollgate_rls::engine::Engine;
+    /// use tollgate_rls::domains::Domains;
+    /// use tollgate_rls::quota::{QuotaGrpc, QuotaOptions};
+    ///
+    /// let engine = Arc::new(Engine::in_memory(Domains::default())?);
+    /// let service = QuotaGrpc::new(engine, QuotaOptions::default()).with_clock(ManualClock::new());
+    /// assert!(service.leases().is_none(), "memory: no leases");
+    /// # Ok::<(), tollgate::store::StoreError>(())
+    /// ```
+    pub fn with_clock<C: Clock>(self, clock: C) -> QuotaGrpc {
+        let leases = self
+            .engine
+            .backend()
+            .redis()
+            .map(|link| Arc::new(Leases::new(link.clone(), &self.options).with_clock(clock)));
+        QuotaGrpc { leases, ..self }
+    }
+
+    /// The leases in Redis, when the replicas share the limits.
+    pub fn leases(&self) -> Option<&Leases> {
+        self.leases.as_deref()
+    }
+
+    /// Ends every quota stream with `UNAVAILABLE` (their Envoys reconnect to a
+    /// replica still serving), refuses new ones, and gives the leases back: the
+    /// number of live leases given back.
+    ///
+    /// # Cancel safety
+    ///
+    /// The streams end and new ones are refused at once; cancelling leaves the
+    /// leases not yet given back until their time to live.
+    pub async fn drain(&self) -> usize {
+        self.draining.store(true, Ordering::Release);
+        let outboxes: Vec<Outbox> = self.lock().streams.drain().map(|(_, o)| o).collect();
+        for outbox in outboxes {
+            let _ = outbox.send(Err(draining()));
+        }
+        match &self.leases {
+            Some(leases) => leases.close().await,
+            None => 0,
         }
     }
 
@@ -168,12 +281,15 @@ impl QuotaGrpc {
 
     /// One report of `stream`: its own answer (if any), and the pushes to the
     /// others are sent from here.
-    fn report(
+    async fn report(
         &self,
         stream: u64,
         domain: &str,
         reports: &RateLimitQuotaUsageReports,
     ) -> Result<Option<RateLimitQuotaResponse>, Status> {
+        if self.draining.load(Ordering::Acquire) {
+            return Err(draining());
+        }
         let mut keyed = Vec::with_capacity(reports.bucket_quota_usages.len());
         for (i, usage) in reports.bucket_quota_usages.iter().enumerate() {
             let key = bucket_key(domain, usage.bucket_id.as_ref())
@@ -186,12 +302,79 @@ impl QuotaGrpc {
             keyed.push((key, usage));
         }
         let limits: Vec<BucketLimit> = keyed.iter().map(|(key, _)| self.limit_of(key)).collect();
-        let mut shared = self.lock();
+        let Some(leases) = &self.leases else {
+            let mut shared = self.lock();
+            let mut updates = Vec::new();
+            for ((key, usage), limit) in keyed.iter().zip(limits) {
+                updates.extend(shared.buckets.report(stream, key, limit, *usage));
+            }
+            return Ok(self.route(&shared, stream, updates));
+        };
+
+        // Record the usage; the limited buckets then ask their leases for a share.
         let mut updates = Vec::new();
-        for ((key, usage), limit) in keyed.iter().zip(limits) {
-            updates.extend(shared.buckets.report(stream, key, limit, *usage));
+        let mut due: Vec<(BucketKey, u64, Want)> = Vec::new();
+        let mut unleased: Vec<(BucketKey, bool)> = Vec::new();
+        {
+            let mut shared = self.lock();
+            for ((key, usage), limit) in keyed.iter().zip(limits) {
+                if let Some(abandoned) = shared.buckets.record(stream, key, limit, *usage) {
+                    updates.extend(abandoned);
+                    unleased.push((key.clone(), false));
+                    continue;
+                }
+                match limit {
+                    BucketLimit::Limited { tokens, .. } if tokens > 0 => {
+                        let want = shared.buckets.want(key).unwrap_or(Want::Unbounded);
+                        due.push((key.clone(), tokens, want));
+                    }
+                    _ => {
+                        // No limit to share (or one of 0): a lease held from before
+                        // a reload goes back.
+                        updates.extend(shared.buckets.rebalance(key, Some(stream)));
+                        unleased.push((key.clone(), true));
+                    }
+                }
+            }
         }
-        Ok(self.route(&shared, stream, updates))
+        for (key, anyway) in &unleased {
+            self.give_back(leases, key, *anyway).await;
+        }
+        let shares = futures_util::future::join_all(
+            due.iter()
+                .map(|(key, tokens, want)| leases.share(key, *tokens, *want)),
+        )
+        .await;
+        let mut shared = self.lock();
+        let mut failure = None;
+        for ((key, _, _), share) in due.iter().zip(shares) {
+            match share {
+                Ok((seq, share)) => {
+                    shared.buckets.set_share(key, seq, share);
+                    updates.extend(shared.buckets.rebalance(key, Some(stream)));
+                }
+                Err(e) => failure = Some(e),
+            }
+        }
+        let own = self.route(&shared, stream, updates);
+        match failure {
+            // The others still hear of what moved; this stream ends.
+            Some(e) => Err(Status::unavailable(e.to_string())),
+            None => Ok(own),
+        }
+    }
+
+    /// Gives back `key`'s lease: `anyway`, or if no stream of this process reports
+    /// the bucket any more. A failure is logged: the record goes after its time to
+    /// live.
+    async fn give_back(&self, leases: &Leases, key: &BucketKey, anyway: bool) {
+        let unused = || anyway || !self.lock().buckets.contains(key);
+        if let Err(e) = leases.give_back(key, unused).await {
+            tracing::warn!(
+                bucket = %leases.ledger_key(key),
+                "quota lease not given back ({e}); it goes after its time to live"
+            );
+        }
     }
 
     /// Sends each update to its stream, one response per stream; `own`'s is returned.
@@ -230,8 +413,10 @@ impl QuotaGrpc {
             Some(assignment) => {
                 bucket_action::BucketAction::QuotaAssignmentAction(QuotaAssignmentAction {
                     assignment_time_to_live: Some(PbDuration {
-                        seconds: i64::try_from(self.options.assignment_ttl.as_secs())
-                            .unwrap_or(i64::MAX),
+                        seconds: i64::try_from(
+                            update.ttl.unwrap_or(self.options.assignment_ttl).as_secs(),
+                        )
+                        .unwrap_or(i64::MAX),
                         nanos: 0,
                     }),
                     rate_limit_strategy: Some(strategy(assignment)),
@@ -273,13 +458,32 @@ impl QuotaGrpc {
         }
     }
 
-    /// The stream is gone: its shares go to the others.
-    fn leave(&self, stream: u64) {
-        let mut shared = self.lock();
-        shared.streams.remove(&stream);
-        let updates = shared.buckets.leave(stream);
-        let _ = self.route(&shared, stream, updates);
+    /// The stream is gone: its shares go to the others, and the leases of buckets
+    /// no other stream of this process reports go back.
+    async fn leave(&self, stream: u64) {
+        let emptied: Vec<BucketKey> = {
+            let mut shared = self.lock();
+            shared.streams.remove(&stream);
+            let keys = match self.leases {
+                Some(_) => shared.buckets.keys_of(stream),
+                None => Vec::new(),
+            };
+            let updates = shared.buckets.leave(stream);
+            let _ = self.route(&shared, stream, updates);
+            keys.into_iter()
+                .filter(|key| !shared.buckets.contains(key))
+                .collect()
+        };
+        if let Some(leases) = &self.leases {
+            for key in emptied {
+                self.give_back(leases, &key, false).await;
+            }
+        }
     }
+}
+
+fn draining() -> Status {
+    Status::unavailable("the quota service is draining")
 }
 
 /// A bucket's key from its domain and id.
@@ -349,8 +553,8 @@ impl RateLimitQuotaService for QuotaGrpc {
         &self,
         request: Request<Streaming<RateLimitQuotaUsageReports>>,
     ) -> Result<Response<QuotaStream>, Status> {
-        if let Some(why) = self.refusal {
-            return Err(Status::failed_precondition(why));
+        if self.draining.load(Ordering::Acquire) {
+            return Err(draining());
         }
         let mut inbound = request.into_inner();
         let stream = self.next_stream.fetch_add(1, Ordering::Relaxed);
@@ -376,7 +580,7 @@ impl RateLimitQuotaService for QuotaGrpc {
                         "the first report must name a domain",
                     ))
                 } else {
-                    service.report(stream, &domain, &reports)
+                    service.report(stream, &domain, &reports).await
                 };
                 match answer {
                     Ok(Some(response)) => {
@@ -389,7 +593,7 @@ impl RateLimitQuotaService for QuotaGrpc {
                     }
                 }
             }
-            service.leave(stream);
+            service.leave(stream).await;
         });
         let responses: QuotaStream = Box::pin(futures_util::stream::poll_fn(move |cx| {
             responses.poll_recv(cx)

@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod rlqs;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;

@@ -4,16 +4,20 @@ Python's grpcio, with the Envoy stubs that the gRPC project generates from Envoy
 protos (the `xds-protos` package), speaks to the running binary on loopback.
 
 Run: python3 tollgate-rls/tests/python/rls_grpcio_test.py PATH/TO/tollgate-rls
-(`pip install grpcio xds-protos` first; .ci/run does both.)
+(`pip install grpcio xds-protos` first; .ci/run does both.) With TOLLGATE_TEST_REDIS
+set to a redis-server's `host:port`, the quota service is also tested over it, two
+replicas sharing a bucket (tests/grpcio.rs starts one and sets it).
 """
 
 import os
+import queue
 import re
 import subprocess
 import sys
 import tempfile
 import textwrap
 import threading
+import time
 import unittest
 
 import grpc
@@ -44,7 +48,7 @@ LISTENING = re.compile(r"grpc=(\S+)\s+http=(\S+)")
 class Server:
     """The binary, started on free loopback ports with a config directory."""
 
-    def __init__(self, extra_env=None):
+    def __init__(self, extra_env=None, extra_args=()):
         self.dir = tempfile.TemporaryDirectory()
         with open(os.path.join(self.dir.name, "python.yaml"), "w") as f:
             f.write(CONFIG)
@@ -54,7 +58,7 @@ class Server:
         )
         env.update(extra_env or {})
         self.process = subprocess.Popen(
-            [BINARY, "--config", self.dir.name],
+            [BINARY, "--config", self.dir.name, *extra_args],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -212,8 +216,6 @@ class RateLimitQuota(unittest.TestCase):
         server = Server()
         try:
             stub = rlqs_pb2_grpc.RateLimitQuotaServiceStub(server.channel)
-            import queue
-
             first, second = queue.Queue(), queue.Queue()
             a = stub.StreamRateLimitQuotas(iter(first.get, None), timeout=30)
             first.put(self.report("alice"))
@@ -239,6 +241,60 @@ class RateLimitQuota(unittest.TestCase):
             self.assertEqual(caught.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
         finally:
             server.stop()
+
+
+REDIS = os.environ.get("TOLLGATE_TEST_REDIS")
+
+
+@unittest.skipUnless(REDIS, "TOLLGATE_TEST_REDIS names no redis-server")
+class RateLimitQuotaOverRedis(unittest.TestCase):
+    """Two replicas over one Redis share a bucket through their leases: the
+    assignments of their Envoys never add up to more than the limit."""
+
+    @staticmethod
+    def granted(response):
+        (action,) = response.bucket_action
+        strategy = action.quota_assignment_action.rate_limit_strategy
+        if strategy.HasField("token_bucket"):
+            return strategy.token_bucket.max_tokens
+        if strategy.blanket_rule == strategy.DENY_ALL:
+            return 0
+        return None
+
+    def test_two_replicas_share_a_bucket_through_redis(self):
+        env = {"BACKEND_TYPE": "redis", "REDIS_URL": REDIS}
+        args = ("--quota-sync-interval", "0s")
+        a, b = Server(env, args), Server(env, args)
+        try:
+            reports = {"a": queue.Queue(), "b": queue.Queue()}
+            streams = {
+                name: rlqs_pb2_grpc.RateLimitQuotaServiceStub(server.channel).StreamRateLimitQuotas(
+                    iter(reports[name].get, None), timeout=60
+                )
+                for name, server in (("a", a), ("b", b))
+            }
+
+            def ask(name, allowed, seconds):
+                reports[name].put(RateLimitQuota.report("erin", allowed, seconds))
+                return self.granted(next(streams[name]))
+
+            self.assertEqual(ask("a", 1, 0), 20)  # alone: the whole limit
+            self.assertEqual(ask("b", 1, 0), 0)  # a holds it all until its next report
+            self.assertEqual(ask("a", 1, 5), 10)  # a comes down to its fair share
+            self.assertEqual(ask("b", 10, 5), 10)  # and b takes the rest
+            self.assertEqual(ask("a", 0, 5), 1)  # a quiet: a token
+            self.assertEqual(ask("b", 10, 5), 19)
+            reports["a"].put(None)  # a's Envoy leaves: its lease goes back
+            for _ in range(200):
+                if ask("b", 10, 5) == 20:
+                    break
+                time.sleep(0.02)
+            else:
+                self.fail("b never had the whole limit")
+            reports["b"].put(None)
+        finally:
+            a.stop()
+            b.stop()
 
 
 if __name__ == "__main__":
