@@ -4,9 +4,9 @@
 use std::hash::{BuildHasher, RandomState};
 
 use super::{SHARDS, Slot};
-use crate::sync::{Arc, Mutex, Ordering};
+use crate::sync::{Arc, Ordering, RwLock};
 
-/// The keys this node holds, sharded under short locks.
+/// The keys this node holds, sharded under reader-writer locks: decisions only read.
 pub(super) struct Slices {
     shards: Box<[Shard]>,
     hasher: RandomState,
@@ -18,7 +18,7 @@ type Map = hashbrown::HashTable<(Box<str>, Arc<Slot>)>;
 /// A shard on cache lines of its own, and how many keys it holds at most.
 #[repr(align(128))]
 struct Shard {
-    map: Mutex<Map>,
+    map: RwLock<Map>,
     capacity: usize,
 }
 
@@ -33,7 +33,7 @@ impl Slices {
         Slices {
             shards: (0..count)
                 .map(|i| Shard {
-                    map: Mutex::new(Map::new()),
+                    map: RwLock::new(Map::new()),
                     capacity: max_keys / count + usize::from(i < max_keys % count),
                 })
                 .collect(),
@@ -55,7 +55,7 @@ impl Slices {
     #[inline]
     pub(super) fn with<R>(&self, tag: &str, f: impl FnOnce(Option<&Arc<Slot>>) -> R) -> R {
         let (shard, hash) = self.shard(tag);
-        let map = shard.map.lock_briefly();
+        let map = shard.map.read();
         f(map
             .find(hash, |(key, _)| **key == *tag)
             .map(|(_, slot)| slot))
@@ -70,7 +70,10 @@ impl Slices {
         make: impl FnOnce() -> Slot,
     ) -> Option<Arc<Slot>> {
         let (shard, hash) = self.shard(tag);
-        let mut map = shard.map.lock();
+        if let Some((_, slot)) = shard.map.read().find(hash, |(key, _)| **key == *tag) {
+            return Some(Arc::clone(slot));
+        }
+        let mut map = shard.map.write();
         if let Some((_, slot)) = map.find(hash, |(key, _)| **key == *tag) {
             return Some(Arc::clone(slot));
         }
@@ -91,13 +94,13 @@ impl Slices {
     pub(super) fn all(&self) -> Vec<Arc<Slot>> {
         let mut all = Vec::new();
         for shard in self.shards.iter() {
-            all.extend(shard.map.lock().iter().map(|(_, slot)| Arc::clone(slot)));
+            all.extend(shard.map.read().iter().map(|(_, slot)| Arc::clone(slot)));
         }
         all
     }
 
     pub(super) fn len(&self) -> usize {
-        self.shards.iter().map(|shard| shard.map.lock().len()).sum()
+        self.shards.iter().map(|shard| shard.map.read().len()).sum()
     }
 }
 
