@@ -189,6 +189,44 @@ pub(crate) mod unmodeled {
     }
 }
 
+/// A reader-writer lock that shrugs off poisoning, as [`Mutex`] does: for tables read
+/// on every decision and written only when a key comes or goes, so that readers on
+/// several CPUs do not take turns.
+#[derive(Debug, Default)]
+pub(crate) struct RwLock<T>(
+    #[cfg(not(loom))] std::sync::RwLock<T>,
+    #[cfg(loom)] loom::sync::RwLock<T>,
+);
+
+#[cfg(not(loom))]
+pub(crate) use std::sync::{RwLockReadGuard, RwLockWriteGuard};
+
+#[cfg(loom)]
+pub(crate) use loom::sync::{RwLockReadGuard, RwLockWriteGuard};
+
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
+impl<T> RwLock<T> {
+    pub(crate) fn new(value: T) -> RwLock<T> {
+        #[cfg(not(loom))]
+        return RwLock(std::sync::RwLock::new(value));
+        #[cfg(loom)]
+        return RwLock(loom::sync::RwLock::new(value));
+    }
+
+    #[inline]
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, T> {
+        self.0
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, T> {
+        self.0
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::unmodeled::Mutex;

@@ -279,6 +279,8 @@ struct Slot {
     retry_at: AtomicU64,
     /// Forgotten by the table: a task that held it looks the key up again.
     retired: AtomicBool,
+    /// The key as callers name it; `key` is its name in Redis.
+    tag: Box<str>,
     key: Box<str>,
     leases_key: Box<str>,
     /// Held by the one task taking or settling a lease for this key.
@@ -1119,6 +1121,7 @@ where
             recheck_at: AtomicU64::new(0),
             retry_at: AtomicU64::new(0),
             retired: AtomicBool::new(false),
+            tag: tag.into(),
             key: key.into(),
             leases_key: leases_key.into(),
             lease: tokio::sync::Mutex::new(Lease::default()),

@@ -4,21 +4,24 @@
 use std::hash::{BuildHasher, RandomState};
 
 use super::{SHARDS, Slot};
-use crate::sync::{Arc, Mutex, Ordering};
+use crate::sync::{Arc, Ordering, RwLock};
 
-/// The keys this node holds, sharded under short locks.
+/// The keys this node holds, sharded under reader-writer locks: decisions only read.
 pub(super) struct Slices {
     shards: Box<[Shard]>,
     hasher: RandomState,
+    /// This table among every table of the process, for the threads' recent slots.
+    #[cfg_attr(loom, allow(dead_code))]
+    id: u64,
 }
 
 /// Keys and slots by the table's hash of the key, computed once per lookup.
-type Map = hashbrown::HashTable<(Box<str>, Arc<Slot>)>;
+type Map = hashbrown::HashTable<Arc<Slot>>;
 
 /// A shard on cache lines of its own, and how many keys it holds at most.
 #[repr(align(128))]
 struct Shard {
-    map: Mutex<Map>,
+    map: RwLock<Map>,
     capacity: usize,
 }
 
@@ -33,11 +36,12 @@ impl Slices {
         Slices {
             shards: (0..count)
                 .map(|i| Shard {
-                    map: Mutex::new(Map::new()),
+                    map: RwLock::new(Map::new()),
                     capacity: max_keys / count + usize::from(i < max_keys % count),
                 })
                 .collect(),
             hasher,
+            id: recent::table_id(),
         }
     }
 
@@ -51,14 +55,24 @@ impl Slices {
         (shard, hash)
     }
 
-    /// Runs `f` on `tag`'s slot, if held, under its shard's lock.
+    /// Runs `f` on `tag`'s slot, if held: the one this thread found last for `tag`
+    /// if the table still holds it, else under its shard's lock. `f` must not look a
+    /// key up in any table (the thread's recent slots are borrowed meanwhile).
     #[inline]
     pub(super) fn with<R>(&self, tag: &str, f: impl FnOnce(Option<&Arc<Slot>>) -> R) -> R {
         let (shard, hash) = self.shard(tag);
-        let map = shard.map.lock_briefly();
-        f(map
-            .find(hash, |(key, _)| **key == *tag)
-            .map(|(_, slot)| slot))
+        #[cfg(not(loom))]
+        let f = match recent::with(self.id, hash, tag, f) {
+            Ok(decided) => return decided,
+            Err(f) => f,
+        };
+        let map = shard.map.read();
+        let slot = map.find(hash, |slot| *slot.tag == *tag);
+        #[cfg(not(loom))]
+        if let Some(slot) = slot {
+            recent::keep(self.id, hash, slot);
+        }
+        f(slot)
     }
 
     /// `tag`'s slot, made by `make` if new; `None` if its shard is full of keys whose
@@ -70,19 +84,22 @@ impl Slices {
         make: impl FnOnce() -> Slot,
     ) -> Option<Arc<Slot>> {
         let (shard, hash) = self.shard(tag);
-        let mut map = shard.map.lock();
-        if let Some((_, slot)) = map.find(hash, |(key, _)| **key == *tag) {
+        if let Some(slot) = shard.map.read().find(hash, |slot| *slot.tag == *tag) {
+            return Some(Arc::clone(slot));
+        }
+        let mut map = shard.map.write();
+        if let Some(slot) = map.find(hash, |slot| *slot.tag == *tag) {
             return Some(Arc::clone(slot));
         }
         if map.len() >= shard.capacity {
-            map.retain(|(_, slot)| !slot.forgettable(now));
+            map.retain(|slot| !slot.forgettable(now));
             if map.len() >= shard.capacity {
                 return None;
             }
         }
         let slot = Arc::new(make());
-        map.insert_unique(hash, (tag.into(), Arc::clone(&slot)), |(key, _)| {
-            self.hasher.hash_one(&**key)
+        map.insert_unique(hash, Arc::clone(&slot), |slot| {
+            self.hasher.hash_one(&*slot.tag)
         });
         Some(slot)
     }
@@ -91,13 +108,13 @@ impl Slices {
     pub(super) fn all(&self) -> Vec<Arc<Slot>> {
         let mut all = Vec::new();
         for shard in self.shards.iter() {
-            all.extend(shard.map.lock().iter().map(|(_, slot)| Arc::clone(slot)));
+            all.extend(shard.map.read().iter().map(Arc::clone));
         }
         all
     }
 
     pub(super) fn len(&self) -> usize {
-        self.shards.iter().map(|shard| shard.map.lock().len()).sum()
+        self.shards.iter().map(|shard| shard.map.read().len()).sum()
     }
 }
 
@@ -113,5 +130,153 @@ impl Slot {
         };
         self.retired.store(true, Ordering::Release);
         true
+    }
+}
+
+/// Each thread's slots found last, so that a decision on a hot key reads no lock:
+/// a shared lock's word, written by every reader, would move between CPUs at each
+/// decision. An entry is used only while its slot is not retired, which the table
+/// marks before it forgets a key; entries are small and few per thread, and a
+/// retired or dropped table's slots leave as others take their places.
+///
+/// Not under loom, whose threads share one thread's locals.
+#[cfg(not(loom))]
+mod recent {
+    use std::cell::RefCell;
+
+    use super::Slot;
+    use crate::sync::unmodeled::{AtomicU64, Ordering as StdOrdering};
+    use crate::sync::{Arc, Ordering};
+
+    /// Entries per thread: direct-mapped by the key's hash.
+    const ENTRIES: usize = 16;
+
+    struct Entry {
+        table: u64,
+        hash: u64,
+        slot: Arc<Slot>,
+    }
+
+    thread_local! {
+        static RECENT: RefCell<[Option<Entry>; ENTRIES]> = const { RefCell::new([const { None }; ENTRIES]) };
+    }
+
+    pub(super) fn table_id() -> u64 {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        NEXT.fetch_add(1, StdOrdering::Relaxed)
+    }
+
+    /// Runs `f` on this thread's recent slot for `tag` of `table`, or hands `f` back.
+    #[inline]
+    pub(super) fn with<R, F: FnOnce(Option<&Arc<Slot>>) -> R>(
+        table: u64,
+        hash: u64,
+        tag: &str,
+        f: F,
+    ) -> Result<R, F> {
+        let mut f = Some(f);
+        let decided = RECENT
+            .try_with(|recent| {
+                let recent = recent.try_borrow().ok()?;
+                let entry = recent[hash as usize % ENTRIES].as_ref()?;
+                let fresh = entry.table == table
+                    && entry.hash == hash
+                    && *entry.slot.tag == *tag
+                    && !entry.slot.retired.load(Ordering::Acquire);
+                // Under the borrow: cloning the `Arc` would write its count, shared
+                // with the other threads deciding on the key.
+                fresh.then(|| f.take().map(|f| f(Some(&entry.slot))))?
+            })
+            .ok()
+            .flatten();
+        match (decided, f) {
+            (Some(decided), _) => Ok(decided),
+            (None, Some(f)) => Err(f),
+            (None, None) => unreachable!("`f` runs only when it decides"),
+        }
+    }
+
+    /// Remembers `slot`, found for a key of `hash` in `table`.
+    #[inline]
+    pub(super) fn keep(table: u64, hash: u64, slot: &Arc<Slot>) {
+        let _ = RECENT.try_with(|recent| {
+            if let Ok(mut recent) = recent.try_borrow_mut() {
+                recent[hash as usize % ENTRIES] = Some(Entry {
+                    table,
+                    hash,
+                    slot: Arc::clone(slot),
+                });
+            }
+        });
+    }
+}
+
+#[cfg(loom)]
+mod recent {
+    pub(super) fn table_id() -> u64 {
+        0
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::super::super::slice::Slice;
+    use super::super::Lease;
+    use super::*;
+    use crate::sync::{AtomicBool, AtomicU64};
+
+    fn slot(tag: &str) -> Slot {
+        Slot {
+            slice: Slice::new(),
+            global: AtomicU64::new(0),
+            reset_at: AtomicU64::new(0),
+            low: AtomicU64::new(0),
+            denied_need: AtomicU64::new(0),
+            recheck_at: AtomicU64::new(0),
+            retired: AtomicBool::new(false),
+            retry_at: AtomicU64::new(0),
+            tag: tag.into(),
+            key: tag.into(),
+            leases_key: tag.into(),
+            lease: tokio::sync::Mutex::new(Lease::default()),
+        }
+    }
+
+    fn found(slices: &Slices, tag: &str) -> Option<usize> {
+        slices.with(tag, |slot| slot.map(address))
+    }
+
+    fn address(slot: &Arc<Slot>) -> usize {
+        Arc::as_ptr(slot) as usize
+    }
+
+    #[test]
+    fn a_thread_never_decides_on_a_slot_the_table_forgot() {
+        let slices = Slices::new(1);
+        let a = slices.slot("a", 0, || slot("a")).unwrap();
+        // Found twice: the second time from this thread's recent slots.
+        assert_eq!(found(&slices, "a"), Some(address(&a)));
+        assert_eq!(found(&slices, "a"), Some(address(&a)));
+        assert_eq!(found(&slices, "b"), None);
+        // No room for "b" but by forgetting "a", whose lease has ended.
+        let b = slices.slot("b", 1, || slot("b")).unwrap();
+        assert!(a.retired.load(Ordering::Acquire));
+        assert_eq!(found(&slices, "a"), None);
+        assert_eq!(found(&slices, "b"), Some(address(&b)));
+        // "a" again is a new slot, not the one remembered.
+        let a2 = slices.slot("a", 2, || slot("a")).unwrap();
+        assert_eq!(found(&slices, "a"), Some(address(&a2)));
+        assert_ne!(address(&a2), address(&a));
+    }
+
+    #[test]
+    fn tables_do_not_share_their_keys_through_a_thread() {
+        let (one, two) = (Slices::new(4), Slices::new(4));
+        let a = one.slot("a", 0, || slot("a")).unwrap();
+        assert_eq!(found(&one, "a"), Some(address(&a)));
+        assert_eq!(found(&two, "a"), None);
+        // Other threads find it under the lock.
+        let other = std::thread::scope(|s| s.spawn(|| found(&one, "a")).join().unwrap());
+        assert_eq!(other, Some(address(&a)));
     }
 }
