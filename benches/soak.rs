@@ -96,7 +96,7 @@ mod heap {
 mod soak {
     use std::collections::HashMap;
     use std::fmt::Write as _;
-    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
 
@@ -873,6 +873,26 @@ mod soak {
     /// Redis counts what was admitted and holds no lease, and no node holds a permit
     /// of any key the soak used.
     async fn check_leases(report: &mut Report, leases: &[LeaseSet], probe: &Conn, keys: u64) {
+        // The churn's leases first: one give-back per key held, which on a slow
+        // machine could outlast the audit's window.
+        let released = Instant::now();
+        let mut credited_churn = 0;
+        for set in leases {
+            for node in &set.nodes {
+                match node.release_all().await {
+                    Ok(n) => credited_churn += n,
+                    Err(e) => report
+                        .failures
+                        .push(format!("lease {}: release_all: {e}", set.kind)),
+                }
+            }
+        }
+        report.notes.push(format!(
+            "release_all() on the {} lease nodes after the churn: {credited_churn} permits \
+             credited back, {} ms (one give-back call per key with a lease to settle)",
+            leases.len() * NODES,
+            released.elapsed().as_millis()
+        ));
         // The audit must fit in one window: start in the first two thirds of one.
         let window = LEASE_WINDOW.as_micros() as u64;
         let into = redis_micros(probe).await % window;
@@ -880,7 +900,16 @@ mod soak {
             tokio::time::sleep(Duration::from_micros(window - into + 50_000)).await;
         }
         let before = redis_micros(probe).await;
-        let admitted = futures::future::join_all(leases.iter().map(audit)).await;
+        let audited = futures::future::join_all(leases.iter().map(audit)).await;
+        let mut admitted = Vec::new();
+        for (set, (counts, errors)) in leases.iter().zip(audited) {
+            if errors > 0 {
+                report
+                    .failures
+                    .push(format!("lease {}: {errors} audit requests failed", set.kind));
+            }
+            admitted.push(counts);
+        }
         let mut credited = Vec::new();
         for set in leases {
             let mut sum = 0;
@@ -1016,9 +1045,10 @@ mod soak {
         format!("audit-{kind}-{i}")
     }
 
-    /// Both nodes of `set` ask `AUDIT_ROUNDS` permits of every audit key: the permits
-    /// admitted per key.
-    async fn audit(set: &LeaseSet) -> Vec<u64> {
+    /// Both nodes of `set` ask `AUDIT_ROUNDS` permits of each audit key in turn, as a
+    /// burst (so that slices are large, and left partly unused): the permits admitted
+    /// per key, and the requests that failed.
+    async fn audit(set: &LeaseSet) -> (Vec<u64>, u64) {
         let tasks: Vec<_> = set
             .nodes
             .iter()
@@ -1027,25 +1057,42 @@ mod soak {
                 let kind = set.kind;
                 tokio::spawn(async move {
                     let mut admitted = vec![0; AUDIT_KEYS];
-                    for _ in 0..AUDIT_ROUNDS {
-                        for (i, count) in admitted.iter_mut().enumerate() {
-                            if let Ok(Ok(_)) = node.check(&audit_key(kind, i), 1).await {
-                                *count += 1;
+                    let mut errors = 0;
+                    // A look at every key first, which takes no lease: a full table
+                    // forgets the slots whose leases ended, with their leases unsettled
+                    // (by design), so every audit key must have its slot before any
+                    // takes one.
+                    for i in 0..AUDIT_KEYS {
+                        if node.check(&audit_key(kind, i), 0).await.is_err() {
+                            errors += 1;
+                        }
+                    }
+                    for (i, count) in admitted.iter_mut().enumerate() {
+                        let tag = audit_key(kind, i);
+                        for _ in 0..AUDIT_ROUNDS {
+                            match node.check(&tag, 1).await {
+                                Ok(Ok(_)) => *count += 1,
+                                Ok(Err(_)) => {}
+                                Err(_) => errors += 1,
                             }
                         }
+                        // Let the other node at the key.
                         tokio::task::yield_now().await;
                     }
-                    admitted
+                    (admitted, errors)
                 })
             })
             .collect();
         let mut total = vec![0; AUDIT_KEYS];
+        let mut errors = 0;
         for task in tasks {
-            for (sum, n) in total.iter_mut().zip(task.await.expect("an audit task")) {
+            let (admitted, failed) = task.await.expect("an audit task");
+            errors += failed;
+            for (sum, n) in total.iter_mut().zip(admitted) {
                 *sum += n;
             }
         }
-        total
+        (total, errors)
     }
 
     /// Check 2: every key carries a TTL.
