@@ -15,11 +15,16 @@
 //!    than an exact bucket would (its give-back is bounded by design and may keep
 //!    some credit back: reported), and `held()` is 0 on every node for every key the
 //!    soak used. The fleet shedder's slots (half released, half dropped) are all back
-//!    (`in_use() == 0`) within a second, well before their leases run out.
+//!    (`in_use() == 0`) within a second, well before their leases run out. A key a
+//!    full table forgot leaves its ended leases unsettled (forfeited, as
+//!    `LeaseLimiter` documents), so the audit runs on fresh keys, each looked at before
+//!    any lease is taken; the soak reports the lease records the churn left, which go
+//!    with their hash's TTL.
 //!
-//! What runs, each paced (decisions every 10 ms), with 10 % of the requests on two hot
-//! keys that reach their limits and the rest on the `ACTIVE` newest keys of a stream
-//! arriving at `ARRIVALS` a second:
+//! What runs, each paced (bursts of decisions every 10 ms, at most the rate asked: a
+//! burst waits for its round trips), with 10 % of the requests on two hot keys that
+//! reach their limits and the rest on the `ACTIVE` newest keys of a stream arriving
+//! at `ARRIVALS` a second:
 //! - `SharedLimiter<RedisStore>`, one per rule the Redis store runs (a concurrency
 //!   rule's permits mostly refunded, some left to their lease);
 //! - `SharedLimiter<DeniedCache<RedisStore>>`;
@@ -142,7 +147,7 @@ mod soak {
     const SHED_LEASE: Duration = Duration::from_secs(5);
     /// The lease limiters' windows: long enough that the audit fits in one.
     const LEASE_WINDOW: Duration = Duration::from_secs(10);
-    const LEASE_LIMIT: u64 = 1_000;
+    const LEASE_LIMIT: u64 = 300;
     /// The lease GCRA: slow, so that a permit not given back shows in its debt.
     const LEASE_GCRA_RATE: u64 = 5;
     const LEASE_GCRA_BURST: u64 = 100;
@@ -152,8 +157,8 @@ mod soak {
     const AUDIT_ROUNDS: u64 = 30;
     /// The memory check: the last third's mean live bytes at most the first third's
     /// times `1 + MEMORY_RATIO`, plus `MEMORY_SLACK`.
-    const MEMORY_RATIO: f64 = 0.05;
-    const MEMORY_SLACK: usize = 1 << 20;
+    const MEMORY_RATIO: f64 = 0.10;
+    const MEMORY_SLACK: usize = 256 << 10;
 
     struct Args {
         seconds: u64,
@@ -441,8 +446,7 @@ mod soak {
                         Ok(decision) => match decision.into_slot() {
                             Ok(slot) => {
                                 tally.record(Ok(true));
-                                tokio::time::sleep(Duration::from_millis(1 + (i % 3) as u64))
-                                    .await;
+                                tokio::time::sleep(Duration::from_millis(1 + (i % 3) as u64)).await;
                                 if i % 7 == 0 {
                                     let _ = slot.renew().await;
                                 }
@@ -503,7 +507,9 @@ mod soak {
         }
         let elapsed = start.elapsed();
         for component in &components {
-            report.components.push(summary(&component.name, &component.tally));
+            report
+                .components
+                .push(summary(&component.name, &component.tally));
         }
         report
             .components
@@ -595,12 +601,12 @@ mod soak {
         let mut components = Vec::new();
         for (name, rule) in exact_rules {
             let rule = rule.expect("a rule");
-            let store =
-                RedisStore::new(connections[0].clone(), &format!("soak-exact-{name}")).expect("store");
+            let store = RedisStore::new(connections[0].clone(), &format!("soak-exact-{name}"))
+                .expect("store");
             if let Err(e) = store.check_rule(&rule) {
-                report
-                    .notes
-                    .push(format!("exact {name}: not run, the Redis store refuses it: {e}"));
+                report.notes.push(format!(
+                    "exact {name}: not run, the Redis store refuses it: {e}"
+                ));
                 continue;
             }
             let limiter = SharedLimiter::new(store, rule).expect("limiter");
@@ -673,9 +679,13 @@ mod soak {
             let nodes: Vec<LeaseLimiter<Conn>> = connections
                 .iter()
                 .map(|connection| {
-                    LeaseLimiter::new(connection.clone(), &format!("soak-lease-{kind}"), rule.clone())
-                        .and_then(|l| Ok(l.with_max_keys(MAX_KEYS)?))
-                        .expect("lease")
+                    LeaseLimiter::new(
+                        connection.clone(),
+                        &format!("soak-lease-{kind}"),
+                        rule.clone(),
+                    )
+                    .and_then(|l| Ok(l.with_max_keys(MAX_KEYS)?))
+                    .expect("lease")
                 })
                 .collect();
             leases.push(LeaseSet {
@@ -802,9 +812,9 @@ mod soak {
                 (slope / 1024.0).round()
             ),
             bound: format!(
-                "last ≤ first × {:.2} + {} MiB",
+                "last ≤ first × {:.2} + {} KiB",
                 1.0 + MEMORY_RATIO,
-                MEMORY_SLACK >> 20
+                MEMORY_SLACK >> 10
             ),
             passed,
         });
@@ -904,9 +914,10 @@ mod soak {
         let mut admitted = Vec::new();
         for (set, (counts, errors)) in leases.iter().zip(audited) {
             if errors > 0 {
-                report
-                    .failures
-                    .push(format!("lease {}: {errors} audit requests failed", set.kind));
+                report.failures.push(format!(
+                    "lease {}: {errors} audit requests failed",
+                    set.kind
+                ));
             }
             admitted.push(counts);
         }
@@ -1036,7 +1047,9 @@ mod soak {
                 passed: problems.is_empty(),
             });
             for problem in problems.into_iter().take(5) {
-                report.failures.push(format!("lease {}: {problem}", set.kind));
+                report
+                    .failures
+                    .push(format!("lease {}: {problem}", set.kind));
             }
         }
     }
@@ -1166,7 +1179,9 @@ mod soak {
         let mut prefixes: Vec<_> = per_prefix.into_iter().collect();
         prefixes.sort();
         let listing: Vec<String> = prefixes.iter().map(|(p, n)| format!("{p} {n}")).collect();
-        report.notes.push(format!("keys in Redis at the end: {}", listing.join(", ")));
+        report
+            .notes
+            .push(format!("keys in Redis at the end: {}", listing.join(", ")));
         report.notes.push(format!(
             "lease records still in Redis after close: {records}, over {record_permits} \
              permits: those of keys the full tables forgot (forfeited, gone with their \
