@@ -155,6 +155,8 @@ mod soak {
     /// The audit: fresh keys per lease limiter, requests per key per node.
     const AUDIT_KEYS: usize = 64;
     const AUDIT_ROUNDS: u64 = 30;
+    /// How long a request may wait for Redis's answer.
+    const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
     /// The memory check: the last third's mean live bytes at most the first third's
     /// times `1 + MEMORY_RATIO`, plus `MEMORY_SLACK`.
     const MEMORY_RATIO: f64 = 0.10;
@@ -383,11 +385,15 @@ mod soak {
 
     async fn soak(server: &RedisServer, args: &Args) -> Report {
         let client = redis::Client::open(server.url()).expect("a client");
+        // Any failed request fails the soak: wait out the stalls of a shared machine
+        // rather than redis-rs's default of 500 ms.
+        let config =
+            redis::AsyncConnectionConfig::new().set_response_timeout(Some(RESPONSE_TIMEOUT));
         let mut connections = Vec::new();
         for _ in 0..NODES + 1 {
             connections.push(
                 client
-                    .get_multiplexed_async_connection()
+                    .get_multiplexed_async_connection_with_config(&config)
                     .await
                     .expect("a connection"),
             );
