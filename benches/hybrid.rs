@@ -48,8 +48,7 @@
 //! lease took them, not from this process's.
 //!
 //! Run `cargo bench -p tollgate-benches --features redis --bench hybrid` (about a
-//! minute: 16 runs of about 4 s);
-//! it needs `redis-server` on `PATH`.
+//! minute: 16 runs of about 4 s); it needs `redis-server` on `PATH`.
 
 #[cfg(feature = "redis")]
 #[path = "../tests/common/redis.rs"]
