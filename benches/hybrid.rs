@@ -28,8 +28,8 @@
 //! run of `d` seconds is `LIMIT × (1 + d)`.
 //!
 //! Over- and under-admission follow each rule's definition. A fixed window: the
-//! permits admitted beyond the limit in each key's window (by the second they were
-//! asked in), summed, over the quota; the permits of windows left below the limit,
+//! permits admitted beyond the limit in each key's window (the one ending
+//! `reset_after` after the request, to the nearest second), summed, over the quota; the permits of windows left below the limit,
 //! summed, over the quota (both loads offer more than the limit in every window). A
 //! GCRA: the permits admitted beyond `LIMIT × (1 + d)` over the run, or short of it,
 //! over the quota (a lease mode's bound adds `LIMIT × term`).
@@ -553,8 +553,11 @@ mod bench {
                 let second = if reset_after.is_zero() {
                     sent.as_secs()
                 } else {
-                    // From the send time: the window's end, or a little before.
-                    (sent + reset_after - Duration::from_nanos(1)).as_secs()
+                    // The window's end, rounded: this clock and the server's differ by
+                    // fractions of a millisecond, which truncating would turn into
+                    // admissions at a window's start counted in the next one.
+                    let end = (sent + reset_after).as_millis();
+                    ((end + 500) / 1_000).saturating_sub(1) as u64
                 };
                 *tally.admitted.entry((key, second)).or_default() += 1;
             }
