@@ -10,7 +10,8 @@
 //!   at most an eighth of what remained between syncs;
 //! - `lease`: `LeaseLimiter` with a fixed window, each node admitting from slices of
 //!   what remains leased from Redis; `lease gcra`: the same with a GCRA of `LIMIT`
-//!   per second and a burst of `LIMIT`.
+//!   per second and a burst of `LIMIT`; `lease sliding`: the same with a sliding
+//!   window counter of `LIMIT` per second.
 //!
 //! Loads, each for a few seconds starting on a whole second:
 //! - `hammer`: closed-loop clients, each sending its next request as soon as the last
@@ -22,18 +23,32 @@
 //! For each run it prints decisions per second, permits admitted against the quota,
 //! the over- and under-admission, and script calls per decision. The quota is `LIMIT`
 //! per key per second: fixed windows of one second where the rule is a fixed window,
-//! and otherwise a GCRA of `LIMIT` per second with a burst of `LIMIT`, whose quota
-//! over a run of `d` seconds is `LIMIT × (1 + d)`.
+//! a sliding window counter over windows of one second for `lease sliding`, and
+//! otherwise a GCRA of `LIMIT` per second with a burst of `LIMIT`, whose quota over a
+//! run of `d` seconds is `LIMIT × (1 + d)`.
 //!
 //! Over- and under-admission follow each rule's definition. A fixed window: the
-//! permits admitted beyond the limit in each key's window (by the second they were
-//! asked in), summed, over the quota; the permits of windows left below the limit,
+//! permits admitted beyond the limit in each key's window (the one ending
+//! `reset_after` after the request, to the nearest second), summed, over the quota; the permits of windows left below the limit,
 //! summed, over the quota (both loads offer more than the limit in every window). A
 //! GCRA: the permits admitted beyond `LIMIT × (1 + d)` over the run, or short of it,
 //! over the quota (a lease mode's bound adds `LIMIT × term`).
 //!
-//! Run `cargo bench -p tollgate-benches --features redis --bench hybrid` (about 40 s);
-//! it needs `redis-server` on `PATH`.
+//! A sliding window counter admits a permit when `previous × (W − e) / W + current ≤
+//! LIMIT`, `e` the time since the window began, `current` the permits of this window
+//! counting that one and `previous` those of the window before. Over-admission: the
+//! admissions that broke this when replayed in order per key, `previous` and `current`
+//! counting the permits admitted (not those leased), `e` the instant the caller had
+//! its answer; a count above `LIMIT` in a window breaks it too. Under-admission: per
+//! key and window, the permits short of `LIMIT` (the rule admits at most `LIMIT` in a
+//! window, and both loads ask until the window's last instant, where the previous
+//! window weighs nothing). Quota: `LIMIT` per key and window, as a fixed window. Each
+//! admission is placed by its `reset_after`: the key's state is empty one window after
+//! the current one ends, so the window and `e` come from the server's clock, as the
+//! lease took them, not from this process's.
+//!
+//! Run `cargo bench -p tollgate-benches --features redis --bench hybrid` (about a
+//! minute: 16 runs of about 4 s); it needs `redis-server` on `PATH`.
 
 #[cfg(feature = "redis")]
 #[path = "../tests/common/redis.rs"]
@@ -62,7 +77,7 @@ mod bench {
     use redis::aio::MultiplexedConnection;
     use tokio::time::MissedTickBehavior;
     use tollgate::Quota;
-    use tollgate::algorithm::{FixedWindow, Gcra};
+    use tollgate::algorithm::{FixedWindow, Gcra, SlidingCounter};
     use tollgate::store::{
         BatchedLimiter, DeniedCache, LeaseLimiter, RedisStore, Rule, SharedLimiter, Store,
         StoreError,
@@ -92,6 +107,7 @@ mod bench {
         BatchedShare(Duration),
         Lease,
         LeaseGcra,
+        LeaseSliding,
     }
 
     impl Mode {
@@ -103,15 +119,38 @@ mod bench {
                 Mode::BatchedShare(d) => format!("batched {} ms ÷8", d.as_millis()),
                 Mode::Lease => "lease".into(),
                 Mode::LeaseGcra => "lease gcra".into(),
+                Mode::LeaseSliding => "lease sliding".into(),
             }
         }
 
-        /// Whether the mode runs fixed windows, given what the exact modes run.
-        fn fixed_window(self, quotum: Quotum) -> bool {
+        /// The rule the mode runs, given what the exact modes run.
+        fn shape(self, quotum: Quotum) -> Shape {
             match self {
-                Mode::Batched(_) | Mode::BatchedShare(_) | Mode::Lease => true,
-                Mode::LeaseGcra => false,
-                Mode::Exact | Mode::DeniedCache => quotum == Quotum::FixedWindow,
+                Mode::Batched(_) | Mode::BatchedShare(_) | Mode::Lease => Shape::FixedWindow,
+                Mode::LeaseGcra => Shape::Gcra,
+                Mode::LeaseSliding => Shape::SlidingCounter,
+                Mode::Exact | Mode::DeniedCache => match quotum {
+                    Quotum::FixedWindow => Shape::FixedWindow,
+                    Quotum::Gcra => Shape::Gcra,
+                },
+            }
+        }
+    }
+
+    /// The rule a run decides by, which defines its over- and under-admission.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum Shape {
+        FixedWindow,
+        SlidingCounter,
+        Gcra,
+    }
+
+    impl Shape {
+        fn name(self) -> &'static str {
+            match self {
+                Shape::FixedWindow => "fixed window",
+                Shape::SlidingCounter => "sliding counter",
+                Shape::Gcra => "gcra",
             }
         }
     }
@@ -175,6 +214,9 @@ mod bench {
         first_error: Option<String>,
         /// Admissions per key and per second since the epoch, at send time.
         admitted: HashMap<(usize, u64), u64>,
+        /// A sliding counter's admissions: key, window (second since the epoch) and
+        /// nanoseconds into it.
+        sliding: Vec<(usize, u64, u64)>,
     }
 
     impl Tally {
@@ -187,6 +229,7 @@ mod bench {
             for (k, v) in other.admitted {
                 *self.admitted.entry(k).or_default() += v;
             }
+            self.sliding.extend(other.sliding);
         }
     }
 
@@ -246,6 +289,7 @@ mod bench {
             Mode::BatchedShare(Duration::from_millis(10)),
             Mode::Lease,
             Mode::LeaseGcra,
+            Mode::LeaseSliding,
         ];
         let mut rows = Vec::new();
         for load in [Load::Hammer, Load::Paced] {
@@ -269,11 +313,17 @@ mod bench {
         quotum: Quotum,
         prefix: &str,
     ) -> Vec<Node> {
-        let rule = if mode.fixed_window(quotum) {
-            Rule::from(FixedWindow::new(LIMIT, Duration::from_secs(1)).expect("rule"))
-        } else {
-            let quota = Quota::per_second(LIMIT).expect("quota");
-            Rule::from(Gcra::new(quota.burst(LIMIT).expect("burst")))
+        let rule = match mode.shape(quotum) {
+            Shape::FixedWindow => {
+                Rule::from(FixedWindow::new(LIMIT, Duration::from_secs(1)).expect("rule"))
+            }
+            Shape::SlidingCounter => {
+                Rule::from(SlidingCounter::new(LIMIT, Duration::from_secs(1)).expect("rule"))
+            }
+            Shape::Gcra => {
+                let quota = Quota::per_second(LIMIT).expect("quota");
+                Rule::from(Gcra::new(quota.burst(LIMIT).expect("burst")))
+            }
         };
         connections
             .iter()
@@ -308,7 +358,7 @@ mod bench {
                         .and_then(|b| Ok(b.with_divisor(8)?))
                         .expect("batched"),
                     )),
-                    Mode::Lease | Mode::LeaseGcra => Node::Lease(Box::new(
+                    Mode::Lease | Mode::LeaseGcra | Mode::LeaseSliding => Node::Lease(Box::new(
                         LeaseLimiter::new(connection.clone(), prefix, rule.clone()).expect("lease"),
                     )),
                 }
@@ -372,6 +422,7 @@ mod bench {
         }
         let first_second = unix_now().as_secs();
         let end = Duration::from_secs(first_second) + RUN;
+        let shape = mode.shape(quotum);
         let calls_before = script_calls(probe).await;
         let started = Instant::now();
         let mut tasks = Vec::new();
@@ -384,7 +435,7 @@ mod bench {
                             let mut tally = Tally::default();
                             let mut i = client;
                             while unix_now() < end {
-                                decide(&node, i % KEYS.len(), &mut tally).await;
+                                decide(&node, i % KEYS.len(), shape, &mut tally).await;
                                 i += 1;
                                 // A decision made locally is ready at once: without
                                 // this, clients never yield, and the connections'
@@ -410,7 +461,7 @@ mod bench {
                                 if unix_now() >= end {
                                     break tally;
                                 }
-                                decide(&node, key, &mut tally).await;
+                                decide(&node, key, shape, &mut tally).await;
                             }
                         }));
                     }
@@ -425,31 +476,34 @@ mod bench {
         let calls = script_calls(probe).await - calls_before;
 
         let admitted: u64 = tally.admitted.values().sum();
-        let fixed_window = mode.fixed_window(quotum);
         // GCRA: a full burst, then the rate, over the run.
-        let per_key = if fixed_window {
-            LIMIT * RUN.as_secs()
-        } else {
-            LIMIT + LIMIT * RUN.as_secs()
+        let per_key = match shape {
+            Shape::FixedWindow | Shape::SlidingCounter => LIMIT * RUN.as_secs(),
+            Shape::Gcra => LIMIT + LIMIT * RUN.as_secs(),
         };
-        let (over, under) = if fixed_window {
-            // Each key's window, by the second the permits were asked in.
-            let mut over = 0;
-            let mut under = 0;
-            for key in 0..KEYS.len() {
-                for second in first_second..first_second + RUN.as_secs() {
-                    let n = tally.admitted.get(&(key, second)).copied().unwrap_or(0);
-                    over += n.saturating_sub(LIMIT);
-                    under += LIMIT.saturating_sub(n);
+        let windows = first_second..first_second + RUN.as_secs();
+        let (over, under) = match shape {
+            Shape::FixedWindow => {
+                // Each key's window, by the second the permits were asked in.
+                let mut over = 0;
+                let mut under = 0;
+                for key in 0..KEYS.len() {
+                    for second in windows.clone() {
+                        let n = tally.admitted.get(&(key, second)).copied().unwrap_or(0);
+                        over += n.saturating_sub(LIMIT);
+                        under += LIMIT.saturating_sub(n);
+                    }
                 }
+                (over, under)
             }
-            (over, under)
-        } else {
-            let quota = per_key * KEYS.len() as u64;
-            (
-                admitted.saturating_sub(quota),
-                quota.saturating_sub(admitted),
-            )
+            Shape::SlidingCounter => sliding_admission(&mut tally.sliding, windows),
+            Shape::Gcra => {
+                let quota = per_key * KEYS.len() as u64;
+                (
+                    admitted.saturating_sub(quota),
+                    quota.saturating_sub(admitted),
+                )
+            }
         };
         let hits: u64 = nodes.iter().map(Node::cache_hits).sum();
         if let Some(e) = &tally.first_error {
@@ -458,7 +512,7 @@ mod bench {
         Row {
             mode: mode.name(),
             load: load.name(),
-            rule: if fixed_window { "fixed window" } else { "gcra" },
+            rule: shape.name(),
             decisions_per_sec: tally.decisions as f64 / elapsed.as_secs_f64(),
             admitted,
             quota: per_key * KEYS.len() as u64,
@@ -472,27 +526,90 @@ mod bench {
 
     /// Decides one permit, counting an admission in the window it was granted in:
     /// the one ending `reset_after` after the decision (a fixed window's; a GCRA's
-    /// admissions are counted over the whole run).
-    async fn decide(node: &Node, key: usize, tally: &mut Tally) {
+    /// admissions are counted over the whole run). A sliding counter's key is empty
+    /// one window after the current one ends, which places the admission in its
+    /// window, and within it, on the server's clock.
+    async fn decide(node: &Node, key: usize, shape: Shape, tally: &mut Tally) {
         let sent = unix_now();
         match node.try_acquire(KEYS[key]).await {
             Ok(admitted) => {
                 tally.decisions += 1;
-                if let Some(reset_after) = admitted {
-                    let second = if reset_after.is_zero() {
-                        sent.as_secs()
-                    } else {
-                        // From the send time: the window's end, or a little before.
-                        (sent + reset_after - Duration::from_nanos(1)).as_secs()
-                    };
-                    *tally.admitted.entry((key, second)).or_default() += 1;
+                let Some(reset_after) = admitted else {
+                    return;
+                };
+                if shape == Shape::SlidingCounter {
+                    const WINDOW: u128 = 1_000_000_000;
+                    let decided = unix_now();
+                    // Empty at a window's start (to this clock's error): round to it.
+                    let empty = (decided + reset_after).as_nanos();
+                    let window = ((empty + WINDOW / 2) / WINDOW).saturating_sub(2) as u64;
+                    let into = (2 * WINDOW)
+                        .saturating_sub(reset_after.as_nanos())
+                        .min(WINDOW);
+                    tally.sliding.push((key, window, into as u64));
+                    *tally.admitted.entry((key, window)).or_default() += 1;
+                    return;
                 }
+                let second = if reset_after.is_zero() {
+                    sent.as_secs()
+                } else {
+                    // The window's end, rounded: this clock and the server's differ by
+                    // fractions of a millisecond, which truncating would turn into
+                    // admissions at a window's start counted in the next one.
+                    let end = (sent + reset_after).as_millis();
+                    ((end + 500) / 1_000).saturating_sub(1) as u64
+                };
+                *tally.admitted.entry((key, second)).or_default() += 1;
             }
             Err(e) => {
                 tally.errors += 1;
                 tally.first_error.get_or_insert_with(|| e.to_string());
             }
         }
+    }
+
+    /// A sliding counter's over- and under-admission in `windows` (seconds since the
+    /// epoch): the admissions, replayed in order per key, that the rule would have
+    /// refused given those before them; the permits short of `LIMIT` per key and
+    /// window.
+    fn sliding_admission(
+        admissions: &mut [(usize, u64, u64)],
+        windows: std::ops::Range<u64>,
+    ) -> (u64, u64) {
+        const WINDOW: u128 = 1_000_000_000;
+        admissions.sort_unstable();
+        let mut counts: HashMap<(usize, u64), u64> = HashMap::new();
+        for &(key, window, _) in admissions.iter() {
+            *counts.entry((key, window)).or_default() += 1;
+        }
+        let mut over = 0;
+        let mut current = 0u64;
+        let mut last = None;
+        for &(key, window, into) in admissions.iter() {
+            if last != Some((key, window)) {
+                last = Some((key, window));
+                current = 0;
+            }
+            current += 1;
+            if !windows.contains(&window) {
+                continue;
+            }
+            let previous = counts.get(&(key, window - 1)).copied().unwrap_or(0);
+            // previous × (W − e) + current × W ≤ LIMIT × W, in integers.
+            let estimate =
+                u128::from(previous) * (WINDOW - u128::from(into)) + u128::from(current) * WINDOW;
+            if estimate > u128::from(LIMIT) * WINDOW {
+                over += 1;
+            }
+        }
+        let mut under = 0;
+        for key in 0..KEYS.len() {
+            for window in windows.clone() {
+                let n = counts.get(&(key, window)).copied().unwrap_or(0);
+                under += LIMIT.saturating_sub(n);
+            }
+        }
+        (over, under)
     }
 
     fn print_table(rows: &[Row]) {
