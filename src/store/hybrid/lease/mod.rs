@@ -13,7 +13,7 @@ mod wait;
 
 pub use wait::LeaseAcquire;
 
-use self::table::Slices;
+use self::table::{Owed, Slices};
 use self::wait::LeaseGate;
 use super::super::lease_id::{TAKE_ATTEMPTS, lease_id};
 use super::super::redis::from_redis;
@@ -155,9 +155,9 @@ const NOT_NOW: Duration = Duration::from_millis(10);
 ///
 /// At most `max_keys` keys are held in this process (100,000 unless set with
 /// [`with_max_keys`](Self::with_max_keys)). When a new key finds its shard full, keys
-/// whose lease has ended are forgotten (forfeiting any permits their slices still
-/// held, which only denies more); if none has, the new key is decided exactly in
-/// Redis, taking no slice.
+/// whose lease has ended are forgotten, and the permits their slices still held are
+/// given back from a task on the current tokio runtime; if no key's lease has ended,
+/// the new key is decided exactly in Redis, taking no slice.
 ///
 /// # Deciding and waiting
 ///
@@ -942,7 +942,12 @@ where
         }
         loop {
             let now = self.clock.now().as_u64();
-            let Some(slot) = self.shared.slot(tag, now) else {
+            let mut owed = Vec::new();
+            let slot = self.shared.slot(tag, now, &mut owed);
+            if !owed.is_empty() {
+                self.give_back_forgotten(owed).await;
+            }
+            let Some(slot) = slot else {
                 return self.exactly(tag, n).await;
             };
             let mut lease = slot.lease.lock().await;
@@ -959,6 +964,23 @@ where
                 return Ok(Err(denied));
             }
             return self.refill(&slot, &mut lease, n, now).await;
+        }
+    }
+
+    /// Gives back the leases of keys the table forgot to make room: from a task on
+    /// the current tokio runtime, so that the request that made room does not wait
+    /// for it, or here without one. Failing, the leases run out instead (at their
+    /// key's expiry), which only denies more meanwhile.
+    async fn give_back_forgotten(&self, owed: Vec<Owed>) {
+        let shared = Arc::clone(&self.shared);
+        let give_back = async move {
+            for (slot, settles) in owed {
+                let _ = shared.give_back(&slot, &settles).await;
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn(give_back)),
+            Err(_) => give_back.await,
         }
     }
 
@@ -1128,9 +1150,10 @@ where
         }
     }
 
-    /// `tag`'s slot, made if new; `None` if the table has no room for it.
-    fn slot(&self, tag: &str, now: u64) -> Option<Arc<Slot>> {
-        self.slices.slot(tag, now, || self.new_slot(tag))
+    /// `tag`'s slot, made if new; `None` if the table has no room for it. The
+    /// leases of keys forgotten to make room go to `owed`.
+    fn slot(&self, tag: &str, now: u64, owed: &mut Vec<Owed>) -> Option<Arc<Slot>> {
+        self.slices.slot(tag, now, || self.new_slot(tag), owed)
     }
 
     /// One `take` call: the lease id and the reply.
