@@ -35,6 +35,8 @@ const SCRIPT: &str = include_str!("../lease.lua");
 const DEFAULT_DIVISOR: u64 = 8;
 /// How long a slice should last at the local rate, by default.
 const DEFAULT_REFILL_PERIOD: Duration = Duration::from_millis(10);
+/// Keys whose leases [`LeaseLimiter::release_all`] settles at once.
+const RELEASES_IN_FLIGHT: usize = 32;
 /// How long a lease may be used, by default.
 const DEFAULT_TERM: Duration = Duration::from_millis(20);
 /// Keys held in this process by default.
@@ -824,11 +826,34 @@ where
         let now = self.node.clock.now().as_u64();
         let mut credited = 0;
         let mut first_error = None;
-        for slot in self.node.shared.slices.all() {
-            match self.node.shared.release(&slot, now).await {
-                Ok(n) => credited += n,
-                Err(e) => {
-                    first_error.get_or_insert(e);
+        let mut tally = |released: Result<u64, StoreError>| match released {
+            Ok(n) => credited += n,
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        };
+        let slots = self.node.shared.slices.all();
+        match tokio::runtime::Handle::try_current() {
+            // Several keys' calls in flight at once: one after the other, a node
+            // holding thousands of keys would take seconds to shut down.
+            Ok(runtime) => {
+                let mut calls = tokio::task::JoinSet::new();
+                for slot in slots {
+                    if calls.len() == RELEASES_IN_FLIGHT {
+                        if let Some(released) = calls.join_next().await {
+                            tally(released.unwrap_or(Ok(0)));
+                        }
+                    }
+                    let shared = Arc::clone(&self.node.shared);
+                    calls.spawn_on(async move { shared.release(&slot, now).await }, &runtime);
+                }
+                while let Some(released) = calls.join_next().await {
+                    tally(released.unwrap_or(Ok(0)));
+                }
+            }
+            Err(_) => {
+                for slot in slots {
+                    tally(self.node.shared.release(&slot, now).await);
                 }
             }
         }
