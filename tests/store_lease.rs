@@ -607,6 +607,45 @@ async fn a_full_table_decides_new_keys_exactly() {
     assert!(a.held("y") > 0, "y is held now");
 }
 
+/// A key forgotten to make room for another gives back what its slice still held:
+/// Redis counts only what was admitted, and no lease record of it is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forgotten_key_gives_its_leases_back() {
+    let Some(()) = require_redis() else { return };
+    let server = RedisServer::start();
+    let mut probe = connect(&server).await;
+    let clock = ManualClock::new();
+    let a = node(&server, &clock, &hour_window(1_000))
+        .await
+        .with_max_keys(1)
+        .unwrap();
+    let x = a.redis_key("x");
+    for _ in 0..2 {
+        assert!(a.check("x", 1).await.unwrap().is_ok());
+    }
+    assert!(a.held("x") > 0);
+    assert_eq!(granted(&mut probe, &x).await, 2 + a.held("x"));
+    clock.advance(a.lease_term());
+    // "y" needs the room: "x" is forgotten, and its unused permits go back from a
+    // task of this runtime.
+    assert!(a.check("y", 1).await.unwrap().is_ok());
+    assert_eq!(a.held("x"), 0);
+    let mut given_back = false;
+    for _ in 0..500 {
+        if granted(&mut probe, &x).await == 2 && leases(&mut probe, &x).await.is_empty() {
+            given_back = true;
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(
+        given_back,
+        "granted {}, leases {:?}",
+        granted(&mut probe, &x).await,
+        leases(&mut probe, &x).await
+    );
+}
+
 /// Before a Redis restart without persistence, node A holds a lease; after it, B
 /// takes one. A's give-back names nothing in the new data set: it credits nothing,
 /// and B's lease stays counted.

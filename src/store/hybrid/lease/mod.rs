@@ -13,7 +13,7 @@ mod wait;
 
 pub use wait::LeaseAcquire;
 
-use self::table::Slices;
+use self::table::{Owed, Slices};
 use self::wait::LeaseGate;
 use super::super::lease_id::{TAKE_ATTEMPTS, lease_id};
 use super::super::redis::from_redis;
@@ -35,6 +35,8 @@ const SCRIPT: &str = include_str!("../lease.lua");
 const DEFAULT_DIVISOR: u64 = 8;
 /// How long a slice should last at the local rate, by default.
 const DEFAULT_REFILL_PERIOD: Duration = Duration::from_millis(10);
+/// Keys whose leases [`LeaseLimiter::release_all`] settles at once.
+const RELEASES_IN_FLIGHT: usize = 32;
 /// How long a lease may be used, by default.
 const DEFAULT_TERM: Duration = Duration::from_millis(20);
 /// Keys held in this process by default.
@@ -155,9 +157,9 @@ const NOT_NOW: Duration = Duration::from_millis(10);
 ///
 /// At most `max_keys` keys are held in this process (100,000 unless set with
 /// [`with_max_keys`](Self::with_max_keys)). When a new key finds its shard full, keys
-/// whose lease has ended are forgotten (forfeiting any permits their slices still
-/// held, which only denies more); if none has, the new key is decided exactly in
-/// Redis, taking no slice.
+/// whose lease has ended are forgotten, and the permits their slices still held are
+/// given back from a task on the current tokio runtime; if no key's lease has ended,
+/// the new key is decided exactly in Redis, taking no slice.
 ///
 /// # Deciding and waiting
 ///
@@ -824,11 +826,34 @@ where
         let now = self.node.clock.now().as_u64();
         let mut credited = 0;
         let mut first_error = None;
-        for slot in self.node.shared.slices.all() {
-            match self.node.shared.release(&slot, now).await {
-                Ok(n) => credited += n,
-                Err(e) => {
-                    first_error.get_or_insert(e);
+        let mut tally = |released: Result<u64, StoreError>| match released {
+            Ok(n) => credited += n,
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        };
+        let slots = self.node.shared.slices.all();
+        match tokio::runtime::Handle::try_current() {
+            // Several keys' calls in flight at once: one after the other, a node
+            // holding thousands of keys would take seconds to shut down.
+            Ok(runtime) => {
+                let mut calls = tokio::task::JoinSet::new();
+                for slot in slots {
+                    if calls.len() == RELEASES_IN_FLIGHT {
+                        if let Some(released) = calls.join_next().await {
+                            tally(released.unwrap_or(Ok(0)));
+                        }
+                    }
+                    let shared = Arc::clone(&self.node.shared);
+                    calls.spawn_on(async move { shared.release(&slot, now).await }, &runtime);
+                }
+                while let Some(released) = calls.join_next().await {
+                    tally(released.unwrap_or(Ok(0)));
+                }
+            }
+            Err(_) => {
+                for slot in slots {
+                    tally(self.node.shared.release(&slot, now).await);
                 }
             }
         }
@@ -942,7 +967,12 @@ where
         }
         loop {
             let now = self.clock.now().as_u64();
-            let Some(slot) = self.shared.slot(tag, now) else {
+            let mut owed = Vec::new();
+            let slot = self.shared.slot(tag, now, &mut owed);
+            if !owed.is_empty() {
+                self.give_back_forgotten(owed).await;
+            }
+            let Some(slot) = slot else {
                 return self.exactly(tag, n).await;
             };
             let mut lease = slot.lease.lock().await;
@@ -959,6 +989,23 @@ where
                 return Ok(Err(denied));
             }
             return self.refill(&slot, &mut lease, n, now).await;
+        }
+    }
+
+    /// Gives back the leases of keys the table forgot to make room: from a task on
+    /// the current tokio runtime, so that the request that made room does not wait
+    /// for it, or here without one. Failing, the leases run out instead (at their
+    /// key's expiry), which only denies more meanwhile.
+    async fn give_back_forgotten(&self, owed: Vec<Owed>) {
+        let shared = Arc::clone(&self.shared);
+        let give_back = async move {
+            for (slot, settles) in owed {
+                let _ = shared.give_back(&slot, &settles).await;
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn(give_back)),
+            Err(_) => give_back.await,
         }
     }
 
@@ -1128,9 +1175,10 @@ where
         }
     }
 
-    /// `tag`'s slot, made if new; `None` if the table has no room for it.
-    fn slot(&self, tag: &str, now: u64) -> Option<Arc<Slot>> {
-        self.slices.slot(tag, now, || self.new_slot(tag))
+    /// `tag`'s slot, made if new; `None` if the table has no room for it. The
+    /// leases of keys forgotten to make room go to `owed`.
+    fn slot(&self, tag: &str, now: u64, owed: &mut Vec<Owed>) -> Option<Arc<Slot>> {
+        self.slices.slot(tag, now, || self.new_slot(tag), owed)
     }
 
     /// One `take` call: the lease id and the reply.

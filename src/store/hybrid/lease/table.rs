@@ -77,11 +77,15 @@ impl Slices {
 
     /// `tag`'s slot, made by `make` if new; `None` if its shard is full of keys whose
     /// leases have not ended.
+    ///
+    /// Keys forgotten to make room whose leases are still to be settled are added to
+    /// `owed`, with those leases: the caller gives them back.
     pub(super) fn slot(
         &self,
         tag: &str,
         now: u64,
         make: impl FnOnce() -> Slot,
+        owed: &mut Vec<Owed>,
     ) -> Option<Arc<Slot>> {
         let (shard, hash) = self.shard(tag);
         if let Some(slot) = shard.map.read().find(hash, |slot| *slot.tag == *tag) {
@@ -92,7 +96,7 @@ impl Slices {
             return Some(Arc::clone(slot));
         }
         if map.len() >= shard.capacity {
-            map.retain(|slot| !slot.forgettable(now));
+            map.retain(|slot| !slot.forget(now, owed));
             if map.len() >= shard.capacity {
                 return None;
             }
@@ -118,17 +122,25 @@ impl Slices {
     }
 }
 
+/// A forgotten key's leases to give back: `(id, unused)` pairs.
+pub(super) type Owed = (Arc<Slot>, Vec<(u64, u64)>);
+
 impl Slot {
     /// Whether the table may forget this slot at `now`, retiring it: its lease ended,
-    /// no denial holds, and no task holds it.
-    fn forgettable(&self, now: u64) -> bool {
+    /// no denial holds, and no task holds it. Its leases to settle go to `owed`.
+    fn forget(self: &Arc<Self>, now: u64, owed: &mut Vec<Owed>) -> bool {
         if self.slice.until() > now || self.recheck_at.load(Ordering::Acquire) > now {
             return false;
         }
-        let Ok(_lease) = self.lease.try_lock() else {
+        let Ok(mut lease) = self.lease.try_lock() else {
             return false;
         };
         self.retired.store(true, Ordering::Release);
+        lease.close(self.slice.drain(), now);
+        let settles = std::mem::take(&mut lease.pending);
+        if !settles.is_empty() {
+            owed.push((Arc::clone(self), settles));
+        }
         true
     }
 }
@@ -253,18 +265,18 @@ mod tests {
     #[test]
     fn a_thread_never_decides_on_a_slot_the_table_forgot() {
         let slices = Slices::new(1);
-        let a = slices.slot("a", 0, || slot("a")).unwrap();
+        let a = slices.slot("a", 0, || slot("a"), &mut Vec::new()).unwrap();
         // Found twice: the second time from this thread's recent slots.
         assert_eq!(found(&slices, "a"), Some(address(&a)));
         assert_eq!(found(&slices, "a"), Some(address(&a)));
         assert_eq!(found(&slices, "b"), None);
         // No room for "b" but by forgetting "a", whose lease has ended.
-        let b = slices.slot("b", 1, || slot("b")).unwrap();
+        let b = slices.slot("b", 1, || slot("b"), &mut Vec::new()).unwrap();
         assert!(a.retired.load(Ordering::Acquire));
         assert_eq!(found(&slices, "a"), None);
         assert_eq!(found(&slices, "b"), Some(address(&b)));
         // "a" again is a new slot, not the one remembered.
-        let a2 = slices.slot("a", 2, || slot("a")).unwrap();
+        let a2 = slices.slot("a", 2, || slot("a"), &mut Vec::new()).unwrap();
         assert_eq!(found(&slices, "a"), Some(address(&a2)));
         assert_ne!(address(&a2), address(&a));
     }
@@ -272,7 +284,7 @@ mod tests {
     #[test]
     fn tables_do_not_share_their_keys_through_a_thread() {
         let (one, two) = (Slices::new(4), Slices::new(4));
-        let a = one.slot("a", 0, || slot("a")).unwrap();
+        let a = one.slot("a", 0, || slot("a"), &mut Vec::new()).unwrap();
         assert_eq!(found(&one, "a"), Some(address(&a)));
         assert_eq!(found(&two, "a"), None);
         // Other threads find it under the lock.
