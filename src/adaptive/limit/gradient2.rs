@@ -504,7 +504,7 @@ impl Gradient2Builder {
     fn into_limit(self) -> Gradient2Limit {
         Gradient2Limit {
             estimated: self.initial as f64,
-            long_rtt: ExpAvg::new(self.long_window, WARMUP),
+            long_rtt: ExpAvg::unchecked(self.long_window, WARMUP),
             min: self.min,
             max: self.max,
             queue_size: self.queue_size,

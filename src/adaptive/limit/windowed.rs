@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use super::LimitAlgorithm;
 use super::checks;
-use super::window::SampleWindow;
+use super::window::{self, SampleWindow};
 use crate::adaptive::Sample;
 use crate::error::ConfigError;
 use crate::time::Nanos;
@@ -366,30 +366,14 @@ impl WindowedBuilder {
                 expected: "at least 10",
             });
         }
-        if let Aggregation::Percentile {
-            percentile,
-            capacity,
-        } = self.aggregation
-        {
-            checks::ratio(
-                "percentile",
-                percentile,
-                |p| p > 0.0 && p <= 1.0,
-                "in (0, 1]",
-            )?;
-            if capacity == 0 {
-                return Err(ConfigError::Zero {
-                    parameter: "capacity",
-                });
-            }
-        }
+        window::check(self.aggregation)?;
         Ok(self.into_limit(delegate))
     }
 
     fn into_limit<L>(self, delegate: L) -> WindowedLimit<L> {
         WindowedLimit {
             delegate,
-            window: SampleWindow::new(self.aggregation),
+            window: SampleWindow::unchecked(self.aggregation),
             next_update: Nanos::ZERO,
             last_start: Nanos::ZERO,
             min_window: self.min_window,
