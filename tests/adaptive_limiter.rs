@@ -178,10 +178,9 @@ mod simple_limiter {
             .initial_limit(2)
             .build()
             .unwrap();
-        let limiter =
-            AdaptiveLimiter::with_clock(aimd, WhenLimited::FailFast, ManualClock::new())
-                .unwrap()
-                .with_bypass(|path: &String| path == "/health");
+        let limiter = AdaptiveLimiter::with_clock(aimd, WhenLimited::FailFast, ManualClock::new())
+            .unwrap()
+            .with_bypass(|path: &String| path == "/health");
         let health = "/health".to_string();
         limiter.try_acquire_for(&health).unwrap().dropped();
         limiter.bypass().success();

@@ -99,8 +99,8 @@ fn a_recorded_sample_feeds_the_algorithm_as_a_permit_would() {
             .unwrap()
     };
     let clock = ManualClock::new();
-    let by_permit = AdaptiveLimiter::with_clock(aimd(), WhenLimited::FailFast, clock.clone())
-        .unwrap();
+    let by_permit =
+        AdaptiveLimiter::with_clock(aimd(), WhenLimited::FailFast, clock.clone()).unwrap();
     let by_record =
         AdaptiveLimiter::with_clock(aimd(), WhenLimited::FailFast, clock.clone()).unwrap();
     let held: Vec<_> = (0..6).map(|_| by_permit.try_acquire().unwrap()).collect();

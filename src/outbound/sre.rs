@@ -619,7 +619,9 @@ mod tests {
     fn an_injected_source_decides_exactly_and_replays() {
         let run = || {
             let clock = ManualClock::new();
-            let config = SreConfig::new().window(Duration::from_secs(10), 10).unwrap();
+            let config = SreConfig::new()
+                .window(Duration::from_secs(10), 10)
+                .unwrap();
             // Draws of 0.1, 0.5, 0.9, over and over.
             let mut draws = [0.1f64, 0.5, 0.9]
                 .map(|d| ((d * (1u64 << 53) as f64) as u64) << 11)

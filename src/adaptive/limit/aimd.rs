@@ -390,7 +390,10 @@ mod tests {
     #[test]
     fn an_initial_limit_outside_the_bounds_is_clamped_at_the_first_sample() {
         let mut low = AimdLimit::builder().initial_limit(10).build().unwrap();
-        assert_eq!(low.on_sample(sample(Duration::from_millis(1), 10, false)), 20);
+        assert_eq!(
+            low.on_sample(sample(Duration::from_millis(1), 10, false)),
+            20
+        );
         let mut high = AimdLimit::builder().initial_limit(500).build().unwrap();
         // ⌊500 × 0.9⌋ = 450, clamped to the maximum 200.
         assert_eq!(high.on_sample(sample(Duration::ZERO, 0, true)), 200);
@@ -489,7 +492,11 @@ mod tests {
             "min_limit"
         );
         assert_eq!(
-            b().min_limit(0).max_limit(0).build().unwrap_err().parameter(),
+            b().min_limit(0)
+                .max_limit(0)
+                .build()
+                .unwrap_err()
+                .parameter(),
             "max_limit"
         );
         assert!(b().initial_limit(201).build().is_ok());

@@ -649,7 +649,11 @@ mod tests {
         assert!(b().min_limit(0).build().is_ok());
         assert!(b().initial_limit(201).build().is_ok());
         assert_eq!(
-            b().min_limit(0).max_limit(0).build().unwrap_err().parameter(),
+            b().min_limit(0)
+                .max_limit(0)
+                .build()
+                .unwrap_err()
+                .parameter(),
             "max_limit"
         );
     }
