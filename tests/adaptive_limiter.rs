@@ -127,6 +127,73 @@ mod simple_limiter {
         assert_eq!(setup.limiter.inflight(), 10);
     }
 
+    /// `testSimpleBypassLimiter`: with a bypass for "admin", ten "live" requests
+    /// fill the limit of 10, one at a time; then "live" is refused and "admin"
+    /// still goes, ten times, without counting.
+    #[test]
+    fn simple_bypass_limiter() {
+        let shared = Arc::new(AtomicU64::new(10));
+        let limiter = AdaptiveLimiter::with_clock(
+            Settable(Arc::clone(&shared)),
+            WhenLimited::FailFast,
+            ManualClock::new(),
+        )
+        .unwrap()
+        .with_bypass(|context: &str| context == "admin");
+        let limiter = Arc::new(limiter);
+        let mut held = Vec::new();
+        for i in 0..10 {
+            held.push(limiter.try_acquire_owned_for("live").unwrap());
+            assert_eq!(limiter.inflight(), i + 1);
+        }
+        for _ in 0..10 {
+            assert!(limiter.try_acquire_for("live").is_err());
+            let admin = limiter.try_acquire_owned_for("admin").unwrap();
+            assert!(admin.is_bypass());
+            held.push(admin);
+        }
+        assert_eq!(limiter.inflight(), 10);
+    }
+
+    /// `testSimpleBypassLimiterDefault`: without a bypass, no context is let
+    /// through past the limit.
+    #[test]
+    fn simple_bypass_limiter_default() {
+        let setup = Setup::new(10, WhenLimited::FailFast);
+        let mut held = Vec::new();
+        for i in 0..10 {
+            held.push(setup.limiter.try_acquire_owned_for("live").unwrap());
+            assert_eq!(setup.limiter.inflight(), i + 1);
+        }
+        assert!(setup.limiter.try_acquire_for("live").is_err());
+        assert!(setup.limiter.try_acquire_for("admin").is_err());
+    }
+
+    /// A bypassed request's outcome feeds nothing and its end gives nothing back;
+    /// a context of another type than the predicate's is limited as any request.
+    #[test]
+    fn a_bypassed_request_feeds_nothing_and_other_context_types_are_limited() {
+        let aimd = AimdLimit::builder()
+            .min_limit(1)
+            .initial_limit(2)
+            .build()
+            .unwrap();
+        let limiter = AdaptiveLimiter::with_clock(aimd, WhenLimited::FailFast, ManualClock::new())
+            .unwrap()
+            .with_bypass(|path: &String| path == "/health");
+        let health = "/health".to_string();
+        limiter.try_acquire_for(&health).unwrap().dropped();
+        limiter.bypass().success();
+        assert_eq!(limiter.limit(), 2, "no sample");
+        assert_eq!(limiter.available_permits(), 2);
+        // A `str` is not a `String`: no bypass.
+        let counted = limiter.try_acquire_for("/health").unwrap();
+        assert!(!counted.is_bypass());
+        assert_eq!(limiter.inflight(), 1);
+        counted.dropped();
+        assert_eq!(limiter.limit(), 1, "2 × 0.9, a sample");
+    }
+
     #[test]
     fn acquire_in_fail_fast_mode_never_waits() {
         let setup = Setup::new(1, WhenLimited::FailFast);

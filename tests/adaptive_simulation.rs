@@ -357,7 +357,10 @@ fn envoy_gradient_settles_near_the_knee() {
         mean: (1.0, 2.0),
         inflight: 40,
         over_limit: 15,
-        drops: 0.0,
+        // With its timers firing at their deadlines (issue 24), the ramp saw 2 of
+        // 5,006 requests dropped at the client's timeout (none before, when the
+        // minRTT windows opened late).
+        drops: 0.001,
         p99: 7.0,
         ramp_service: HANGS,
     });

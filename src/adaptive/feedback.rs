@@ -77,6 +77,14 @@ impl<L: LimitAlgorithm> Feedback<L> {
             _ if self.has_timers => return self.tick(now, apply),
             _ => return R::default(),
         };
+        self.sample(sample, apply)
+    }
+
+    /// Feeds `sample` to the algorithm and answers what `apply` answers for the new
+    /// limit, or the default (no change) when the rule says it stays without the
+    /// lock.
+    #[inline]
+    pub(super) fn sample<R: Default>(&self, sample: Sample, apply: impl FnOnce(u64) -> R) -> R {
         if let Some(rule) = &self.rule {
             let limit = self.current.load(Ordering::Acquire);
             if rule.next(limit, &sample) == limit {

@@ -1,10 +1,13 @@
 //! [`AdaptiveLimiter`]: permits held at once, as many as a [`LimitAlgorithm`] says.
 
+use std::any::Any;
 use std::fmt;
 use std::time::Duration;
 
 use super::LimitAlgorithm;
+use super::Sample;
 use super::acquire::AdaptiveAcquire;
+use super::error::SampleError;
 use super::feedback::Feedback;
 use super::permit::{AdaptivePermit, AdaptivePermitRef};
 use super::when_limited::WhenLimited;
@@ -77,7 +80,13 @@ pub struct AdaptiveLimiter<L: LimitAlgorithm = Box<dyn LimitAlgorithm>, C: Clock
     /// on the same timeline, picked by [`new`](AdaptiveLimiter::new) for an
     /// algorithm that needs no finer (see [`Timing`]).
     coarse: Option<CoarseClock>,
+    /// The bypass predicate, a `Box<Bypass<Ctx>>` for the context type it was
+    /// given for (see [`with_bypass`](AdaptiveLimiter::with_bypass)).
+    bypass: Option<Box<dyn Any + Send + Sync>>,
 }
+
+/// Whether a request with this context goes through uncounted.
+type Bypass<Ctx> = dyn Fn(&Ctx) -> bool + Send + Sync;
 
 /// How an [`AdaptiveLimiter`] times its requests: see
 /// [`AdaptiveLimiter::timing`].
@@ -217,7 +226,238 @@ impl<L: LimitAlgorithm, C: Clock> AdaptiveLimiter<L, C> {
             feedback,
             mode,
             coarse: None,
+            bypass: None,
         })
+    }
+
+    /// Lets the requests whose context `bypass` answers `true` for through
+    /// uncounted, as Netflix's `bypassResolver`: asked by
+    /// [`try_acquire_for`](Self::try_acquire_for) and
+    /// [`try_acquire_owned_for`](Self::try_acquire_owned_for) (and
+    /// [`is_bypassed`](Self::is_bypassed)), a bypassed request is admitted at once,
+    /// even when every permit is held, takes no permit, and its outcome feeds
+    /// nothing, events included. Use it for what must never be limited: health
+    /// checks, the control plane. Replaces an earlier predicate.
+    ///
+    /// The predicate takes a `&Ctx` of the type given here; a context of any other
+    /// type is never bypassed (it is limited as any request).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
+    ///
+    /// let aimd = AimdLimit::builder().min_limit(1).initial_limit(1).build()?;
+    /// let limiter = AdaptiveLimiter::new(aimd, WhenLimited::FailFast)?
+    ///     .with_bypass(|path: &str| path == "/health");
+    /// let _search = limiter.try_acquire_for("/search")?;
+    /// assert!(limiter.try_acquire_for("/search").is_err()); // the limit is 1
+    /// let health = limiter.try_acquire_for("/health")?;
+    /// assert!(health.is_bypass());
+    /// assert_eq!(limiter.inflight(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_bypass<Ctx, F>(self, bypass: F) -> AdaptiveLimiter<L, C>
+    where
+        Ctx: ?Sized + 'static,
+        F: Fn(&Ctx) -> bool + Send + Sync + 'static,
+    {
+        let bypass: Box<Bypass<Ctx>> = Box::new(bypass);
+        AdaptiveLimiter {
+            bypass: Some(Box::new(bypass)),
+            ..self
+        }
+    }
+
+    /// Whether the bypass predicate lets a request with context `ctx` through
+    /// uncounted: `false` with no predicate, or one for another context type.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
+    ///
+    /// let limiter = AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?
+    ///     .with_bypass(|tenant: &String| tenant == "ops");
+    /// assert!(limiter.is_bypassed(&"ops".to_string()));
+    /// assert!(!limiter.is_bypassed(&"ann".to_string()));
+    /// assert!(!limiter.is_bypassed("ops")); // a `str`, not a `String`
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn is_bypassed<Ctx: ?Sized + 'static>(&self, ctx: &Ctx) -> bool {
+        self.bypass
+            .as_ref()
+            .and_then(|bypass| bypass.downcast_ref::<Box<Bypass<Ctx>>>())
+            .is_some_and(|bypass| bypass(ctx))
+    }
+
+    /// [`try_acquire`](Self::try_acquire) for a request with context `ctx`: through
+    /// uncounted if the bypass predicate says so
+    /// ([`with_bypass`](Self::with_bypass)), otherwise as `try_acquire`.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Self::try_acquire); a bypassed request is never refused.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
+    ///
+    /// let limiter = AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?
+    ///     .with_bypass(|port: &u16| *port == 9090);
+    /// assert!(limiter.try_acquire_for(&9090u16)?.is_bypass());
+    /// assert!(!limiter.try_acquire_for(&8080u16)?.is_bypass());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn try_acquire_for<Ctx: ?Sized + 'static>(
+        &self,
+        ctx: &Ctx,
+    ) -> Result<AdaptivePermitRef<'_, L, C>, Denied> {
+        if self.is_bypassed(ctx) {
+            return Ok(self.bypass());
+        }
+        self.try_acquire()
+    }
+
+    /// [`try_acquire_owned`](Self::try_acquire_owned) for a request with context
+    /// `ctx`: through uncounted if the bypass predicate says so.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Self::try_acquire); a bypassed request is never refused.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
+    ///
+    /// let limiter = AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?
+    ///     .with_bypass(|path: &str| path.starts_with("/admin/"));
+    /// let limiter = Arc::new(limiter);
+    /// let admin = limiter.try_acquire_owned_for("/admin/flags")?;
+    /// std::thread::spawn(move || admin.success()).join().unwrap();
+    /// assert_eq!(limiter.limit(), 20); // fed nothing
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn try_acquire_owned_for<Ctx: ?Sized + 'static>(
+        self: &Arc<Self>,
+        ctx: &Ctx,
+    ) -> Result<AdaptivePermit<L, C>, Denied> {
+        if self.is_bypassed(ctx) {
+            return Ok(self.bypass_owned());
+        }
+        self.try_acquire_owned()
+    }
+
+    /// A bypassed request, admitted whatever the limit: it holds no permit, is
+    /// counted nowhere (in flight, events) and its outcome feeds nothing. For a
+    /// caller that decides itself; [`with_bypass`](Self::with_bypass) decides by a
+    /// predicate.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
+    ///
+    /// let limiter = AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?;
+    /// let health = limiter.bypass();
+    /// assert_eq!(limiter.inflight(), 0);
+    /// health.dropped(); // no sample
+    /// assert_eq!(limiter.limit(), 20);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn bypass(&self) -> AdaptivePermitRef<'_, L, C> {
+        AdaptivePermitRef::bypass(self, self.bypass_start())
+    }
+
+    /// [`bypass`](Self::bypass) as an owned permit.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
+    ///
+    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?);
+    /// let health = limiter.bypass_owned();
+    /// assert!(health.is_bypass());
+    /// assert_eq!(health.inflight(), 0);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn bypass_owned(self: &Arc<Self>) -> AdaptivePermit<L, C> {
+        AdaptivePermit::empty(Arc::clone(self))
+    }
+
+    fn bypass_start(&self) -> Nanos {
+        if self.timed {
+            self.request_time()
+        } else {
+            Nanos::ZERO
+        }
+    }
+
+    /// Records a request measured elsewhere, for a service that times its own
+    /// requests (Envoy's `recordLatencySample(send_time)`): it started at
+    /// `sample.start` on this limiter's [`clock`](Self::clock) and took
+    /// `sample.rtt`, with `sample.inflight` in flight (the limiter's
+    /// [`inflight`](Self::inflight) at its start, if nothing better is known). The
+    /// algorithm is fed it as if a permit had ended then, and the new limit
+    /// applies at once; no permit is given back. Returns the limit enforced.
+    ///
+    /// An algorithm with epochs decides what to keep: [`EnvoyGradient`] discards a
+    /// request that started before its current minRTT window opened, as Envoy
+    /// does.
+    ///
+    /// [`EnvoyGradient`]: super::limit::EnvoyGradient
+    ///
+    /// # Errors
+    ///
+    /// [`SampleError::EndsInTheFuture`] when `start + rtt` is later than the
+    /// clock reads now: the sample was timed on another clock, and would run the
+    /// algorithm's timers ahead.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::{AdaptiveLimiter, Sample, WhenLimited};
+    /// use tollgate::time::{Clock, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// let aimd = AimdLimit::builder().min_limit(1).initial_limit(10).build()?;
+    /// let limiter = AdaptiveLimiter::with_clock(aimd, WhenLimited::FailFast, clock.clone())?;
+    /// // A request the service timed itself: sent at 0, answered 30 ms later, dropped.
+    /// let sent = clock.now();
+    /// clock.advance(Duration::from_millis(30));
+    /// let sample = Sample::new(sent, Duration::from_millis(30), 6, true);
+    /// assert_eq!(limiter.record_sample(sample)?, 9); // 10 × 0.9
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn record_sample(&self, sample: Sample) -> Result<u64, SampleError> {
+        let now = self.clock().now();
+        let end = sample.end();
+        if end > now {
+            return Err(SampleError::EndsInTheFuture { end, now });
+        }
+        let changed = self.feedback.sample(sample, |limit| self.apply(limit));
+        if let Some(events) = self.permits.events() {
+            let outcome = if sample.dropped {
+                Outcome::Dropped
+            } else {
+                Outcome::Success
+            };
+            self.report(events, changed, outcome, sample.rtt);
+        }
+        Ok(self.limit())
     }
 
     /// Reports to `events`: admissions, waits and rejections (as a [`Semaphore`]
@@ -853,6 +1093,7 @@ impl<L: LimitAlgorithm, C: Clock> fmt::Debug for AdaptiveLimiter<L, C> {
             .field("limit", &self.limit())
             .field("inflight", &self.inflight())
             .field("mode", &self.mode)
+            .field("bypass", &self.bypass.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -1165,7 +1406,7 @@ mod tests {
         let _permit = limiter.try_acquire().unwrap();
         assert_eq!(
             format!("{limiter:?}"),
-            "AdaptiveLimiter { limit: 3, inflight: 1, mode: FailFast, .. }"
+            "AdaptiveLimiter { limit: 3, inflight: 1, mode: FailFast, bypass: false, .. }"
         );
     }
 }

@@ -76,6 +76,7 @@
 //! limit, admitted rate and p99 each second, with and without the layer.
 
 mod acquire;
+mod error;
 mod feedback;
 pub mod limit;
 mod limiter;
@@ -86,6 +87,7 @@ mod source;
 mod when_limited;
 
 pub use acquire::AdaptiveAcquire;
+pub use error::SampleError;
 pub use limit::LimitAlgorithm;
 pub use limiter::{AdaptiveLimiter, Timing};
 pub use partition::limiter::{PartitionedLimiter, PartitionedLimiterBuilder, PartitionedPermit};

@@ -237,6 +237,26 @@ impl<L: LimitAlgorithm, C: Clock> AdaptivePermit<L, C> {
         &self.limiter
     }
 
+    /// Whether it holds no permit and records nothing: a bypassed request
+    /// ([`AdaptiveLimiter::bypass_owned`], or the limiter's bypass predicate), or a
+    /// grant of zero permits.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
+    ///
+    /// let limiter = Arc::new(AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?);
+    /// assert!(limiter.bypass_owned().is_bypass());
+    /// assert!(!limiter.try_acquire_owned()?.is_bypass());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn is_bypass(&self) -> bool {
+        !self.held
+    }
+
     #[inline]
     fn end(&mut self, outcome: Outcome) {
         if std::mem::take(&mut self.held) {
@@ -290,6 +310,8 @@ pub struct AdaptivePermitRef<
     limiter: &'a AdaptiveLimiter<L, C>,
     start: Nanos,
     inflight: u64,
+    /// Whether it holds a permit (a bypass holds none, and records nothing).
+    held: bool,
 }
 
 impl<'a, L: LimitAlgorithm, C: Clock> AdaptivePermitRef<'a, L, C> {
@@ -303,6 +325,17 @@ impl<'a, L: LimitAlgorithm, C: Clock> AdaptivePermitRef<'a, L, C> {
             limiter,
             start,
             inflight,
+            held: true,
+        }
+    }
+
+    /// A bypass: holds no permit, records nothing.
+    pub(super) fn bypass(limiter: &'a AdaptiveLimiter<L, C>, start: Nanos) -> Self {
+        AdaptivePermitRef {
+            limiter,
+            start,
+            inflight: 0,
+            held: false,
         }
     }
 
@@ -381,7 +414,9 @@ impl<'a, L: LimitAlgorithm, C: Clock> AdaptivePermitRef<'a, L, C> {
     #[inline]
     pub fn finish(self, outcome: Outcome) {
         let this = std::mem::ManuallyDrop::new(self);
-        this.limiter.finish(outcome, this.start, this.inflight);
+        if this.held {
+            this.limiter.finish(outcome, this.start, this.inflight);
+        }
     }
 
     /// When the request was admitted, on the limiter's clock; `None` when the
@@ -436,13 +471,33 @@ impl<'a, L: LimitAlgorithm, C: Clock> AdaptivePermitRef<'a, L, C> {
     pub fn limiter(&self) -> &'a AdaptiveLimiter<L, C> {
         self.limiter
     }
+
+    /// Whether it holds no permit and records nothing: a bypassed request
+    /// ([`AdaptiveLimiter::bypass`], or the limiter's bypass predicate).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::limit::AimdLimit;
+    /// use tollgate::adaptive::{AdaptiveLimiter, WhenLimited};
+    ///
+    /// let limiter = AdaptiveLimiter::new(AimdLimit::new(), WhenLimited::FailFast)?;
+    /// assert!(limiter.bypass().is_bypass());
+    /// assert!(!limiter.try_acquire()?.is_bypass());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn is_bypass(&self) -> bool {
+        !self.held
+    }
 }
 
 /// Without an outcome: ignored.
 impl<L: LimitAlgorithm, C: Clock> Drop for AdaptivePermitRef<'_, L, C> {
     fn drop(&mut self) {
-        self.limiter
-            .finish(Outcome::Ignored, self.start, self.inflight);
+        if self.held {
+            self.limiter
+                .finish(Outcome::Ignored, self.start, self.inflight);
+        }
     }
 }
 
@@ -451,6 +506,7 @@ impl<L: LimitAlgorithm, C: Clock> fmt::Debug for AdaptivePermitRef<'_, L, C> {
         f.debug_struct("AdaptivePermitRef")
             .field("start", &self.start)
             .field("inflight", &self.inflight)
+            .field("held", &self.held)
             .finish_non_exhaustive()
     }
 }

@@ -233,7 +233,39 @@ struct Inner<C> {
 #[derive(Debug)]
 struct State {
     counts: Counts,
-    rng: XorShift,
+    rng: Draws,
+}
+
+/// Where the throttle's draws come from.
+enum Draws {
+    /// The crate's generator, from the config's seed or the clock's first reading.
+    Seeded(XorShift),
+    /// The caller's source of 64-bit random numbers.
+    Source(Box<dyn FnMut() -> u64 + Send>),
+}
+
+impl Draws {
+    /// A draw in `[0, 1)`, on a grid of 2⁻⁵³.
+    fn next_f64(&mut self) -> f64 {
+        match self {
+            Draws::Seeded(rng) => rng.next_f64(),
+            Draws::Source(source) => unit(source()),
+        }
+    }
+}
+
+impl fmt::Debug for Draws {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Draws::Seeded(_) => f.write_str("Seeded"),
+            Draws::Source(_) => f.write_str("Source"),
+        }
+    }
+}
+
+/// The draw in `[0, 1)` a 64-bit random number stands for: its top 53 bits.
+fn unit(random: u64) -> f64 {
+    (random >> 11) as f64 / (1u64 << 53) as f64
 }
 
 impl SreThrottle {
@@ -265,8 +297,46 @@ impl<C: Clock> SreThrottle<C> {
     /// assert_eq!(throttle.rejection_probability(), 0.0);
     /// ```
     pub fn with_clock(config: SreConfig, clock: C) -> SreThrottle<C> {
-        let width = duration_to_nanos(config.window) / u64::from(config.buckets);
         let seed = config.seed.unwrap_or_else(|| clock.now().as_u64());
+        SreThrottle::build(config, clock, Draws::Seeded(XorShift::new(seed)))
+    }
+
+    /// A throttle as `config` says, reading `clock`, that draws from `random`
+    /// rather than its own generator (the config's seed is then unused): a call
+    /// is refused when `random()`'s top 53 bits, as a fraction of 2⁵³, fall below
+    /// the rejection probability. With a manual clock and a scripted source every
+    /// decision is reproducible; a process's own generator can be shared with it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::outbound::{Answer, SreConfig, SreThrottle};
+    /// use tollgate::time::ManualClock;
+    ///
+    /// // Draws of 0.25, then 0.75, over and over.
+    /// let mut draws = [1u64 << 62, 3 << 62].into_iter().cycle();
+    /// let throttle = SreThrottle::with_random(SreConfig::new(), ManualClock::new(), move || {
+    ///     draws.next().unwrap()
+    /// });
+    /// // Two calls, both refused by the partner: (2 − 0) / 3 = 2/3.
+    /// for _ in 0..2 {
+    ///     let _ = throttle.try_acquire();
+    ///     throttle.record(&Answer::throttled());
+    /// }
+    /// assert_eq!(throttle.rejection_probability(), 2.0 / 3.0);
+    /// // The draws so far were 0.25 and 0.75 (at probability 0 and 1/2): 0.25 next.
+    /// assert!(throttle.try_acquire().is_err()); // 0.25 < 2/3
+    /// ```
+    pub fn with_random(
+        config: SreConfig,
+        clock: C,
+        random: impl FnMut() -> u64 + Send + 'static,
+    ) -> SreThrottle<C> {
+        SreThrottle::build(config, clock, Draws::Source(Box::new(random)))
+    }
+
+    fn build(config: SreConfig, clock: C, rng: Draws) -> SreThrottle<C> {
+        let width = duration_to_nanos(config.window) / u64::from(config.buckets);
         SreThrottle {
             inner: Arc::new(Inner {
                 clock,
@@ -274,7 +344,7 @@ impl<C: Clock> SreThrottle<C> {
                 window: config.window,
                 state: Mutex::new(State {
                     counts: Counts::new(config.buckets, width),
-                    rng: XorShift::new(seed),
+                    rng,
                 }),
                 events: OnceLock::new(),
             }),
@@ -541,6 +611,42 @@ mod tests {
                 .seed(42),
             clock.clone(),
         )
+    }
+
+    /// With an injected source and a manual clock, each decision is the draw
+    /// against the probability, exactly, and two runs decide alike.
+    #[test]
+    fn an_injected_source_decides_exactly_and_replays() {
+        let run = || {
+            let clock = ManualClock::new();
+            let config = SreConfig::new()
+                .window(Duration::from_secs(10), 10)
+                .unwrap();
+            // Draws of 0.1, 0.5, 0.9, over and over.
+            let mut draws = [0.1f64, 0.5, 0.9]
+                .map(|d| ((d * (1u64 << 53) as f64) as u64) << 11)
+                .into_iter()
+                .cycle();
+            let t = SreThrottle::with_random(config, clock.clone(), move || draws.next().unwrap());
+            let mut decisions = Vec::new();
+            for _ in 0..30 {
+                let p = t.rejection_probability();
+                let refused = t.try_acquire().is_err();
+                decisions.push((p, refused));
+                t.record(&Answer::throttled());
+                clock.advance(Duration::from_millis(100));
+            }
+            decisions
+        };
+        let first = run();
+        assert_eq!(first, run());
+        let draws = [0.1, 0.5, 0.9];
+        for (i, &(p, refused)) in first.iter().enumerate() {
+            assert_eq!(refused, draws[i % 3] < p, "call {i}: p = {p}");
+        }
+        assert!(first.iter().any(|d| d.1) && first.iter().any(|d| !d.1));
+        assert_eq!(unit(u64::MAX), 1.0 - 1.0 / (1u64 << 53) as f64);
+        assert_eq!(unit(0), 0.0);
     }
 
     #[test]

@@ -21,10 +21,13 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Additive increase, multiplicative decrease: Netflix's `AIMDLimit`.
 ///
-/// The arithmetic is upstream's. The builder is stricter: a minimum of 0 (a limit
-/// that, once reached, admits nothing and so never hears of a sample again) and an
-/// initial limit outside `[min_limit, max_limit]` are errors where upstream accepts
-/// them with at most a logged warning.
+/// The arithmetic is upstream's, and so are the settings it accepts: an initial
+/// limit outside `[min_limit, max_limit]` stands until the first sample clamps it
+/// (upstream logs a warning), and a minimum of 0 lets the limit fall to 0, which an
+/// enforcing limiter holds at 1 (a limit of 0 would admit nothing and never hear a
+/// sample again; upstream's `SimpleLimiter` then refuses everything for good): the
+/// next success raises it. Refused, with the reason in the error, as upstream does
+/// not: a minimum above the maximum, a maximum of 0.
 ///
 /// # Examples
 ///
@@ -119,29 +122,37 @@ impl Default for AimdLimit {
 }
 
 impl AimdBuilder {
-    /// The limit before any sample (default 20).
+    /// The limit before any sample (default 20). Outside `[min_limit, max_limit]`
+    /// it stands until the first sample clamps it, as upstream.
     ///
     /// # Examples
     ///
     /// ```
+    /// use std::time::Duration;
     /// use tollgate::adaptive::limit::{AimdLimit, LimitAlgorithm};
+    /// use tollgate::adaptive::Sample;
+    /// use tollgate::time::Nanos;
     ///
-    /// assert_eq!(AimdLimit::builder().initial_limit(40).build()?.limit(), 40);
+    /// let mut aimd = AimdLimit::builder().initial_limit(10).build()?; // min 20
+    /// assert_eq!(aimd.limit(), 10);
+    /// let idle = Sample::new(Nanos::ZERO, Duration::from_millis(1), 1, false);
+    /// assert_eq!(aimd.on_sample(idle), 20);
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn initial_limit(self, initial: u64) -> AimdBuilder {
         AimdBuilder { initial, ..self }
     }
 
-    /// The least the limit falls to (default 20, at least 1).
+    /// The least the limit falls to (default 20). 0 is accepted, as upstream: an
+    /// [`AdaptiveLimiter`](crate::adaptive::AdaptiveLimiter) holds a limit of 0 at 1.
     ///
     /// # Examples
     ///
     /// ```
     /// use tollgate::adaptive::limit::AimdLimit;
     ///
-    /// assert!(AimdLimit::builder().min_limit(1).build().is_ok());
-    /// assert!(AimdLimit::builder().min_limit(0).build().is_err());
+    /// assert!(AimdLimit::builder().min_limit(0).build().is_ok());
+    /// assert!(AimdLimit::builder().min_limit(201).build().is_err()); // above the max 200
     /// ```
     pub fn min_limit(self, min: u64) -> AimdBuilder {
         AimdBuilder { min, ..self }
@@ -204,9 +215,9 @@ impl AimdBuilder {
     ///
     /// # Errors
     ///
-    /// [`ConfigError::Zero`] for a zero `min_limit` or `timeout`;
-    /// [`ConfigError::OutOfRange`] for `min_limit > max_limit`, an `initial_limit`
-    /// outside them, or a `backoff_ratio` outside `[0.5, 1)`;
+    /// [`ConfigError::Zero`] for a zero `timeout`; [`ConfigError::OutOfRange`] for
+    /// `min_limit > max_limit`, a zero `max_limit`, or a `backoff_ratio` outside
+    /// `[0.5, 1)`;
     /// [`ConfigError::NotANumber`] / [`ConfigError::Infinite`] for such a
     /// `backoff_ratio`.
     ///
@@ -222,7 +233,7 @@ impl AimdBuilder {
     /// );
     /// ```
     pub fn build(self) -> Result<AimdLimit, ConfigError> {
-        checks::limits(self.min, self.initial, self.max)?;
+        checks::limits(self.min, self.max)?;
         let backoff_ratio = checks::ratio(
             "backoff_ratio",
             self.backoff_ratio,
@@ -366,25 +377,39 @@ mod tests {
         );
     }
 
-    /// AIMDLimitTest.testDefault. Upstream builds `initialLimit(10)` under the
-    /// default minimum 20 and only logs a warning; here an initial limit below the
-    /// minimum is a `ConfigError`, so the port lowers the minimum to 10. The
-    /// assertion is upstream's.
+    /// AIMDLimitTest.testDefault, unchanged: `initialLimit(10)` under the default
+    /// minimum 20 stands until the first sample.
     #[test]
     fn test_default() {
-        let limit = AimdLimit::builder()
-            .initial_limit(10)
-            .min_limit(10)
+        let limit = AimdLimit::builder().initial_limit(10).build().unwrap();
+        assert_eq!(limit.limit(), 10);
+    }
+
+    /// An initial limit outside the bounds is clamped by the first sample, as
+    /// upstream's `_update` clamps whatever it computes.
+    #[test]
+    fn an_initial_limit_outside_the_bounds_is_clamped_at_the_first_sample() {
+        let mut low = AimdLimit::builder().initial_limit(10).build().unwrap();
+        assert_eq!(
+            low.on_sample(sample(Duration::from_millis(1), 10, false)),
+            20
+        );
+        let mut high = AimdLimit::builder().initial_limit(500).build().unwrap();
+        // ⌊500 × 0.9⌋ = 450, clamped to the maximum 200.
+        assert_eq!(high.on_sample(sample(Duration::ZERO, 0, true)), 200);
+    }
+
+    /// A minimum of 0 lets AIMD fall to 0; the next success, which a limiter
+    /// holding the limit at 1 lets through, raises it again.
+    #[test]
+    fn a_minimum_of_zero_falls_to_zero_and_recovers() {
+        let mut limit = AimdLimit::builder()
+            .min_limit(0)
+            .initial_limit(1)
             .build()
             .unwrap();
-        assert_eq!(limit.limit(), 10);
-        assert_eq!(
-            AimdLimit::builder().initial_limit(10).build().unwrap_err(),
-            ConfigError::OutOfRange {
-                parameter: "initial_limit",
-                expected: "within [min_limit, max_limit]"
-            }
-        );
+        assert_eq!(limit.on_sample(sample(Duration::ZERO, 1, true)), 0);
+        assert_eq!(limit.on_sample(sample(Duration::ZERO, 1, false)), 1);
     }
 
     /// AIMDLimitTest.increaseOnSuccess.
@@ -403,15 +428,13 @@ mod tests {
         assert_eq!(limit.limit(), 27);
     }
 
-    /// AIMDLimitTest.successOverflow. Upstream sets `minLimit(0)`; a minimum of 0 is
-    /// a `ConfigError` here (a limit of 0 admits nothing, so no sample would ever
-    /// raise it), so the port uses 1, which the test does not reach.
+    /// AIMDLimitTest.successOverflow, unchanged (`minLimit(0)` included).
     #[test]
     fn success_overflow() {
         let mut limit = AimdLimit::builder()
             .initial_limit(21)
             .max_limit(21)
-            .min_limit(1)
+            .min_limit(0)
             .build()
             .unwrap();
         limit.on_sample(sample(Duration::from_millis(1), 10, false));
@@ -469,9 +492,15 @@ mod tests {
             "min_limit"
         );
         assert_eq!(
-            b().initial_limit(201).build().unwrap_err().parameter(),
-            "initial_limit"
+            b().min_limit(0)
+                .max_limit(0)
+                .build()
+                .unwrap_err()
+                .parameter(),
+            "max_limit"
         );
+        assert!(b().initial_limit(201).build().is_ok());
+        assert!(b().initial_limit(0).min_limit(0).build().is_ok());
     }
 
     #[test]

@@ -4,24 +4,23 @@ use std::time::Duration;
 
 use crate::error::ConfigError;
 
-/// Checks `min ≤ initial ≤ max` with `min ≥ 1`: a limit of zero admits nothing, so no
-/// sample ever arrives to raise it again.
-pub(crate) fn limits(min: u64, initial: u64, max: u64) -> Result<(), ConfigError> {
-    if min == 0 {
-        return Err(ConfigError::Zero {
-            parameter: "min_limit",
+/// Checks the limits as upstream takes them: any initial limit (the first sample
+/// brings it into `[min, max]`), any minimum, 0 included (an enforcing limiter
+/// holds a limit of 0 at 1, so the next sample raises it). Refused, each with the
+/// reason in its words: a minimum above the maximum (upstream then pins the limit
+/// to the maximum and the minimum means nothing) and a maximum of 0 (the limit
+/// could never rise above what a limiter holds it at).
+pub(crate) fn limits(min: u64, max: u64) -> Result<(), ConfigError> {
+    if max == 0 {
+        return Err(ConfigError::OutOfRange {
+            parameter: "max_limit",
+            expected: "at least 1: a limit of at most 0 admits nothing and never adapts",
         });
     }
     if min > max {
         return Err(ConfigError::OutOfRange {
             parameter: "min_limit",
-            expected: "at most max_limit",
-        });
-    }
-    if initial < min || initial > max {
-        return Err(ConfigError::OutOfRange {
-            parameter: "initial_limit",
-            expected: "within [min_limit, max_limit]",
+            expected: "at most max_limit: above it the limit is pinned to max_limit",
         });
     }
     Ok(())
@@ -52,7 +51,12 @@ pub(crate) fn ratio(
 /// A smoothing factor: in `(0, 1]`, where 1 takes each new estimate whole and 0
 /// would never move.
 pub(crate) fn smoothing(value: f64) -> Result<f64, ConfigError> {
-    ratio("smoothing", value, |s| s > 0.0 && s <= 1.0, "in (0, 1]")
+    ratio(
+        "smoothing",
+        value,
+        |s| s > 0.0 && s <= 1.0,
+        "in (0, 1]: at 0 the limit never moves, above 1 it overshoots each estimate",
+    )
 }
 
 /// An RTT tolerance: at least 1, the factor of latency growth accepted as no
@@ -104,18 +108,14 @@ pub(crate) fn whole(limit: f64) -> u64 {
 mod tests {
     use super::*;
 
+    /// Upstream accepts any initial limit and a minimum of 0; only a minimum
+    /// above the maximum, or a maximum of 0, cannot work.
     #[test]
-    fn limits_need_min_at_least_one_and_initial_within() {
-        assert_eq!(limits(1, 1, 1), Ok(()));
-        assert_eq!(
-            limits(0, 1, 2),
-            Err(ConfigError::Zero {
-                parameter: "min_limit"
-            })
-        );
-        assert_eq!(limits(3, 3, 2).unwrap_err().parameter(), "min_limit");
-        assert_eq!(limits(2, 1, 3).unwrap_err().parameter(), "initial_limit");
-        assert_eq!(limits(2, 4, 3).unwrap_err().parameter(), "initial_limit");
+    fn limits_take_what_upstream_takes() {
+        assert_eq!(limits(0, 1), Ok(()));
+        assert_eq!(limits(1, 1), Ok(()));
+        assert_eq!(limits(0, 0).unwrap_err().parameter(), "max_limit");
+        assert_eq!(limits(3, 2).unwrap_err().parameter(), "min_limit");
     }
 
     #[test]

@@ -49,7 +49,9 @@ pub(crate) fn gradient(tolerance: f64, rtt_noload: f64, rtt: f64) -> f64 {
 /// Two differences from upstream, both where upstream leaves its own bounds: the
 /// limit never exceeds `max_limit` even when the queue size does (upstream floors
 /// the limit at the queue size after capping it, issue #135), and a zero RTT counts
-/// as gradient 1 (upstream computes `0 / 0` and its limit becomes 0 for good).
+/// as gradient 1 (upstream computes `0 / 0` and its limit becomes 0 for good). Its
+/// settings are upstream's: any initial limit (the first sample that updates the
+/// limit clamps it) and a minimum of 0 are accepted.
 ///
 /// # Examples
 ///
@@ -231,7 +233,8 @@ impl GradientBuilder {
     /// ```
     /// use tollgate::adaptive::limit::GradientLimit;
     ///
-    /// assert!(GradientLimit::builder().min_limit(0).build().is_err());
+    /// assert!(GradientLimit::builder().min_limit(0).build().is_ok());
+    /// assert!(GradientLimit::builder().min_limit(1001).build().is_err()); // above the max 1000
     /// ```
     pub fn min_limit(self, min: u64) -> GradientBuilder {
         GradientBuilder { min, ..self }
@@ -244,7 +247,8 @@ impl GradientBuilder {
     /// ```
     /// use tollgate::adaptive::limit::GradientLimit;
     ///
-    /// assert!(GradientLimit::builder().max_limit(49).build().is_err()); // below the initial 50
+    /// assert!(GradientLimit::builder().max_limit(49).build().is_ok()); // below the initial 50
+    /// assert!(GradientLimit::builder().min_limit(0).max_limit(0).build().is_err());
     /// ```
     pub fn max_limit(self, max: u64) -> GradientBuilder {
         GradientBuilder { max, ..self }
@@ -369,9 +373,9 @@ impl GradientBuilder {
     ///
     /// # Errors
     ///
-    /// [`ConfigError::Zero`] for a zero `min_limit` or `probe_interval`;
-    /// [`ConfigError::OutOfRange`] for `min_limit > max_limit`, an `initial_limit`
-    /// outside them, a `smoothing` outside `(0, 1]`, an `rtt_tolerance` below 1 or a
+    /// [`ConfigError::Zero`] for a zero `probe_interval` (upstream's `nextInt(0)`
+    /// throws); [`ConfigError::OutOfRange`] for `min_limit > max_limit`, a zero
+    /// `max_limit`, a `smoothing` outside `(0, 1]`, an `rtt_tolerance` below 1 or a
     /// `backoff_ratio` outside `[0.5, 1]`; [`ConfigError::NotANumber`] /
     /// [`ConfigError::Infinite`] for such floats.
     ///
@@ -387,7 +391,7 @@ impl GradientBuilder {
     /// );
     /// ```
     pub fn build(self) -> Result<GradientLimit, ConfigError> {
-        checks::limits(self.min, self.initial, self.max)?;
+        checks::limits(self.min, self.max)?;
         checks::smoothing(self.smoothing)?;
         checks::tolerance(self.tolerance)?;
         checks::ratio(
@@ -539,10 +543,27 @@ mod tests {
                 parameter: "probe_interval"
             }
         );
-        assert_eq!(
-            b().min_limit(60).build().unwrap_err().parameter(),
-            "initial_limit"
-        );
+        assert!(b().min_limit(60).build().is_ok());
+    }
+
+    /// GradientLimit's builder accepts an initial limit outside its bounds (with
+    /// a warning); the first update clamps it, and the queue size floors it.
+    #[test]
+    fn an_initial_limit_outside_the_bounds_is_clamped_at_the_first_update() {
+        let mut high = GradientLimit::builder()
+            .initial_limit(2000)
+            .probe_interval(None)
+            .build()
+            .unwrap();
+        assert_eq!(high.on_sample(sample(10, 2000, false)), 1000);
+        let mut zero = GradientLimit::builder()
+            .min_limit(0)
+            .initial_limit(0)
+            .probe_interval(None)
+            .build()
+            .unwrap();
+        // 0 × 1 + the queue size, max(4, √0).
+        assert_eq!(zero.on_sample(sample(10, 1, false)), 4);
     }
 
     #[test]

@@ -136,6 +136,10 @@ pub enum QueuePolicy {
 ///
 /// [`Gradient2Builder::upstream`] selects both upstream behaviours at once.
 ///
+/// Its settings are upstream's: any initial limit (the first sample that updates
+/// the limit clamps it into `[min_limit, max_limit]`) and a minimum of 0 (an
+/// enforcing limiter holds a limit of 0 at 1) are accepted.
+///
 /// Whatever the policies, a zero RTT counts as gradient 1 (upstream computes `0 / 0`
 /// on a first zero sample and its limit becomes 0 for good).
 ///
@@ -362,7 +366,8 @@ impl Gradient2Builder {
     /// ```
     /// use tollgate::adaptive::limit::Gradient2Limit;
     ///
-    /// assert!(Gradient2Limit::builder().min_limit(21).build().is_err()); // above the initial 20
+    /// assert!(Gradient2Limit::builder().min_limit(21).build().is_ok()); // above the initial 20
+    /// assert!(Gradient2Limit::builder().min_limit(201).build().is_err()); // above the max 200
     /// ```
     pub fn min_limit(self, min: u64) -> Gradient2Builder {
         Gradient2Builder { min, ..self }
@@ -464,9 +469,10 @@ impl Gradient2Builder {
     ///
     /// # Errors
     ///
-    /// [`ConfigError::Zero`] for a zero `min_limit` or `long_window`;
-    /// [`ConfigError::OutOfRange`] for `min_limit > max_limit`, an `initial_limit`
-    /// outside them, a `smoothing` outside `(0, 1]` or an `rtt_tolerance` below 1;
+    /// [`ConfigError::Zero`] for a zero `long_window` (its average's weight,
+    /// `2 / (window + 1)`, would be 2 and the average would swing negative);
+    /// [`ConfigError::OutOfRange`] for `min_limit > max_limit`, a zero `max_limit`,
+    /// a `smoothing` outside `(0, 1]` or an `rtt_tolerance` below 1;
     /// [`ConfigError::NotANumber`] / [`ConfigError::Infinite`] for such floats.
     ///
     /// # Examples
@@ -477,11 +483,14 @@ impl Gradient2Builder {
     ///
     /// assert_eq!(
     ///     Gradient2Limit::builder().min_limit(300).build().unwrap_err(),
-    ///     ConfigError::OutOfRange { parameter: "min_limit", expected: "at most max_limit" }
+    ///     ConfigError::OutOfRange {
+    ///         parameter: "min_limit",
+    ///         expected: "at most max_limit: above it the limit is pinned to max_limit",
+    ///     }
     /// );
     /// ```
     pub fn build(self) -> Result<Gradient2Limit, ConfigError> {
-        checks::limits(self.min, self.initial, self.max)?;
+        checks::limits(self.min, self.max)?;
         checks::smoothing(self.smoothing)?;
         checks::tolerance(self.tolerance)?;
         if self.long_window == 0 {
@@ -495,7 +504,7 @@ impl Gradient2Builder {
     fn into_limit(self) -> Gradient2Limit {
         Gradient2Limit {
             estimated: self.initial as f64,
-            long_rtt: ExpAvg::new(self.long_window, WARMUP),
+            long_rtt: ExpAvg::unchecked(self.long_window, WARMUP),
             min: self.min,
             max: self.max,
             queue_size: self.queue_size,
@@ -637,16 +646,31 @@ mod tests {
             b().rtt_tolerance(0.5).build().unwrap_err().parameter(),
             "rtt_tolerance"
         );
+        assert!(b().min_limit(0).build().is_ok());
+        assert!(b().initial_limit(201).build().is_ok());
         assert_eq!(
-            b().min_limit(0).build().unwrap_err(),
-            ConfigError::Zero {
-                parameter: "min_limit"
-            }
+            b().min_limit(0)
+                .max_limit(0)
+                .build()
+                .unwrap_err()
+                .parameter(),
+            "max_limit"
         );
-        assert_eq!(
-            b().initial_limit(201).build().unwrap_err().parameter(),
-            "initial_limit"
-        );
+    }
+
+    /// Gradient2Limit's builder accepts an initial limit outside its bounds (with
+    /// a warning); the first update clamps it.
+    #[test]
+    fn an_initial_limit_outside_the_bounds_is_clamped_at_the_first_update() {
+        let mut low = Gradient2Limit::builder()
+            .upstream()
+            .initial_limit(5)
+            .build()
+            .unwrap();
+        assert_eq!(low.limit(), 5);
+        // 5 × 0.8 + (5 + 4) × 0.2 = 5.8, raised to the minimum 20.
+        let ok = sample(Duration::from_millis(10), 5, false);
+        assert_eq!(low.on_sample(ok), 20);
     }
 
     #[test]

@@ -11,6 +11,10 @@
 //!   with upstream's drop and queue defects fixed by default ([`DropPolicy`],
 //!   [`QueuePolicy`]).
 //! - [`WindowedLimit`]: wraps any of them and feeds it one sample per time window.
+//!
+//! The parts they are built from are public, for limits of your own: a window of
+//! samples summed up as one RTT ([`SampleWindow`]: mean or percentile) and the
+//! long-term exponential average of the RTT Gradient2 compares with ([`ExpAvg`]).
 
 pub mod envoy_gradient;
 
@@ -37,7 +41,9 @@ mod windowed;
 pub use aimd::{AimdBuilder, AimdLimit};
 pub use gradient::{GradientBuilder, GradientLimit};
 pub use gradient2::{DropPolicy, Gradient2Builder, Gradient2Limit, QueuePolicy};
+pub use measurement::ExpAvg;
 pub use vegas::{VegasBuilder, VegasLimit};
+pub use window::SampleWindow;
 pub use windowed::{Aggregation, WindowedBuilder, WindowedLimit};
 
 mod rule;
@@ -222,5 +228,7 @@ mod tests {
         send_sync::<GradientBuilder>();
         send_sync::<Gradient2Builder>();
         send_sync::<WindowedBuilder>();
+        send_sync::<SampleWindow>();
+        send_sync::<ExpAvg>();
     }
 }

@@ -63,6 +63,10 @@ impl fmt::Debug for Functions {
 /// estimate meaningless); the probe jitter comes from a seed
 /// ([`seed`](VegasBuilder::seed)) rather than `ThreadLocalRandom`; and the floor of
 /// the limit, fixed at 1 upstream, can be raised ([`min_limit`](VegasBuilder::min_limit)).
+/// Any initial limit upstream can work with is accepted: one above `max_limit`
+/// stands until the first update clamps it. An initial limit of 0, which upstream
+/// accepts, is refused: there the probe falls due on every sample, and upstream's
+/// limit stays 0 for good.
 ///
 /// # Examples
 ///
@@ -233,7 +237,8 @@ impl Default for VegasLimit {
 }
 
 impl VegasBuilder {
-    /// The limit before any sample (default 20).
+    /// The limit before any sample (default 20). Outside `[min_limit, max_limit]`
+    /// it stands until the first update clamps it, as upstream.
     ///
     /// # Examples
     ///
@@ -241,6 +246,7 @@ impl VegasBuilder {
     /// use tollgate::adaptive::limit::{LimitAlgorithm, VegasLimit};
     ///
     /// assert_eq!(VegasLimit::builder().initial_limit(7).build()?.limit(), 7);
+    /// assert_eq!(VegasLimit::builder().initial_limit(5000).build()?.limit(), 5000); // max 1000
     /// # Ok::<(), tollgate::ConfigError>(())
     /// ```
     pub fn initial_limit(self, initial: u64) -> VegasBuilder {
@@ -248,7 +254,9 @@ impl VegasBuilder {
     }
 
     /// The least the limit falls to (default 1; upstream has no setting and floors
-    /// at 1).
+    /// at 1), at least 1: at a limit of 0 the no-load RTT would be probed on
+    /// every sample (the probe interval is a multiple of the limit) and the limit
+    /// would never move again.
     ///
     /// # Examples
     ///
@@ -257,6 +265,7 @@ impl VegasBuilder {
     ///
     /// assert!(VegasLimit::builder().min_limit(10).build().is_ok());
     /// assert!(VegasLimit::builder().min_limit(0).build().is_err());
+    /// assert!(VegasLimit::builder().min_limit(1001).build().is_err()); // above the max 1000
     /// ```
     pub fn min_limit(self, min: u64) -> VegasBuilder {
         VegasBuilder { min, ..self }
@@ -269,8 +278,8 @@ impl VegasBuilder {
     /// ```
     /// use tollgate::adaptive::limit::VegasLimit;
     ///
-    /// assert!(VegasLimit::builder().max_limit(20).build().is_ok());
-    /// assert!(VegasLimit::builder().max_limit(19).build().is_err()); // below the initial 20
+    /// assert!(VegasLimit::builder().max_limit(19).build().is_ok()); // below the initial 20
+    /// assert!(VegasLimit::builder().min_limit(0).max_limit(0).build().is_err());
     /// ```
     pub fn max_limit(self, max: u64) -> VegasBuilder {
         VegasBuilder { max, ..self }
@@ -447,9 +456,10 @@ impl VegasBuilder {
     ///
     /// # Errors
     ///
-    /// [`ConfigError::Zero`] for a zero `min_limit` or `probe_multiplier`;
-    /// [`ConfigError::OutOfRange`] for `min_limit > max_limit`, an `initial_limit`
-    /// outside them, or a `smoothing` outside `(0, 1]`; [`ConfigError::NotANumber`] /
+    /// [`ConfigError::Zero`] for a zero `probe_multiplier` (every sample would be a
+    /// probe, and the limit would never move); [`ConfigError::OutOfRange`] for
+    /// `min_limit > max_limit`, a zero `min_limit`, `initial_limit` or `max_limit`,
+    /// or a `smoothing` outside `(0, 1]`; [`ConfigError::NotANumber`] /
     /// [`ConfigError::Infinite`] for such a `smoothing`.
     ///
     /// # Examples
@@ -464,7 +474,21 @@ impl VegasBuilder {
     /// );
     /// ```
     pub fn build(self) -> Result<VegasLimit, ConfigError> {
-        checks::limits(self.min, self.initial, self.max)?;
+        checks::limits(self.min, self.max)?;
+        // At a limit of 0 the probe falls due on every sample (its interval is a
+        // multiple of the limit), and the limit never moves again.
+        if self.min == 0 {
+            return Err(ConfigError::OutOfRange {
+                parameter: "min_limit",
+                expected: "at least 1: at 0 Vegas probes on every sample and never grows",
+            });
+        }
+        if self.initial == 0 {
+            return Err(ConfigError::OutOfRange {
+                parameter: "initial_limit",
+                expected: "at least 1: at 0 Vegas probes on every sample and never grows",
+            });
+        }
         checks::smoothing(self.smoothing)?;
         if self.probe_multiplier == 0 {
             return Err(ConfigError::Zero {
@@ -708,10 +732,7 @@ mod tests {
             b().smoothing(1.5).build().unwrap_err().parameter(),
             "smoothing"
         );
-        assert_eq!(
-            b().max_limit(5).build().unwrap_err().parameter(),
-            "initial_limit"
-        );
+        assert!(b().max_limit(5).build().is_ok());
         assert_eq!(
             b().min_limit(30)
                 .max_limit(25)
@@ -724,6 +745,27 @@ mod tests {
             b().initial_limit(0).build().unwrap_err().parameter(),
             "initial_limit"
         );
+        assert_eq!(
+            b().min_limit(0).build().unwrap_err().parameter(),
+            "min_limit"
+        );
+    }
+
+    /// VegasLimit accepts `initialLimit > maxConcurrency` (with a warning): the
+    /// limit stands until the first update, which clamps it.
+    #[test]
+    fn an_initial_limit_above_the_maximum_is_clamped_at_the_first_update() {
+        let mut limit = VegasLimit::builder()
+            .initial_limit(50)
+            .max_limit(20)
+            .alpha(3)
+            .beta(6)
+            .build()
+            .unwrap();
+        // The first sample only sets the no-load RTT.
+        assert_eq!(limit.on_sample(sample(ms(10), 50)), 50);
+        // No queue: 50 + 6, clamped to 20.
+        assert_eq!(limit.on_sample(sample(ms(10), 50)), 20);
     }
 
     #[test]

@@ -4,12 +4,36 @@
 
 use std::time::Duration;
 
+use super::checks;
 use super::windowed::Aggregation;
+use crate::error::ConfigError;
 use crate::units::duration_from_nanos;
 
-/// What one window has seen so far.
+/// The samples of one window summed up as one RTT, the least RTT, the most
+/// requests in flight and whether any was dropped: what a
+/// [`WindowedLimit`](super::WindowedLimit) feeds its algorithm, public for limits
+/// of your own. Netflix's `ImmutableAverageSampleWindow` and
+/// `ImmutablePercentileSampleWindow`, kept in place rather than copied on each
+/// sample.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::adaptive::limit::{Aggregation, SampleWindow};
+///
+/// let p50 = Aggregation::Percentile { percentile: 0.5, capacity: 100 };
+/// let mut window = SampleWindow::new(p50)?;
+/// for (ms, inflight) in [(5, 3), (50, 9), (7, 4)] {
+///     window.add(Duration::from_millis(ms), inflight, false);
+/// }
+/// assert_eq!(window.tracked_rtt(), Duration::from_millis(7));
+/// assert_eq!(window.candidate_rtt(), Some(Duration::from_millis(5)));
+/// assert_eq!((window.count(), window.max_inflight(), window.dropped()), (3, 9, false));
+/// # Ok::<(), tollgate::ConfigError>(())
+/// ```
 #[derive(Clone, Debug)]
-pub(crate) struct SampleWindow {
+pub struct SampleWindow {
     min_rtt: Option<Duration>,
     max_inflight: u64,
     count: u64,
@@ -32,7 +56,30 @@ enum Rtts {
 
 impl SampleWindow {
     /// An empty window aggregating by `aggregation`.
-    pub(crate) fn new(aggregation: Aggregation) -> SampleWindow {
+    ///
+    /// # Errors
+    ///
+    /// For [`Aggregation::Percentile`]: [`ConfigError::OutOfRange`] for a
+    /// percentile outside `(0, 1]`, [`ConfigError::NotANumber`] /
+    /// [`ConfigError::Infinite`] for such a percentile, [`ConfigError::Zero`] for a
+    /// zero capacity (no RTT would be kept to take a percentile of).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::limit::{Aggregation, SampleWindow};
+    ///
+    /// assert!(SampleWindow::new(Aggregation::Average).is_ok());
+    /// let none = Aggregation::Percentile { percentile: 0.9, capacity: 0 };
+    /// assert_eq!(SampleWindow::new(none).unwrap_err().parameter(), "capacity");
+    /// ```
+    pub fn new(aggregation: Aggregation) -> Result<SampleWindow, ConfigError> {
+        check(aggregation)?;
+        Ok(SampleWindow::unchecked(aggregation))
+    }
+
+    /// A window of an aggregation [`check`] accepted.
+    pub(crate) fn unchecked(aggregation: Aggregation) -> SampleWindow {
         let rtts = match aggregation {
             Aggregation::Average => Rtts::Sum(0),
             Aggregation::Percentile {
@@ -53,8 +100,22 @@ impl SampleWindow {
         }
     }
 
-    /// Adds one sample.
-    pub(crate) fn add(&mut self, rtt: Duration, inflight: u64, dropped: bool) {
+    /// Adds one sample: its RTT, the requests in flight when it started, and
+    /// whether it was dropped. A percentile window keeps the first `capacity` RTTs;
+    /// later samples still count, for their drops and requests in flight.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::limit::{Aggregation, SampleWindow};
+    ///
+    /// let mut window = SampleWindow::new(Aggregation::Average)?;
+    /// window.add(Duration::from_millis(10), 1, true);
+    /// assert!(window.dropped());
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn add(&mut self, rtt: Duration, inflight: u64, dropped: bool) {
         self.min_rtt = Some(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
         self.max_inflight = self.max_inflight.max(inflight);
         self.count = self.count.saturating_add(1);
@@ -71,15 +132,45 @@ impl SampleWindow {
         }
     }
 
-    /// The least RTT, `None` while empty: what the next window's length follows.
-    pub(crate) fn candidate_rtt(&self) -> Option<Duration> {
+    /// The least RTT, `None` while empty: what the next window's length follows
+    /// (upstream's `getCandidateRttNanos`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::limit::{Aggregation, SampleWindow};
+    ///
+    /// let mut window = SampleWindow::new(Aggregation::Average)?;
+    /// assert_eq!(window.candidate_rtt(), None);
+    /// window.add(Duration::from_millis(10), 1, false);
+    /// window.add(Duration::from_millis(4), 1, false);
+    /// assert_eq!(window.candidate_rtt(), Some(Duration::from_millis(4)));
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn candidate_rtt(&self) -> Option<Duration> {
         self.min_rtt
     }
 
-    /// The RTT the window stands for: the mean, or the percentile of the kept RTTs
-    /// (the one at rank `round(n × percentile)`, at least the first); zero while
-    /// empty.
-    pub(crate) fn tracked_rtt(&mut self) -> Duration {
+    /// The RTT the window stands for (upstream's `getTrackedRttNanos`): the mean,
+    /// truncated to whole nanoseconds, or the percentile of the kept RTTs (the one
+    /// at rank `round(n × percentile)`, at least the first; sorting them in place);
+    /// zero while empty.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::limit::{Aggregation, SampleWindow};
+    ///
+    /// let mut window = SampleWindow::new(Aggregation::Average)?;
+    /// assert_eq!(window.tracked_rtt(), Duration::ZERO);
+    /// window.add(Duration::from_nanos(10), 1, false);
+    /// window.add(Duration::from_nanos(5), 1, false);
+    /// assert_eq!(window.tracked_rtt(), Duration::from_nanos(7));
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn tracked_rtt(&mut self) -> Duration {
         if self.count == 0 {
             return Duration::ZERO;
         }
@@ -102,22 +193,69 @@ impl SampleWindow {
     }
 
     /// The most requests in flight any sample saw.
-    pub(crate) fn max_inflight(&self) -> u64 {
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::limit::{Aggregation, SampleWindow};
+    ///
+    /// let mut window = SampleWindow::new(Aggregation::Average)?;
+    /// window.add(Duration::from_millis(1), 7, false);
+    /// window.add(Duration::from_millis(1), 3, false);
+    /// assert_eq!(window.max_inflight(), 7);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn max_inflight(&self) -> u64 {
         self.max_inflight
     }
 
     /// How many samples the window holds.
-    pub(crate) fn count(&self) -> u64 {
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::limit::{Aggregation, SampleWindow};
+    ///
+    /// let mut window = SampleWindow::new(Aggregation::Average)?;
+    /// window.add(Duration::from_millis(1), 1, false);
+    /// assert_eq!(window.count(), 1);
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn count(&self) -> u64 {
         self.count
     }
 
     /// Whether any sample was dropped.
-    pub(crate) fn dropped(&self) -> bool {
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tollgate::adaptive::limit::{Aggregation, SampleWindow};
+    ///
+    /// assert!(!SampleWindow::new(Aggregation::Average)?.dropped());
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn dropped(&self) -> bool {
         self.dropped
     }
 
-    /// Empties the window, keeping its memory.
-    pub(crate) fn clear(&mut self) {
+    /// Empties the window, keeping its memory: the next window starts here.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::adaptive::limit::{Aggregation, SampleWindow};
+    ///
+    /// let mut window = SampleWindow::new(Aggregation::Average)?;
+    /// window.add(Duration::from_millis(1), 1, true);
+    /// window.clear();
+    /// assert_eq!((window.count(), window.dropped()), (0, false));
+    /// # Ok::<(), tollgate::ConfigError>(())
+    /// ```
+    pub fn clear(&mut self) {
         self.min_rtt = None;
         self.max_inflight = 0;
         self.count = 0;
@@ -129,6 +267,29 @@ impl SampleWindow {
     }
 }
 
+/// Checks a percentile aggregation: a percentile in `(0, 1]`, a capacity of at
+/// least 1.
+pub(crate) fn check(aggregation: Aggregation) -> Result<(), ConfigError> {
+    if let Aggregation::Percentile {
+        percentile,
+        capacity,
+    } = aggregation
+    {
+        checks::ratio(
+            "percentile",
+            percentile,
+            |p| p > 0.0 && p <= 1.0,
+            "in (0, 1]",
+        )?;
+        if capacity == 0 {
+            return Err(ConfigError::Zero {
+                parameter: "capacity",
+            });
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,7 +299,7 @@ mod tests {
     const LOW: Duration = Duration::from_nanos(10);
 
     fn average() -> SampleWindow {
-        SampleWindow::new(Aggregation::Average)
+        SampleWindow::new(Aggregation::Average).unwrap()
     }
 
     fn percentile(percentile: f64, capacity: usize) -> SampleWindow {
@@ -146,6 +307,7 @@ mod tests {
             percentile,
             capacity,
         })
+        .unwrap()
     }
 
     /// ImmutableAverageSampleWindowTest.calculateAverage.

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use super::LimitAlgorithm;
 use super::checks;
-use super::window::SampleWindow;
+use super::window::{self, SampleWindow};
 use crate::adaptive::Sample;
 use crate::error::ConfigError;
 use crate::time::Nanos;
@@ -59,8 +59,9 @@ pub enum Aggregation {
 /// Another limit algorithm fed one sample per window: Netflix's `WindowedLimit`.
 ///
 /// Time comes from the samples' `start + rtt` (and from
-/// [`on_time`](LimitAlgorithm::on_time), which closes a window that is due: upstream
-/// waits for the next sample to close it, and counts that sample in). A sample whose
+/// [`on_time`](LimitAlgorithm::on_time), which closes a window that is due, at its
+/// deadline: upstream waits for the next sample to close it, and counts that sample
+/// in). A sample whose
 /// `start + rtt` saturates at [`Nanos::MAX`] is counted but closes no window.
 ///
 /// With [`Aggregation::Percentile`] three things differ from upstream: samples past
@@ -365,30 +366,14 @@ impl WindowedBuilder {
                 expected: "at least 10",
             });
         }
-        if let Aggregation::Percentile {
-            percentile,
-            capacity,
-        } = self.aggregation
-        {
-            checks::ratio(
-                "percentile",
-                percentile,
-                |p| p > 0.0 && p <= 1.0,
-                "in (0, 1]",
-            )?;
-            if capacity == 0 {
-                return Err(ConfigError::Zero {
-                    parameter: "capacity",
-                });
-            }
-        }
+        window::check(self.aggregation)?;
         Ok(self.into_limit(delegate))
     }
 
     fn into_limit<L>(self, delegate: L) -> WindowedLimit<L> {
         WindowedLimit {
             delegate,
-            window: SampleWindow::new(self.aggregation),
+            window: SampleWindow::unchecked(self.aggregation),
             next_update: Nanos::ZERO,
             last_start: Nanos::ZERO,
             min_window: self.min_window,
@@ -426,9 +411,11 @@ impl<L: LimitAlgorithm> LimitAlgorithm for WindowedLimit<L> {
         self.delegate.limit()
     }
 
+    /// Closes a window that is due at its deadline, not at `now`: the next window
+    /// runs from there, as it would have had a timer closed it on time.
     fn on_time(&mut self, now: Nanos) -> u64 {
         if self.window.count() > 0 && now > self.next_update {
-            self.close(now);
+            self.close(self.next_update);
         }
         self.delegate.on_time(now)
     }
@@ -478,11 +465,12 @@ mod tests {
         assert_eq!(windowed.on_time(at(102)), 1);
         let fed = windowed.delegate().0[0];
         assert_eq!(fed, Sample::new(at(19), ms(2), 14, true));
-        // The next window: twice the least RTT, raised to 100 ms, from now.
-        assert_eq!(windowed.window_end(), at(202));
+        // The next window: twice the least RTT, raised to 100 ms, from the
+        // deadline the last one closed at (101), not from the tick (102).
+        assert_eq!(windowed.window_end(), at(201));
         // An empty window is not closed.
         assert_eq!(windowed.on_time(at(1000)), 1);
-        assert_eq!(windowed.window_end(), at(202));
+        assert_eq!(windowed.window_end(), at(201));
     }
 
     #[test]

@@ -63,7 +63,7 @@ fn cpp_max(a: f64, b: f64) -> f64 {
 ///
 /// Created at a time on the enforcing limiter's clock, in a minRTT window unless minRTT
 /// is fixed. Its two timers (the sample window's end and the next minRTT measurement)
-/// fire when [`on_time`](LimitAlgorithm::on_time) or a sample's end reaches them;
+/// fire, each at its own deadline, when [`on_time`](LimitAlgorithm::on_time) or a sample's end reaches them;
 /// [`next_deadline`](Self::next_deadline) says when that is.
 ///
 /// # Examples
@@ -408,33 +408,55 @@ impl EnvoyGradient {
         }
     }
 
-    /// Lets time reach `now` (never backwards) and fires the timers due by then, the
-    /// earlier first (the sample window first on a tie), each at most once: a timer
-    /// rearmed for `now` itself, as a saturated deadline can be, waits for the next
-    /// call instead of looping.
+    /// Lets time reach `now` (never backwards) and fires the timers due by then in
+    /// the order of their deadlines (the sample window first on a tie), each at its
+    /// own deadline, as Envoy's dispatcher runs them: a timer rearmed while catching
+    /// up is rearmed from the instant it fired, not from `now`. A timer rearmed for
+    /// the very instant it fired (a saturated deadline) waits for the next call
+    /// instead of looping.
     fn advance(&mut self, now: Nanos) {
-        self.now = self.now.max(now);
-        let now = self.now;
-        let (mut window_fired, mut probe_fired) = (false, false);
+        let target = self.now.max(now);
+        let mut window_stuck = false;
         loop {
-            let window = self.window_timer.filter(|&at| !window_fired && at <= now);
-            let probe = self.min_rtt_timer.filter(|&at| !probe_fired && at <= now);
+            let window = self
+                .window_timer
+                .filter(|&at| !window_stuck && at <= target);
+            let probe = self.min_rtt_timer.filter(|&at| at <= target);
             match (window, probe) {
                 (None, None) => break,
-                (Some(w), Some(p)) if p < w => {
-                    probe_fired = true;
-                    self.min_rtt_timer_fired();
-                }
-                (Some(_), _) => {
-                    window_fired = true;
+                (Some(w), Some(p)) if p < w => self.fire_min_rtt_timer(p),
+                (Some(w), probe) => {
+                    let at = self.skip_empty_windows(w, probe.unwrap_or(target));
+                    self.now = self.now.max(at);
                     self.window_timer_fired();
+                    window_stuck = self.window_timer.is_some_and(|next| next <= at);
                 }
-                (None, Some(_)) => {
-                    probe_fired = true;
-                    self.min_rtt_timer_fired();
-                }
+                (None, Some(p)) => self.fire_min_rtt_timer(p),
             }
         }
+        self.now = target;
+    }
+
+    /// Fires the minRTT timer at its deadline `at`.
+    fn fire_min_rtt_timer(&mut self, at: Nanos) {
+        self.now = self.now.max(at);
+        self.min_rtt_timer_fired();
+    }
+
+    /// The last deadline, from `due` on in steps of the update interval and no later
+    /// than `until`, at which the sample window fires: the windows before it hold no
+    /// latency and change nothing, so they are skipped in one step rather than one
+    /// at a time (after a long idle spell there may be millions).
+    fn skip_empty_windows(&self, due: Nanos, until: Nanos) -> Nanos {
+        if self.samples.count() > 0 || self.in_min_rtt_window() || until <= due {
+            return due;
+        }
+        let step = saturating_u64(self.config.concurrency_update_interval().as_nanos());
+        if step == 0 {
+            return due;
+        }
+        let skipped = (until.as_u64() - due.as_u64()) / step;
+        Nanos::new(due.as_u64() + skipped * step)
     }
 
     /// Envoy's `min_rtt_calc_timer_` callback.

@@ -20,7 +20,10 @@
 //!
 //! Envoy drives its two timers from an event loop; here they fire when time is
 //! reported, through [`LimitAlgorithm::on_time`](super::LimitAlgorithm::on_time) or
-//! a sample's end. The limit during a minRTT window is simply
+//! a sample's end, each at its own deadline and in the order of their deadlines, as
+//! Envoy's dispatcher runs them: a timer reported late still opens its minRTT window
+//! (the epoch before which latencies are discarded) or closes its sample window at
+//! the instant it was due, and is rearmed from there. The limit during a minRTT window is simply
 //! [`limit`](super::LimitAlgorithm::limit), so the enforcing limiter needs nothing
 //! more than the trait. The tests port Envoy's `gradient_controller_test.cc` with its
 //! numbers; percentiles follow libcircllhist's estimate, as Envoy's do.

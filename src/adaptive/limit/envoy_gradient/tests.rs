@@ -1040,9 +1040,84 @@ fn sample_ends_drive_the_timers() {
     // the first latency only, then this one counts in the next window.
     controller.on_sample(Sample::new(Nanos::ZERO + ms(50), ms(80), 1, false));
     assert_eq!(controller.sample_rtt(), Some(us(8_050)));
-    assert_eq!(controller.window_deadline(), Some(Nanos::ZERO + ms(230)));
-    controller.on_time(Nanos::ZERO + ms(230));
+    // The window closed at its deadline, 100 ms, and the next runs from there.
+    assert_eq!(controller.window_deadline(), Some(Nanos::ZERO + ms(200)));
+    controller.on_time(Nanos::ZERO + ms(200));
     assert_eq!(controller.sample_rtt(), Some(us(80_500)));
+}
+
+/// Regression: a minRTT timer reported late opened its window, and so its epoch,
+/// at the time it was told, so that a request started between the deadline and
+/// that report was discarded, though Envoy (whose timer fires at its deadline)
+/// keeps it; the sample window was rearmed from the report too.
+#[test]
+fn a_late_min_rtt_timer_opens_its_epoch_at_its_deadline() {
+    let config = yaml()
+        .min_rtt_calc_interval(Duration::from_secs(1))
+        .jitter_percent(0.0)
+        .min_rtt_request_count(1)
+        .build()
+        .unwrap();
+    let mut controller = EnvoyGradient::with_seed(config, Nanos::ZERO, 1);
+    controller.on_sample(Sample::new(Nanos::ZERO, ms(5), 1, false));
+    assert!(!controller.in_min_rtt_window());
+    let due = Nanos::ZERO + ms(5) + Duration::from_secs(1);
+    assert_eq!(controller.min_rtt_deadline(), Some(due));
+    // Nothing reports the time until this request ends, 50 ms past the deadline;
+    // it started 10 ms after it, inside the minRTT window, and counts there.
+    controller.on_sample(Sample::new(due + ms(10), ms(40), 1, false));
+    assert!(!controller.in_min_rtt_window());
+    assert_eq!(controller.min_rtt(), Some(us(40_500)));
+    // The next measurement is scheduled from the sample that closed the window.
+    assert_eq!(
+        controller.min_rtt_deadline(),
+        Some(due + ms(50) + Duration::from_secs(1))
+    );
+}
+
+/// Regression: sample windows caught up on late were each closed at the time
+/// reported and rearmed from it; each is closed at its own deadline, in order
+/// with the minRTT timer.
+#[test]
+fn overdue_windows_fire_in_order_at_their_deadlines() {
+    let config = EnvoyGradientConfig::builder()
+        .concurrency_update_interval(ms(100))
+        .min_rtt_calc_interval(Duration::from_secs(1))
+        .jitter_percent(0.0)
+        .min_rtt_request_count(1)
+        .build()
+        .unwrap();
+    let mut controller = EnvoyGradient::with_seed(config, Nanos::ZERO, 1);
+    // minRTT measured at 1 ms: the next measurement at 1 001 ms, windows every
+    // 100 ms from 1 ms.
+    controller.on_sample(Sample::new(Nanos::ZERO, ms(1), 1, false));
+    assert_eq!(controller.window_deadline(), Some(Nanos::ZERO + ms(101)));
+    controller.on_sample(Sample::new(Nanos::ZERO + ms(2), ms(1), 1, false));
+    // Reported 10 s late: the window with the latency closes at 101 ms, the empty
+    // ones after it change nothing, and the minRTT window opens at 1 001 ms, its
+    // epoch there; the sample window lapses in it.
+    controller.on_time(Nanos::ZERO + Duration::from_secs(10));
+    assert_eq!(controller.sample_rtt(), Some(us(1_050)));
+    assert!(controller.in_min_rtt_window());
+    assert_eq!(controller.window_deadline(), None);
+    // A request started at 1 002 ms, after the epoch, is kept.
+    controller.on_sample(Sample::new(Nanos::ZERO + ms(1_002), ms(3), 1, false));
+    assert!(!controller.in_min_rtt_window());
+    assert_eq!(controller.min_rtt(), Some(us(3_050)));
+}
+
+/// Catching up on a long idle spell takes a few steps, not one per window.
+#[test]
+fn a_long_idle_spell_is_caught_up_at_once() {
+    let config = EnvoyGradientConfig::builder()
+        .concurrency_update_interval(Duration::from_nanos(1))
+        .fixed_min_rtt(ms(10))
+        .build()
+        .unwrap();
+    let mut controller = EnvoyGradient::with_seed(config, Nanos::ZERO, 1);
+    assert_eq!(controller.on_time(Nanos::new(u64::MAX - 1)), 3);
+    assert_eq!(controller.window_deadline(), Some(Nanos::MAX));
+    assert_eq!(controller.on_time(Nanos::MAX), 3);
 }
 
 #[test]
