@@ -1259,9 +1259,9 @@ mod soak {
             .notes
             .push(format!("keys in Redis at the end: {}", listing.join(", ")));
         report.notes.push(format!(
-            "lease records still in Redis after close: {records}, over {record_permits} \
-             permits: those of keys the full tables forgot (forfeited, gone with their \
-             hash's TTL)"
+            "lease records still in Redis after close, every key: {records}, over \
+             {record_permits} permits (keys a full table forgot give theirs back from a \
+             task; one whose give-back failed keeps them until its hash's TTL)"
         ));
         let passed = without.is_empty();
         report.checks.push(Check {
