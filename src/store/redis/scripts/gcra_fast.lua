@@ -7,20 +7,26 @@
 -- before the definitions run. It decides exactly as gcra.lua's acquire and the
 -- driver's decide and commit (same arithmetic, same reply, same write); anything it
 -- does not handle (another op or kind, several keys, n of 0 or above the burst, a
--- count that is not one digit, a state it cannot read, a conflict) falls through to
--- the general code below before reading TIME, having only read the key.
+-- count that is not one digit, a value that is not GCRA's current format, a conflict)
+-- falls through to the general code below before reading TIME, having only read the
+-- key.
+--
+-- It is meant to cost the server no more than a minimal GCRA script (TIME, GET,
+-- SET PX): GCRA's stored value is its TAT negated, read with the one tonumber such a
+-- script spends (gcra.lua says why negated), and what the minimal script does by
+-- C functions (math.max, math.ceil) is done here by Lua operators, which cost less
+-- than a call: that pays for the guards and the stale-state check.
 --
 -- The library of Redis Functions defines nothing per call, but keeps this path, the
 -- cheapest: it wraps the block below in a function of KEYS and ARGV, which returns
 -- the verdict or, falling through, nothing, and declares the locals before it once,
--- when it is loaded. Its first call sets them (a library cannot read `string` or
--- `math` while it loads), and later calls find these functions as upvalues rather
--- than by two table lookups each. No other file names them.
-local byte, sub, format, max, floor, ceil
+-- when it is loaded. Its first call sets them (a library cannot read `string` while
+-- it loads), and later calls find these functions as upvalues rather than by two
+-- table lookups each. No other file names them.
+local byte, format
 do
   if byte == nil then
-    byte, sub, format = string.byte, string.sub, string.format
-    max, floor, ceil = math.max, math.floor, math.ceil
+    byte, format = string.byte, string.format
   end
   local argv = ARGV
   if argv[1] == 'acquire' and argv[5] == 'gcra' and argv[6] == '3' and #KEYS == 1 then
@@ -29,18 +35,17 @@ do
     local interval, tolerance, burst = tonumber(argv[7]), tonumber(argv[8]), tonumber(argv[9])
     if digit >= 1 and digit <= 9 and burst and digit <= burst and interval and tolerance then
       local key = KEYS[1]
-      -- The stored value, 'gcra:' and the TAT, is kept whole: the prefix is checked
-      -- byte by byte and the new value made in one format, so that a call makes two
-      -- strings (the TAT read, the value written) besides the PX. Each string
-      -- made costs about as much as a Lua line, and this path is a dozen lines.
       local stored = redis.pcall('GET', key)
-      local tat
-      if stored == false then
-        tat = 0
-      elseif type(stored) == 'string' then
-        local g, c, r, a, colon = byte(stored, 1, 5)
-        if g == 103 and c == 99 and r == 114 and a == 97 and colon == 58 then
-          tat = tonumber(sub(stored, 6))
+      -- "-<TAT>" (gcra.lua), a number below 0 down to -2^53; tonumber of anything
+      -- else (another kind's "<kind>:…", GCRA's earlier "gcra:<TAT>", an error reply
+      -- for a key of another type) is nil or not below 0, and goes the general way.
+      local tat = 0
+      if stored then
+        tat = tonumber(stored)
+        if tat and tat < 0 and tat >= -9007199254740992 then
+          tat = -tat
+        else
+          tat = nil
         end
       end
       if tat then
@@ -57,49 +62,63 @@ do
           if stored and tat <= now then
             stored, stale, tat = nil, true, 0
           end
-          local new_tat = max(tat, now) + digit * interval
-          local allow_at = new_tat - tolerance
-          local verdict, ttl
-          if allow_at > now then
-            ttl = max(tat - now, 0)
-            verdict = {0, burst, 0, ttl, allow_at - now}
+          local new_tat = digit * interval
+          if tat > now then
+            new_tat = tat + new_tat
           else
-            ttl = max(new_tat - now, 0)
-            verdict = {1, burst, 0, ttl, 0}
+            new_tat = now + new_tat
           end
-          -- gcra_remaining: floor((tolerance - ttl) / interval), checked by a product.
+          local allow_at = new_tat - tolerance
+          local admit = allow_at <= now
+          local ttl = new_tat - now
+          if not admit then
+            ttl = tat - now
+            if ttl < 0 then
+              ttl = 0
+            end
+          end
+          -- gcra_remaining: floor((tolerance - ttl) / interval), checked by a product;
+          -- x - x % 1 is floor(x), exactly, for x >= 0.
+          local remaining = 0
           local left = tolerance - ttl
           if left > 0 then
-            local whole = floor(left / interval)
-            if whole * interval > left then
-              whole = whole - 1
+            remaining = left / interval
+            remaining = remaining - remaining % 1
+            if remaining * interval > left then
+              remaining = remaining - 1
             end
-            verdict[3] = whole
           end
-          if allow_at <= now then
-            local state = format('gcra:%.0f', new_tat)
-            if state ~= stored then
-              local expiry = new_tat - now
-              if expiry > 0 then
-                -- The PX as a number below 10^7, which every Redis writes as plain
-                -- digits (its text made in C, not a Lua string), else as text: above,
-                -- how Redis writes a number argument varies by version (some use
-                -- exponents, which PX refuses).
-                local px = ceil(expiry / 1000) + 1000
-                if px >= 10000000 then
-                  px = format('%.0f', px)
-                end
-                redis.call('SET', key, state, 'PX', px)
-              else
-                redis.call('DEL', key)
+          if not admit then
+            if stale then
+              redis.call('DEL', key)
+            end
+            return {0, burst, remaining, ttl, allow_at - now}
+          end
+          local state = format('%.0f', -new_tat)
+          if state ~= stored then
+            if ttl > 0 then
+              -- ceil(ttl / 1000) + the second of slack, by operators (x - x % 1 is
+              -- floor(x)). The PX as a number below 10^7, which every Redis writes as
+              -- plain digits (its text made in C, not a Lua string), else as text:
+              -- above, how Redis writes a number argument varies by version (some
+              -- use exponents, which PX refuses).
+              local ms = ttl / 1000
+              local px = ms - ms % 1
+              if px < ms then
+                px = px + 1
               end
-              return verdict
+              px = px + 1000
+              if px >= 10000000 then
+                px = format('%.0f', px)
+              end
+              redis.call('SET', key, state, 'PX', px)
+            else
+              redis.call('DEL', key)
             end
-          end
-          if stale then
+          elseif stale then
             redis.call('DEL', key)
           end
-          return verdict
+          return {1, burst, remaining, ttl, 0}
         end
       end
     end
