@@ -714,7 +714,10 @@ async fn a_gcra_state_in_the_earlier_format_decides_as_the_same_state_in_the_cur
             let (old, new) = (format!("{path}{case}o"), format!("{path}{case}n"));
             let (old_key, new_key) = (store.redis_key(&old, ""), store.redis_key(&new, ""));
             let tat = EPOCH_MICROS + 1_000 + tat;
-            for (key, value) in [(&old_key, format!("gcra:{tat}")), (&new_key, format!("-{tat}"))] {
+            for (key, value) in [
+                (&old_key, format!("gcra:{tat}")),
+                (&new_key, format!("-{tat}")),
+            ] {
                 let () = redis::cmd("SET")
                     .arg(key)
                     .arg(value)
@@ -759,7 +762,11 @@ async fn a_gcra_state_in_the_earlier_format_decides_as_the_same_state_in_the_cur
                         "{what}: {old_value:?}"
                     );
                 }
-                assert_eq!(current_form(old_value), current_form(new_value.clone()), "{what}");
+                assert_eq!(
+                    current_form(old_value),
+                    current_form(new_value.clone()),
+                    "{what}"
+                );
                 if let Some(value) = &new_value {
                     assert!(value.starts_with('-'), "{what}: {value}");
                     let ttl: i64 = control.pttl(&new_key).await.unwrap();

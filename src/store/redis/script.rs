@@ -223,7 +223,7 @@ mod tests {
         assert!(code.contains(PRELUDE) && code.contains(DRIVER));
         // The inline acquire's locals once, before its function; its block in it.
         let (locals, block) = inline_acquire();
-        assert!(locals.trim_end().ends_with("byte, format") && block.starts_with("do\n"));
+        assert!(locals.trim_end().ends_with("redis_pcall") && block.starts_with("do\n"));
         assert!(code.starts_with(&format!(
             "{locals}local function gcra_fast(KEYS, ARGV)\n{block}end\n"
         )));

@@ -96,12 +96,17 @@ ALGORITHMS.gcra = {
     return '-' .. state
   end,
 
-  -- A number below 0, down to -2^53, as gcra_fast.lua reads it. The state comes out
-  -- in the form `int` writes (%.17g writes an integer below 2^53 without exponent),
-  -- so that the driver's "state unchanged" compares like with like.
+  -- A number below 0, down to -2^53, as gcra_fast.lua reads it. The state is the
+  -- text after the minus, so that the driver's "state unchanged" compares as
+  -- gcra_fast.lua does (the new value against the stored one); a value read as such a
+  -- number without a leading minus (spaces before it) is read, and compared, as the
+  -- number it is.
   state_of = function(value)
     local negated = tonumber(value)
     if negated and negated < 0 and negated >= -9007199254740992 then
+      if string.byte(value) == 45 then
+        return string.sub(value, 2)
+      end
       return float(-negated)
     end
     return nil

@@ -20,28 +20,41 @@
 -- The library of Redis Functions defines nothing per call, but keeps this path, the
 -- cheapest: it wraps the block below in a function of KEYS and ARGV, which returns
 -- the verdict or, falling through, nothing, and declares the locals before it once,
--- when it is loaded. Its first call sets them (a library cannot read `string` while
--- it loads), and later calls find these functions as upvalues rather than by two
--- table lookups each. No other file names them.
-local byte, format
+-- when it is loaded. Its first call sets them (a library cannot read globals while
+-- it loads), and later calls find these functions as upvalues rather than by a
+-- lookup or two each. No other file names them.
+local byte, format, number, redis_call, redis_pcall
 do
   if byte == nil then
-    byte, format = string.byte, string.format
+    byte, format, number = string.byte, string.format, tonumber
+    redis_call, redis_pcall = redis.call, redis.pcall
   end
-  local argv = ARGV
-  if argv[1] == 'acquire' and argv[5] == 'gcra' and argv[6] == '3' and #KEYS == 1 then
-    -- n as one digit, read without strtod (dearer than the rest of the decision).
-    local digit = #argv[2] == 1 and byte(argv[2]) - 48 or 0
-    local interval, tolerance, burst = tonumber(argv[7]), tonumber(argv[8]), tonumber(argv[9])
-    if digit >= 1 and digit <= 9 and burst and digit <= burst and interval and tolerance then
-      local key = KEYS[1]
-      local stored = redis.pcall('GET', key)
+  local argv, keys = ARGV, KEYS
+  if argv[1] == 'acquire' and argv[5] == 'gcra' and argv[6] == '3' and #keys == 1 then
+    -- n as one digit, read without strtod (dearer than the rest of the decision),
+    -- and most often 1.
+    local digit = argv[2]
+    if digit == '1' then
+      digit = 1
+    elseif #digit == 1 then
+      digit = byte(digit) - 48
+      if digit < 1 or digit > 9 then
+        digit = nil
+      end
+    else
+      digit = nil
+    end
+    local interval, tolerance, burst = number(argv[7]), number(argv[8]), number(argv[9])
+    if digit and burst and digit <= burst and interval and tolerance then
+      local key = keys[1]
+      -- false for a fresh key; below, nil for a stale state.
+      local stored = redis_pcall('GET', key)
       -- "-<TAT>" (gcra.lua), a number below 0 down to -2^53; tonumber of anything
       -- else (another kind's "<kind>:…", GCRA's earlier "gcra:<TAT>", an error reply
       -- for a key of another type) is nil or not below 0, and goes the general way.
       local tat = 0
       if stored then
-        tat = tonumber(stored)
+        tat = number(stored)
         if tat and tat < 0 and tat >= -9007199254740992 then
           tat = -tat
         else
@@ -51,16 +64,15 @@ do
       if tat then
         local now = argv[4]
         if now == '' then
-          local time = redis.call('TIME')
-          now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+          local time = redis_call('TIME')
+          now = number(time[1]) * 1000000 + number(time[2])
         else
-          now = tonumber(now)
+          now = number(now)
         end
         if now then
           -- A state past its expiry decides as a fresh one and is deleted.
-          local stale = false
           if stored and tat <= now then
-            stored, stale, tat = nil, true, 0
+            stored, tat = nil, 0
           end
           local new_tat = digit * interval
           if tat > now then
@@ -69,9 +81,8 @@ do
             new_tat = now + new_tat
           end
           local allow_at = new_tat - tolerance
-          local admit = allow_at <= now
           local ttl = new_tat - now
-          if not admit then
+          if allow_at > now then
             ttl = tat - now
             if ttl < 0 then
               ttl = 0
@@ -79,8 +90,8 @@ do
           end
           -- gcra_remaining: floor((tolerance - ttl) / interval), checked by a product;
           -- x - x % 1 is floor(x), exactly, for x >= 0.
-          local remaining = 0
           local left = tolerance - ttl
+          local remaining = 0
           if left > 0 then
             remaining = left / interval
             remaining = remaining - remaining % 1
@@ -88,20 +99,20 @@ do
               remaining = remaining - 1
             end
           end
-          if not admit then
-            if stale then
-              redis.call('DEL', key)
+          if allow_at > now then
+            if stored == nil then
+              redis_call('DEL', key)
             end
             return {0, burst, remaining, ttl, allow_at - now}
           end
           local state = format('%.0f', -new_tat)
           if state ~= stored then
             if ttl > 0 then
-              -- ceil(ttl / 1000) + the second of slack, by operators (x - x % 1 is
-              -- floor(x)). The PX as a number below 10^7, which every Redis writes as
-              -- plain digits (its text made in C, not a Lua string), else as text:
-              -- above, how Redis writes a number argument varies by version (some
-              -- use exponents, which PX refuses).
+              -- ceil(ttl / 1000) + the second of slack, by operators. The PX as a
+              -- number below 10^7, which every Redis writes as plain digits (its
+              -- text made in C, not a Lua string), else as text: above, how Redis
+              -- writes a number argument varies by version (some use exponents,
+              -- which PX refuses).
               local ms = ttl / 1000
               local px = ms - ms % 1
               if px < ms then
@@ -111,12 +122,12 @@ do
               if px >= 10000000 then
                 px = format('%.0f', px)
               end
-              redis.call('SET', key, state, 'PX', px)
+              redis_call('SET', key, state, 'PX', px)
             else
-              redis.call('DEL', key)
+              redis_call('DEL', key)
             end
-          elseif stale then
-            redis.call('DEL', key)
+          elseif stored == nil then
+            redis_call('DEL', key)
           end
           return {1, burst, remaining, ttl, 0}
         end
