@@ -13,9 +13,10 @@
 --
 -- It is meant to cost the server no more than a minimal GCRA script (TIME, GET,
 -- SET PX): GCRA's stored value is its TAT negated, read with the one tonumber such a
--- script spends (gcra.lua says why negated), and what the minimal script does by
--- C functions (math.max, math.ceil) is done here by Lua operators, which cost less
--- than a call: that pays for the guards and the stale-state check.
+-- script spends (gcra.lua says why negated); n is read without strtod and the
+-- tolerance computed; and what the minimal script does by C functions (math.max,
+-- math.ceil) is done here by Lua operators, which cost less than a call. That pays
+-- for the guards, the stale-state check and the remaining count.
 --
 -- The library of Redis Functions defines nothing per call, but keeps this path, the
 -- cheapest: it wraps the block below in a function of KEYS and ARGV, which returns
@@ -23,10 +24,10 @@
 -- when it is loaded. Its first call sets them (a library cannot read globals while
 -- it loads), and later calls find these functions as upvalues rather than by a
 -- lookup or two each. No other file names them.
-local byte, format, number, redis_call, redis_pcall
+local format, number, redis_call, redis_pcall
 do
-  if byte == nil then
-    byte, format, number = string.byte, string.format, tonumber
+  if format == nil then
+    format, number = string.format, tonumber
     redis_call, redis_pcall = redis.call, redis.pcall
   end
   local argv, keys = ARGV, KEYS
@@ -37,15 +38,19 @@ do
     if digit == '1' then
       digit = 1
     elseif #digit == 1 then
-      digit = byte(digit) - 48
+      digit = string.byte(digit) - 48
       if digit < 1 or digit > 9 then
         digit = nil
       end
     else
       digit = nil
     end
-    local interval, tolerance, burst = number(argv[7]), number(argv[8]), number(argv[9])
-    if digit and burst and digit <= burst and interval and tolerance then
+    -- The tolerance is interval × burst, exactly (at most 2^52), as GCRA's
+    -- script_args sends it (src/store/redis/script.rs tests it): computed, not read,
+    -- it costs a multiplication rather than a strtod.
+    local interval, burst = number(argv[7]), number(argv[9])
+    if digit and burst and digit <= burst and interval then
+      local tolerance = interval * burst
       local key = keys[1]
       -- false for a fresh key; below, nil for a stale state.
       local stored = redis_pcall('GET', key)
