@@ -21,7 +21,7 @@
 -- The library of Redis Functions defines nothing per call, but keeps this path, the
 -- cheapest: it wraps the block below in a function of KEYS and ARGV, which returns
 -- the verdict or, falling through, nothing, and declares the locals before it once,
--- when it is loaded. Its first call sets them (a library cannot read globals while
+-- when it is loaded. Its first call sets them (a library may not use them while
 -- it loads), and later calls find these functions as upvalues rather than by a
 -- lookup or two each. No other file names them.
 local format, number, redis_call, redis_pcall
