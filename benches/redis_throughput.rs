@@ -31,8 +31,13 @@
 //! and sorted for p50/p99; `redis-benchmark` reports its own, from sending a batch to
 //! each reply. CPU time per decision: this process's from `/proc/self/stat` (10 ms
 //! ticks), redis-benchmark's as a waited-for child, redis-server's from `INFO cpu`.
-//! The server, the client under test and `redis-benchmark` share the machine's cores:
-//! on 2 cores, what a client spends is taken from the server.
+//! Unless `--no-pin`, redis-server runs on a core of its own, the last, and this
+//! process and its `redis-benchmark` children on the others (`taskset`, util-linux),
+//! for every table, as production gives Redis a core of its own (as
+//! `tollgate-rls/benches/load.rs` does): otherwise the server, the client under test
+//! and `redis-benchmark` share the machine's cores, and on 2 cores what a client spends
+//! is taken from the server. The tokio runtime has as many workers as the client has
+//! cores (`--workers N` to choose).
 //!
 //! Each configuration runs `--repeat` times (default 3), ours and redis-benchmark in
 //! turn, and the run with the median decisions/s of each client is shown; the ratio
@@ -57,7 +62,7 @@
 //!
 //! Run `cargo bench -p tollgate-benches --features redis --bench redis_throughput`
 //! (about 10 min on 2 cores). Options after `--`: `--secs S` per run (default 2), `--repeat R`,
-//! `--tasks 16,64,256`, `--connections 1,4`, `--workers 2`, `--limiter-only`,
+//! `--tasks 16,64,256`, `--connections 1,4`, `--workers N`, `--no-pin`, `--limiter-only`,
 //! `--execute-only`, `--paths fcall,evalsha`, `--peers minimal,fcall,evalsha` (the
 //! first is the ratio's base), `--no-ceiling`, `--batches 64,256` (coalesced runs'
 //! B), `--no-coalesced`, `--coalesced-only`, `--ceiling-only`, `--extra-script NAME=FILE` and
@@ -240,7 +245,10 @@ mod bench {
         repeat: usize,
         tasks: Vec<usize>,
         connections: Vec<usize>,
-        workers: usize,
+        /// Tokio workers; `None`: one per core the client may run on.
+        workers: Option<usize>,
+        /// redis-server on a core of its own, the clients on the others.
+        pin: bool,
         apis: Vec<Api>,
         paths: Vec<Path>,
         peers: Vec<Peer>,
@@ -258,7 +266,8 @@ mod bench {
             repeat: 3,
             tasks: vec![16, 64, 256],
             connections: vec![1, 4],
-            workers: 2,
+            workers: None,
+            pin: true,
             apis: vec![Api::Limiter, Api::Execute],
             paths: vec![Path::Fcall, Path::Evalsha],
             peers: vec![
@@ -286,7 +295,8 @@ mod bench {
                 "--repeat" => settings.repeat = list(args.next(), "--repeat R")[0].max(1),
                 "--tasks" => settings.tasks = list(args.next(), "--tasks 16,64"),
                 "--connections" => settings.connections = list(args.next(), "--connections 1,4"),
-                "--workers" => settings.workers = list(args.next(), "--workers N")[0],
+                "--workers" => settings.workers = Some(list(args.next(), "--workers N")[0]),
+                "--no-pin" => settings.pin = false,
                 "--limiter-only" => settings.apis = vec![Api::Limiter],
                 "--execute-only" => settings.apis = vec![Api::Execute],
                 "--paths" => {
@@ -391,8 +401,20 @@ mod bench {
         }
         let settings = settings();
         let server = RedisServer::start();
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // Pinned before the runtime starts its workers, which inherit it, as do the
+        // redis-benchmark children.
+        let pinned = settings.pin && cores >= 2 && {
+            let pinning = Pinning::new(cores);
+            server_pid(server.port()).is_some_and(|pid| pinning.redis(pid))
+                && pinning.client(std::process::id())
+        };
+        let workers = settings
+            .workers
+            .unwrap_or(if pinned { cores - 1 } else { cores })
+            .max(1);
         let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(settings.workers)
+            .worker_threads(workers)
             .enable_all()
             .build()
             .unwrap();
@@ -424,13 +446,29 @@ mod bench {
             "server: {} on 127.0.0.1:{}; {} CPUs, load average {}",
             String::from_utf8_lossy(&version.stdout).trim_end(),
             server.port(),
-            std::thread::available_parallelism().map_or(0, |n| n.get()),
+            cores,
             load_average()
+        );
+        println!(
+            "{}",
+            if pinned {
+                let clients = match cores {
+                    2 => "core 0".to_owned(),
+                    _ => format!("cores 0-{}", cores - 2),
+                };
+                format!(
+                    "pinned (taskset): redis-server on core {}, this process and \
+                     redis-benchmark on {clients}",
+                    cores - 1
+                )
+            } else {
+                "not pinned: redis-server and the clients share every core".to_owned()
+            }
         );
         println!(
             "client: tokio multi-thread runtime with {} workers; GCRA 1000/s, burst 1000, \
              {KEYSPACE} random keys; {} s per run after {} ms of warm-up; median of {}",
-            settings.workers,
+            workers,
             settings.secs,
             WARM_UP.as_millis(),
             settings.repeat
@@ -857,6 +895,64 @@ mod bench {
     const MINIMAL_NAME: &str = "minimal GCRA: TIME, GET, SET PX (EVALSHA)";
     const STORE_NAME: &str = "the store's script (GCRA's, EVALSHA)";
     const LIBRARY_NAME: &str = "the store's library (FCALL)";
+
+    /// CPU affinity by role, set with `taskset` (util-linux) as
+    /// `tollgate-rls/benches/load.rs` sets it: redis-server on the last core, the
+    /// clients on the others.
+    struct Pinning {
+        redis: String,
+        others: String,
+    }
+
+    impl Pinning {
+        fn new(cores: usize) -> Pinning {
+            let cores = cores.min(64);
+            let all = if cores == 64 {
+                u64::MAX
+            } else {
+                (1u64 << cores) - 1
+            };
+            let redis = 1u64 << (cores - 1);
+            Pinning {
+                redis: format!("{redis:x}"),
+                others: format!("{:x}", all & !redis),
+            }
+        }
+
+        /// Pins every thread of `pid`; false (and says so) when `taskset` fails.
+        fn set(mask: &str, pid: u32) -> bool {
+            let done = Command::new("taskset")
+                .args(["-a", "-p", mask, &pid.to_string()])
+                .stdout(std::process::Stdio::null())
+                .status();
+            let pinned = done.is_ok_and(|s| s.success());
+            if !pinned {
+                eprintln!("taskset -a -p {mask} {pid} failed: process {pid} is not pinned");
+            }
+            pinned
+        }
+
+        fn redis(&self, pid: u32) -> bool {
+            Pinning::set(&self.redis, pid)
+        }
+
+        fn client(&self, pid: u32) -> bool {
+            Pinning::set(&self.others, pid)
+        }
+    }
+
+    /// The pid of the redis-server listening on `port`, from `/proc`.
+    fn server_pid(port: u16) -> Option<u32> {
+        let suffix = format!(":{port}");
+        std::fs::read_dir("/proc").ok()?.find_map(|entry| {
+            let pid: u32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let cmdline = String::from_utf8_lossy(&cmdline);
+            let mut words = cmdline.split(|c: char| c == '\0' || c.is_whitespace());
+            let is_redis = words.next().is_some_and(|w| w.ends_with("redis-server"));
+            (is_redis && words.any(|w| w.ends_with(&suffix))).then_some(pid)
+        })
+    }
 
     /// The run with the median decisions/s.
     fn median(mut runs: Vec<Figures>) -> Figures {

@@ -60,8 +60,8 @@ async fn admitted_calls_set_a_ttl_and_peeks_and_denials_write_nothing() {
     // 20 s of debt, plus the script's second of slack.
     assert!(ttl > 20_000 && ttl <= 21_000, "ttl {ttl} ms");
     let tat: String = connection.get(&key).await.unwrap();
-    // The value names its kind of rule, then the TAT in µs.
-    assert_eq!(tat, format!("gcra:{}", EPOCH_MICROS + 20_000_000));
+    // GCRA's value is its TAT in µs, negated: a form no other kind's value takes.
+    assert_eq!(tat, format!("-{}", EPOCH_MICROS + 20_000_000));
 
     let denied = store.check_at("k", 1, at(5)).await.unwrap();
     assert_eq!(

@@ -226,7 +226,7 @@ async fn a_multi_rule_request_decides_in_its_tags_slot() {
         assert!(after.iter().all(Option::is_some), "{tag}: {after:?}");
         assert_eq!(
             after[0].as_deref(),
-            Some(format!("gcra:{}", EPOCH_MICROS + 3 * ten_seconds).as_str()),
+            Some(format!("-{}", EPOCH_MICROS + 3 * ten_seconds).as_str()),
             "{tag}: the denial changed the short rule's state"
         );
 

@@ -677,3 +677,209 @@ async fn the_librarys_inline_gcra_acquire_decides_as_its_general_code_and_the_sc
         }
     }
 }
+
+/// A GCRA value as the current version writes it: "-<TAT>"; one of the earlier
+/// format, "gcra:<TAT>", as the same.
+fn current_form(value: Option<String>) -> Option<String> {
+    value.map(|v| match v.strip_prefix("gcra:") {
+        Some(tat) => format!("-{tat}"),
+        None => v,
+    })
+}
+
+// GCRA stores its TAT negated ("-<TAT>", read by the inline acquire with one
+// `tonumber`); earlier versions stored "gcra:<TAT>", which servers may still hold when
+// a new version starts. A key holding the earlier format must decide exactly as one
+// holding the same TAT in the current format, by every path (the inline acquire hands
+// it to the general code), and be written in the current format at its next change.
+#[tokio::test]
+async fn a_gcra_state_in_the_earlier_format_decides_as_the_same_state_in_the_current_one() {
+    let Some(()) = require_redis() else { return };
+    let server = RedisServer::start_with_args(&[]);
+    let mut control = connect(&server.url()).await;
+    let functions = Plain::new(connect(&server.url()).await, "old").unwrap();
+    let scripts = functions.clone().without_functions();
+    // 1 per 3 ms, burst 4 (tolerance 12 ms).
+    let rule = gcra(Duration::from_millis(3), 4);
+    let checks = [Check::new("", &rule)];
+    let mut seed = 0x0123_4567_89ab_cdefu64;
+    let mut next = |bound: u64| {
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        (seed >> 33) % bound
+    };
+    let mut rewritten = 0;
+    for (path, store) in [("fcall", &functions), ("evalsha", &scripts)] {
+        // TATs in the past (a stale state), a little ahead and a burst ahead (denials).
+        for (case, tat) in [0u64, 5_000, 11_000, 20_000].into_iter().enumerate() {
+            let (old, new) = (format!("{path}{case}o"), format!("{path}{case}n"));
+            let (old_key, new_key) = (store.redis_key(&old, ""), store.redis_key(&new, ""));
+            let tat = EPOCH_MICROS + 1_000 + tat;
+            for (key, value) in [
+                (&old_key, format!("gcra:{tat}")),
+                (&new_key, format!("-{tat}")),
+            ] {
+                let () = redis::cmd("SET")
+                    .arg(key)
+                    .arg(value)
+                    .arg("PX")
+                    .arg(60_000)
+                    .query_async(&mut control)
+                    .await
+                    .unwrap();
+            }
+            let mut now = EPOCH_MICROS;
+            for step in 0..40 {
+                now += match next(8) {
+                    0 => 0,
+                    1 => 30_000,
+                    _ => next(3_000),
+                };
+                // Acquires of 1..=4 take the inline path; 0, 5 (never) and the other
+                // ops the general one.
+                let n = next(6);
+                let op = match next(6) {
+                    0 => Op::Peek(n),
+                    1 => Op::Refund(n),
+                    2 => Op::Reserve {
+                        n,
+                        max_wait: Duration::from_micros(next(8_000)),
+                    },
+                    _ => Op::Acquire(n),
+                };
+                let what = format!("{path}, case {case}, step {step}: {op:?} at {now}");
+                let mut replies = Vec::new();
+                for tag in [&old, &new] {
+                    let request = Request::new(tag, &checks, op).at(Duration::from_micros(now));
+                    replies.push(store.execute(&request).await.unwrap());
+                }
+                assert_eq!(replies[0], replies[1], "{what}");
+                assert_eq!(next_permit(&replies[0]), next_permit(&replies[1]), "{what}");
+                let old_value: Option<String> = control.get(&old_key).await.unwrap();
+                let new_value: Option<String> = control.get(&new_key).await.unwrap();
+                if old_value != new_value {
+                    assert!(
+                        old_value.as_deref().is_some_and(|v| v.starts_with("gcra:")),
+                        "{what}: {old_value:?}"
+                    );
+                }
+                assert_eq!(
+                    current_form(old_value),
+                    current_form(new_value.clone()),
+                    "{what}"
+                );
+                if let Some(value) = &new_value {
+                    assert!(value.starts_with('-'), "{what}: {value}");
+                    let ttl: i64 = control.pttl(&new_key).await.unwrap();
+                    assert!(ttl > 0, "{what}: no TTL");
+                }
+            }
+            let value: Option<String> = control.get(&old_key).await.unwrap();
+            rewritten += u32::from(value.is_none_or(|v| !v.starts_with("gcra:")));
+        }
+    }
+    // The earlier format was written over (or expired) on most keys.
+    assert!(rewritten >= 6, "{rewritten} of 8");
+}
+
+// A key holding another kind's state, or a value no GCRA rule writes, is a typed
+// conflict for a GCRA rule by every path, and a GCRA rule's key for every other kind:
+// GCRA's value is a bare negative number, which no other kind's value (all start with
+// their kind's name) and no counter (a BatchedLimiter's INCRBY, never below 0) is.
+#[tokio::test]
+async fn gcras_bare_value_is_a_conflict_for_every_other_kind_and_theirs_for_gcra() {
+    let Some(()) = require_redis() else { return };
+    let server = RedisServer::start_with_args(&[]);
+    let mut control = connect(&server.url()).await;
+    let functions = Plain::new(connect(&server.url()).await, "k").unwrap();
+    let scripts = functions.clone().without_functions();
+    let gcra_rule = gcra(SECOND, 5);
+    let others: Vec<Rule> = every_kind()
+        .into_iter()
+        .filter(|rule| rule.kind() != RuleKind::Gcra)
+        .collect();
+    let gcra_ops = [
+        // The inline acquire's request, then the general code's.
+        Op::Acquire(1),
+        Op::Acquire(0),
+        Op::Peek(1),
+        Op::Refund(1),
+        Op::Reserve {
+            n: 1,
+            max_wait: SECOND,
+        },
+    ];
+    for (path, store) in [("fcall", &functions), ("evalsha", &scripts)] {
+        let conflict = |error: StoreError, key: &str, what: &str| {
+            assert!(
+                matches!(&error, StoreError::KeyConflict { key: k } if k == key),
+                "{path}, {what}: {error:?}"
+            );
+        };
+        // Each other kind's state, as its rule writes it, for a GCRA rule.
+        for (i, rule) in others.iter().enumerate() {
+            let tag = format!("{path}-other{i}");
+            let key = store.redis_key(&tag, "");
+            let written = [Check::new("", rule)];
+            let reply = store
+                .execute(&Request::new(&tag, &written, Op::Acquire(1)).at(at(0)))
+                .await
+                .unwrap();
+            assert!(reply.is_admitted(), "{path}, {}", rule.kind());
+            let before: Option<String> = control.get(&key).await.unwrap();
+            assert!(before.is_some(), "{path}: {} wrote nothing", rule.kind());
+            let checks = [Check::new("", &gcra_rule)];
+            for op in gcra_ops {
+                let error = store
+                    .execute(&Request::new(&tag, &checks, op).at(at(1)))
+                    .await
+                    .unwrap_err();
+                conflict(error, &key, &format!("{} for GCRA, {op:?}", rule.kind()));
+            }
+            let after: Option<String> = control.get(&key).await.unwrap();
+            assert_eq!(before, after, "{path}: {}'s key changed", rule.kind());
+        }
+        // Values no rule writes: a counter as INCRBY makes it, 0, a positive TAT, a
+        // minus before text, the earlier prefix before text.
+        for (i, value) in ["5", "0", "1700000000000000", "-abc", "gcra:abc", "-"]
+            .into_iter()
+            .enumerate()
+        {
+            let tag = format!("{path}-foreign{i}");
+            let key = store.redis_key(&tag, "");
+            let () = control.set(&key, value).await.unwrap();
+            let checks = [Check::new("", &gcra_rule)];
+            for op in gcra_ops {
+                let error = store
+                    .execute(&Request::new(&tag, &checks, op).at(at(1)))
+                    .await
+                    .unwrap_err();
+                conflict(error, &key, &format!("{value:?} for GCRA, {op:?}"));
+            }
+            let after: String = control.get(&key).await.unwrap();
+            assert_eq!(after, value, "{path}: the foreign value changed");
+        }
+        // A GCRA rule's state for every other kind.
+        let tag = format!("{path}-gcra");
+        let key = store.redis_key(&tag, "");
+        let checks = [Check::new("", &gcra_rule)];
+        let reply = store
+            .execute(&Request::new(&tag, &checks, Op::Acquire(1)).at(at(0)))
+            .await
+            .unwrap();
+        assert!(reply.is_admitted());
+        let before: String = control.get(&key).await.unwrap();
+        assert_eq!(before, format!("-{}", EPOCH_MICROS + 1_000_000), "{path}");
+        for rule in &others {
+            let checks = [Check::new("", rule)];
+            for op in [Op::Acquire(1), Op::Peek(1)] {
+                let error = store
+                    .execute(&Request::new(&tag, &checks, op).at(at(1)))
+                    .await
+                    .unwrap_err();
+                conflict(error, &key, &format!("GCRA's for {}, {op:?}", rule.kind()));
+            }
+        }
+        let after: String = control.get(&key).await.unwrap();
+        assert_eq!(before, after, "{path}: GCRA's key changed");
+    }
+}

@@ -223,7 +223,7 @@ mod tests {
         assert!(code.contains(PRELUDE) && code.contains(DRIVER));
         // The inline acquire's locals once, before its function; its block in it.
         let (locals, block) = inline_acquire();
-        assert!(locals.trim_end().ends_with("ceil") && block.starts_with("do\n"));
+        assert!(locals.trim_end().ends_with("redis_pcall") && block.starts_with("do\n"));
         assert!(code.starts_with(&format!(
             "{locals}local function gcra_fast(KEYS, ARGV)\n{block}end\n"
         )));
@@ -263,6 +263,46 @@ mod tests {
             library.name,
             format!("tollgate_{}", Script::new(code).get_hash())
         );
+    }
+
+    // The inline GCRA acquire (gcra_fast.lua) computes the tolerance as interval ×
+    // burst instead of reading it: what GCRA's arguments must hold for it to decide
+    // as the general code, which reads it.
+    #[test]
+    fn gcras_tolerance_argument_is_its_interval_times_its_burst() {
+        use crate::Quota;
+        use crate::algorithm::Gcra;
+        use crate::algorithm::script::Arg;
+        use crate::store::Rule;
+        let quotas = [
+            Quota::per_second(1_000).unwrap().burst(1_000).unwrap(),
+            Quota::per_second(3).unwrap(),
+            Quota::with_period(Duration::from_millis(7)).unwrap(),
+            Quota::with_period(Duration::from_secs(86_400))
+                .unwrap()
+                .burst(9)
+                .unwrap(),
+            Quota::with_period(Duration::from_micros(1))
+                .unwrap()
+                .burst(1 << 40)
+                .unwrap(),
+        ];
+        let mut checked = 0;
+        for quota in quotas {
+            // Quotas the script cannot count are refused before any call.
+            let Ok(args) = Rule::from(Gcra::new(quota)).script_args() else {
+                continue;
+            };
+            match args[..] {
+                [Arg::Int(interval), Arg::Int(tolerance), Arg::Int(burst)] => {
+                    assert_eq!(Some(tolerance), interval.checked_mul(burst), "{quota:?}");
+                    assert!(tolerance <= 1 << 52, "{quota:?}");
+                }
+                _ => panic!("{quota:?}: {args:?}"),
+            }
+            checked += 1;
+        }
+        assert!(checked >= 4, "{checked}");
     }
 
     #[test]

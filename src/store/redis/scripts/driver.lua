@@ -20,7 +20,13 @@
 -- its reply is the error as a string instead of a list of integers.
 --
 -- A key's value is "<kind>:<state>", so that a key written by one kind of rule is a
--- conflict for every other, even one whose state has the same shape.
+-- conflict for every other, even one whose state has the same shape. A kind may
+-- store its state in a form of its own instead, which no "<kind>:…" value and no
+-- other writer's value can take (GCRA: its TAT negated, see gcra.lua), by two
+-- functions besides those of prelude.lua:
+--   value_of(state)   -> the value stored for `state`
+--   state_of(value)   -> the state of a stored value, or nil when it is not this kind's
+-- Its "<kind>:<state>" values, as earlier versions wrote them, still read.
 --
 -- Returns five integers per check (see prelude.lua), in batch mode one such list (or
 -- error string) per request. One check writes what it decided
@@ -97,7 +103,13 @@ local function commit(a, key, kind, p, stored, stale, state, expires_at, now)
     if ttl > 0 then
       -- As text: how Redis writes a number argument varies by version (some use
       -- exponents, which PX refuses).
-      redis.call('SET', key, kind .. ':' .. state, 'PX', int(math.ceil(ttl / 1000) + EXPIRY_SLACK_MS))
+      local value
+      if a.value_of then
+        value = a.value_of(state)
+      else
+        value = kind .. ':' .. state
+      end
+      redis.call('SET', key, value, 'PX', int(math.ceil(ttl / 1000) + EXPIRY_SLACK_MS))
     else
       redis.call('DEL', key)
     end
@@ -157,8 +169,13 @@ local function decide_request(keys, argv, first_key, key_count, at)
       -- (`find` rather than comparing a prefix cut out: one string fewer per check.)
       stored = string.sub(stored, #kind + 2)
     else
-      -- Another rule's state, something tollgate never wrote, or not a string.
-      return nil, 'TOLLGATE_CONFLICT ' .. key
+      -- The kind's own form, if it has one; else another rule's state, something
+      -- tollgate never wrote, or not a string.
+      local state = a.state_of and type(stored) == 'string' and a.state_of(stored)
+      if not state then
+        return nil, 'TOLLGATE_CONFLICT ' .. key
+      end
+      stored = state
     end
 
     -- A state this rule cannot read is reported with its key.

@@ -83,4 +83,32 @@ ALGORITHMS.gcra = {
   expires_at = function(p, state)
     return gcra_tat(state)
   end,
+
+  -- The stored value is the TAT negated, "-<TAT>", not "gcra:<TAT>": the inline
+  -- acquire (gcra_fast.lua) reads it with one tonumber, as a script storing the bare
+  -- TAT would, and its sign still tells its kind: every other kind's value starts
+  -- with its name, the one other bare number tollgate writes, a BatchedLimiter's
+  -- counter (INCRBY), is never below 0, and a TAT written is always above 0 (µs
+  -- since the epoch plus an interval). "gcra:<TAT>", as earlier versions wrote it,
+  -- still reads (driver.lua), and is written over in this form at the next change;
+  -- an earlier version reads this form as a conflict.
+  value_of = function(state)
+    return '-' .. state
+  end,
+
+  -- A number below 0, down to -2^53, as gcra_fast.lua reads it. The state is the
+  -- text after the minus, so that the driver's "state unchanged" compares as
+  -- gcra_fast.lua does (the new value against the stored one); a value read as such a
+  -- number without a leading minus (spaces before it) is read, and compared, as the
+  -- number it is.
+  state_of = function(value)
+    local negated = tonumber(value)
+    if negated and negated < 0 and negated >= -9007199254740992 then
+      if string.byte(value) == 45 then
+        return string.sub(value, 2)
+      end
+      return float(-negated)
+    end
+    return nil
+  end,
 }
