@@ -122,7 +122,8 @@
 //!   (`partner:{acct-17}:day` above): the braces make the limited key the Cluster hash
 //!   tag, so one request's keys share a slot, and `RedisStore::connect_cluster` works
 //!   on Redis Cluster (tested on a 3-master cluster the tests start). The value tells
-//!   its kind of rule (a prefix; GCRA's by its sign), so a key written by one rule is a typed conflict for any other.
+//!   its kind of rule (by a prefix; GCRA's by its sign), so a key written by one rule
+//!   is a typed conflict for any other.
 //! - **Pipelined.** Concurrent decisions share one multiplexed connection (clone the
 //!   store); `RedisStore::coalescing(n)` also packs up to `n` concurrent requests into
 //!   one call, each still decided atomically on its own.
