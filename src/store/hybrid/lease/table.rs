@@ -160,8 +160,10 @@ mod recent {
     use crate::sync::unmodeled::{AtomicU64, Ordering as StdOrdering};
     use crate::sync::{Arc, Ordering};
 
-    /// Entries per thread: direct-mapped by the key's hash.
-    const ENTRIES: usize = 16;
+    /// Sets of entries per thread, chosen by the key's hash: two entries each, so
+    /// that a few hot keys of a few tables seldom push each other out.
+    const SETS: usize = 64;
+    const WAYS: usize = 2;
 
     struct Entry {
         table: u64,
@@ -170,7 +172,13 @@ mod recent {
     }
 
     thread_local! {
-        static RECENT: RefCell<[Option<Entry>; ENTRIES]> = const { RefCell::new([const { None }; ENTRIES]) };
+        static RECENT: RefCell<[Option<Entry>; SETS * WAYS]> =
+            const { RefCell::new([const { None }; SETS * WAYS]) };
+    }
+
+    /// The first entry of the set of a key of `hash`.
+    fn set(hash: u64) -> usize {
+        (hash as usize % SETS) * WAYS
     }
 
     pub(super) fn table_id() -> u64 {
@@ -190,11 +198,11 @@ mod recent {
         let decided = RECENT
             .try_with(|recent| {
                 let recent = recent.try_borrow().ok()?;
-                let entry = recent[hash as usize % ENTRIES].as_ref()?;
-                let fresh = entry.table == table
-                    && entry.hash == hash
-                    && *entry.slot.tag == *tag
-                    && !entry.slot.retired.load(Ordering::Acquire);
+                let first = set(hash);
+                let entry = recent[first..first + WAYS].iter().flatten().find(|entry| {
+                    entry.table == table && entry.hash == hash && *entry.slot.tag == *tag
+                })?;
+                let fresh = !entry.slot.retired.load(Ordering::Acquire);
                 // Under the borrow: cloning the `Arc` would write its count, shared
                 // with the other threads deciding on the key.
                 fresh.then(|| f.take().map(|f| f(Some(&entry.slot))))?
@@ -213,7 +221,16 @@ mod recent {
     pub(super) fn keep(table: u64, hash: u64, slot: &Arc<Slot>) {
         let _ = RECENT.try_with(|recent| {
             if let Ok(mut recent) = recent.try_borrow_mut() {
-                recent[hash as usize % ENTRIES] = Some(Entry {
+                let ways = &mut recent[set(hash)..set(hash) + WAYS];
+                // The newest first; the one it replaces, unless of the same key,
+                // moves to the second way.
+                let same_key = ways[0]
+                    .as_ref()
+                    .is_some_and(|entry| entry.table == table && entry.hash == hash);
+                if !same_key {
+                    ways.rotate_right(1);
+                }
+                ways[0] = Some(Entry {
                     table,
                     hash,
                     slot: Arc::clone(slot),
